@@ -1,0 +1,24 @@
+/* cli.h: helpers shared by the cohort subcommands (error reporting and exit codes). */
+#ifndef COHORT_CLI_H
+#define COHORT_CLI_H
+
+#include "cohort/status.h"
+
+/* Exit codes of every subcommand. */
+enum { CLI_OK = 0, CLI_FAILED = 1, CLI_USAGE = 2 };
+
+/* Print "cohort CMD: error: <message>" and return CLI_USAGE. */
+int cli_usage_error(const char *cmd, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* Report a failed library call with its thread-local message; returns CLI_USAGE for
+ * COH_ERR_INVALID (bad input) and CLI_FAILED otherwise. */
+int cli_fail(const char *cmd, coh_status s);
+
+/* Name of the program as invoked, for usage lines ("cohort"). */
+extern const char *cli_progname;
+
+#endif

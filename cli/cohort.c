@@ -1,0 +1,61 @@
+/* cohort.c: the cohort command-line tool: dispatches `cohort <command> [options]` to the
+ * subcommands in cli/cmd_*.c (their table is generated from the file names). */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "cli_commands.h" /* generated: cli_commands[] */
+#include "cohort/status.h"
+
+const char *cli_progname = "cohort";
+
+int cli_usage_error(const char *cmd, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "%s %s: error: %s\n", cli_progname, cmd, msg);
+    return CLI_USAGE;
+}
+
+int cli_fail(const char *cmd, coh_status s)
+{
+    const char *msg = coh_last_error();
+    fprintf(stderr, "%s %s: error: %s\n", cli_progname, cmd, *msg ? msg : coh_status_name(s));
+    return s == COH_ERR_INVALID ? CLI_USAGE : CLI_FAILED;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: cohort <command> [options]\n\n"
+               "cohort: choose accelerators, launch jobs on them, and train in parallel.\n\n"
+               "commands:\n");
+    for (size_t i = 0; i < cli_command_count; i++)
+        fprintf(f, "  %-10s %s\n", cli_commands[i].name, cli_commands[i].summary);
+    fprintf(f, "\n'cohort <command> --help' describes a command.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return CLI_USAGE;
+    }
+    const char *name = argv[1];
+    if (!strcmp(name, "--help") || !strcmp(name, "-h") || !strcmp(name, "help")) {
+        usage(stdout);
+        return CLI_OK;
+    }
+    if (!strcmp(name, "--version") || !strcmp(name, "version")) {
+        printf("cohort %s\n", coh_version());
+        return CLI_OK;
+    }
+    for (size_t i = 0; i < cli_command_count; i++)
+        if (!strcmp(name, cli_commands[i].name))
+            return cli_commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "cohort: error: unknown command '%s' (see 'cohort --help')\n", name);
+    return CLI_USAGE;
+}

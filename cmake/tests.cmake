@@ -1,0 +1,64 @@
+# tests.cmake: registers every test by file name, one process per test with a timeout.
+#   tests/**/test_*.c   a C test program linked with libcohort (private headers visible)
+#   tests/**/test_*.sh  a shell test, run with bash
+#   tests/**/test_*.py  a Python test, run with the system interpreter (Debian's python3-torch)
+#   tests/fuzz/fuzz_*.c a libFuzzer target; its corpus tests/fuzz/corpus/<name>/ replays as a test
+# Script tests get COHORT (the CLI), COHORT_SOURCE_DIR, COHORT_BUILD_DIR and COHORT_DATA_DIR in
+# their environment; exit code 77 marks a test skipped (never counted as passed).
+set(COHORT_TEST_TIMEOUT 300 CACHE STRING "seconds a test may run")
+set(COHORT_PYTHON /usr/bin/python3 CACHE FILEPATH "interpreter with python3-torch and python3-numpy")
+
+set(COHORT_TEST_ENV
+    "COHORT=$<TARGET_FILE:cohort>"
+    "COHORT_SOURCE_DIR=${PROJECT_SOURCE_DIR}"
+    "COHORT_BUILD_DIR=${PROJECT_BINARY_DIR}"
+    "COHORT_DATA_DIR=${COHORT_DATA_DIR}"
+    "COHORT_PYTHON=${COHORT_PYTHON}")
+
+function(cohort_test_props name)
+  set_tests_properties(${name} PROPERTIES TIMEOUT ${COHORT_TEST_TIMEOUT} SKIP_RETURN_CODE 77
+                       ENVIRONMENT "${COHORT_TEST_ENV}")
+endfunction()
+
+file(GLOB_RECURSE COHORT_C_TESTS CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/tests/test_*.c")
+foreach(src ${COHORT_C_TESTS})
+  get_filename_component(name ${src} NAME_WE)
+  add_executable(${name} ${src})
+  target_include_directories(${name} PRIVATE "${PROJECT_SOURCE_DIR}/src" "${PROJECT_SOURCE_DIR}/tests")
+  target_link_libraries(${name} PRIVATE cohort_static)
+  add_test(NAME ${name} COMMAND ${name} WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
+  cohort_test_props(${name})
+endforeach()
+
+file(GLOB_RECURSE COHORT_SH_TESTS CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/tests/test_*.sh")
+foreach(src ${COHORT_SH_TESTS})
+  get_filename_component(name ${src} NAME_WE)
+  add_test(NAME ${name} COMMAND bash ${src} WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
+  cohort_test_props(${name})
+endforeach()
+
+file(GLOB_RECURSE COHORT_PY_TESTS CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/tests/test_*.py")
+foreach(src ${COHORT_PY_TESTS})
+  get_filename_component(name ${src} NAME_WE)
+  add_test(NAME ${name} COMMAND ${COHORT_PYTHON} ${src} WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
+  cohort_test_props(${name})
+endforeach()
+
+file(GLOB COHORT_FUZZERS CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/tests/fuzz/fuzz_*.c")
+foreach(src ${COHORT_FUZZERS})
+  get_filename_component(stem ${src} NAME_WE)
+  string(REPLACE "fuzz_" "" name ${stem})
+  # The replay program runs every corpus file through the target: the corpus is a test.
+  add_executable(replay_${name} ${src} "${PROJECT_SOURCE_DIR}/tests/fuzz/replay_main.c")
+  target_include_directories(replay_${name} PRIVATE "${PROJECT_SOURCE_DIR}/src")
+  target_link_libraries(replay_${name} PRIVATE cohort_static)
+  add_test(NAME fuzz_replay_${name}
+           COMMAND replay_${name} "${PROJECT_SOURCE_DIR}/tests/fuzz/corpus/${name}")
+  cohort_test_props(fuzz_replay_${name})
+  if(COHORT_FUZZ)
+    add_executable(fuzz_${name} ${src})
+    target_include_directories(fuzz_${name} PRIVATE "${PROJECT_SOURCE_DIR}/src")
+    target_link_libraries(fuzz_${name} PRIVATE cohort_static)
+    target_link_options(fuzz_${name} PRIVATE -fsanitize=fuzzer)
+  endif()
+endforeach()

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# test.sh: builds cohort three ways and runs every test: a release build with -Werror, an
+# ASan+UBSan build of the whole suite, and a short libFuzzer run of every fuzz target.
+# COHORT_FUZZ_SECONDS (default 30) sets the time per fuzzer; 0 skips the fuzz runs.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+jobs=$(nproc 2>/dev/null || echo 2)
+fuzz_seconds=${COHORT_FUZZ_SECONDS:-30}
+
+scripts/setup.sh || exit 1
+
+passed=0
+failed=0
+status=0
+
+# run_suite NAME BUILD_DIR [CMAKE ARGS...]: configure, build and ctest one configuration.
+run_suite() {
+    local name=$1 dir=$2
+    shift 2
+    echo "=== $name: configure and build in $dir"
+    if ! cmake -S "$root" -B "$dir" -DCOHORT_WERROR=ON "$@" >"$dir.configure.log" 2>&1; then
+        cat "$dir.configure.log"
+        echo "=== $name: configure failed"
+        status=1
+        return
+    fi
+    if ! cmake --build "$dir" -j"$jobs" >"$dir.build.log" 2>&1; then
+        grep -E "error|warning" "$dir.build.log" | head -50
+        echo "=== $name: build failed"
+        status=1
+        return
+    fi
+    echo "=== $name: tests"
+    (cd "$dir" && ctest --output-on-failure -j"$jobs") | tee "$dir.ctest.log"
+    local line
+    line=$(grep -E "tests passed, [0-9]+ tests failed out of [0-9]+" "$dir.ctest.log" | tail -1)
+    if [ -z "$line" ]; then
+        echo "=== $name: ctest did not finish"
+        status=1
+        return
+    fi
+    local total nfail
+    total=$(echo "$line" | sed -E 's/.*out of ([0-9]+).*/\1/')
+    nfail=$(echo "$line" | sed -E 's/.* ([0-9]+) tests failed.*/\1/')
+    passed=$((passed + total - nfail))
+    failed=$((failed + nfail))
+    [ "$nfail" -eq 0 ] || status=1
+    # A skipped test is neither passed nor failed: it is named, never counted as passing.
+    local skipped
+    skipped=$(grep -cE "\*\*\*Skipped|Not Run" "$dir.ctest.log" || true)
+    if [ "$skipped" -gt 0 ]; then
+        passed=$((passed - skipped))
+        echo "=== $name: $skipped test(s) skipped"
+    fi
+}
+
+mkdir -p build
+run_suite release build/test-release -DCMAKE_BUILD_TYPE=Release
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    run_suite sanitizers build/test-asan -DCMAKE_BUILD_TYPE=Debug -DCOHORT_SANITIZE=ON
+
+if [ "$fuzz_seconds" -gt 0 ]; then
+    echo "=== fuzz: build with clang and libFuzzer"
+    if CC=clang cmake -S "$root" -B build/test-fuzz -DCOHORT_FUZZ=ON -DCMAKE_BUILD_TYPE=Debug \
+            >build/test-fuzz.configure.log 2>&1 &&
+       cmake --build build/test-fuzz -j"$jobs" >build/test-fuzz.build.log 2>&1; then
+        for f in build/test-fuzz/fuzz_*; do
+            [ -x "$f" ] || continue
+            name=${f##*/fuzz_}
+            work=$(mktemp -d)
+            cp -r "tests/fuzz/corpus/$name/." "$work/"
+            echo "=== fuzz: $name for ${fuzz_seconds}s"
+            if "$f" -max_total_time="$fuzz_seconds" -timeout=10 -rss_limit_mb=2048 \
+                    -artifact_prefix="build/test-fuzz/$name-" "$work" >"build/test-fuzz/$name.log" 2>&1; then
+                passed=$((passed + 1))
+                tail -1 "build/test-fuzz/$name.log"
+            else
+                failed=$((failed + 1))
+                status=1
+                tail -40 "build/test-fuzz/$name.log"
+                echo "=== fuzz: $name FAILED (reproducer in build/test-fuzz/$name-*)"
+            fi
+            rm -rf "$work"
+        done
+    else
+        tail -30 build/test-fuzz.configure.log build/test-fuzz.build.log
+        echo "=== fuzz: build failed"
+        failed=$((failed + 1))
+        status=1
+    fi
+fi
+
+echo "$passed passed, $failed failed"
+exit $status

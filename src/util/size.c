@@ -1,0 +1,99 @@
+/* size.c: parsing and printing of byte sizes. */
+#include "cohort/size.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+static const struct {
+    const char *name;
+    double factor;
+} units[] = {
+    {"", 1.0},
+    {"b", 1.0},
+    {"k", 1024.0},
+    {"kib", 1024.0},
+    {"kb", 1e3},
+    {"m", 1048576.0},
+    {"mib", 1048576.0},
+    {"mb", 1e6},
+    {"g", 1073741824.0},
+    {"gib", 1073741824.0},
+    {"gb", 1e9},
+    {"t", 1099511627776.0},
+    {"tib", 1099511627776.0},
+    {"tb", 1e12},
+    {"p", 1125899906842624.0},
+    {"pib", 1125899906842624.0},
+    {"pb", 1e15},
+};
+
+static coh_status bad_size(const char *text, const char *why)
+{
+    return coh_errf(COH_ERR_INVALID,
+                    "invalid size '%s': %s (expected a number with an optional unit: B, KiB, "
+                    "MiB, GiB, TiB, KB, MB, GB, TB, or K, M, G, T for the binary units)",
+                    text, why);
+}
+
+coh_status coh_size_parse(const char *text, uint64_t *out_bytes)
+{
+    if (!text)
+        return coh_errf(COH_ERR_INVALID, "invalid size: no text");
+    const char *p = text;
+    double whole = 0.0, frac = 0.0, scale = 1.0;
+    int digits = 0;
+    while (isdigit((unsigned char)*p)) {
+        whole = whole * 10.0 + (*p - '0');
+        p++;
+        digits++;
+    }
+    if (*p == '.') {
+        p++;
+        while (isdigit((unsigned char)*p)) {
+            scale /= 10.0;
+            frac += (*p - '0') * scale;
+            p++;
+            digits++;
+        }
+    }
+    if (digits == 0)
+        return bad_size(text, *text == '-' ? "negative sizes are not allowed" : "no number");
+    if (*p == ' ')
+        p++;
+    char unit[8];
+    size_t n = strlen(p);
+    if (n >= sizeof unit)
+        return bad_size(text, "unknown unit");
+    for (size_t i = 0; i <= n; i++)
+        unit[i] = (char)tolower((unsigned char)p[i]);
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+        if (strcmp(unit, units[i].name) == 0) {
+            double v = floor((whole + frac) * units[i].factor);
+            if (!(v < 9223372036854775807.0))
+                return bad_size(text, "too large");
+            *out_bytes = (uint64_t)v;
+            return COH_OK;
+        }
+    }
+    return bad_size(text, "unknown unit");
+}
+
+char *coh_size_format(uint64_t bytes, char *buf, size_t cap)
+{
+    static const char *names[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    if (bytes < 1024) {
+        snprintf(buf, cap, "%llu B", (unsigned long long)bytes);
+        return buf;
+    }
+    double v = (double)bytes / 1024.0;
+    int u = 0;
+    while (v >= 1024.0 && u < 5) {
+        v /= 1024.0;
+        u++;
+    }
+    snprintf(buf, cap, "%.2f %s", v, names[u]);
+    return buf;
+}
