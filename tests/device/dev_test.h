@@ -9,7 +9,7 @@
 
 #include "cohort/device.h"
 
-static coh_inventory *load_inv(const char *name)
+static inline coh_inventory *load_inv(const char *name)
 {
     const char *src = getenv("COHORT_SOURCE_DIR");
     char path[1024];
@@ -23,7 +23,7 @@ static coh_inventory *load_inv(const char *name)
 }
 
 /* Visible devices as "3,1" (physical index; "3/m1" for MIG instance 1; "3.1" for a tile). */
-static const char *describe(const coh_inventory *inv, const coh_visible *v)
+static inline const char *describe(const coh_inventory *inv, const coh_visible *v)
 {
     static char buf[512];
     size_t len = 0;
@@ -44,7 +44,7 @@ static const char *describe(const coh_inventory *inv, const coh_visible *v)
 }
 
 /* Visibility of `accel` with only the given variables set (NULL = unset). */
-static const char *see(const coh_inventory *inv, coh_accel accel, const coh_vis_env *env,
+static inline const char *see(const coh_inventory *inv, coh_accel accel, const coh_vis_env *env,
                        coh_visible *keep)
 {
     coh_visible v;
