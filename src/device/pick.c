@@ -52,10 +52,12 @@ static void judge(const coh_inventory *inv, const coh_visible *vis, const coh_pi
     else if (procs > 0 && !o->allow_shared)
         snprintf(c->reason, sizeof c->reason, "busy: %d compute process%s%s (--allow-shared "
                  "accepts it)", procs, procs == 1 ? "" : "es", owners);
-    else if (c->free_mib < o->min_free_mib || c->free_mib == 0)
+    else if (c->free_mib == 0)
+        snprintf(c->reason, sizeof c->reason, "memory full: 0 MiB free");
+    else if (c->free_mib < o->min_free_mib)
         snprintf(c->reason, sizeof c->reason, "%llu MiB free, below the %llu MiB required",
                  (unsigned long long)c->free_mib,
-                 (unsigned long long)(o->min_free_mib ? o->min_free_mib : 1));
+                 (unsigned long long)o->min_free_mib);
     else if (c->utilization_pct > o->max_utilization_pct)
         snprintf(c->reason, sizeof c->reason, "utilization %d%% is above the %d%% allowed",
                  c->utilization_pct, o->max_utilization_pct);

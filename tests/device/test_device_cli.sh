@@ -121,7 +121,7 @@ expect 0 "0,7,6" -- pick 3 --min-free-memory 50GiB -q --inventory "$inv/busy.jso
 expect 1 "cuda:5 (GPU-55555555-0000-0000-0000-000000000000): 40960 MiB free, below the 51200 MiB required" \
     -- pick 4 --min-free-memory 50GiB --inventory "$inv/busy.json"
 expect 1 "cuda:1 (GPU-11111111-0000-0000-0000-000000000000): compute mode is prohibited" -- pick 5 --inventory "$inv/busy.json"
-grep -q "cuda:4 (GPU-44444444-0000-0000-0000-000000000000): 0 MiB free" "$tmp/err" &&
+grep -q "cuda:4 (GPU-44444444-0000-0000-0000-000000000000): memory full: 0 MiB free" "$tmp/err" &&
     grep -q "cuda:2 .*exclusive_process" "$tmp/err" && grep -q "cuda:3 .*busy: 2 compute processes" "$tmp/err" &&
     echo "ok   pick names every rejected device" || { echo "FAIL pick rejections"; cat "$tmp/err"; fail=1; }
 expect 0 "\"value\": \"0\"" -- pick 1 --json --inventory "$inv/busy.json"

@@ -49,7 +49,7 @@ static void rules_and_order(void)
                        "exclusive_process and 1 process is already on it (owners: alice)"));
     CHECK(strstr(last, "cuda:3 (GPU-33333333-0000-0000-0000-000000000000): busy: 2 compute "
                        "processes (owners: bob,carol)"));
-    CHECK(strstr(last, "cuda:4 (GPU-44444444-0000-0000-0000-000000000000): 0 MiB free"));
+    CHECK(strstr(last, "cuda:4 (GPU-44444444-0000-0000-0000-000000000000): memory full: 0 MiB free"));
 }
 
 static void limits(void)
