@@ -212,7 +212,8 @@ coh_status coh_device_spec_parse(const char *text, coh_device_spec *out);
  * >= available). For COH_ACCEL_CPU the spec is a number of processes: *n_out is that number,
  * "-1"/"auto" meaning `available` (pass the available cores), and out[] gets 0..n-1.
  * Errors: COH_ERR_INVALID naming the spec and the valid range: nothing selected for a GPU
- * accelerator, a count above `available`, an index >= available, a list for cpu. */
+ * accelerator, a count above `available`, an index >= available, a list for cpu;
+ * COH_ERR_NOT_FOUND when a GPU accelerator has no visible device at all. */
 coh_status coh_device_spec_resolve(const coh_device_spec *spec, const char *text,
                                    coh_accel accel, int available, int *out, int cap,
                                    int *n_out);
