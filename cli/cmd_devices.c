@@ -70,6 +70,15 @@ static void print_human_section(const coh_inventory *inv, const coh_visible *v,
         printf("  none visible\n");
     else
         cli_device_table(inv, v, NULL, 0, stdout);
+    if (v->accel != COH_ACCEL_CUDA)
+        return;
+    for (int i = 0; i < inv->ngpus; i++) /* MIG uuids are what CUDA_VISIBLE_DEVICES needs */
+        for (int m = 0; m < inv->gpus[i].nmig; m++)
+            printf("  MIG instance of nvidia-smi %d: %s (gpu instance %d, compute instance "
+                   "%d, %llu MiB)\n", inv->gpus[i].physical_index,
+                   inv->gpus[i].mig[m].uuid, inv->gpus[i].mig[m].gpu_instance,
+                   inv->gpus[i].mig[m].compute_instance,
+                   (unsigned long long)inv->gpus[i].mig[m].memory_total_mib);
 }
 
 static void print_cpu_human(const coh_inventory *inv)

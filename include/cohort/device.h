@@ -1,5 +1,8 @@
 /* device.h: what accelerators the machine has, which of them a program will see and in what
- * order, device specs (--accelerator/--devices), picking free devices and reserving them. */
+ * order, device specs (--accelerator/--devices), picking free devices and reserving them.
+ * Thread safety: the functions keep no global state (errors go to the calling thread's
+ * message), so they may be called from several threads on distinct objects; an object
+ * (inventory, visible set, result) may be read by several threads at once. */
 #ifndef COHORT_DEVICE_H
 #define COHORT_DEVICE_H
 

@@ -61,6 +61,8 @@ visible cuda "0,3" COHORT_INVENTORY="$inv/four_a100.json" CUDA_VISIBLE_DEVICES=0
 
 # Listings, warnings and cuts.
 expect 0 "cuda:3" -- devices --inventory "$inv/four_a100.json"
+expect 0 "MIG instance of nvidia-smi 0: MIG-11119999-2222-3333-4444-555555555555 (gpu instance 2, compute instance 0, 19968 MiB)" \
+    -- devices --inventory "$inv/mig.json"
 expect 0 "none visible" CUDA_VISIBLE_DEVICES= -- devices --inventory "$inv/four_a100.json"
 expect 0 "warning: CUDA_VISIBLE_DEVICES='0,2,-1,1': entry 3 '-1' is negative; the runtime ignores it and every entry after it (visible: 0,2)" \
     CUDA_VISIBLE_DEVICES=0,2,-1,1 -- devices --inventory "$inv/four_a100.json"
