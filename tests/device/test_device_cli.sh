@@ -75,6 +75,10 @@ expect 2 "error: invalid CUDA_VISIBLE_DEVICES='0,abc': entry 2 'abc' is not a de
     CUDA_VISIBLE_DEVICES=0,abc -- devices --inventory "$inv/four_a100.json"
 expect 2 "invalid CUDA_DEVICE_ORDER='FASTEST' is not one of FASTEST_FIRST, PCI_BUS_ID" \
     CUDA_DEVICE_ORDER=FASTEST -- devices --inventory "$inv/four_a100.json"
+expect 2 "invalid ZE_ENABLE_PCI_ID_DEVICE_ORDER='yes' is not 0 or 1" ZE_ENABLE_PCI_ID_DEVICE_ORDER=yes -- \
+    devices --inventory "$inv/intel.json"
+expect 0 "warning: ZE_AFFINITY_MASK='0,7': entry 2 '7' is past the last device (4 intel devices); it selects nothing" \
+    ZE_AFFINITY_MASK=0,7 -- devices --inventory "$inv/intel.json"
 expect 2 "invalid ZE_AFFINITY_MASK='0,1.x'" ZE_AFFINITY_MASK=0,1.x -- devices --inventory "$inv/intel.json"
 expect 2 "invalid ROCR_VISIBLE_DEVICES='0,,1': entry 2 '' is empty" ROCR_VISIBLE_DEVICES=0,,1 -- \
     devices --inventory "$inv/amd.json"
