@@ -86,10 +86,10 @@ coh_status coh_cpu_probe(coh_cpu_info *out);
 
 /* Probe the machine: the CPU and NVIDIA GPUs through NVML, loaded at run time with
  * dlopen("libnvidia-ml.so.1") (env COHORT_NVML_LIB names another file, for tests). No library
- * or no driver is not an error: zero GPUs and inv->note says why.
- * Errors: COH_ERR_NOMEM. A failing NVML call after a successful init is COH_ERR_SYSTEM naming
- * the function and nvmlErrorString. Ownership: *out is the caller's, free with
- * coh_inventory_destroy. */
+ * or no driver is not an error: zero GPUs and inv->note says why. A GPU whose basic queries
+ * fail (no permission, fallen off the bus) is left out and the note names it, the function
+ * and nvmlErrorString. Errors: COH_ERR_NOMEM; COH_ERR_SYSTEM when nvmlDeviceGetCount_v2 fails
+ * after a successful init. Ownership: *out is the caller's, free with coh_inventory_destroy. */
 coh_status coh_inventory_probe(coh_inventory **out);
 
 /* Parse an inventory document (schema in docs/inventory.md); `name` prefixes every error, as

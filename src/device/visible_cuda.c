@@ -135,16 +135,21 @@ static void cuda_order_note(const coh_inventory *inv, const coh_vis_env *env, co
     }
     if (o)
         return;
+    int *pci = calloc((size_t)n + 1, sizeof *pci);
+    if (!pci)
+        return; /* only a warning is lost */
+    nvidia_pci_order(inv, pci, n);
     for (int i = 0; i < n; i++)
-        if (inv->gpus[order[i]].physical_index != i) {
+        if (order[i] != pci[i]) {
             v->order_differs = 1;
             size_t len = 0;
             str_append(v->order_note, sizeof v->order_note, &len,
                        "CUDA_DEVICE_ORDER is unset: CUDA numbers devices fastest first, so "
                        "cuda index %d is nvidia-smi index %d; set CUDA_DEVICE_ORDER=PCI_BUS_ID "
                        "to make the numbers agree", i, inv->gpus[order[i]].physical_index);
-            return;
+            break;
         }
+    free(pci);
 }
 
 coh_status visible_cuda(const coh_inventory *inv, const coh_vis_env *env, coh_visible *v)
