@@ -131,8 +131,10 @@ static coh_status read_tensor(coh_st_file *f, const char *name, const json_value
     if (st != COH_OK)
         return st;
     uint64_t need = shape_bytes(t);
+    if (need == UINT64_MAX)
+        return bad(f, name, "%sits shape holds too many elements", "", 0, 0);
     if (need != e - b)
-        return bad(f, name, "%sits dtype and shape need %lld bytes but its data_offsets span "
+        return bad(f, name, "its dtype %s and shape need %lld bytes but its data_offsets span "
                    "%lld", coh_dtype_name(t->dtype), (long long)need, (long long)(e - b));
     f->begin[idx] = b;
     t->nbytes = e - b;
