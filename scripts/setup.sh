@@ -6,6 +6,9 @@ set -euo pipefail
 # test-only oracles: PyTorch and NumPy from Debian.
 packages=(build-essential cmake clang libclang-rt-dev libopenblas-dev libopenmpi-dev openmpi-bin
           python3-torch python3-numpy)
+# --- data: the Unicode Character Database, source of the GPT-2 pre-split's letter/number tables
+packages+=(unicode-data)
+# --- end data
 
 missing=()
 for p in "${packages[@]}"; do
