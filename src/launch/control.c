@@ -398,10 +398,11 @@ coh_status ctl_after_attempt(agent *a, int *restart, int *exit_code)
             *exit_code = a->fail.exit_code;
             *restart = a->fail.restartable && a->attempt < a->o->max_restarts;
         }
+        if (*restart)
+            a->attempt++;
         if (a->npeers == 0)
             return COH_OK;
         if (*restart) {
-            a->attempt++;
             master_send_start(a);
             return COH_OK;
         }

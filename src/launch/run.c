@@ -15,7 +15,7 @@ static const int handled[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT};
 
 typedef struct saved {
     sigset_t mask;
-    struct sigaction pipe;
+    struct sigaction pipe, chld;
 } saved;
 
 static coh_status signals_take(agent *a, saved *sv)
@@ -27,10 +27,15 @@ static coh_status signals_take(agent *a, saved *sv)
     sigprocmask(SIG_BLOCK, &set, &sv->mask);
     struct sigaction ign = {.sa_handler = SIG_IGN};
     sigaction(SIGPIPE, &ign, &sv->pipe); /* a closed console must not kill the launcher */
+    /* An ignored SIGCHLD would reap workers behind our back; an ignored SIGINT/SIGHUP (nohup,
+     * background jobs of a shell) stays ignored, as the user asked. */
+    struct sigaction dfl = {.sa_handler = SIG_DFL};
+    sigaction(SIGCHLD, &dfl, &sv->chld);
     a->sigfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
     if (a->sigfd < 0) {
         sigprocmask(SIG_SETMASK, &sv->mask, NULL);
         sigaction(SIGPIPE, &sv->pipe, NULL);
+        sigaction(SIGCHLD, &sv->chld, NULL);
         return coh_errf(COH_ERR_SYSTEM, "cannot watch signals: signalfd failed");
     }
     return COH_OK;
@@ -42,6 +47,7 @@ static void signals_give_back(agent *a, saved *sv)
     a->sigfd = -1;
     sigprocmask(SIG_SETMASK, &sv->mask, NULL);
     sigaction(SIGPIPE, &sv->pipe, NULL);
+    sigaction(SIGCHLD, &sv->chld, NULL);
 }
 
 static void describe_job(agent *a)
