@@ -83,7 +83,11 @@ grep -qF "interrupted by SIGINT" "$T/e4" || fail "summary lacks the interruption
 
 # 5. --max-restarts 2: a job failing twice succeeds on its third attempt; counts reach workers.
 "$C" run -n 2 --max-restarts 2 --grace 1 --run-id flaky --log-dir "$T/logs" sh -c \
-    'echo "$TORCHELASTIC_RESTART_COUNT $COHORT_RESTART_COUNT $TORCHELASTIC_MAX_RESTARTS" >> '"$T"'/att.$RANK; if [ "$RANK" = 0 ] && [ "$COHORT_RESTART_COUNT" -lt 2 ]; then exit 5; fi' 2>"$T/e5"
+    'echo "$TORCHELASTIC_RESTART_COUNT $COHORT_RESTART_COUNT $TORCHELASTIC_MAX_RESTARTS" >> '"$T"'/att.$RANK
+     [ "$RANK" = 0 ] || exit 0
+     i=0  # fail only once rank 1 has written this attempt, so both ranks see every attempt
+     while [ "$(cat '"$T"'/att.1 2>/dev/null | wc -l)" -le "$COHORT_RESTART_COUNT" ] && [ $i -lt 200 ]; do sleep 0.02; i=$((i+1)); done
+     [ "$COHORT_RESTART_COUNT" -ge 2 ] || exit 5' 2>"$T/e5"
 rc=$?
 [ $rc -eq 0 ] || fail "flaky job with 2 restarts exited $rc: $(cat "$T/e5")"
 for r in 0 1; do
