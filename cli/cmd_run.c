@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cli_run_devices.h"
 #include "cohort/launch.h"
 
 const char cmd_run_summary[] = "launch a job: one worker per device, torchrun's environment";
@@ -19,8 +20,18 @@ static void usage(FILE *f)
         "       cohort run [options] -- PROGRAM [ARGS...]\n\n"
         "Starts the workers of a job with torchrun's environment (RANK, WORLD_SIZE, ...) and\n"
         "supervises them: the first failure stops the whole job. Options end at PROGRAM.\n\n"
-        "processes:\n"
-        "  -n, --nproc-per-node N|cpu  workers on this node (cpu: one per usable cpu)\n"
+        "processes and devices:\n"
+        "  -n, --nproc-per-node N|auto|cpu|gpu\n"
+        "                              workers on this node: N; one per visible accelerator\n"
+        "                              (auto: else one per cpu core); one per cpu core; one\n"
+        "                              per visible GPU (default 1)\n"
+        "      --accelerator A         auto, cpu, cuda (gpu), xpu or rocm\n"
+        "      --devices SPEC          Lightning device spec over the visible devices ('2',\n"
+        "                              '0,3', '-1'); the job sees only those\n"
+        "      --pick N                the N free devices 'cohort pick' would choose, locked\n"
+        "                              for the job's lifetime\n"
+        "      --bind-devices          each local rank sees only its own device (as device 0)\n"
+        "      --inventory FILE        devices from an inventory file (also COHORT_INVENTORY)\n"
         "      --cpu-bind MODE         none (default), cores or numa: cpu sets per rank\n"
         "nodes:\n"
         "      --nnodes N              nodes in the job (static; default 1)\n"
@@ -49,7 +60,8 @@ static void usage(FILE *f)
 enum {
     OPT_NNODES = 256, OPT_NODE_RANK, OPT_MASTER_ADDR, OPT_MASTER_PORT, OPT_CONTROL_PORT,
     OPT_STANDALONE, OPT_JOIN_TIMEOUT, OPT_GRACE, OPT_MAX_RESTARTS, OPT_RUN_ID, OPT_ROLE,
-    OPT_LOG_DIR, OPT_TEE, OPT_PREFIX, OPT_FILTER, OPT_CPU_BIND
+    OPT_LOG_DIR, OPT_TEE, OPT_PREFIX, OPT_FILTER, OPT_CPU_BIND, OPT_ACCEL, OPT_DEVICES, OPT_PICK,
+    OPT_BIND, OPT_INVENTORY
 };
 
 static const struct option options[] = {
@@ -79,6 +91,11 @@ static const struct option options[] = {
     {"local-ranks-filter", required_argument, NULL, OPT_FILTER},
     {"local_ranks_filter", required_argument, NULL, OPT_FILTER},
     {"cpu-bind", required_argument, NULL, OPT_CPU_BIND},
+    {"accelerator", required_argument, NULL, OPT_ACCEL},
+    {"devices", required_argument, NULL, OPT_DEVICES},
+    {"pick", required_argument, NULL, OPT_PICK},
+    {"bind-devices", no_argument, NULL, OPT_BIND},
+    {"inventory", required_argument, NULL, OPT_INVENTORY},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0}};
 
@@ -102,21 +119,6 @@ static int seconds_arg(const char *opt, const char *v, double *out)
     return 0;
 }
 
-static int nproc_arg(const char *v, int *out)
-{
-    if (!strcmp(v, "cpu")) {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        *out = n > 0 ? (int)n : 1;
-        return 0;
-    }
-    char *end;
-    long x = strtol(v, &end, 10);
-    if (!*v || *end || x < 1 || x > 4096)
-        return cli_usage_error("run", "invalid --nproc-per-node '%s': expected 1..4096 or cpu", v);
-    *out = (int)x;
-    return 0;
-}
-
 static int nnodes_arg(const char *v, int *out)
 {
     if (strchr(v, ':'))
@@ -125,10 +127,15 @@ static int nnodes_arg(const char *v, int *out)
 }
 
 /* One option into o; returns 0, or the exit code of a usage error. */
-static int apply(coh_launch_opts *o, int c, const char *v, int *standalone)
+static int apply(coh_launch_opts *o, run_devices *d, int c, const char *v, int *standalone)
 {
     switch (c) {
-    case 'n': return nproc_arg(v, &o->nproc_per_node);
+    case 'n': d->nproc_text = v; return 0;
+    case OPT_ACCEL: d->accel_text = v; return 0;
+    case OPT_DEVICES: d->spec = v; return 0;
+    case OPT_PICK: return int_arg("--pick", v, 1, 64, &d->pick);
+    case OPT_BIND: d->bind = 1; return 0;
+    case OPT_INVENTORY: d->inventory = v; return 0;
     case OPT_NNODES: return nnodes_arg(v, &o->nnodes);
     case OPT_NODE_RANK: return int_arg("--node-rank", v, 0, 4095, &o->node_rank);
     case OPT_MASTER_ADDR: o->master_addr = v; return 0;
@@ -154,6 +161,8 @@ int cmd_run(int argc, char **argv)
 {
     coh_launch_opts o;
     coh_launch_opts_init(&o);
+    run_devices d;
+    memset(&d, 0, sizeof d);
     int standalone = 0, c, rc;
     opterr = 0;
     optind = 1;
@@ -167,7 +176,7 @@ int cmd_run(int argc, char **argv)
             return cli_usage_error("run", "unknown option '%s' (see 'cohort run --help')", argv[optind - 1]);
         if (c == ':')
             return cli_usage_error("run", "option '%s' needs a value", argv[optind - 1]);
-        if ((rc = apply(&o, c, optarg, &standalone)))
+        if ((rc = apply(&o, &d, c, optarg, &standalone)))
             return rc;
     }
     if (standalone) {
@@ -179,8 +188,13 @@ int cmd_run(int argc, char **argv)
     if (optind >= argc)
         return cli_usage_error("run", "no program to run: give PROGRAM [ARGS...] after the options");
     o.argv = argv + optind;
+    if ((rc = run_devices_resolve(&d, &o))) {
+        run_devices_release(&d);
+        return rc;
+    }
     int exit_code = 1;
     coh_status st = coh_launch_run(&o, &exit_code);
+    run_devices_release(&d);
     if (st == COH_OK)
         return exit_code;
     const char *msg = coh_last_error();
