@@ -142,6 +142,11 @@ static coh_status read_scheme(const char *const *envp, const scheme *s, coh_laun
         e->local_world_size = slurm_local_size(envp, e->node_rank);
     if (e->local_world_size < 0) /* no local size: assume the node holds the whole job */
         e->local_world_size = e->world_size;
+    if ((e->node_rank < 0) != (e->nnodes < 0)) { /* half of the node pair: not usable */
+        int one_node = e->nnodes == 1;
+        e->node_rank = one_node ? 0 : -1;
+        e->nnodes = one_node ? 1 : -1;
+    }
     if ((st = check_consistent(s, e)))
         return st;
     const char *job = env_get(envp, s->job);
@@ -181,7 +186,8 @@ coh_status coh_launch_env_read_from(const char *const *envp, coh_launch_env *out
             memset(out, 0, sizeof *out);
             return coh_err_prefix(st, "launcher environment (%s)", coh_launcher_name(s->kind));
         }
-        if (out->nnodes < 0 && out->world_size == out->local_world_size)
+        int nodes_said = s->nnodes && env_get(envp, s->nnodes);
+        if (out->nnodes < 0 && !nodes_said && out->world_size == out->local_world_size)
             out->node_rank = 0, out->nnodes = 1; /* the whole job is on this node */
         return COH_OK;
     }

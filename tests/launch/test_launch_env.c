@@ -104,6 +104,11 @@ static void test_slurm(void)
     CHECK_INT(e.node_rank, 2);
     CHECK_INT(e.nnodes, 3);
     CHECK_STR(e.job_id, "slurm-991.4");
+    /* SLURM_NNODES without SLURM_NODEID: the node is unknown, not inconsistent. */
+    const char *half[] = {"SLURM_PROCID=0", "SLURM_NTASKS=2", "SLURM_NNODES=2", NULL};
+    e = env_of(half, COH_OK);
+    CHECK_INT(e.node_rank, -1);
+    CHECK_INT(e.nnodes, -1);
 }
 
 static void test_none(void)
