@@ -103,7 +103,7 @@ static void reap(agent *a)
         int bad = !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
         if (bad && !a->stopping && !a->fail.valid) {
             /* Its last words may still sit in the pipe: read what is there now. */
-            while (w->err.fd >= 0) {
+            for (int k = 0; k < 64 && w->err.fd >= 0; k++) { /* bounded: strays may write on */
                 struct pollfd p = {.fd = w->err.fd, .events = POLLIN};
                 if (poll(&p, 1, 0) <= 0 || stream_pump(&w->err) != 0)
                     break;
@@ -234,6 +234,8 @@ static int wait_ms(const agent *a, double drain_until)
         t = a->kill_at - now;
     if (drain_until > 0 && drain_until - now < t)
         t = drain_until - now;
+    if (a->settle_by > 0 && a->settle_by - now < t)
+        t = a->settle_by - now;
     if (t >= 1e9)
         return -1;
     return t <= 0 ? 0 : (int)(t * 1000) + 1;
@@ -286,6 +288,7 @@ static void free_workers(agent *a)
 coh_status agent_attempt(agent *a)
 {
     a->stopping = a->killed = a->remote_stop = a->end_sent = 0;
+    a->settle_by = 0;
     a->interrupts = 0;
     memset(&a->fail, 0, sizeof a->fail);
     a->down_mono = 0;

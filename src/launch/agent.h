@@ -57,6 +57,7 @@ typedef struct agent {
     /* the current attempt */
     int stopping, killed;
     double kill_at, fail_mono, down_mono;
+    double settle_by; /* node 0 after a failure: when silent nodes count as lost */
     int interrupts;
     failure fail;
     /* multi-node control: node 0 has nnodes-1 peers, the others one (node 0) */

@@ -362,9 +362,22 @@ int ctl_settled(agent *a, int local_done)
     if (a->npeers == 0)
         return 1;
     if (is_master(a)) {
-        for (int i = 0; i < a->npeers; i++)
-            if (!a->peers[i].ended && a->peers[i].fd >= 0)
+        /* After a failure every node must answer within its grace period (+5 s slack);
+         * one that does not is treated as lost, so node 0 never waits forever. */
+        if (a->fail.valid && a->settle_by == 0)
+            a->settle_by = now_mono() + a->o->grace_s + 5;
+        int late = a->settle_by > 0 && now_mono() >= a->settle_by;
+        for (int i = 0; i < a->npeers; i++) {
+            peer *q = &a->peers[i];
+            if (q->ended || q->fd < 0)
+                continue;
+            if (!late)
                 return 0;
+            coh_warn("node %d did not report its workers down in time: giving up on it", q->node_rank);
+            close(q->fd);
+            q->fd = -1;
+            q->ended = 1;
+        }
         return 1;
     }
     if (!a->end_sent) {

@@ -13,7 +13,7 @@ PY=/usr/bin/python3
 # Run with SIGINT at its default even when this shell ignores it for background jobs (an
 # array, not a function, so that $! is the launcher's pid).
 DFL=("$PY" -c 'import os, signal, sys
-for s in (signal.SIGINT, signal.SIGQUIT): signal.signal(s, signal.SIG_DFL)
+for s in (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP, signal.SIGTERM): signal.signal(s, signal.SIG_DFL)
 os.execvp(sys.argv[1], sys.argv[1:])')
 
 now() { date +%s.%N; }
@@ -70,16 +70,20 @@ wait $launcher 2>/dev/null
 pids=$(cat "$T"/w.* "$T"/gc.*)
 all_gone $pids || fail "processes outlived the SIGKILLed launcher: $(for p in $pids; do alive $p && ps -o pid=,cmd= -p $p; done)"
 
-# 4. SIGINT reaches every worker; the launcher exits 130.
-"${DFL[@]}" "$C" run -n 3 --grace 2 sh -c 'trap "echo got > '"$T"'/int.\$RANK; exit 0" INT; touch '"$T"'/ready.$RANK; i=0; while [ $i -lt 300 ]; do sleep 0.05; i=$((i+1)); done' 2>"$T/e4" &
-launcher=$!
-wait_files 3 "$T/ready.*" || fail "SIGINT job did not start"
-kill -INT $launcher
-wait $launcher
-rc=$?
-[ $rc -eq 130 ] || fail "interrupted launcher exited $rc, expected 130: $(cat "$T/e4")"
-for r in 0 1 2; do [ -f "$T/int.$r" ] || fail "rank $r never saw SIGINT"; done
-grep -qF "interrupted by SIGINT" "$T/e4" || fail "summary lacks the interruption: $(cat "$T/e4")"
+# 4. SIGINT, SIGTERM, SIGHUP and SIGQUIT reach every worker; the launcher exits 128 + signal.
+for sig in INT TERM HUP QUIT; do
+    rm -f "$T"/ready.* "$T"/got.*
+    "${DFL[@]}" "$C" run -n 3 --grace 2 sh -c 'trap "echo got > '"$T"'/got.\$RANK; exit 0" '$sig'; touch '"$T"'/ready.$RANK; i=0; while [ $i -lt 300 ]; do sleep 0.05; i=$((i+1)); done' 2>"$T/e4" &
+    launcher=$!
+    wait_files 3 "$T/ready.*" || fail "SIG$sig job did not start"
+    kill -$sig $launcher
+    wait $launcher
+    rc=$?
+    want=$((128 + $(kill -l $sig)))
+    [ $rc -eq $want ] || fail "launcher interrupted by SIG$sig exited $rc, expected $want: $(cat "$T/e4")"
+    for r in 0 1 2; do [ -f "$T/got.$r" ] || fail "rank $r never saw SIG$sig"; done
+    grep -qF "interrupted by SIG$sig" "$T/e4" || fail "summary lacks the SIG$sig interruption: $(cat "$T/e4")"
+done
 
 # 5. --max-restarts 2: a job failing twice succeeds on its third attempt; counts reach workers.
 "$C" run -n 2 --max-restarts 2 --grace 1 --run-id flaky --log-dir "$T/logs" sh -c \
