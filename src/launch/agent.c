@@ -195,7 +195,7 @@ static coh_status start_worker(agent *a, worker *w)
         return coh_errf(COH_ERR_NOMEM, "out of memory building the worker environment");
     st = spawn_worker(a->path, a->o->argv, env, po[1], pe[1],
                       a->plan.cpus + (size_t)w->local_rank * (size_t)a->plan.cap,
-                      a->plan.ncpus[w->local_rank], &w->pid);
+                      a->plan.ncpus[w->local_rank], &w->pid, &w->exec_fd);
     worker_env_free(env, owned);
     close(po[1]);
     close(pe[1]);
@@ -298,12 +298,18 @@ coh_status agent_attempt(agent *a)
         w->local_rank = i;
         w->rank = a->base + i;
         w->pid = -1;
-        w->out.fd = w->err.fd = w->out.log_fd = w->err.log_fd = -1;
+        w->out.fd = w->err.fd = w->out.log_fd = w->err.log_fd = w->exec_fd = -1;
     }
     coh_status st = COH_OK;
     for (int i = 0; i < a->nproc && st == COH_OK; i++)
         if ((st = start_worker(a, &a->w[i])))
             coh_err_prefix(st, "rank %d", a->w[i].rank);
+    for (int i = 0; i < a->nproc; i++) {
+        worker *w = &a->w[i];
+        coh_status cs = w->exec_fd >= 0 ? spawn_confirm(a->path, &w->pid, &w->exec_fd) : COH_OK;
+        if (cs != COH_OK && st == COH_OK)
+            st = coh_err_prefix(cs, "rank %d", w->rank);
+    }
     if (st != COH_OK) {
         coh_error("%s", coh_last_error());
         agent_fail_other(a, 1, "rank could not be started on %s: %s", a->host, coh_last_error());

@@ -13,6 +13,7 @@ typedef struct worker {
     int local_rank, rank;
     pid_t pid;  /* -1 once reaped */
     int status; /* wait status, valid once reaped */
+    int exec_fd; /* until the exec is confirmed */
     stream out, err;
 } worker;
 

@@ -80,10 +80,13 @@ coh_status guard_start(guard *g);
 void guard_add(guard *g, pid_t pgid);
 void guard_stop(guard *g); /* goodbye; reaps the guard */
 
-/* Fork and exec one worker in its own process group, stdout/stderr to the given pipe ends,
- * dying with the launcher. */
+/* Fork one worker in its own process group, stdout/stderr to the given pipe ends, dying with
+ * the launcher; it execs on its own. *exec_fd then reports the exec: spawn_confirm reads it
+ * (after all workers are forked, so that they start in parallel). */
 coh_status spawn_worker(const char *path, char *const *argv, char **env, int out_fd,
-                        int err_fd, const int *cpus, int ncpus, pid_t *pid);
+                        int err_fd, const int *cpus, int ncpus, pid_t *pid, int *exec_fd);
+/* Wait until the worker has exec'd; on exec failure reap it (*pid = -1) and fail. */
+coh_status spawn_confirm(const char *path, pid_t *pid, int *exec_fd);
 
 /* Resolve a program name through PATH like execvp. COH_ERR_NOT_FOUND when absent. */
 coh_status find_program(const char *name, char *path, size_t n);

@@ -171,9 +171,10 @@ static void child_setup(pid_t launcher, int out_fd, int err_fd, const int *cpus,
 }
 
 coh_status spawn_worker(const char *path, char *const *argv, char **env, int out_fd,
-                        int err_fd, const int *cpus, int ncpus, pid_t *out)
+                        int err_fd, const int *cpus, int ncpus, pid_t *out, int *exec_fd)
 {
     int st[2];
+    *exec_fd = -1;
     if (pipe2(st, O_CLOEXEC) < 0)
         return coh_errf(COH_ERR_SYSTEM, "cannot create a pipe: %s", strerror(errno));
     pid_t launcher = getpid();
@@ -195,17 +196,23 @@ coh_status spawn_worker(const char *path, char *const *argv, char **env, int out
     }
     close(st[1]);
     setpgid(pid, pid); /* also here, so the group exists before we might signal it */
+    *out = pid;
+    *exec_fd = st[0];
+    return COH_OK;
+}
+
+coh_status spawn_confirm(const char *path, pid_t *pid, int *exec_fd)
+{
     int child_errno = 0;
     ssize_t r;
-    while ((r = read(st[0], &child_errno, sizeof child_errno)) < 0 && errno == EINTR)
+    while ((r = read(*exec_fd, &child_errno, sizeof child_errno)) < 0 && errno == EINTR)
         ;
-    close(st[0]);
-    *out = pid;
-    if (r == (ssize_t)sizeof child_errno) {
-        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-            ;
-        *out = -1;
-        return coh_errf(COH_ERR_SYSTEM, "cannot start '%s': %s", path, strerror(child_errno));
-    }
-    return COH_OK;
+    close(*exec_fd);
+    *exec_fd = -1;
+    if (r != (ssize_t)sizeof child_errno)
+        return COH_OK; /* closed by a successful exec */
+    while (waitpid(*pid, NULL, 0) < 0 && errno == EINTR)
+        ;
+    *pid = -1;
+    return coh_errf(COH_ERR_SYSTEM, "cannot start '%s': %s", path, strerror(child_errno));
 }
