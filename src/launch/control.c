@@ -155,7 +155,12 @@ static coh_status node_wait_cmd(agent *a, double deadline)
 {
     peer *m = &a->peers[0];
     char line[512];
-    while (!peer_line(m, line, sizeof line)) {
+    for (;;) {
+        if (peer_line(m, line, sizeof line)) {
+            if (!strcmp(line, "STOP"))
+                continue; /* a late STOP: our workers are down already */
+            break;
+        }
         if (m->fd < 0)
             return coh_errf(COH_ERR_PEER_LOST, "node 0's launcher closed the connection");
         struct pollfd p[2] = {{.fd = a->sigfd, .events = POLLIN}, {.fd = m->fd, .events = POLLIN}};
@@ -314,7 +319,7 @@ static void on_line(agent *a, peer *q, const char *line)
             memcpy(q->buf, line, len);
             q->buf[len] = '\n';
             q->len += len + 1;
-            a->next_cmd = line[1] == 'T' && line[2] == 'A' ? 1 : 2;
+            a->next_cmd = line[0] == 'S' ? 1 : 2;
         }
     }
 }
@@ -335,23 +340,22 @@ static void on_lost(agent *a, peer *q)
 
 void ctl_handle(agent *a, struct pollfd *p, int n)
 {
-    int j = 0;
-    for (int i = 0; i < a->npeers && j < n; i++) {
-        peer *q = &a->peers[i];
-        if (q->fd < 0 || p[j].fd != q->fd) 
+    for (int j = 0; j < n; j++) {
+        if (p[j].revents == 0)
             continue;
-        if (p[j++].revents == 0)
+        peer *q = NULL;
+        for (int i = 0; i < a->npeers && !q; i++) /* handling one may have closed another */
+            if (a->peers[i].fd == p[j].fd && p[j].fd >= 0)
+                q = &a->peers[i];
+        if (!q)
             continue;
         if (peer_read(q) < 0) {
             on_lost(a, q);
             continue;
         }
         char line[4096];
-        int pending = a->next_cmd;
-        while (!pending && peer_line(q, line, sizeof line)) {
+        while (!a->next_cmd && peer_line(q, line, sizeof line))
             on_line(a, q, line);
-            pending = a->next_cmd;
-        }
     }
 }
 
