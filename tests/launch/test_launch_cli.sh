@@ -67,6 +67,10 @@ for r in 0 1 2; do
     [ -n "$pid" ] && [ "$pid" -gt 1 ] || fail "COHORT_LAUNCHER_PID is '$pid'"
 done
 [ "$(sed -n 's/^MASTER_PORT=//p' "$T"/env.* | sort -u | wc -l)" -eq 1 ] || fail "ranks disagree on MASTER_PORT"
+# --standalone: a free port too; and it cannot be combined with several nodes.
+port=$("$C" run --standalone -n 1 --prefix '' sh -c 'echo $MASTER_PORT')
+{ [ -n "$port" ] && [ "$port" -gt 0 ] && [ "$port" != 29500 ]; } || fail "--standalone gave MASTER_PORT '$port'"
+expect_usage "invalid option '--standalone' with --nnodes 2" --standalone --nnodes 2 sh -c "touch $T/started"
 # The user's thread counts win.
 OMP_NUM_THREADS=7 "$C" run -n 2 sh -c 'echo "$OMP_NUM_THREADS $OPENBLAS_NUM_THREADS"' >"$T/omp" 2>&1
 grep -qx '\[rank1\]: 7 1' "$T/omp" || fail "OMP_NUM_THREADS from the user was not kept: $(cat "$T/omp")"

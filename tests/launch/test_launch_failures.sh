@@ -152,5 +152,23 @@ rc1=$?
 [ $rc0 -eq 143 ] && [ $rc1 -eq 143 ] || fail "SIGTERM on node 0: launchers exited $rc0 and $rc1, expected 143 and 143"
 all_gone $(cat "$T"/n.*) || fail "workers survived the SIGTERM of node 0"
 
+# 9. Two nodes of different sizes restart together: node 1's rank 2 fails on attempt 0 only.
+P=$(free_port)
+rm -f "$T"/r.*
+W='echo "$RANK $WORLD_SIZE $GROUP_RANK $COHORT_RESTART_COUNT $COHORT_JOB_ID" >> '"$T"'/r.$RANK; if [ "$RANK" = 2 ] && [ "$COHORT_RESTART_COUNT" = 0 ]; then exit 6; fi'
+"$C" run --nnodes 2 --node-rank 0 -n 1 --master-port "$P" --grace 1 --max-restarts 1 sh -c "$W" 2>"$T/e9a" &
+n0=$!
+"$C" run --nnodes 2 --node-rank 1 -n 2 --master-port "$P" --grace 1 --max-restarts 1 sh -c "$W" 2>"$T/e9b"
+rc1=$?
+wait $n0
+rc0=$?
+[ $rc0 -eq 0 ] && [ $rc1 -eq 0 ] || fail "two-node restart: launchers exited $rc0 and $rc1: $(cat "$T/e9a" "$T/e9b")"
+for r in 0 1 2; do
+    node=$((r > 0 ? 1 : 0))
+    last=$(tail -1 "$T/r.$r" 2>/dev/null | cut -d' ' -f1-4)
+    [ "$last" = "$r 3 $node 1" ] || fail "two-node restart: rank $r last saw '$last', expected '$r 3 $node 1'"
+done
+[ "$(cut -d' ' -f5 "$T"/r.* | sort -u | wc -l)" -eq 1 ] || fail "two-node restart: nodes saw different job ids"
+
 [ $failures -eq 0 ] && echo "all launch failure checks passed"
 exit $((failures > 0))
