@@ -158,8 +158,13 @@ static coh_status open_logs(agent *a, int rank, int *out_fd, int *err_fd)
     for (int k = 0; k < 2; k++) {
         snprintf(file, sizeof file, "%s/%s", dir, names[k]);
         *fds[k] = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-        if (*fds[k] < 0)
-            return coh_errf(COH_ERR_IO, "cannot create log file '%s': %s", file, strerror(errno));
+        if (*fds[k] < 0) {
+            int e = errno;
+            if (k == 1)
+                close(*out_fd);
+            *out_fd = -1;
+            return coh_errf(COH_ERR_IO, "cannot create log file '%s': %s", file, strerror(e));
+        }
     }
     return COH_OK;
 }
@@ -171,13 +176,19 @@ static coh_status start_worker(agent *a, worker *w)
     coh_status st = open_logs(a, w->rank, &lo, &le);
     if (st)
         return st;
-    if (pipe2(po, O_CLOEXEC) < 0) {
-        return coh_errf(COH_ERR_SYSTEM, "cannot create a pipe: %s", strerror(errno));
-    }
-    if (pipe2(pe, O_CLOEXEC) < 0) {
+    int pipes_ok = pipe2(po, O_CLOEXEC) == 0;
+    if (pipes_ok && pipe2(pe, O_CLOEXEC) < 0) {
         close(po[0]);
         close(po[1]);
-        return coh_errf(COH_ERR_SYSTEM, "cannot create a pipe: %s", strerror(errno));
+        pipes_ok = 0;
+    }
+    if (!pipes_ok) {
+        int e = errno;
+        if (lo >= 0)
+            close(lo);
+        if (le >= 0)
+            close(le);
+        return coh_errf(COH_ERR_SYSTEM, "cannot create a pipe: %s", strerror(e));
     }
     int shown = !(a->o->log_dir && !a->o->tee) && (!a->show || a->show[w->local_rank]);
     if ((st = stream_init(&w->out, po[0], shown ? 1 : 0, lo, "", 0)) ||

@@ -250,6 +250,8 @@ coh_status coh_launch_check(const coh_launch_opts *o)
     char path[PATH_MAX];
     if ((st = find_program(o->argv[0], path, sizeof path)))
         return st;
+    if (o->log_dir && (make_dirs(o->log_dir) != COH_OK || access(o->log_dir, W_OK) != 0))
+        return coh_errf(COH_ERR_INVALID, "invalid log directory '%s': cannot create or write it", o->log_dir);
     if (o->node_rank == 0 && o->master_port > 0 && (st = net_check_port(o->master_port, "master port")))
         return st;
     if (o->node_rank == 0 && o->nnodes > 1) {

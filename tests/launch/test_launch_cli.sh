@@ -34,6 +34,7 @@ expect_usage "invalid cpu binding 'sockets'" --cpu-bind sockets sh -c "touch $T/
 expect_usage "'--tee': it needs '--log-dir'" --tee sh -c "touch $T/started"
 expect_usage "invalid --grace '-1'" --grace -1 sh -c "touch $T/started"
 expect_usage "no program to run" -n 2
+expect_usage "invalid log directory '/proc/cohort-no/logs'" --log-dir /proc/cohort-no/logs sh -c "touch $T/started"
 expect_usage "option '--master-port' needs a value" --master-port
 # Port in use: hold a listening socket on a free port, then ask for it.
 PORTFILE=$T/port
