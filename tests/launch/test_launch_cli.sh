@@ -112,6 +112,11 @@ for i in range(2000):
 bad=$(grep -cvE '^\[rank([0-3])\]: \1:[0-9]+:\1{300}$' "$T/lines")
 [ "$bad" -eq 0 ] || fail "$bad lines are torn or mixed: $(grep -vE '^\[rank([0-3])\]: \1:[0-9]+:\1{300}$' "$T/lines" | head -2)"
 
+# A line longer than 64 KiB is cut into prefixed pieces; nothing is lost.
+"$C" run -n 1 /usr/bin/python3 -c 'print("x" * 100000)' >"$T/long" 2>&1
+[ "$(grep -c '^\[rank0\]: x' "$T/long")" -eq 2 ] || fail "a 100000-byte line should come out as 2 prefixed pieces"
+[ "$(sed 's/^\[rank0\]: //' "$T/long" | tr -d '\n' | wc -c)" -eq 100000 ] || fail "bytes of the long line were lost"
+
 # cpu binding: ranks get disjoint cpu sets.
 ncpu=$(nproc)
 "$C" run -n 2 --cpu-bind cores sh -c 'grep Cpus_allowed_list /proc/self/status | cut -f2' >"$T/aff" 2>&1
