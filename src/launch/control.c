@@ -112,8 +112,13 @@ static coh_status master_accept(agent *a, int lfd, double deadline)
             char host[128];
             if (!peer_line(q, line, sizeof line))
                 continue;
-            if (sscanf(line, "HELLO %d %d %d %127s", &nr, &nn, &np, host) != 4)
-                return coh_errf(COH_ERR_INVALID, "a launcher sent an unexpected greeting '%.60s'", line);
+            if (sscanf(line, "HELLO %d %d %d %127s", &nr, &nn, &np, host) != 4 || np < 1 || np > 4096) {
+                coh_warn("ignoring a connection to the control port that is not a cohort launcher ('%.40s')", line);
+                close(q->fd);
+                q->fd = -1;
+                q->len = 0;
+                continue;
+            }
             if (nn != a->nnodes || nr < 1 || nr >= a->nnodes) {
                 char msg[200];
                 snprintf(msg, sizeof msg, "EXIT 2 -1 node %d joined with --nnodes %d but node 0 has --nnodes %d\n", nr, nn, a->nnodes);

@@ -170,5 +170,25 @@ for r in 0 1 2; do
 done
 [ "$(cut -d' ' -f5 "$T"/r.* | sort -u | wc -l)" -eq 1 ] || fail "two-node restart: nodes saw different job ids"
 
+# 10. Launchers that disagree on --nnodes: both refuse with exit 2, no worker starts; a stray
+# connection to the control port is ignored, not taken for a launcher.
+P=$(free_port)
+rm -f "$T/started"
+"$C" run --nnodes 2 --node-rank 0 --master-port "$P" --join-timeout 20 sh -c "touch $T/started" 2>"$T/e10a" &
+n0=$!
+"$PY" -c 'import socket, sys, time
+for _ in range(200):
+    try:
+        s = socket.create_connection(("127.0.0.1", int(sys.argv[1]) + 1)); break
+    except OSError: time.sleep(0.05)
+s.sendall(b"GET / HTTP/1.0\n"); s.close()' "$P"
+"$C" run --nnodes 3 --node-rank 1 --master-port "$P" sh -c "touch $T/started" 2>"$T/e10b"
+rc1=$?
+wait $n0
+rc0=$?
+[ $rc0 -eq 2 ] && [ $rc1 -eq 2 ] || fail "--nnodes mismatch: launchers exited $rc0 and $rc1, expected 2 and 2: $(cat "$T/e10a" "$T/e10b")"
+grep -qF "node 0 has --nnodes 2" "$T/e10b" || fail "node 1 does not say why it was refused: $(cat "$T/e10b")"
+[ ! -e "$T/started" ] || fail "a worker started despite the --nnodes mismatch"
+
 [ $failures -eq 0 ] && echo "all launch failure checks passed"
 exit $((failures > 0))
