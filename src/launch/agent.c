@@ -312,18 +312,20 @@ coh_status agent_attempt(agent *a)
         w->out.fd = w->err.fd = w->out.log_fd = w->err.log_fd = w->exec_fd = -1;
     }
     coh_status st = COH_OK;
+    char why[512] = "";
     for (int i = 0; i < a->nproc && st == COH_OK; i++)
         if ((st = start_worker(a, &a->w[i])))
-            coh_err_prefix(st, "rank %d", a->w[i].rank);
+            snprintf(why, sizeof why, "rank %d: %s", a->w[i].rank, coh_last_error());
     for (int i = 0; i < a->nproc; i++) {
         worker *w = &a->w[i];
         coh_status cs = w->exec_fd >= 0 ? spawn_confirm(a->path, &w->pid, &w->exec_fd) : COH_OK;
-        if (cs != COH_OK && st == COH_OK)
-            st = coh_err_prefix(cs, "rank %d", w->rank);
+        if (cs != COH_OK && st == COH_OK) {
+            st = cs;
+            snprintf(why, sizeof why, "rank %d: %s", w->rank, coh_last_error());
+        }
     }
-    if (st != COH_OK) {
-        coh_error("%s", coh_last_error());
-        agent_fail_other(a, 1, "rank could not be started on %s: %s", a->host, coh_last_error());
+    if (st != COH_OK) { /* 126: found but not executable, as shells report it */
+        agent_fail_other(a, 126, "a worker could not be started on host %s: %s", a->host, why);
         agent_stop(a, SIGKILL);
         ctl_local_failure(a);
     }

@@ -51,6 +51,14 @@ for needle in "job failed: rank 1 exited with code 3" "on host $(hostname), pid 
 done
 elapsed_below "$t0" "$t1" 2 || fail "exit-3 job took longer than grace + 1 s"
 
+# 1b. A program that cannot be executed: exit 126, the rank and the reason named.
+printf '\001\002not a program' >"$T/notexec"
+chmod +x "$T/notexec"
+"$C" run -n 2 "$T/notexec" 2>"$T/e1b"
+rc=$?
+[ $rc -eq 126 ] || fail "unexecutable program: launcher exited $rc, expected 126"
+grep -qF "rank 0: cannot start '$T/notexec': Exec format error" "$T/e1b" || fail "no reason for the unexecutable program: $(cat "$T/e1b")"
+
 # 2. A worker killed by SIGKILL, the other ignoring SIGTERM: down within grace + 1 s, exit 137.
 t0=$(now)
 "$C" run -n 2 --grace 1 sh -c 'echo $$ > '"$T"'/k.$RANK; if [ "$RANK" = 1 ]; then sleep 0.2; kill -9 $$; fi; trap "" TERM; sleep 30' 2>"$T/e2"
