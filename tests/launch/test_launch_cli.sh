@@ -136,5 +136,14 @@ a, b = cpus(sys.argv[1]), cpus(sys.argv[2])
 sys.exit(0 if a and b and not (a & b) else 1)" "$a0" "$a1" || fail "cpu sets overlap: '$a0' '$a1'"
 fi
 
+# numa: every rank gets all cpus of its NUMA node (here: as many nodes as /sys lists).
+nnuma=$(ls -d /sys/devices/system/node/node[0-9]* 2>/dev/null | wc -l)
+COHORT_LOG=info "$C" run -n 2 --cpu-bind numa sh -c 'grep Cpus_allowed_list /proc/self/status | cut -f2' >"$T/numa" 2>"$T/numa.note"
+grep -q "cpu-bind numa: 2 rank(s) over $((nnuma > 0 ? nnuma : 1)) NUMA node(s)" "$T/numa.note" || fail "numa note: $(cat "$T/numa.note")"
+if [ "$nnuma" -le 1 ]; then
+    mine=$(grep Cpus_allowed_list /proc/self/status | cut -f2)
+    [ "$(sed 's/^\[rank[01]\]: //' "$T/numa" | sort -u)" = "$mine" ] || fail "numa on one node: ranks should keep all cpus '$mine': $(cat "$T/numa")"
+fi
+
 [ $failures -eq 0 ] && echo "all launch cli checks passed"
 exit $((failures > 0))
