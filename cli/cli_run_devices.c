@@ -172,7 +172,7 @@ static int resolve_devices(run_devices *d, coh_launch_opts *o, coh_accel accel)
     if (rc == CLI_OK) {
         int w = snprintf(d->note, sizeof d->note, "devices: %s x%d", coh_accel_name(sel.accel), n);
         if (var && w > 0 && (size_t)w < sizeof d->note)
-            snprintf(d->note + w, sizeof d->note - (size_t)w, ", %s=%s%s", var, value,
+            snprintf(d->note + w, sizeof d->note - (size_t)w, ", %s=%.600s%s", var, value,
                      d->bind ? ", one device per rank" : "");
     }
     coh_selection_release(&sel);
