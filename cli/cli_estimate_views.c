@@ -59,7 +59,7 @@ static void ds_text(const est_request *r, const coh_estimate *e, const ds_row *r
     printf(".\n");
     for (int i = 0; i < n; i++) {
         if (i == 0 || rows[i].stage != rows[i - 1].stage)
-            printf("ZeRO-%d\n     per CPU    |   per GPU  | options\n", rows[i].stage);
+            printf("ZeRO-%d\n    per CPU   |   per GPU  | options\n", rows[i].stage);
         printf(" %8.2f %-3s | %6.2f %-3s | ", in_unit(rows[i].cpu, r->si), u,
                in_unit(rows[i].gpu, r->si), u);
         if (rows[i].stage == 3)
