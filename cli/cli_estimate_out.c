@@ -134,7 +134,7 @@ static int print_fit(const est_request *r, const coh_estimate *e)
     else
         printf("changes that fit, smallest first:\n");
     for (int i = 0; i < n; i++)
-        printf("  %-36s %14s per device\n", rem[i].what, est_fmt(rem[i].total_bytes, r->si, b, sizeof b));
+        printf("  %-48s %12s per device\n", rem[i].what, est_fmt(rem[i].total_bytes, r->si, b, sizeof b));
     return CLI_OK;
 }
 

@@ -83,7 +83,8 @@ static void try_parallel(search *x, const coh_strategy *s, int tensor)
         if (!tensor && c.microbatches && c.microbatches < n)
             c.microbatches = n;
         char what[96];
-        snprintf(what, sizeof what, "--%s %d (dp %d)", tensor ? "tp" : "pp", n, c.dp);
+        snprintf(what, sizeof what, "--%s %d (dp %d x tp %d x pp %d = %lld devices)",
+                 tensor ? "tp" : "pp", n, c.dp, c.tp, c.pp, (long long)c.dp * c.tp * c.pp);
         if (coh_strategy_check(x->m, &c) != COH_OK) {
             coh_err_clear();
             if (tensor || c.pp > x->m->layers)
