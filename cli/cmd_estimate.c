@@ -228,7 +228,7 @@ static int build_rest(const parsed *p, est_request *r)
         return cli_usage_error(cmd, "--grad-accum %lld and --microbatches %lld disagree (a "
                                     "pipeline's microbatches are its accumulation steps)",
                                (long long)p->grad_accum, (long long)r->strategy.microbatches);
-    if (p->grad_accum && r->strategy.pp > 1)
+    if (p->grad_accum)
         r->strategy.microbatches = p->grad_accum;
     coh_strategy *s = &r->strategy;
     if (!p->dp_given && s->gpus_per_node) {
