@@ -63,7 +63,7 @@ static coh_status refuse_unmodelled(const json_value *root)
 static coh_status read_gpt2(const json_value *root, coh_model_desc *m)
 {
     coh_status st;
-    int64_t layers, dim, heads, vocab, positions, ffn;
+    int64_t layers = 0, dim = 0, heads = 0, vocab = 0, positions = 0, ffn = 0;
     int64_t ctx = 0;
     const json_value *nctx = json_get(root, "n_ctx");
     if (nctx && nctx->type == JSON_NUMBER && nctx->u.num.is_integer && nctx->u.num.integer > 0)
