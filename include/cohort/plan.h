@@ -150,15 +150,17 @@ uint64_t coh_activations_per_layer(const coh_model_desc *m, const coh_strategy *
 
 /* ---- when it does not fit ------------------------------------------------------------------- */
 
-/* One change to the strategy that makes it fit, in the order the multi-GPU guide suggests:
- * smallest change first. */
+/* A change to the strategy that makes it fit. */
 typedef struct coh_remedy {
-    char what[96];        /* "--zero 2", "--recompute selective", "--tp 4 (dp 2)", ... */
+    char what[160];       /* "--zero 2", "--tp 4 (dp 2 x tp 4 x pp 1 = 8 devices)", ... */
     coh_strategy strategy;
     uint64_t total_bytes; /* per device with that change */
 } coh_remedy;
 
-/* Fill up to cap remedies that make the estimate fit device_bytes; *count is how many. */
+/* The changes that make the estimate fit device_bytes, cheapest knob first (ZeRO stage,
+ * selective recompute, tp, pp, full recompute, offload), each at its smallest setting that fits;
+ * when no single knob is enough, one combination that turns them up in that order. Fills up to
+ * cap entries; *count is how many (0: nothing considered fits). */
 coh_status coh_plan_remedies(const coh_model_desc *m, const coh_strategy *s, uint64_t device_bytes,
                              coh_remedy *out, int cap, int *count);
 

@@ -212,6 +212,37 @@ static void test_remedies(void)
     CHECK_STR(r[0].what, "--zero 3");
 }
 
+/* Llama-2-7B on two 24 GiB devices: no single knob is enough, one combination is offered, it
+ * fits, and it keeps nothing it does not need (tp went back to 1 after the search tried it). */
+static void test_combined_remedy(void)
+{
+    coh_model_desc m;
+    const char *cfg = "{\"model_type\":\"llama\",\"hidden_size\":4096,\"intermediate_size\":11008,"
+                      "\"num_attention_heads\":32,\"num_hidden_layers\":32,\"vocab_size\":32000,"
+                      "\"max_position_embeddings\":4096}";
+    CHECK_OK(coh_model_from_hf_json(cfg, strlen(cfg), &m));
+    coh_strategy s;
+    coh_strategy_init(&s);
+    s.dp = 2;
+    s.nodes = 1;
+    s.gpus_per_node = 2;
+    uint64_t limit = (uint64_t)24 << 30;
+    coh_remedy r[8];
+    int n;
+    CHECK_OK(coh_plan_remedies(&m, &s, limit, r, 8, &n));
+    CHECK_INT(n, 1);
+    CHECK(r[0].total_bytes <= limit);
+    CHECK_STR(r[0].what, "--zero 3 --recompute full --offload optimizer");
+    CHECK_INT(r[0].strategy.tp, 1);
+    CHECK_INT(r[0].strategy.dp, 2);
+    coh_estimate e;
+    CHECK_OK(coh_estimate_memory(&m, &r[0].strategy, &e));
+    CHECK_INT(e.per_device.total_bytes, r[0].total_bytes);
+    /* nothing fits a 1 MiB device */
+    CHECK_OK(coh_plan_remedies(&m, &s, 1 << 20, r, 8, &n));
+    CHECK_INT(n, 0);
+}
+
 int main(void)
 {
     RUN(test_zero_paper_example);
@@ -221,5 +252,6 @@ int main(void)
     RUN(test_offload_matches_deepspeed);
     RUN(test_strategy_refusals);
     RUN(test_remedies);
+    RUN(test_combined_remedy);
     return CHECK_REPORT();
 }
