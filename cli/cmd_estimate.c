@@ -39,7 +39,15 @@ static void usage(FILE *f)
             "  --sequence-parallel     shard LayerNorm/dropout activations over tp\n"
             "  --no-dropout            no dropout masks are stored\n"
             "  --offload none|optimizer|optimizer+params   (none)\n"
-            "  --nodes N --gpus-per-node N   device count that dp x tp x pp must match\n");
+            "  --nodes N --gpus-per-node N   device count that dp x tp x pp must match\n"
+            "                          (dp defaults to it divided by tp x pp)\n"
+            "fit and output:\n"
+            "  --device-memory SIZE    memory of one device (80GiB, 16G, 40GB)\n"
+            "  --inventory FILE        take it from a device inventory (first GPU)\n"
+            "  --view accelerate       accelerate estimate-memory's table\n"
+            "  --view deepspeed        DeepSpeed's ZeRO-2/ZeRO-3 estimator tables\n"
+            "  --json                  machine-readable output\n"
+            "  --si                    decimal units (GB = 10^9 bytes) instead of GiB\n");
 }
 
 enum {
