@@ -67,8 +67,9 @@ coh_status coh_size_parse(const char *text, uint64_t *out_bytes)
     size_t n = strlen(p);
     if (n >= sizeof unit)
         return bad_size(text, "unknown unit");
-    for (size_t i = 0; i <= n; i++)
-        unit[i] = (char)tolower((unsigned char)p[i]);
+    memcpy(unit, p, n + 1);
+    for (size_t i = 0; i < n; i++)
+        unit[i] = (char)tolower((unsigned char)unit[i]);
     for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
         if (strcmp(unit, units[i].name) == 0) {
             double v = floor((whole + frac) * units[i].factor);
