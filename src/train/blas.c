@@ -130,7 +130,7 @@ void coh_set_threads(int n)
     omp_set_dynamic(0);
     omp_set_num_threads(n);
 #endif
-    openblas_set_num_threads(n);
+    openblas_set_num_threads(1); /* matmuls are split over the OpenMP team (ops_matmul.c) */
 }
 
 int coh_get_threads(void)

@@ -7,6 +7,34 @@
 #include "train/model/gpt_int.h"
 #include "train/model/par.h"
 
+/* sgemm with the OpenMP team splitting C into fixed slices (rows when M >= N, else columns),
+ * each thread calling single-threaded OpenBLAS: one thread pool instead of two fighting over
+ * the cores, and a partition (so a result) that depends only on the thread count. */
+static void par_sgemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, const float *A,
+                      int lda, const float *B, int ldb, float beta, float *C, int ldc)
+{
+    int split_rows = M >= N;
+#pragma omp parallel
+    {
+        int k = 1, t = 0;
+#ifdef _OPENMP
+        k = omp_get_num_threads();
+        t = omp_get_thread_num();
+#endif
+        long len = split_rows ? M : N, unit = 16;
+        long blocks = (len + unit - 1) / unit;
+        long b0 = blocks * t / k * unit, b1 = blocks * (t + 1) / k * unit;
+        b1 = b1 < len ? b1 : len;
+        if (b1 > b0 && split_rows)
+            cblas_sgemm(CblasRowMajor, ta, tb, (int)(b1 - b0), N, K, 1.0f,
+                        A + (ta == CblasNoTrans ? b0 * lda : b0), lda, B, ldb, beta,
+                        C + b0 * ldc, ldc);
+        else if (b1 > b0)
+            cblas_sgemm(CblasRowMajor, ta, tb, M, (int)(b1 - b0), K, 1.0f, A, lda,
+                        B + (tb == CblasNoTrans ? b0 : b0 * ldb), ldb, beta, C + b0, ldc);
+    }
+}
+
 void op_matmul_forward(float *out, const float *inp, const float *w, const float *b, size_t N,
                        int IC, int OC)
 {
@@ -15,8 +43,8 @@ void op_matmul_forward(float *out, const float *inp, const float *w, const float
         for (long i = 0; i < (long)N; i++)
             memcpy(out + (size_t)i * OC, b, (size_t)OC * sizeof *b);
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)N, OC, IC, 1.0f, inp, IC, w, OC,
-                b ? 1.0f : 0.0f, out, OC);
+    par_sgemm(CblasNoTrans, CblasNoTrans, (int)N, OC, IC, inp, IC, w, OC, b ? 1.0f : 0.0f, out,
+              OC);
 }
 
 /* Column sums of dout into db, each column by one thread in row order. */
@@ -37,10 +65,9 @@ static void bias_backward(float *db, const float *dout, size_t N, int OC)
 void op_matmul_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
                         const float *w, size_t N, int IC, int OC, int accumulate)
 {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, IC, OC, 1.0f, dout, OC, w, OC,
-                accumulate ? 1.0f : 0.0f, dinp, IC);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, IC, OC, (int)N, 1.0f, inp, IC, dout, OC,
-                1.0f, dw, OC);
+    par_sgemm(CblasNoTrans, CblasTrans, (int)N, IC, OC, dout, OC, w, OC, accumulate ? 1.0f : 0.0f,
+              dinp, IC);
+    par_sgemm(CblasTrans, CblasNoTrans, IC, OC, (int)N, inp, IC, dout, OC, 1.0f, dw, OC);
     if (db)
         bias_backward(db, dout, N, OC);
 }
@@ -50,20 +77,26 @@ void op_matmul_backward(float *dinp, float *dw, float *db, const float *dout, co
 GPT_CLONES static float xent_row(float *l, int V, int target, float dscale)
 {
     float m = -INFINITY;
+#pragma omp simd reduction(max : m)
     for (int j = 0; j < V; j++)
         m = l[j] > m ? l[j] : m;
-    float s = 0.0f;
+    float s = 0.0f, lt = l[target];
+    if (dscale == 0.0f) {
 #pragma omp simd reduction(+ : s)
-    for (int j = 0; j < V; j++)
-        s += gpt_expf(l[j] - m);
-    float lse = m + logf(s);
-    float loss = lse - l[target];
-    if (dscale != 0.0f) {
         for (int j = 0; j < V; j++)
-            l[j] = gpt_expf(l[j] - lse) * dscale;
-        l[target] -= dscale;
+            s += gpt_expf(l[j] - m);
+        return m + logf(s) - lt;
     }
-    return loss;
+#pragma omp simd reduction(+ : s)
+    for (int j = 0; j < V; j++) {
+        l[j] = gpt_expf(l[j] - m);
+        s += l[j];
+    }
+    float f = dscale / s;
+    for (int j = 0; j < V; j++)
+        l[j] *= f;
+    l[target] -= dscale;
+    return m + logf(s) - lt;
 }
 
 void op_head_loss(float *losses, float *dlnf, float *dwte, float *logits, size_t chunk,
@@ -74,17 +107,15 @@ void op_head_loss(float *losses, float *dlnf, float *dwte, float *logits, size_t
     for (size_t r0 = 0; r0 < N; r0 += chunk) {
         size_t R = N - r0 < chunk ? N - r0 : chunk;
         const float *x = lnf + r0 * C;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)R, V, C, 1.0f, x, C, wte, C,
-                    0.0f, logits, V);
+        par_sgemm(CblasNoTrans, CblasTrans, (int)R, V, C, x, C, wte, C, 0.0f, logits, V);
 #pragma omp parallel for schedule(static)
         for (long r = 0; r < (long)R; r++)
             losses[r0 + r] = xent_row(logits + (size_t)r * V, V, targets[r0 + r], dscale);
         if (!dlnf)
             continue;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)R, C, V, 1.0f, logits, V,
-                    wte, C, 0.0f, dlnf + r0 * C, C);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, V, C, (int)R, 1.0f, logits, V, x, C,
-                    1.0f, dwte, C);
+        par_sgemm(CblasNoTrans, CblasNoTrans, (int)R, C, V, logits, V, wte, C, 0.0f, dlnf + r0 * C,
+                  C);
+        par_sgemm(CblasTrans, CblasNoTrans, V, C, (int)R, logits, V, x, C, 1.0f, dwte, C);
     }
 }
 
