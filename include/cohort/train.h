@@ -152,6 +152,51 @@ double coh_clip_grad_norm(float *grads, size_t count, double max_norm);
  * cosine decay to lr * min_frac at `total` steps. */
 float coh_lr_schedule(long step, long warmup, long total, float lr, float min_frac);
 
+/* ---- the training loop (single device = the mesh (1, 1, 1)) ---------------------------------- */
+
+typedef struct coh_trainer_config {
+    coh_gpt_config model;
+    int batch, seq;          /* micro-batch B x T */
+    int accum;               /* micro-batches per optimizer step (gradient accumulation) */
+    long steps;              /* total optimizer steps (for the schedule) */
+    long warmup;             /* warmup steps */
+    float lr, min_lr_frac;   /* peak learning rate; final = lr * min_lr_frac */
+    float beta1, beta2, eps, weight_decay;
+    float grad_clip;         /* global-norm clip; 0 = off */
+    uint64_t seed;           /* weight init */
+} coh_trainer_config;
+
+/* Defaults: accum 1, warmup 0, lr 3e-4, min_lr_frac 0.1, betas 0.9/0.95, eps 1e-8, wd 0.1,
+ * clip 1.0, seed 1337 (model, batch, seq, steps left zero). */
+void coh_trainer_config_defaults(coh_trainer_config *c);
+
+/* Fills B x T inputs and targets. */
+typedef coh_status (*coh_batch_fn)(void *ctx, int32_t *inputs, int32_t *targets);
+
+typedef struct coh_step_stats {
+    long step;         /* optimizer steps done after this one */
+    float loss;        /* mean over the micro-batches */
+    float lr;
+    double grad_norm;  /* before clipping */
+} coh_step_stats;
+
+typedef struct coh_trainer coh_trainer;
+
+/* Model (initialised from seed) + AdamW + batch buffers. COH_ERR_INVALID naming a bad field. */
+coh_status coh_trainer_create(const coh_trainer_config *c, coh_trainer **out);
+void coh_trainer_destroy(coh_trainer *t); /* NULL-safe */
+
+/* One optimizer step: accum micro-batches from next(), clip, schedule, AdamW. */
+coh_status coh_trainer_step(coh_trainer *t, coh_batch_fn next, void *ctx, coh_step_stats *out);
+
+/* Mean loss over n batches from next() (no gradients). */
+coh_status coh_trainer_eval(coh_trainer *t, coh_batch_fn next, void *ctx, long n, double *loss);
+
+coh_gpt *coh_trainer_model(coh_trainer *t);
+coh_adamw *coh_trainer_optimizer(coh_trainer *t);
+long coh_trainer_get_step(const coh_trainer *t);
+void coh_trainer_set_step(coh_trainer *t, long step); /* after restoring a checkpoint */
+
 /* ---- BLAS and threads ------------------------------------------------------------------------ */
 
 /* Name of the sgemm kernel OpenBLAS uses ("SkylakeX", "Haswell", "Prescott"...). */
