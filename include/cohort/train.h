@@ -209,6 +209,9 @@ const char *coh_blas_kernel(void);
  * says what was changed. */
 void coh_blas_ensure_best_kernel(void);
 
+/* Best of a few n x n sgemm runs using every thread, in FLOP/s: the peak MFU is measured against. */
+double coh_measure_sgemm_flops(int n);
+
 /* Threads for OpenMP and OpenBLAS (n < 1: the number of online CPUs). */
 void coh_set_threads(int n);
 int coh_get_threads(void);

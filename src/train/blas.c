@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifdef _OPENMP
@@ -90,10 +91,15 @@ void coh_blas_ensure_best_kernel(void)
     const char *was = getenv(REEXEC_ENV);
     const char *now = coh_blas_kernel(), *want = NULL;
     if (was && *was) {
-        coh_info("openblas chose the '%s' kernel on a cpu that supports '%s'; restarted with "
-                 "OPENBLAS_CORETYPE=%s (set COHORT_BLAS_KEEP=1 to keep the library's choice)",
-                 was, now, now);
+        const char *set = getenv("OPENBLAS_CORETYPE");
         unsetenv(REEXEC_ENV);
+        if (cpu_level(&want) > kernel_level(now))
+            coh_warn("openblas still uses the '%s' kernel after a restart with "
+                     "OPENBLAS_CORETYPE=%s; matrix products will be slow", now, set ? set : "");
+        else
+            coh_info("openblas chose the '%s' kernel on a cpu that supports more; restarted "
+                     "with OPENBLAS_CORETYPE=%s, now using '%s' (COHORT_BLAS_KEEP=1 keeps the "
+                     "library's choice)", was, set ? set : "", now);
         return;
     }
     const char *keep = getenv("COHORT_BLAS_KEEP");
@@ -140,4 +146,31 @@ int coh_get_threads(void)
 #else
     return 1;
 #endif
+}
+
+double coh_measure_sgemm_flops(int n)
+{
+    float *a = malloc((size_t)n * n * sizeof *a), *b = malloc((size_t)n * n * sizeof *b),
+          *c = malloc((size_t)n * n * sizeof *c);
+    double best = 0.0;
+    if (a && b && c) {
+        for (size_t i = 0; i < (size_t)n * n; i++)
+            a[i] = (float)(i % 7) * 0.1f, b[i] = (float)(i % 5) * 0.1f;
+        openblas_set_num_threads(coh_get_threads());
+        for (int r = 0; r < 4; r++) {
+            struct timespec t0, t1;
+            clock_gettime(CLOCK_MONOTONIC, &t0);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n,
+                        0.0f, c, n);
+            clock_gettime(CLOCK_MONOTONIC, &t1);
+            double s = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+            double f = 2.0 * n * (double)n * n / (s > 0 ? s : 1e-9);
+            best = f > best ? f : best;
+        }
+        openblas_set_num_threads(1);
+    }
+    free(a);
+    free(b);
+    free(c);
+    return best;
 }
