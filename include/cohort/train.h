@@ -44,12 +44,14 @@ typedef struct coh_train_memory {
     size_t activations; /* saved forward activations for backward */
     size_t act_grads;   /* reusable gradient scratch for one layer */
     size_t logits;      /* one row-chunk of the fused LM head (not B*T*V) */
-    size_t total;       /* sum of the above */
+    size_t attention;   /* per-thread (T, T) score scratch during attention, per thread */
+    size_t total;       /* sum of the above, attention counted once per thread */
 } coh_train_memory;
 
 /* Exactly what coh_gpt_create (params, grads, activations, act_grads, logits) and
- * coh_adamw_create (adam_m, adam_v) allocate for this config and batch. COH_ERR_INVALID for a
- * bad config, B < 1, or T outside 1..seq. */
+ * coh_adamw_create (adam_m, adam_v) allocate for this config and batch, plus the attention
+ * scratch each thread holds while attention runs (total uses coh_get_threads()). Pure apart
+ * from reading the thread count. COH_ERR_INVALID for a bad config, B < 1, or T outside 1..seq. */
 coh_status coh_train_memory_estimate(const coh_gpt_config *c, int B, int T, coh_train_memory *out);
 
 /* ---- parameter tensors (views into the flat arena) ----------------------------------------- */

@@ -56,7 +56,9 @@ static void test_memory_estimate(void)
     CHECK_INT(m.adam_v, P);
     /* the head keeps one chunk of logits, far less than (B*T, V) */
     CHECK(m.logits < (size_t)8 * 256 * 50257 * 4 / 4);
-    CHECK_INT(m.total, 4 * P + m.activations + m.act_grads + m.logits);
+    CHECK_INT(m.total, 4 * P + m.activations + m.act_grads + m.logits +
+                           m.attention * (size_t)coh_get_threads());
+    CHECK_INT(m.attention, 2 * 256 * 256 * 4);
     coh_train_memory m2;
     CHECK_OK(coh_train_memory_estimate(&c, 16, 256, &m2));
     CHECK(m2.activations > m.activations && m2.params == m.params);

@@ -167,6 +167,8 @@ coh_status coh_train_memory_estimate(const coh_gpt_config *c, int B, int T, coh_
     out->activations = s.saved * sizeof(float);
     out->act_grads = s.grads * sizeof(float);
     out->logits = s.logits * sizeof(float);
-    out->total = 4 * P + out->activations + out->act_grads + out->logits;
+    out->attention = 2 * (size_t)T * T * sizeof(float);
+    out->total = 4 * P + out->activations + out->act_grads + out->logits +
+                 out->attention * (size_t)coh_get_threads();
     return COH_OK;
 }

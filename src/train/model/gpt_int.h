@@ -86,11 +86,11 @@ void op_matmul_forward(float *out, const float *inp, const float *w, const float
 /* dinp = dout @ w^T (overwritten, or added when accumulate), dw += inp^T @ dout, db += sum dout */
 void op_matmul_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
                         const float *w, size_t N, int IC, int OC, int accumulate);
-/* -1 when its per-thread scratch (T floats) could not be allocated */
+/* -1 when its per-thread scratch (T*T floats) could not be allocated */
 int op_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int C, int NH);
-/* dqkv overwritten */
-void op_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
-                           const float *lse, int B, int T, int C, int NH);
+/* dqkv overwritten; -1 when its per-thread scratch (2 T*T floats) could not be allocated */
+int op_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *lse,
+                          int B, int T, int C, int NH);
 void op_gelu_forward(float *out, const float *inp, size_t n);
 /* dinp = gelu'(inp) * dout (dinp may alias dout) */
 void op_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);

@@ -28,7 +28,7 @@ static coh_status block_forward(coh_gpt *g, int l, const float *x, int B, int T)
 }
 
 /* dres holds dL/d(block output) on entry and dL/d(block input) on return. */
-static void block_backward(coh_gpt *g, int l, const float *x, int B, int T)
+static coh_status block_backward(coh_gpt *g, int l, const float *x, int B, int T)
 {
     int C = g->cfg.dim, NH = g->cfg.heads;
     size_t N = (size_t)B * T;
@@ -43,10 +43,12 @@ static void block_backward(coh_gpt *g, int l, const float *x, int B, int T)
     op_layernorm_backward(dres, gw->ln2w, gw->ln2b, dtmp, a->res2, w->ln2w, a->ln2_mean,
                           a->ln2_rstd, N, C);
     op_matmul_backward(dtmp, gw->attprojw, gw->attprojb, dres, a->atty, w->attprojw, N, C, C, 0);
-    op_attention_backward(dwide, dtmp, a->qkv, a->atty, a->att_lse, B, T, C, NH);
+    if (op_attention_backward(dwide, dtmp, a->qkv, a->att_lse, B, T, C, NH))
+        return coh_errf(COH_ERR_NOMEM, "out of memory in attention backward");
     op_matmul_backward(dtmp, gw->qkvw, gw->qkvb, dwide, a->ln1, w->qkvw, N, C, 3 * C, 0);
     op_layernorm_backward(dres, gw->ln1w, gw->ln1b, dtmp, x, w->ln1w, a->ln1_mean, a->ln1_rstd,
                           N, C);
+    return COH_OK;
 }
 
 static void report(coh_gpt *g, int layer)
@@ -123,7 +125,8 @@ coh_status coh_gpt_step(coh_gpt *g, const int32_t *tokens, const int32_t *target
                           g->lnf_mean, g->lnf_rstd, N, C);
     report(g, L);
     for (int l = L - 1; l >= 0; l--) {
-        block_backward(g, l, l ? g->la[l - 1].res3 : g->encoded, B, T);
+        if ((st = block_backward(g, l, l ? g->la[l - 1].res3 : g->encoded, B, T)))
+            return st;
         report(g, l);
     }
     op_encoder_backward(g->gw.wte, g->gw.wpe, g->dres, g->tokens, B, T, C);

@@ -1,103 +1,112 @@
-/* ops_attention.c: causal multi-head attention that keeps only one log-sum-exp per query row
- * (never the (B, NH, T, T) matrix); backward recomputes the scores, flash-attention style. */
+/* ops_attention.c: causal multi-head attention. Only one log-sum-exp per query row is kept for
+ * backward (never the (B, NH, T, T) probabilities): each (batch, head) task builds its (T, T)
+ * scores in a per-thread scratch with sgemm, and backward rebuilds them from the saved lse. */
+#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "train/model/gpt_int.h"
 
-GPT_CLONES static float dot(const float *a, const float *b, int n)
+/* Row t of causal probabilities in place: exp(s - lse) for j <= t, 0 after. When lse is not
+ * yet known (forward) it is computed and stored first. */
+GPT_CLONES static void softmax_row(float *s, int t, int T, float *lse, int have_lse)
 {
-    float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-    for (int i = 0; i < n; i++)
-        s += a[i] * b[i];
-    return s;
-}
-
-GPT_CLONES static void axpy(float *y, float a, const float *x, int n)
-{
-    for (int i = 0; i < n; i++)
-        y[i] += a * x[i];
-}
-
-/* One query row: scores against keys 0..t, softmax, weighted sum of values. */
-static void attn_row(float *o, float *lse, float *sc, const float *q, const float *kv0, int t,
-                     int C3, int C, int hs, float scale)
-{
-    float m = -INFINITY;
-    for (int j = 0; j <= t; j++) {
-        sc[j] = dot(q, kv0 + (size_t)j * C3, hs) * scale;
-        m = sc[j] > m ? sc[j] : m;
+    if (!have_lse) {
+        float m = -INFINITY, sum = 0.0f;
+        for (int j = 0; j <= t; j++)
+            m = s[j] > m ? s[j] : m;
+#pragma omp simd reduction(+ : sum)
+        for (int j = 0; j <= t; j++)
+            sum += gpt_expf(s[j] - m);
+        *lse = m + logf(sum);
     }
-    float s = 0.0f;
-    for (int j = 0; j <= t; j++) {
-        sc[j] = gpt_expf(sc[j] - m);
-        s += sc[j];
-    }
-    memset(o, 0, (size_t)hs * sizeof *o);
+    float l = *lse;
     for (int j = 0; j <= t; j++)
-        axpy(o, sc[j] / s, kv0 + (size_t)j * C3 + C, hs);
-    *lse = m + logf(s);
+        s[j] = gpt_expf(s[j] - l);
+    for (int j = t + 1; j < T; j++)
+        s[j] = 0.0f;
+}
+
+/* P (T, T) = causal softmax(Q K^T * scale) of one head; q, k point at its first row. */
+static void head_probs(float *P, float *lse, const float *q, const float *k, int T, int hs,
+                       int ld, int have_lse)
+{
+    float scale = 1.0f / sqrtf((float)hs);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, scale, q, ld, k, ld, 0.0f, P,
+                T);
+    for (int t = 0; t < T; t++)
+        softmax_row(P + (size_t)t * T, t, T, lse + t, have_lse);
 }
 
 int op_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int C, int NH)
 {
     int hs = C / NH, C3 = 3 * C, failed = 0;
-    float scale = 1.0f / sqrtf((float)hs);
 #pragma omp parallel reduction(| : failed)
     {
-        float *sc = malloc((size_t)T * sizeof *sc);
-        failed |= !sc;
+        float *P = malloc((size_t)T * T * sizeof *P);
+        failed |= !P;
 #pragma omp for schedule(static)
         for (long bh = 0; bh < (long)B * NH; bh++) {
             int b = (int)(bh / NH), h = (int)(bh % NH);
-            const float *base = qkv + (size_t)b * T * C3;
-            for (int t = 0; t < T && sc; t++)
-                attn_row(out + ((size_t)b * T + t) * C + h * hs, lse + (size_t)bh * T + t, sc,
-                         base + (size_t)t * C3 + h * hs, base + C + h * hs, t, C3, C, hs, scale);
+            const float *q = qkv + (size_t)b * T * C3 + h * hs;
+            if (!P)
+                continue;
+            head_probs(P, lse + (size_t)bh * T, q, q + C, T, hs, C3, 0);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, P, T,
+                        q + 2 * C, C3, 0.0f, out + (size_t)b * T * C + h * hs, C);
         }
-        free(sc);
+        free(P);
     }
     return failed ? -1 : 0;
 }
 
-/* Backward of one query row; adds into dq, and into the dk, dv rows of keys 0..t. */
-static void attn_row_back(float *dqkv0, const float *qkv0, const float *dout, const float *o,
-                          float lse, int t, int C3, int C, int hs, int h, float scale)
+/* dS = P * (dP - rowsum(P * dP)) * scale, in place in dP. */
+GPT_CLONES static void dsoftmax(float *dP, const float *P, int T, float scale)
 {
-    const float *q = qkv0 + (size_t)t * C3 + h * hs;
-    float *dq = dqkv0 + (size_t)t * C3 + h * hs;
-    float D = dot(dout, o, hs);
-    for (int j = 0; j <= t; j++) {
-        const float *k = qkv0 + (size_t)j * C3 + C + h * hs, *v = k + C;
-        float p = gpt_expf(dot(q, k, hs) * scale - lse);
-        float ds = p * (dot(dout, v, hs) - D) * scale;
-        float *dk = dqkv0 + (size_t)j * C3 + C + h * hs, *dv = dk + C;
-        axpy(dq, ds, k, hs);
-        axpy(dk, ds, q, hs);
-        axpy(dv, p, dout, hs);
+    for (int t = 0; t < T; t++) {
+        float *d = dP + (size_t)t * T;
+        const float *p = P + (size_t)t * T;
+        float D = 0.0f;
+#pragma omp simd reduction(+ : D)
+        for (int j = 0; j <= t; j++)
+            D += p[j] * d[j];
+        for (int j = 0; j < T; j++)
+            d[j] = p[j] * (d[j] - D) * scale;
     }
 }
 
-void op_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
-                           const float *lse, int B, int T, int C, int NH)
+int op_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *lse,
+                          int B, int T, int C, int NH)
 {
-    int hs = C / NH, C3 = 3 * C;
+    int hs = C / NH, C3 = 3 * C, failed = 0;
     float scale = 1.0f / sqrtf((float)hs);
-    /* One task per (batch, head): it owns that head's q, k, v gradient slices, no races. */
-#pragma omp parallel for schedule(static)
-    for (long bh = 0; bh < (long)B * NH; bh++) {
-        int b = (int)(bh / NH), h = (int)(bh % NH);
-        float *d0 = dqkv + (size_t)b * T * C3;
-        const float *q0 = qkv + (size_t)b * T * C3;
-        for (int t = 0; t < T; t++)
-            for (int part = 0; part < 3; part++)
-                memset(d0 + (size_t)t * C3 + part * C + h * hs, 0, (size_t)hs * sizeof(float));
-        for (int t = 0; t < T; t++) {
-            size_t r = (size_t)b * T + t;
-            attn_row_back(d0, q0, dout + r * C + h * hs, out + r * C + h * hs,
-                          lse[(size_t)bh * T + t], t, C3, C, hs, h, scale);
+    /* one task per (batch, head): it owns that head's q, k, v gradient slices, no races */
+#pragma omp parallel reduction(| : failed)
+    {
+        float *P = malloc(2 * (size_t)T * T * sizeof *P), *dP = P ? P + (size_t)T * T : NULL;
+        failed |= !P;
+#pragma omp for schedule(static)
+        for (long bh = 0; bh < (long)B * NH; bh++) {
+            int b = (int)(bh / NH), h = (int)(bh % NH);
+            size_t qo = (size_t)b * T * C3 + h * hs;
+            const float *q = qkv + qo, *k = q + C, *v = q + 2 * C;
+            const float *dy = dout + (size_t)b * T * C + h * hs;
+            float *dq = dqkv + qo, *dk = dq + C, *dv = dq + 2 * C;
+            if (!P)
+                continue;
+            head_probs(P, (float *)lse + (size_t)bh * T, q, k, T, hs, C3, 1);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, 1.0f, dy, C, v, C3,
+                        0.0f, dP, T);
+            dsoftmax(dP, P, T, scale);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, dP, T, k, C3,
+                        0.0f, dq, C3);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, dP, T, q, C3,
+                        0.0f, dk, C3);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, P, T, dy, C,
+                        0.0f, dv, C3);
         }
+        free(P);
     }
+    return failed ? -1 : 0;
 }
