@@ -22,6 +22,7 @@ GPT_CLONES static void softmax_row(float *s, int t, int T, float *lse, int have_
         *lse = m + logf(sum);
     }
     float l = *lse;
+#pragma omp simd
     for (int j = 0; j <= t; j++)
         s[j] = gpt_expf(s[j] - l);
     for (int j = t + 1; j < T; j++)

@@ -115,6 +115,7 @@ static inline float tanh_fast(float u)
 
 GPT_CLONES static void gelu_span(float *out, const float *x, size_t n)
 {
+#pragma omp simd
     for (size_t i = 0; i < n; i++) {
         float u = GELU_S * (x[i] + 0.044715f * x[i] * x[i] * x[i]);
         out[i] = 0.5f * x[i] * (1.0f + tanh_fast(u));
@@ -123,6 +124,7 @@ GPT_CLONES static void gelu_span(float *out, const float *x, size_t n)
 
 GPT_CLONES static void gelu_back_span(float *dx, const float *x, const float *dy, size_t n)
 {
+#pragma omp simd
     for (size_t i = 0; i < n; i++) {
         float v = x[i];
         float u = GELU_S * (v + 0.044715f * v * v * v);

@@ -76,6 +76,7 @@ GPT_CLONES static void adamw_span(float *p, const float *g, float *m, float *v, 
                                   float lr, float b1, float b2, float eps, float keep,
                                   float step_size, float rbc2)
 {
+#pragma omp simd
     for (size_t i = 0; i < n; i++) {
         m[i] = b1 * m[i] + (1.0f - b1) * g[i];
         v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
