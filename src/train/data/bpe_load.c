@@ -39,48 +39,43 @@ static long unmap_token(const int16_t cp_to_byte[324], const char *s, size_t len
     return n;
 }
 
-/* Fill tok_off/tok_bytes from the encoder object and `bytes_to_id` (token bytes -> id). */
-static coh_status load_vocab(bpe *b, const json_value *root, const char *name, strmap *ids)
+/* Every id must be an integer in range; returns the largest. */
+static coh_status check_ids(const json_value *root, const char *name, int64_t *max_id)
 {
     if (root->type != JSON_OBJECT || root->u.obj.count == 0)
         return coh_errf(COH_ERR_INVALID, "'%s': expected a non-empty object of token -> id",
                         name);
+    *max_id = -1;
+    for (size_t i = 0; i < root->u.obj.count; i++) {
+        const json_value *v = root->u.obj.values[i];
+        if (v->type != JSON_NUMBER || !v->u.num.is_integer || v->u.num.integer < 0 ||
+            v->u.num.integer >= (int64_t)1 << 22)
+            return coh_errf(COH_ERR_INVALID,
+                            "'%s': token '%s' at line %d has id that is not an integer in "
+                            "0..4194303", name, root->u.obj.keys[i], v->line);
+        if (v->u.num.integer > *max_id)
+            *max_id = v->u.num.integer;
+    }
+    return COH_OK;
+}
+
+/* Map each token's bytes to its id in `ids`; entry_of[id] = its entry index in `ids`. */
+static coh_status map_tokens(const json_value *root, const char *name, strmap *ids,
+                             int64_t *entry_of)
+{
     uint32_t byte_to_cp[256];
     int16_t cp_to_byte[324];
     byte_alphabet(byte_to_cp, cp_to_byte);
-    size_t count = root->u.obj.count, total = 0;
-    int64_t max_id = -1;
-    for (size_t i = 0; i < count; i++) {
-        const json_value *v = root->u.obj.values[i];
-        if (v->type != JSON_NUMBER || !v->u.num.is_integer || v->u.num.integer < 0 ||
-            v->u.num.integer >= (int64_t)1 << 24)
-            return coh_errf(COH_ERR_INVALID,
-                            "'%s': token '%s' at line %d has id that is not an integer in "
-                            "0..16777215", name, root->u.obj.keys[i], v->line);
-        if (v->u.num.integer > max_id)
-            max_id = v->u.num.integer;
-        total += root->u.obj.key_lens[i];
-    }
-    b->vocab = (size_t)max_id + 1;
-    b->tok_off = calloc(b->vocab + 1, sizeof *b->tok_off);
-    b->tok_bytes = malloc(total + 1);
-    int64_t *lens = malloc(b->vocab * sizeof *lens);
-    if (!b->tok_off || !b->tok_bytes || !lens) {
-        free(lens);
-        return coh_errf(COH_ERR_NOMEM, "out of memory reading '%s'", name);
-    }
-    for (size_t i = 0; i < b->vocab; i++)
-        lens[i] = -1;
-    /* First pass: bytes of each token into a scratch area, indexed by id. */
-    char *scratch = malloc(total + 1);
-    uint64_t *start = malloc(b->vocab * sizeof *start);
-    coh_status st = (scratch && start) ? COH_OK : coh_errf(COH_ERR_NOMEM, "out of memory");
-    size_t used = 0;
-    for (size_t i = 0; st == COH_OK && i < count; i++) {
+    size_t longest = 0;
+    for (size_t i = 0; i < root->u.obj.count; i++)
+        longest = root->u.obj.key_lens[i] > longest ? root->u.obj.key_lens[i] : longest;
+    char *buf = malloc(longest + 1);
+    coh_status st = buf ? COH_OK : coh_errf(COH_ERR_NOMEM, "out of memory reading '%s'", name);
+    for (size_t i = 0; st == COH_OK && i < root->u.obj.count; i++) {
         const char *key = root->u.obj.keys[i];
         int64_t id = root->u.obj.values[i]->u.num.integer;
         uint32_t bad = 0;
-        long n = unmap_token(cp_to_byte, key, root->u.obj.key_lens[i], scratch + used, &bad);
+        long n = unmap_token(cp_to_byte, key, root->u.obj.key_lens[i], buf, &bad);
         if (n < 0)
             st = coh_errf(COH_ERR_INVALID,
                           "'%s': token '%s' has character U+%04X outside GPT-2's byte alphabet",
@@ -88,31 +83,50 @@ static coh_status load_vocab(bpe *b, const json_value *root, const char *name, s
         else if (n == 0)
             st = coh_errf(COH_ERR_INVALID, "'%s': empty token with id %lld", name,
                           (long long)id);
-        else if (lens[id] >= 0)
+        else if (entry_of[id] >= 0)
             st = coh_errf(COH_ERR_INVALID, "'%s': id %lld is used by two tokens (second: '%s')",
                           name, (long long)id, key);
-        else if (strmap_put(ids, scratch + used, (size_t)n, id) != 0)
+        else if (strmap_put(ids, buf, (size_t)n, id) != 0)
             st = coh_errf(COH_ERR_NOMEM, "out of memory reading '%s'", name);
-        else {
-            start[id] = used;
-            lens[id] = n;
-            used += (size_t)n;
-        }
+        else
+            entry_of[id] = (int64_t)ids->count - 1;
     }
-    /* Second pass: pack in id order (ids without a token are empty). */
+    free(buf);
+    return st;
+}
+
+/* Fill tok_off/tok_bytes in id order from the map (ids without a token are empty); `ids` is
+ * left mapping token bytes -> id for reading the merges. */
+static coh_status load_vocab(bpe *b, const json_value *root, const char *name, strmap *ids)
+{
+    int64_t max_id = -1;
+    coh_status st = check_ids(root, name, &max_id);
+    if (st != COH_OK)
+        return st;
+    b->vocab = (size_t)max_id + 1;
+    int64_t *entry_of = malloc(b->vocab * sizeof *entry_of);
+    b->tok_off = calloc(b->vocab + 1, sizeof *b->tok_off);
+    if (!entry_of || !b->tok_off) {
+        free(entry_of);
+        return coh_errf(COH_ERR_NOMEM, "out of memory reading '%s'", name);
+    }
+    for (size_t i = 0; i < b->vocab; i++)
+        entry_of[i] = -1;
+    st = map_tokens(root, name, ids, entry_of);
+    if (st == COH_OK && !(b->tok_bytes = malloc(ids->keys_len + 1)))
+        st = coh_errf(COH_ERR_NOMEM, "out of memory reading '%s'", name);
     size_t off = 0;
     for (size_t id = 0; st == COH_OK && id < b->vocab; id++) {
         b->tok_off[id] = off;
-        if (lens[id] > 0) {
-            memcpy(b->tok_bytes + off, scratch + start[id], (size_t)lens[id]);
-            off += (size_t)lens[id];
+        if (entry_of[id] >= 0) {
+            const strmap_entry *e = &ids->entries[entry_of[id]];
+            memcpy(b->tok_bytes + off, ids->keys + e->key_off, e->key_len);
+            off += e->key_len;
         }
     }
     if (st == COH_OK)
         b->tok_off[b->vocab] = off;
-    free(scratch);
-    free(start);
-    free(lens);
+    free(entry_of);
     return st;
 }
 
@@ -190,21 +204,19 @@ static int split_fields(const char *s, size_t n, const char *f[2], size_t fl[2])
     return k;
 }
 
-/* Id of a token written in the byte alphabet, or -1. */
-static int32_t token_id(const strmap *ids, const int16_t cp_to_byte[324], const char *s, size_t n)
+/* Id of a token written in the byte alphabet, or -1; scratch holds at least n bytes. */
+static int32_t token_id(const strmap *ids, const int16_t cp_to_byte[324], const char *s, size_t n,
+                        char *scratch)
 {
-    char buf[1024];
     uint32_t bad;
-    if (n > sizeof buf)
-        return -1;
-    long len = unmap_token(cp_to_byte, s, n, buf, &bad);
-    const int64_t *id = len > 0 ? strmap_get(ids, buf, (size_t)len) : NULL;
+    long len = unmap_token(cp_to_byte, s, n, scratch, &bad);
+    const int64_t *id = len > 0 ? strmap_get(ids, scratch, (size_t)len) : NULL;
     return id ? (int32_t)*id : -1;
 }
 
 static coh_status add_merge(bpe *b, const strmap *ids, const int16_t cp_to_byte[324],
                             const char *line, size_t n, size_t lineno, uint32_t rank,
-                            const char *name)
+                            const char *name, char *scratch)
 {
     const char *f[2];
     size_t fl[2];
@@ -214,15 +226,13 @@ static coh_status add_merge(bpe *b, const strmap *ids, const int16_t cp_to_byte[
     if (k != 2)
         return coh_errf(COH_ERR_INVALID, "'%s' line %zu: expected two tokens 'left right', got "
                         "'%.*s'", name, lineno, (int)(n > 80 ? 80 : n), line);
-    int32_t left = token_id(ids, cp_to_byte, f[0], fl[0]);
-    int32_t right = token_id(ids, cp_to_byte, f[1], fl[1]);
-    char joined[2048];
-    int32_t result = -1;
-    if (fl[0] + fl[1] <= sizeof joined) {
-        memcpy(joined, f[0], fl[0]);
-        memcpy(joined + fl[0], f[1], fl[1]);
-        result = token_id(ids, cp_to_byte, joined, fl[0] + fl[1]);
-    }
+    int32_t left = token_id(ids, cp_to_byte, f[0], fl[0], scratch);
+    int32_t right = token_id(ids, cp_to_byte, f[1], fl[1], scratch);
+    /* The merged token: both fields side by side (scratch holds a whole line twice). */
+    char *joined = scratch + n;
+    memcpy(joined, f[0], fl[0]);
+    memcpy(joined + fl[0], f[1], fl[1]);
+    int32_t result = token_id(ids, cp_to_byte, joined, fl[0] + fl[1], scratch);
     if (left < 0 || right < 0 || result < 0)
         return coh_errf(COH_ERR_INVALID,
                         "'%s' line %zu: merge '%.*s %.*s' uses or makes a token that is not in "
@@ -252,16 +262,19 @@ static coh_status load_merges(bpe *b, const strmap *ids, const char *s, size_t n
     uint32_t byte_to_cp[256];
     int16_t cp_to_byte[324];
     byte_alphabet(byte_to_cp, cp_to_byte);
+    char *scratch = malloc(2 * n + 1);
+    if (!scratch)
+        return coh_errf(COH_ERR_NOMEM, "out of memory reading '%s'", name);
     const char *p = lines ? memchr(s, '\n', n) : NULL;
-    for (size_t i = 0; i < lines; i++) {
+    coh_status st = COH_OK;
+    for (size_t i = 0; st == COH_OK && i < lines; i++) {
         const char *line = p + 1;
         p = memchr(line, '\n', (size_t)(s + n - line));
-        coh_status st = add_merge(b, ids, cp_to_byte, line, (size_t)(p - line), i + 2,
-                                  (uint32_t)i, name);
-        if (st != COH_OK)
-            return st;
+        st = add_merge(b, ids, cp_to_byte, line, (size_t)(p - line), i + 2, (uint32_t)i, name,
+                       scratch);
     }
-    return COH_OK;
+    free(scratch);
+    return st;
 }
 
 coh_status bpe_load(const char *enc, size_t enc_len, const char *enc_name, const char *merges,
