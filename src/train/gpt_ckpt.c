@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cohort/train_ckpt.h"
+#include "train/gpt_ckpt_int.h"
 
 
 /* The arena as a list of safetensors entries; names live in `info`. */
@@ -78,12 +79,15 @@ static coh_status infer_config(const coh_st_file *f, const char *path, int heads
     if (!wte || !wpe || wte->ndim != 2 || wpe->ndim != 2)
         return coh_errf(COH_ERR_INVALID, "checkpoint '%s': no 2-d transformer.wte.weight and "
                         "transformer.wpe.weight: not a GPT-2 checkpoint", path);
+    if (wte->shape[0] < 1 || wte->shape[0] > (1 << 20) || wte->shape[1] < 1 ||
+        wte->shape[1] > (1 << 20) || wpe->shape[0] < 1 || wpe->shape[0] > (1 << 20))
+        return coh_errf(COH_ERR_INVALID, "checkpoint '%s': embedding shapes out of range", path);
     c->vocab = (int)wte->shape[0];
     c->dim = (int)wte->shape[1];
     c->seq = (int)wpe->shape[0];
     c->layers = 0;
     char name[64];
-    for (;;) {
+    for (; c->layers < (1 << 20); ) {
         snprintf(name, sizeof name, "transformer.h.%d.ln_1.weight", c->layers);
         if (!coh_st_find(f, name))
             break;
@@ -93,16 +97,19 @@ static coh_status infer_config(const coh_st_file *f, const char *path, int heads
     return COH_OK;
 }
 
-coh_status coh_gpt_checkpoint_config(const char *path, int heads_hint, coh_gpt_config *out,
-                                     char *tokenizer, size_t cap)
+coh_status gpt_config_from_file(const coh_st_file *f, const char *path, int heads_hint,
+                                coh_gpt_config *out, char *tokenizer, size_t cap)
 {
-    coh_st_file *f;
-    coh_status st = coh_st_open(path, &f);
-    if (st)
-        return st;
     long L, H, C, V, S;
+    coh_status st = COH_OK;
     if (meta_int(f, "n_layer", &L) && meta_int(f, "n_head", &H) && meta_int(f, "n_embd", &C) &&
         meta_int(f, "vocab_size", &V) && meta_int(f, "n_positions", &S)) {
+        const long lim = 1L << 20;
+        if (L < 1 || L > lim || H < 1 || H > lim || C < 1 || C > lim || V < 1 || V > lim ||
+            S < 1 || S > lim)
+            return coh_errf(COH_ERR_INVALID, "checkpoint '%s': config metadata out of range "
+                            "(n_layer %ld, n_head %ld, n_embd %ld, vocab_size %ld, n_positions "
+                            "%ld)", path, L, H, C, V, S);
         *out = (coh_gpt_config){(int)L, (int)H, (int)C, (int)V, (int)S};
     } else {
         st = infer_config(f, path, heads_hint, out);
@@ -111,13 +118,24 @@ coh_status coh_gpt_checkpoint_config(const char *path, int heads_hint, coh_gpt_c
         const char *tk = coh_st_meta_get(f, "tokenizer");
         snprintf(tokenizer, cap, "%s", tk ? tk : "");
     }
-    coh_st_close(f);
     if (!st && (st = coh_gpt_config_check(out)))
         coh_err_prefix(st, "checkpoint '%s'", path);
     return st;
 }
 
-static coh_status load_open(coh_gpt *g, const coh_st_file *f, const char *path)
+coh_status coh_gpt_checkpoint_config(const char *path, int heads_hint, coh_gpt_config *out,
+                                     char *tokenizer, size_t cap)
+{
+    coh_st_file *f;
+    coh_status st = coh_st_open(path, &f);
+    if (st)
+        return st;
+    st = gpt_config_from_file(f, path, heads_hint, out, tokenizer, cap);
+    coh_st_close(f);
+    return st;
+}
+
+coh_status gpt_load_from_file(coh_gpt *g, const coh_st_file *f, const char *path)
 {
     const coh_gpt_config *c = coh_gpt_get_config(g);
     float *arena = coh_gpt_params(g, NULL);
@@ -138,7 +156,7 @@ coh_status coh_gpt_load(coh_gpt *g, const char *path)
     coh_status st = coh_st_open(path, &f);
     if (st)
         return st;
-    st = load_open(g, f, path);
+    st = gpt_load_from_file(g, f, path);
     coh_st_close(f);
     return st;
 }
@@ -197,7 +215,7 @@ coh_status coh_trainer_resume(coh_trainer *t, const char *path, coh_loader_pos *
                       path, mstep, sp, (unsigned long long)s.step);
     }
     if (!st)
-        st = load_open(coh_trainer_model(t), mf, path);
+        st = gpt_load_from_file(coh_trainer_model(t), mf, path);
     size_t n;
     coh_adamw *o = coh_trainer_optimizer(t);
     int64_t shape[1];
