@@ -194,12 +194,16 @@ int cli_train_run(const train_opts *o)
         st = loop(&r);
     }
     if (!st) {
-        char rss[32];
+        char rss[32], pred[32];
+        coh_train_memory m = {0};
+        coh_train_memory_estimate(&o->tc.model, o->tc.batch, o->tc.seq, &m);
         double el = now() - r.t_start;
         long steps = r.last_step - r.first_step;
-        coh_info("done: %ld steps in %.1fs, %.0f tokens/s; peak rss %s", steps, el,
+        coh_info("done: %ld steps in %.1fs, %.0f tokens/s; peak rss %s (engine predicted %s)",
+                 steps, el,
                  el > 0 ? steps * (double)o->tc.batch * o->tc.seq * o->tc.accum / el : 0.0,
-                 coh_size_format(cli_peak_rss(), rss, sizeof rss));
+                 coh_size_format(cli_peak_rss(), rss, sizeof rss),
+                 coh_size_format(m.total, pred, sizeof pred));
     }
     if (r.metrics)
         fclose(r.metrics);
