@@ -56,6 +56,10 @@ def main():
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     m = GPT(a.layers, a.dim, a.heads, a.vocab, a.seq)
+    with torch.no_grad():  # GPT-2 initialisation, as cohort's
+        for p_ in m.parameters():
+            if p_.dim() == 2:
+                p_.normal_(0.0, 0.02)
     opt = torch.optim.AdamW(m.parameters(), lr=3e-4, betas=(0.9, 0.95), weight_decay=0.1)
     idx = torch.randint(0, a.vocab, (a.batch, a.seq + 1))
     x, y = idx[:, :-1].contiguous(), idx[:, 1:].contiguous()

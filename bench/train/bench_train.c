@@ -86,8 +86,10 @@ int main(int argc, char **argv)
     double tps = (double)B * T * steps / total;
     double mfu = tps * coh_gpt_flops_per_token(&cfg, T) / peak;
     printf("{\"impl\": \"cohort\", \"kernel\": \"%s\", \"threads\": %d, \"sgemm_gflops\": %.1f, "
-           "\"tokens_per_s\": %.1f, \"mfu\": %.4f, \"step_s\": %.4f, \"loss\": %.4f}\n",
-           coh_blas_kernel(), coh_get_threads(), peak * 1e-9, tps, mfu, total / steps, loss);
+           "\"tokens_per_s\": %.1f, \"mfu\": %.4f, \"step_s\": %.4f, \"loss\": %.4f, "
+           "\"flops_per_token\": %.0f}\n",
+           coh_blas_kernel(), coh_get_threads(), peak * 1e-9, tps, mfu, total / steps, loss,
+           coh_gpt_flops_per_token(&cfg, T));
     free(tok), free(in), free(tg);
     coh_adamw_destroy(o);
     coh_gpt_destroy(g);
