@@ -62,7 +62,9 @@ typedef struct coh_st_meta {
  * temporary removed. Tensors are stored in the given order without gaps; the header is padded
  * with spaces so data starts 8-byte aligned; a checksum entry is added to the metadata.
  * Errors: COH_ERR_INVALID (empty or duplicate names, bad shape, metadata key
- * "cohort.checksum", naming the tensor), COH_ERR_IO / COH_ERR_SYSTEM naming the file. */
+ * "cohort.checksum", naming the tensor), COH_ERR_IO / COH_ERR_SYSTEM naming the file.
+ * Thread-safe (saves of different paths may run at once). Hugging Face `transformers` expects
+ * the metadata pair {"format", "pt"}. */
 coh_status coh_st_save(const char *path, const coh_st_tensor *tensors, size_t ntensors,
                        const coh_st_meta *meta, size_t nmeta);
 
@@ -71,7 +73,8 @@ typedef struct coh_st_file coh_st_file;
 /* Map and validate a whole safetensors file: header length, JSON, every entry's dtype, shape
  * and data_offsets (in range, size = product * dtype size, no overlap, no gaps), the checksum
  * when present. Errors: COH_ERR_INVALID with a message naming the file (and the tensor) for
- * any malformed or corrupt content; COH_ERR_NOT_FOUND / COH_ERR_IO for unreadable files. */
+ * any malformed or corrupt content; COH_ERR_NOT_FOUND / COH_ERR_IO for unreadable files.
+ * An open file is read-only: any number of threads may query and read it at once. */
 coh_status coh_st_open(const char *path, coh_st_file **out);
 /* The same over bytes in memory (not copied: data must outlive the handle). */
 coh_status coh_st_open_memory(const void *data, size_t size, const char *name, coh_st_file **out);

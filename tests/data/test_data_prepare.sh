@@ -71,6 +71,19 @@ else
     echo "note: no GPT-2 tables; gpt2 cases not run"
 fi
 
+# A vocabulary with ids beyond uint16 is refused before anything is written.
+"$py" - "$work" <<'PY'
+import json, sys
+pr = lambda c: 0x21 <= c <= 0x7E or 0xA1 <= c <= 0xAC or c >= 0xAE
+alpha = lambda b: chr(b) if pr(b) else chr(256 + sum(1 for c in range(b) if not pr(c)))
+enc = {alpha(b): b for b in range(256)}
+enc["ab"] = 70000
+json.dump(enc, open(sys.argv[1] + "/wide.json", "w"))
+open(sys.argv[1] + "/wide.bpe", "w").write("#version: 0.2\na b\n")
+PY
+expect 2 "the tokenizer has 70001 ids: the shard format stores uint16 tokens" -- \
+    "$COHORT" prepare --tokenizer gpt2 --encoder "$work/wide.json" --vocab "$work/wide.bpe" --out "$work/n" "$work/a.txt"
+
 expect 2 "invalid --tokenizer 'bpe': valid are byte, gpt2" -- "$COHORT" prepare --tokenizer bpe --out "$work/n" "$work/a.txt"
 expect 2 "missing --out PREFIX" -- "$COHORT" prepare --tokenizer byte "$work/a.txt"
 expect 2 "no input files" -- "$COHORT" prepare --tokenizer byte --out "$work/n"
