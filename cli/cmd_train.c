@@ -4,14 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "cli.h"
 #include "cli_train.h"
-#include "cohort/json_writer.h"
-#include "cohort/log.h"
-#include "cohort/size.h"
 #include "cohort/train_ckpt.h"
 
 const char cmd_train_summary[] = "train a GPT-2 model on token shards";
