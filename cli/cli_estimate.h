@@ -19,6 +19,8 @@ typedef struct est_request {
     int si;                   /* print 10^n units (GB), as papers do */
     uint64_t device_bytes;    /* 0 = not given */
     const char *device_from;  /* "--device-memory" or the inventory path */
+    int engine;               /* --engine cohort: what cohort's engine allocates */
+    int threads;              /* --threads for the engine's per-thread buffers; 0 = default */
 } est_request;
 
 /* Print the accelerate or DeepSpeed view of the estimate's counts; returns a CLI exit code. */
@@ -26,6 +28,9 @@ int est_print_views(const est_request *r, const coh_estimate *e);
 
 /* Binary units (GiB), or decimal ones (GB) when si. Returns buf. */
 const char *est_fmt(uint64_t bytes, int si, char *buf, size_t cap);
+
+/* Print what cohort's engine allocates for the request; returns a CLI exit code. */
+int est_print_engine(const est_request *r);
 
 /* Print the estimate (or the requested view); returns a CLI exit code. */
 int est_print(const est_request *r);

@@ -47,14 +47,16 @@ static void usage(FILE *f)
             "  --view accelerate       accelerate estimate-memory's table\n"
             "  --view deepspeed        DeepSpeed's ZeRO-2/ZeRO-3 estimator tables\n"
             "  --json                  machine-readable output\n"
-            "  --si                    decimal units (GB = 10^9 bytes) instead of GiB\n");
+            "  --si                    decimal units (GB = 10^9 bytes) instead of GiB\n"
+            "  --engine cohort         what cohort's own engine allocates (one device, fp32)\n"
+            "  --threads N             threads the engine runs (per-thread attention scratch)\n");
 }
 
 enum {
     O_MODEL = 256, O_CONFIG, O_LAYERS, O_DIM, O_HEADS, O_VOCAB, O_SEQ, O_FFN, O_PARAMS,
     O_LARGEST, O_DP, O_TP, O_PP, O_ZERO, O_MB, O_ACCUM, O_MBS, O_SCHED, O_VIRT, O_PREC, O_RECOMP,
     O_SP, O_NODROP, O_OFFLOAD, O_NODES, O_GPN, O_DEVMEM, O_INVENTORY, O_VIEW, O_JSON, O_SI,
-    O_HELP
+    O_ENGINE, O_THREADS, O_HELP
 };
 
 static const struct option options[] = {
@@ -89,6 +91,8 @@ static const struct option options[] = {
     {"view", required_argument, 0, O_VIEW},
     {"json", no_argument, 0, O_JSON},
     {"si", no_argument, 0, O_SI},
+    {"engine", required_argument, 0, O_ENGINE},
+    {"threads", required_argument, 0, O_THREADS},
     {"help", no_argument, 0, O_HELP},
     {0, 0, 0, 0},
 };
@@ -99,6 +103,7 @@ typedef struct parsed {
     int64_t layers, dim, heads, vocab, seq, ffn, grad_accum;
     int custom;   /* some custom dimension was given */
     int dp_given; /* else dp fills the device count, when one is given */
+    int precision_given;
 } parsed;
 
 /* A positive integer option; 0 on error (message printed). */
@@ -181,6 +186,15 @@ static int parse_option(int c, const char *arg, parsed *p, est_request *r)
     case O_NODROP: s->dropout = 0; break;
     case O_JSON: r->json = 1; break;
     case O_SI: r->si = 1; break;
+    case O_THREADS: v = r->threads = (int)int_arg("threads", arg, 4096); break;
+    case O_ENGINE:
+        if (strcmp(arg, "cohort") != 0)
+            return cli_usage_error(cmd, "invalid --engine '%s': expected cohort", arg), 0;
+        r->engine = 1;
+        break;
+    case O_PREC:
+        p->precision_given = 1;
+        return parse_enum_option(c, arg, s, r);
     default: return parse_enum_option(c, arg, s, r);
     }
     return v != 0;
@@ -293,8 +307,18 @@ int cmd_estimate(int argc, char **argv)
         rc = build_rest(&p, &r);
     if (rc != CLI_OK)
         return rc;
+    if (r.engine) {
+        if (p.precision_given && r.strategy.precision != COH_PREC_FP32)
+            return cli_usage_error(cmd, "--engine cohort trains in fp32 (got --precision %s)",
+                                   r.strategy.precision == COH_PREC_FP16_MIXED ? "fp16-mixed"
+                                                                              : "bf16-mixed");
+        if (r.view != VIEW_COHORT)
+            return cli_usage_error(cmd, "--engine cohort and --view do not combine");
+        r.strategy.precision = COH_PREC_FP32;
+        r.strategy.dropout = 0;
+    }
     coh_status st = coh_strategy_check(&r.model, &r.strategy);
     if (st != COH_OK)
         return cli_fail(cmd, st);
-    return est_print(&r);
+    return r.engine ? est_print_engine(&r) : est_print(&r);
 }

@@ -123,4 +123,17 @@ expect 2 "unknown or incomplete option '--frobnicate'" --model gpt2 --frobnicate
 expect 2 "optimizer offload needs ZeRO" --model gpt2 --offload optimizer
 expect 0 "usage: cohort estimate" --help
 
+# --engine cohort: the engine's own buffers (their measurement is test_plan_engine.c).
+json_check --engine cohort --threads 2 --layers 4 --heads 8 --dim 512 --vocab 8192 --seq 256 --micro-batch 4 -- \
+    'j["engine"]["threads"] == 2' 'j["parameters"] == 4 * (12 * 512**2 + 13 * 512) + 8192 * 512 + 256 * 512 + 2 * 512' \
+    'j["engine"]["params"] == 4 * j["parameters"] == j["engine"]["adam_v"]' \
+    'j["engine"]["total"] == sum(j["engine"][k] for k in ("params","grads","adam_m","adam_v","activations","act_grads","logits")) + 2 * j["engine"]["attention_per_thread"]' \
+    'j["per_device"]["total_bytes"] == j["engine"]["total"]' 'j["formula_total_bytes"] > 0'
+expect 0 "what the engine allocates:" --model gpt2 --engine cohort --seq 128
+expect 2 "'--dp' is not available" --model gpt2 --engine cohort --dp 2
+expect 2 "'--zero' is not available" --model gpt2 --engine cohort --zero 1
+expect 2 "--engine cohort trains in fp32 (got --precision bf16-mixed)" --model gpt2 --engine cohort --precision bf16-mixed
+expect 2 "--engine cohort needs a GPT-2 model shape" --config "$tmp/llama.json" --engine cohort
+expect 2 "invalid --engine 'deepspeed': expected cohort" --model gpt2 --engine deepspeed
+
 exit $fail
