@@ -17,7 +17,8 @@
 #endif
 
 #ifdef UNDER_ASAN
-#include <sanitizer/allocator_interface.h>
+/* From the AddressSanitizer runtime (sanitizer/allocator_interface.h, which gcc does not ship). */
+size_t __sanitizer_get_current_allocated_bytes(void);
 static size_t heap_live(void) { return __sanitizer_get_current_allocated_bytes(); }
 #else
 #include <malloc.h>
