@@ -38,6 +38,11 @@ const char *coh_redop_name(coh_redop op);
 coh_status coh_dtype_parse(const char *s, coh_dtype *out);
 coh_status coh_redop_parse(const char *s, coh_redop *out);
 
+/* Element i of a typed array as a double, and back (floats round to nearest even, integers
+ * convert like C casts). For filling and checking buffers; not for bulk work. */
+double coh_dtype_get(const void *p, size_t i, coh_dtype t);
+void coh_dtype_set(void *p, size_t i, coh_dtype t, double v);
+
 typedef struct coh_comm coh_comm;
 typedef struct coh_comm_req coh_comm_req;
 

@@ -119,6 +119,34 @@ void coh_from_f32(void *dst, const float *src, size_t count, coh_dtype t)
         h[i] = t == COH_BF16 ? coh_f32_to_bf16(src[i]) : coh_f32_to_f16(src[i]);
 }
 
+double coh_dtype_get(const void *p, size_t i, coh_dtype t)
+{
+    switch (t) {
+    case COH_F32: return ((const float *)p)[i];
+    case COH_F64: return ((const double *)p)[i];
+    case COH_BF16: return coh_bf16_to_f32(((const uint16_t *)p)[i]);
+    case COH_F16: return coh_f16_to_f32(((const uint16_t *)p)[i]);
+    case COH_I32: return ((const int32_t *)p)[i];
+    case COH_I64: return (double)((const int64_t *)p)[i];
+    case COH_U8: return ((const uint8_t *)p)[i];
+    default: return 0;
+    }
+}
+
+void coh_dtype_set(void *p, size_t i, coh_dtype t, double v)
+{
+    switch (t) {
+    case COH_F32: ((float *)p)[i] = (float)v; break;
+    case COH_F64: ((double *)p)[i] = v; break;
+    case COH_BF16: ((uint16_t *)p)[i] = coh_f32_to_bf16((float)v); break;
+    case COH_F16: ((uint16_t *)p)[i] = coh_f32_to_f16((float)v); break;
+    case COH_I32: ((int32_t *)p)[i] = (int32_t)v; break;
+    case COH_I64: ((int64_t *)p)[i] = (int64_t)v; break;
+    case COH_U8: ((uint8_t *)p)[i] = (uint8_t)v; break;
+    default: break;
+    }
+}
+
 const char *coh_opkind_name(coh_opkind k)
 {
     switch (k) {

@@ -184,6 +184,9 @@ static coh_status shm_new(int rank, int n, double timeout, const char *name, int
     snprintf(s->name, sizeof s->name, "%s", name);
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     s->spin = n <= cpus ? 4000 : 0; /* oversubscribed: spinning only delays the peer we await */
+    const char *spin = getenv("COHORT_SHM_SPIN");
+    if (spin)
+        s->spin = atoi(spin);
     if (create && (st = seg_create(name, bytes))) {
         free(s);
         return st;

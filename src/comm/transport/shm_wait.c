@@ -123,10 +123,13 @@ static coh_status check_faults(shm *s, int peer, const char *what, double now)
 
 coh_status shm_wait(shm *s, _Atomic uint32_t *w, uint32_t target, int peer, const char *what)
 {
+    /* Spin briefly, yielding now and then so that a peer waiting for this core can run. */
     for (int i = 0; i < s->spin; i++) {
         if (reached(atomic_load_explicit(w, memory_order_acquire), target))
             return COH_OK;
         cpu_relax();
+        if (i % 64 == 63)
+            sched_yield();
     }
     sched_yield();
     for (;;) {
