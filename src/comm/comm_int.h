@@ -58,6 +58,10 @@ typedef struct coh_transport_host {
     void (*to_f32)(float *dst, const void *src, size_t count, coh_dtype t);
     void (*from_f32)(void *dst, const float *src, size_t count, coh_dtype t);
     coh_status (*fp_mismatch)(const coh_fp *fps, int n);
+    void (*fp_of)(const coh_op *op, coh_fp *fp);
+    void (*fp_describe)(const coh_fp *fp, char *buf, size_t n);
+    const char *(*opkind_name)(coh_opkind k);
+    size_t (*dtype_size)(coh_dtype t);
     double (*now)(void);
 } coh_transport_host;
 
