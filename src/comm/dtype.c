@@ -70,8 +70,8 @@ float coh_f16_to_f32(uint16_t h)
 {
     uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
     uint32_t u;
-    if (exp == 0x1f)
-        u = sign | 0x7f800000u | (man << 13);
+    if (exp == 0x1f) /* a NaN comes out quiet, as the cpu's conversion makes it */
+        u = sign | 0x7f800000u | (man << 13) | (man ? 0x00400000u : 0);
     else if (exp)
         u = sign | ((exp + 112) << 23) | (man << 13);
     else if (!man)

@@ -46,6 +46,8 @@ static coh_status env_place(coh_comm_env *env)
         return COH_OK;
     }
     int have_rank, have_size;
+    env->rank = 0; /* neither set: a single process */
+    env->size = 1;
     if ((st = env_int("RANK", 0, big, &env->rank, &have_rank)) ||
         (st = env_int("WORLD_SIZE", 1, big, &env->size, &have_size)))
         return st;
