@@ -6,6 +6,9 @@ set -euo pipefail
 # test-only oracles: PyTorch and NumPy from Debian.
 packages=(build-essential cmake clang libclang-rt-dev libopenblas-dev libopenmpi-dev openmpi-bin
           python3-torch python3-numpy)
+# ---- training engine: the main job's corpus (plain-text fortunes, /usr/share/games/fortunes) --
+packages+=(fortunes)
+# ---- end training engine -------------------------------------------------------------------------
 
 missing=()
 for p in "${packages[@]}"; do

@@ -1,0 +1,37 @@
+/* cli_train.h: option parsing and model setup shared by `cohort train`, `eval` and `generate`. */
+#ifndef COHORT_CLI_TRAIN_H
+#define COHORT_CLI_TRAIN_H
+
+#include <stdint.h>
+
+#include "cohort/train.h"
+
+#define MAX_SHARDS 64
+
+/* Everything `cohort train` was asked to do. */
+typedef struct train_opts {
+    coh_trainer_config tc;
+    const char *preset, *data[MAX_SHARDS], *val[MAX_SHARDS];
+    int ndata, nval;
+    long layers, heads, dim, vocab, seq;
+    long val_every, val_batches, log_every, save_every, stop_at, threads;
+    const char *save, *resume, *init_from, *metrics, *tokenizer;
+    int shuffle, deterministic, blas_info;
+} train_opts;
+
+/* Run the training described by o (model config already resolved); returns the exit code. */
+int cli_train_run(const train_opts *o);
+
+/* Parse a whole decimal integer in [lo, hi]; on failure print a usage error naming `opt` and
+ * return 0. */
+int cli_parse_long(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out);
+int cli_parse_float(const char *cmd, const char *opt, const char *s, double lo, double hi,
+                    float *out);
+
+/* Called first by commands that run the engine: BLAS kernel check (may re-exec) and threads. */
+void cli_engine_setup(int threads);
+
+/* Peak resident set size of this process in bytes. */
+uint64_t cli_peak_rss(void);
+
+#endif

@@ -1,0 +1,210 @@
+/* cli_train_run.c: the `cohort train` loop: loaders, steps, validation, metrics, progress,
+ * checkpoints, and the closing memory and speed summary. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "cli_train.h"
+#include "cohort/json_writer.h"
+#include "cohort/log.h"
+#include "cohort/size.h"
+#include "cohort/train_ckpt.h"
+
+static const char *const CMD = "train";
+
+typedef struct run {
+    const train_opts *o;
+    coh_trainer *t;
+    coh_loader *train, *val;
+    FILE *metrics;
+    double peak_flops, flops_per_token, t_start;
+    int tty, threads;
+    long first_step, last_step;
+} run;
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static coh_status next_batch(void *ctx, int32_t *in, int32_t *tg)
+{
+    return coh_loader_next(ctx, in, tg);
+}
+
+static coh_status open_loader(const run *r, const char *const *paths, int n, int eval,
+                              coh_loader **out)
+{
+    const train_opts *o = r->o;
+    coh_loader_config lc = {
+        .paths = paths, .npaths = (size_t)n, .batch = o->tc.batch, .seq = o->tc.seq,
+        .rank = 0, .world = 1, .shuffle = o->shuffle, .seed = o->tc.seed,
+        .mode = eval ? COH_LOADER_EVAL : COH_LOADER_TRAIN, .vocab = o->tc.model.vocab,
+    };
+    return coh_loader_create(&lc, out);
+}
+
+static void print_memory_prediction(const run *r)
+{
+    coh_train_memory m;
+    char tot[32], par[32], act[32];
+    if (coh_train_memory_estimate(&r->o->tc.model, r->o->tc.batch, r->o->tc.seq, &m))
+        return;
+    coh_info("model %.2fM parameters; engine memory predicted %s (4 arenas of %s, activations "
+             "%s)", coh_gpt_param_count(&r->o->tc.model) / 1e6,
+             coh_size_format(m.total, tot, sizeof tot), coh_size_format(m.params, par, sizeof par),
+             coh_size_format(m.activations + m.act_grads + m.logits, act, sizeof act));
+}
+
+static coh_status setup(run *r)
+{
+    const train_opts *o = r->o;
+    coh_status st = coh_trainer_create(&o->tc, &r->t);
+    if (!st && o->init_from)
+        st = coh_gpt_load(coh_trainer_model(r->t), o->init_from);
+    if (!st)
+        st = open_loader(r, o->data, o->ndata, 0, &r->train);
+    if (!st && o->nval)
+        st = open_loader(r, o->val, o->nval, 1, &r->val);
+    if (!st && o->resume) {
+        coh_loader_pos pos;
+        int threads = 0;
+        st = coh_trainer_resume(r->t, o->resume, &pos, &threads);
+        if (!st && o->deterministic && threads && threads != r->threads)
+            st = coh_errf(COH_ERR_MISMATCH, "checkpoint '%s' was trained with %d threads, this "
+                          "run has %d: --deterministic needs the same (--threads %d)",
+                          o->resume, threads, r->threads, threads);
+        if (!st)
+            st = coh_loader_seek(r->train, &pos);
+    }
+    return st;
+}
+
+static coh_status validate(run *r, double *loss)
+{
+    uint64_t avail = coh_loader_steps_per_epoch(r->val);
+    long n = (long)(avail < (uint64_t)r->o->val_batches ? avail : (uint64_t)r->o->val_batches);
+    coh_loader_rewind(r->val);
+    return coh_trainer_eval(r->t, next_batch, r->val, n, loss);
+}
+
+static void write_metrics(run *r, const coh_step_stats *s, double tps, double mfu, double val)
+{
+    if (!r->metrics)
+        return;
+    coh_jw w;
+    coh_jw_init(&w, r->metrics, 0);
+    coh_jw_object_begin(&w);
+    coh_jw_key(&w, "step");
+    coh_jw_int(&w, s->step);
+    coh_jw_key(&w, "loss");
+    coh_jw_double(&w, s->loss);
+    coh_jw_key(&w, "lr");
+    coh_jw_double(&w, s->lr);
+    coh_jw_key(&w, "tokens_per_s");
+    coh_jw_double(&w, tps);
+    coh_jw_key(&w, "mfu");
+    coh_jw_double(&w, mfu);
+    coh_jw_key(&w, "elapsed_s");
+    coh_jw_double(&w, now() - r->t_start);
+    coh_jw_key(&w, "grad_norm");
+    coh_jw_double(&w, s->grad_norm);
+    if (val >= 0) {
+        coh_jw_key(&w, "val_loss");
+        coh_jw_double(&w, val);
+    }
+    coh_jw_object_end(&w);
+    coh_jw_finish(&w);
+    fflush(r->metrics);
+}
+
+static void show_progress(run *r, const coh_step_stats *s, double tps, double mfu, double val)
+{
+    long done = s->step - r->first_step, total = r->last_step - r->first_step;
+    double el = now() - r->t_start, eta = done ? el / done * (total - done) : 0;
+    char vbuf[32] = "";
+    if (val >= 0)
+        snprintf(vbuf, sizeof vbuf, " | val %.4f", val);
+    if (r->tty) {
+        int width = 20, fill = total ? (int)(width * done / total) : width;
+        fprintf(stderr, "\r[%.*s%*s] step %ld/%ld | loss %.4f%s | %.0f tok/s | mfu %.1f%% | "
+                "eta %dm%02ds   ", fill, "####################", width - fill, "", s->step,
+                r->last_step, s->loss, vbuf, tps, mfu * 100, (int)eta / 60, (int)eta % 60);
+        if (s->step == r->last_step)
+            fputc('\n', stderr);
+    } else if (s->step % r->o->log_every == 0 || s->step == r->last_step || val >= 0) {
+        printf("step %ld/%ld loss %.4f%s lr %.3e tokens_per_s %.0f mfu %.1f%% elapsed %.1fs\n",
+               s->step, r->last_step, s->loss, vbuf, s->lr, tps, mfu * 100, el);
+        fflush(stdout);
+    }
+}
+
+static coh_status save(run *r)
+{
+    coh_loader_pos pos;
+    coh_loader_position(r->train, &pos);
+    return coh_trainer_save(r->t, r->o->save, r->o->tokenizer, &pos, r->threads);
+}
+
+static coh_status loop(run *r)
+{
+    const train_opts *o = r->o;
+    double tokens = (double)o->tc.batch * o->tc.seq * o->tc.accum;
+    for (long step = r->first_step; step < r->last_step; step++) {
+        coh_step_stats s;
+        double t0 = now();
+        coh_status st = coh_trainer_step(r->t, next_batch, r->train, &s);
+        if (st)
+            return st;
+        double tps = tokens / (now() - t0), mfu = tps * r->flops_per_token / r->peak_flops;
+        double val = -1;
+        if (r->val && (s.step % o->val_every == 0 || s.step == r->last_step) &&
+            (st = validate(r, &val)))
+            return st;
+        write_metrics(r, &s, tps, mfu, val);
+        show_progress(r, &s, tps, mfu, val);
+        if (o->save && ((o->save_every && s.step % o->save_every == 0) || s.step == r->last_step)
+            && (st = save(r)))
+            return st;
+    }
+    return COH_OK;
+}
+
+int cli_train_run(const train_opts *o)
+{
+    run r = {.o = o, .tty = isatty(STDERR_FILENO), .threads = coh_get_threads()};
+    coh_status st = setup(&r);
+    if (!st && o->metrics && !(r.metrics = fopen(o->metrics, o->resume ? "a" : "w")))
+        st = coh_errf(COH_ERR_IO, "cannot open metrics file '%s'", o->metrics);
+    if (!st) {
+        r.first_step = coh_trainer_get_step(r.t);
+        r.last_step = o->stop_at && o->stop_at < o->tc.steps ? o->stop_at : o->tc.steps;
+        r.peak_flops = coh_measure_sgemm_flops(1024);
+        r.flops_per_token = coh_gpt_flops_per_token(&o->tc.model, o->tc.seq);
+        coh_info("blas kernel %s, %d threads, sgemm peak %.1f GFLOP/s; %llu training tokens",
+                 coh_blas_kernel(), r.threads, r.peak_flops * 1e-9,
+                 (unsigned long long)coh_loader_tokens(r.train));
+        print_memory_prediction(&r);
+        r.t_start = now();
+        st = loop(&r);
+    }
+    if (!st) {
+        char rss[32];
+        double el = now() - r.t_start;
+        long steps = r.last_step - r.first_step;
+        coh_info("done: %ld steps in %.1fs, %.0f tokens/s; peak rss %s", steps, el,
+                 el > 0 ? steps * (double)o->tc.batch * o->tc.seq * o->tc.accum / el : 0.0,
+                 coh_size_format(cli_peak_rss(), rss, sizeof rss));
+    }
+    if (r.metrics)
+        fclose(r.metrics);
+    coh_loader_destroy(r.train);
+    coh_loader_destroy(r.val);
+    coh_trainer_destroy(r.t);
+    return st ? cli_fail(CMD, st) : CLI_OK;
+}

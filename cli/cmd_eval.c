@@ -1,0 +1,153 @@
+/* cmd_eval.c: `cohort eval`: mean loss of a checkpoint over the first N batches of token shards
+ * in file order. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "cli_train.h"
+#include "cohort/json_writer.h"
+#include "cohort/train_ckpt.h"
+
+const char cmd_eval_summary[] = "mean loss of a checkpoint over token shards";
+
+static const char *const CMD = "eval";
+
+static void help(void)
+{
+    printf("usage: cohort eval --checkpoint FILE --data SHARD [options]\n\n"
+           "Prints the mean cross-entropy of the model over the first N batches of the shards\n"
+           "in file order (windows of T+1 tokens, no shuffling).\n\n"
+           "  --checkpoint FILE   safetensors weights (HF GPT-2 names)\n"
+           "  --data FILE         shard (repeat)\n"
+           "  --batch B           sequences per batch (default 8)\n"
+           "  --seq T             tokens per sequence (default: min(256, context))\n"
+           "  --batches N         batches to evaluate (default 10)\n"
+           "  --heads N           heads, for checkpoints without cohort's metadata\n"
+           "  --threads N         threads (default: all cores)\n"
+           "  --json              print one JSON object\n");
+}
+
+typedef struct eval_opts {
+    const char *ckpt, *data[MAX_SHARDS];
+    int ndata, json;
+    long batch, seq, batches, heads, threads;
+} eval_opts;
+
+static int parse(eval_opts *o, int argc, char **argv)
+{
+    static const struct option lo[] = {
+        {"checkpoint", 1, 0, 'c'}, {"data", 1, 0, 'd'},   {"batch", 1, 0, 'b'},
+        {"seq", 1, 0, 's'},        {"batches", 1, 0, 'n'}, {"heads", 1, 0, 'H'},
+        {"threads", 1, 0, 't'},    {"json", 0, 0, 'j'},    {"help", 0, 0, 'h'},
+        {0, 0, 0, 0}};
+    memset(o, 0, sizeof *o);
+    o->batch = 8;
+    o->batches = 10;
+    optind = 1;
+    opterr = 0;
+    int c, ok = 1;
+    while (ok && (c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+        switch (c) {
+        case 'c': o->ckpt = optarg; break;
+        case 'd':
+            if (o->ndata == MAX_SHARDS)
+                return cli_usage_error(CMD, "too many --data at '%s': at most %d", optarg,
+                                       MAX_SHARDS);
+            o->data[o->ndata++] = optarg;
+            break;
+        case 'b': ok = cli_parse_long(CMD, "--batch", optarg, 1, 1 << 20, &o->batch); break;
+        case 's': ok = cli_parse_long(CMD, "--seq", optarg, 1, 1 << 20, &o->seq); break;
+        case 'n': ok = cli_parse_long(CMD, "--batches", optarg, 1, 1L << 40, &o->batches); break;
+        case 'H': ok = cli_parse_long(CMD, "--heads", optarg, 1, 4096, &o->heads); break;
+        case 't': ok = cli_parse_long(CMD, "--threads", optarg, 1, 1024, &o->threads); break;
+        case 'j': o->json = 1; break;
+        case 'h': help(); return -1;
+        default:
+            return cli_usage_error(CMD, "unknown or incomplete option '%s' (see --help)",
+                                   argv[optind - 1]);
+        }
+    }
+    if (!ok)
+        return CLI_USAGE;
+    if (optind < argc)
+        return cli_usage_error(CMD, "unexpected argument '%s' (see --help)", argv[optind]);
+    if (!o->ckpt)
+        return cli_usage_error(CMD, "missing --checkpoint FILE");
+    if (!o->ndata)
+        return cli_usage_error(CMD, "missing --data: give at least one shard");
+    return 0;
+}
+
+static coh_status eval_next(void *ctx, int32_t *in, int32_t *tg)
+{
+    return coh_loader_next(ctx, in, tg);
+}
+
+static coh_status evaluate(const eval_opts *o, double *loss, coh_gpt_config *m)
+{
+    coh_status st = coh_gpt_checkpoint_config(o->ckpt, (int)o->heads, m, NULL, 0);
+    if (st)
+        return st;
+    int T = o->seq ? (int)o->seq : (m->seq < 256 ? m->seq : 256);
+    if (T > m->seq)
+        return coh_errf(COH_ERR_INVALID, "invalid --seq '%d': the model's context is %d", T,
+                        m->seq);
+    coh_gpt *g = NULL;
+    coh_loader *l = NULL;
+    coh_loader_config lc = {.paths = o->data, .npaths = (size_t)o->ndata, .batch = (int)o->batch,
+                            .seq = T, .rank = 0, .world = 1, .mode = COH_LOADER_EVAL,
+                            .vocab = m->vocab};
+    int32_t *in = NULL, *tg = NULL;
+    if (!(st = coh_gpt_create(m, (int)o->batch, T, &g)) && !(st = coh_gpt_load(g, o->ckpt)) &&
+        !(st = coh_loader_create(&lc, &l))) {
+        in = malloc(sizeof *in * (size_t)o->batch * T);
+        tg = malloc(sizeof *tg * (size_t)o->batch * T);
+        if (!in || !tg)
+            st = coh_errf(COH_ERR_NOMEM, "out of memory for the batch");
+    }
+    double sum = 0;
+    for (long k = 0; !st && k < o->batches; k++) {
+        float lk;
+        if (!(st = eval_next(l, in, tg)) &&
+            !(st = coh_gpt_step(g, in, tg, (int)o->batch, T, 0.0f, &lk)))
+            sum += lk;
+    }
+    *loss = sum / (double)o->batches;
+    free(in);
+    free(tg);
+    coh_loader_destroy(l);
+    coh_gpt_destroy(g);
+    return st;
+}
+
+int cmd_eval(int argc, char **argv)
+{
+    eval_opts o;
+    int rc = parse(&o, argc, argv);
+    if (rc)
+        return rc < 0 ? CLI_OK : rc;
+    cli_engine_setup(o.threads ? (int)o.threads : 0);
+    double loss = 0;
+    coh_gpt_config m;
+    coh_status st = evaluate(&o, &loss, &m);
+    if (st)
+        return cli_fail(CMD, st);
+    if (o.json) {
+        coh_jw w;
+        coh_jw_init(&w, stdout, 0);
+        coh_jw_object_begin(&w);
+        coh_jw_key(&w, "loss");
+        coh_jw_double(&w, loss);
+        coh_jw_key(&w, "batches");
+        coh_jw_int(&w, o.batches);
+        coh_jw_key(&w, "tokens");
+        coh_jw_int(&w, o.batches * o.batch * (o.seq ? o.seq : (m.seq < 256 ? m.seq : 256)));
+        coh_jw_object_end(&w);
+        coh_jw_finish(&w);
+    } else {
+        printf("loss %.6f over %ld batches\n", loss, o.batches);
+    }
+    return CLI_OK;
+}

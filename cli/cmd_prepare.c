@@ -1,0 +1,268 @@
+/* cmd_prepare.c: `cohort prepare`: tokenizes text files into llm.c token shards (.bin), split
+ * into train and validation shards, documents separated by the end-of-text token. */
+#define _GNU_SOURCE /* memmem */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "cohort/data.h"
+
+const char cmd_prepare_summary[] = "tokenize text files into token shards for training";
+
+static const char *const CMD = "prepare";
+
+static void help(void)
+{
+    printf("usage: cohort prepare --out PREFIX [options] FILE...\n\n"
+           "Tokenizes the text FILEs into token shards in llm.c's .bin format (a 256-int32\n"
+           "header: magic 20240520, version 1, token count; then uint16 tokens), written as\n"
+           "PREFIX_train_000000.bin, ... and PREFIX_val_000000.bin, ...\n"
+           "Every document starts with the end-of-text token (gpt2: 50256; the byte tokenizer\n"
+           "has none and joins documents as they are).\n\n"
+           "options:\n"
+           "  --out PREFIX           path prefix of the shards (required)\n"
+           "  --tokenizer byte|gpt2  tokenizer (default gpt2)\n"
+           "  --encoder FILE         GPT-2 encoder.json (gpt2)\n"
+           "  --vocab FILE           GPT-2 vocab.bpe (gpt2)\n"
+           "  --documents file|paragraph\n"
+           "                         a document is a whole file (default), or each part of it\n"
+           "                         between blank lines (\"\\n\\n\", kept with the part)\n"
+           "  --shard-tokens N       tokens per shard (default 100000000)\n"
+           "  --val-fraction F       share of documents' tokens for validation, 0..1 (default 0)\n"
+           "  -h, --help             this help\n");
+}
+
+typedef struct split {
+    const char *name; /* "train" or "val" */
+    coh_tokens buf;
+    int shards;
+    uint64_t tokens;
+} split;
+
+typedef struct prep {
+    const char *out;
+    uint64_t shard_tokens;
+    double val_fraction;
+    int paragraphs;
+    coh_tokenizer *tok;
+    split train, val;
+    uint64_t documents;
+} prep;
+
+static coh_status flush_shard(prep *p, split *s)
+{
+    char path[4096];
+    if (s->buf.count == 0)
+        return COH_OK;
+    if (snprintf(path, sizeof path, "%s_%s_%06d.bin", p->out, s->name, s->shards) >=
+        (int)sizeof path)
+        return coh_errf(COH_ERR_INVALID, "output prefix '%s' is too long", p->out);
+    coh_status st = coh_shard_write(path, s->buf.ids, s->buf.count);
+    if (st != COH_OK)
+        return st;
+    s->shards++;
+    s->buf.count = 0;
+    return COH_OK;
+}
+
+/* Append a document's tokens to a split, writing full shards as they fill. */
+static coh_status add_tokens(prep *p, split *s, const coh_tokens *doc)
+{
+    for (size_t i = 0; i < doc->count; i++) {
+        coh_status st = coh_tokens_push(&s->buf, doc->ids[i]);
+        if (st == COH_OK && s->buf.count == p->shard_tokens)
+            st = flush_shard(p, s);
+        if (st != COH_OK)
+            return st;
+    }
+    s->tokens += doc->count;
+    return COH_OK;
+}
+
+/* A document goes to validation while validation holds less than its share of all tokens, so
+ * the split streams and validation documents are spread evenly (the first one included). */
+static coh_status add_document(prep *p, const char *text, size_t len, coh_tokens *doc)
+{
+    doc->count = 0;
+    int32_t eot = coh_tokenizer_eot(p->tok);
+    coh_status st = eot >= 0 ? coh_tokens_push(doc, eot) : COH_OK;
+    if (st == COH_OK)
+        st = coh_tokenizer_encode(p->tok, text, len, doc);
+    if (st != COH_OK)
+        return st;
+    p->documents++;
+    double total = (double)(p->train.tokens + p->val.tokens + doc->count);
+    int to_val = p->val_fraction > 0 && (double)p->val.tokens < p->val_fraction * total;
+    return add_tokens(p, to_val ? &p->val : &p->train, doc);
+}
+
+static coh_status read_file(const char *path, char **text, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return coh_errf(errno == ENOENT ? COH_ERR_NOT_FOUND : COH_ERR_IO,
+                        "cannot open '%s': %s", path, strerror(errno));
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        n += fread(buf + n, 1, cap - n, f);
+        if (n < cap)
+            break;
+        char *more = realloc(buf, cap * 2);
+        if (!more) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = more;
+        cap *= 2;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (!buf)
+        return coh_errf(COH_ERR_NOMEM, "out of memory reading '%s'", path);
+    if (bad) {
+        free(buf);
+        return coh_errf(COH_ERR_IO, "cannot read '%s'", path);
+    }
+    *text = buf;
+    *len = n;
+    return COH_OK;
+}
+
+static coh_status prepare_file(prep *p, const char *path, coh_tokens *doc)
+{
+    char *text = NULL;
+    size_t len = 0;
+    coh_status st = read_file(path, &text, &len);
+    if (st != COH_OK)
+        return st;
+    if (!p->paragraphs) {
+        st = add_document(p, text, len, doc);
+        free(text);
+        return st;
+    }
+    /* As llm.c's tinyshakespeare script: split at "\n\n", each part keeps its separator. */
+    size_t start = 0;
+    while (st == COH_OK && start < len) {
+        const char *sep = len - start >= 2 ? memmem(text + start, len - start, "\n\n", 2) : NULL;
+        size_t end = sep ? (size_t)(sep - text) + 2 : len;
+        st = add_document(p, text + start, end - start, doc);
+        start = end;
+    }
+    free(text);
+    return st;
+}
+
+static int parse_options(int argc, char **argv, prep *p, const char **tokenizer,
+                         const char **encoder, const char **vocab)
+{
+    static const struct option opts[] = {
+        {"out", required_argument, 0, 'o'},       {"tokenizer", required_argument, 0, 't'},
+        {"encoder", required_argument, 0, 'e'},   {"vocab", required_argument, 0, 'v'},
+        {"documents", required_argument, 0, 'd'}, {"shard-tokens", required_argument, 0, 's'},
+        {"val-fraction", required_argument, 0, 'f'}, {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        char *end;
+        switch (c) {
+        case 'o': p->out = optarg; break;
+        case 't': *tokenizer = optarg; break;
+        case 'e': *encoder = optarg; break;
+        case 'v': *vocab = optarg; break;
+        case 'd':
+            if (strcmp(optarg, "file") && strcmp(optarg, "paragraph"))
+                return cli_usage_error(CMD, "invalid --documents '%s': valid are file, paragraph",
+                                       optarg);
+            p->paragraphs = !strcmp(optarg, "paragraph");
+            break;
+        case 's':
+            errno = 0;
+            p->shard_tokens = strtoull(optarg, &end, 10);
+            if (errno || end == optarg || *end || optarg[0] == '-' || p->shard_tokens == 0 ||
+                p->shard_tokens > 2147483647u)
+                return cli_usage_error(CMD, "invalid --shard-tokens '%s': expected a whole "
+                                       "number in 1..2147483647", optarg);
+            break;
+        case 'f':
+            errno = 0;
+            p->val_fraction = strtod(optarg, &end);
+            if (errno || end == optarg || *end || !(p->val_fraction >= 0 && p->val_fraction < 1))
+                return cli_usage_error(CMD, "invalid --val-fraction '%s': expected a number in "
+                                       "[0, 1)", optarg);
+            break;
+        case 'h': help(); return -1;
+        default:
+            return cli_usage_error(CMD, "unknown option '%s' (see 'cohort prepare --help')",
+                                   argv[optind - 1]);
+        }
+    }
+    if (!p->out)
+        return cli_usage_error(CMD, "missing --out PREFIX (see 'cohort prepare --help')");
+    if (optind >= argc)
+        return cli_usage_error(CMD, "no input files (see 'cohort prepare --help')");
+    return 0;
+}
+
+static int make_tokenizer(prep *p, const char *kind, const char *encoder, const char *vocab)
+{
+    coh_status st;
+    if (!strcmp(kind, "byte"))
+        st = coh_tokenizer_byte_create(&p->tok);
+    else if (!strcmp(kind, "gpt2")) {
+        if (!encoder || !vocab)
+            return cli_usage_error(CMD, "--tokenizer gpt2 needs --encoder FILE and --vocab FILE");
+        st = coh_tokenizer_gpt2_create(encoder, vocab, &p->tok);
+    } else
+        return cli_usage_error(CMD, "invalid --tokenizer '%s': valid are byte, gpt2", kind);
+    if (st != COH_OK)
+        return cli_fail(CMD, st);
+    if (coh_tokenizer_vocab_size(p->tok) > 65536)
+        return cli_usage_error(CMD, "the tokenizer has %zu ids: the shard format stores uint16 "
+                               "tokens (at most 65536 ids)", coh_tokenizer_vocab_size(p->tok));
+    return 0;
+}
+
+int cmd_prepare(int argc, char **argv)
+{
+    prep p = {.shard_tokens = 100000000, .train = {.name = "train"}, .val = {.name = "val"}};
+    const char *kind = "gpt2", *encoder = NULL, *vocab = NULL;
+    int rc = parse_options(argc, argv, &p, &kind, &encoder, &vocab);
+    if (rc)
+        return rc < 0 ? CLI_OK : rc;
+    if ((rc = make_tokenizer(&p, kind, encoder, vocab)) != 0) {
+        coh_tokenizer_destroy(p.tok);
+        return rc;
+    }
+    coh_tokens doc;
+    coh_tokens_init(&doc);
+    coh_status st = COH_OK;
+    for (int i = optind; st == COH_OK && i < argc; i++)
+        st = prepare_file(&p, argv[i], &doc);
+    if (st == COH_OK)
+        st = flush_shard(&p, &p.train);
+    if (st == COH_OK)
+        st = flush_shard(&p, &p.val);
+    coh_tokens_release(&doc);
+    coh_tokens_release(&p.train.buf);
+    coh_tokens_release(&p.val.buf);
+    coh_tokenizer_destroy(p.tok);
+    if (st != COH_OK)
+        return cli_fail(CMD, st);
+    printf("prepared %llu documents: %llu train tokens in %d shard(s), %llu val tokens in %d "
+           "shard(s), prefix '%s'\n", (unsigned long long)p.documents,
+           (unsigned long long)p.train.tokens, p.train.shards, (unsigned long long)p.val.tokens,
+           p.val.shards, p.out);
+    if (p.train.tokens == 0) {
+        fprintf(stderr, "cohort prepare: error: no tokens went to the train split (%llu "
+                "documents; lower --val-fraction or add text)\n", (unsigned long long)p.documents);
+        return CLI_FAILED;
+    }
+    return CLI_OK;
+}

@@ -1,0 +1,224 @@
+/* train.h: the GPT-2 model and training engine: config, flat arenas, forward/backward, AdamW. */
+#ifndef COHORT_TRAIN_H
+#define COHORT_TRAIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cohort/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- configuration ------------------------------------------------------------------------ */
+
+/* A GPT-2 shaped model. `seq` is the longest context (rows of the position embedding). */
+typedef struct coh_gpt_config {
+    int layers; /* L */
+    int heads;  /* NH; dim must be a multiple of heads */
+    int dim;    /* C */
+    int vocab;  /* V */
+    int seq;    /* maxT */
+} coh_gpt_config;
+
+/* Fill `out` with a named preset: "gpt2" (124M), "gpt2-medium", "gpt2-large", "gpt2-xl".
+ * COH_ERR_INVALID naming the valid presets when the name is unknown. */
+coh_status coh_gpt_preset(const char *name, coh_gpt_config *out);
+
+/* COH_ERR_INVALID with a message naming the bad field unless every field is positive, dim is a
+ * multiple of heads, and the parameter count fits in memory addressing. */
+coh_status coh_gpt_config_check(const coh_gpt_config *c);
+
+/* Number of parameters (wpe included, the tied LM head counted once). */
+size_t coh_gpt_param_count(const coh_gpt_config *c);
+
+/* ---- memory estimator (pure: no allocation) ------------------------------------------------ */
+
+/* Bytes each buffer of the engine allocates for a model trained with micro-batch B x T. */
+typedef struct coh_train_memory {
+    size_t params;      /* parameter arena, f32 */
+    size_t grads;       /* gradient arena, f32 */
+    size_t adam_m;      /* AdamW first moment, f32 */
+    size_t adam_v;      /* AdamW second moment, f32 */
+    size_t activations; /* saved forward activations for backward */
+    size_t act_grads;   /* reusable gradient scratch for one layer */
+    size_t logits;      /* one row-chunk of the fused LM head (not B*T*V) */
+    size_t attention;   /* per-thread (T, T) score scratch during attention, per thread */
+    size_t total;       /* sum of the above, attention counted once per thread */
+} coh_train_memory;
+
+/* Exactly what coh_gpt_create (params, grads, activations, act_grads, logits) and
+ * coh_adamw_create (adam_m, adam_v) allocate for this config and batch, plus the attention
+ * scratch each thread holds while attention runs (total uses coh_get_threads()). Pure apart
+ * from reading the thread count. COH_ERR_INVALID for a bad config, B < 1, or T outside 1..seq. */
+coh_status coh_train_memory_estimate(const coh_gpt_config *c, int B, int T, coh_train_memory *out);
+
+/* ---- parameter tensors (views into the flat arena) ----------------------------------------- */
+
+/* One named tensor of the arena. Linear weights are stored [in, out] like Hugging Face's Conv1D,
+ * so the names and shapes equal GPT2LMHeadModel's and a checkpoint is a plain copy. */
+typedef struct coh_tensor_info {
+    char name[64];  /* "transformer.h.3.attn.c_attn.weight" */
+    int ndim;       /* 1 or 2 */
+    size_t shape[2];
+    size_t offset;  /* in floats from the arena start */
+    size_t numel;
+    int layer;      /* block index, -1 for embeddings and the final LayerNorm */
+    int decay;      /* 1 when AdamW applies weight decay (matrices and embeddings) */
+} coh_tensor_info;
+
+/* Number of tensors: 2 embeddings + 12 per layer + 2 final LayerNorm. */
+int coh_gpt_tensor_count(const coh_gpt_config *c);
+
+/* Tensor `i` (0 <= i < count) in arena order: wte, wpe, then each block's ln_1.weight, ln_1.bias,
+ * attn.c_attn.weight, attn.c_attn.bias, attn.c_proj.weight, attn.c_proj.bias, ln_2.weight,
+ * ln_2.bias, mlp.c_fc.weight, mlp.c_fc.bias, mlp.c_proj.weight, mlp.c_proj.bias, then
+ * transformer.ln_f.weight and .bias. COH_ERR_INVALID for i out of range. */
+coh_status coh_gpt_tensor(const coh_gpt_config *c, int i, coh_tensor_info *out);
+
+/* Arena range [begin, end) of block `layer` (layer -1: embeddings, layer L: final LayerNorm).
+ * A pipeline stage or a DDP bucket is such a contiguous range. */
+void coh_gpt_layer_range(const coh_gpt_config *c, int layer, size_t *begin, size_t *end);
+
+/* ---- the model ------------------------------------------------------------------------------ */
+
+typedef struct coh_gpt coh_gpt;
+
+/* Called by backward when the gradients of block `layer` (and for layer -1 the embeddings, for
+ * layer L the final LayerNorm) are complete. Lets DDP/ZeRO start communication per layer. */
+typedef void (*coh_grad_ready_fn)(void *ctx, int layer, size_t begin, size_t end);
+
+/* Allocate a model for micro-batches of at most B x T tokens. Weights are zero until
+ * coh_gpt_init_weights or a copy into coh_gpt_params. COH_ERR_INVALID for a bad config or
+ * batch, COH_ERR_NOMEM. The caller owns *out (coh_gpt_destroy). */
+coh_status coh_gpt_create(const coh_gpt_config *c, int B, int T, coh_gpt **out);
+void coh_gpt_destroy(coh_gpt *g); /* NULL-safe */
+
+const coh_gpt_config *coh_gpt_get_config(const coh_gpt *g);
+
+/* GPT-2 initialisation from `seed` (same seed, same weights, on any thread count): N(0, 0.02)
+ * for matrices and embeddings, residual projections (attn.c_proj, mlp.c_proj) N(0,
+ * 0.02/sqrt(2L)), biases 0, LayerNorm weights 1. */
+void coh_gpt_init_weights(coh_gpt *g, uint64_t seed);
+
+/* The flat arenas (count floats each), in coh_gpt_tensor order. Owned by the model. */
+float *coh_gpt_params(coh_gpt *g, size_t *count);
+float *coh_gpt_grads(coh_gpt *g, size_t *count);
+
+void coh_gpt_set_grad_hook(coh_gpt *g, coh_grad_ready_fn fn, void *ctx);
+
+/* Forward pass over tokens (B, T) (ids in 0..V-1) and targets (B, T). Writes the mean
+ * cross-entropy loss. With `grad_scale` > 0 it also computes gradients of grad_scale * loss and
+ * ADDS them to the gradient arena (call coh_gpt_zero_grad first; accumulation across
+ * micro-batches is repeated calls with grad_scale = 1/steps). grad_scale = 0: evaluation only.
+ * COH_ERR_INVALID for B, T beyond the sizes given at create or a token id out of range. */
+coh_status coh_gpt_step(coh_gpt *g, const int32_t *tokens, const int32_t *targets, int B, int T,
+                        float grad_scale, float *loss);
+
+/* Logits (V floats) of the next token after tokens[0..T-1] (one sequence, T <= seq). */
+coh_status coh_gpt_next_logits(coh_gpt *g, const int32_t *tokens, int T, float *logits);
+
+void coh_gpt_zero_grad(coh_gpt *g);
+
+/* Training FLOPs per token (6 * matmul params + 12 * L * T * C for attention), for MFU. */
+double coh_gpt_flops_per_token(const coh_gpt_config *c, int T);
+
+/* ---- optimizer and schedule ------------------------------------------------------------------ */
+
+typedef struct coh_adamw_params {
+    float lr, beta1, beta2, eps, weight_decay;
+} coh_adamw_params;
+
+/* AdamW state (m, v) over a flat range of `count` floats, with a decay mask per element from the
+ * tensor table (decoupled weight decay on matrices and embeddings only, like GPT-2 recipes). */
+typedef struct coh_adamw coh_adamw;
+
+coh_status coh_adamw_create(const coh_gpt_config *c, coh_adamw **out);
+void coh_adamw_destroy(coh_adamw *o); /* NULL-safe */
+
+/* One update (t is the 1-based step number for bias correction). Deterministic; threads split
+ * the arena into fixed slices. */
+void coh_adamw_update(coh_adamw *o, float *params, const float *grads, const coh_adamw_params *p,
+                      long t);
+
+/* The moments, for checkpoints (count floats each). */
+float *coh_adamw_m(coh_adamw *o, size_t *count);
+float *coh_adamw_v(coh_adamw *o, size_t *count);
+
+/* Global L2 norm of grads (summed in double, fixed order); if above max_norm > 0, scales grads
+ * down to max_norm. Returns the norm before clipping. */
+double coh_clip_grad_norm(float *grads, size_t count, double max_norm);
+
+/* Learning rate at 0-based `step`: linear warmup from lr/warmup to lr over `warmup` steps, then
+ * cosine decay to lr * min_frac at `total` steps. */
+float coh_lr_schedule(long step, long warmup, long total, float lr, float min_frac);
+
+/* ---- the training loop (single device = the mesh (1, 1, 1)) ---------------------------------- */
+
+typedef struct coh_trainer_config {
+    coh_gpt_config model;
+    int batch, seq;          /* micro-batch B x T */
+    int accum;               /* micro-batches per optimizer step (gradient accumulation) */
+    long steps;              /* total optimizer steps (for the schedule) */
+    long warmup;             /* warmup steps */
+    float lr, min_lr_frac;   /* peak learning rate; final = lr * min_lr_frac */
+    float beta1, beta2, eps, weight_decay;
+    float grad_clip;         /* global-norm clip; 0 = off */
+    uint64_t seed;           /* weight init */
+} coh_trainer_config;
+
+/* Defaults: accum 1, warmup 0, lr 3e-4, min_lr_frac 0.1, betas 0.9/0.95, eps 1e-8, wd 0.1,
+ * clip 1.0, seed 1337 (model, batch, seq, steps left zero). */
+void coh_trainer_config_defaults(coh_trainer_config *c);
+
+/* Fills B x T inputs and targets. */
+typedef coh_status (*coh_batch_fn)(void *ctx, int32_t *inputs, int32_t *targets);
+
+typedef struct coh_step_stats {
+    long step;         /* optimizer steps done after this one */
+    float loss;        /* mean over the micro-batches */
+    float lr;
+    double grad_norm;  /* before clipping */
+} coh_step_stats;
+
+typedef struct coh_trainer coh_trainer;
+
+/* Model (initialised from seed) + AdamW + batch buffers. COH_ERR_INVALID naming a bad field. */
+coh_status coh_trainer_create(const coh_trainer_config *c, coh_trainer **out);
+void coh_trainer_destroy(coh_trainer *t); /* NULL-safe */
+
+/* One optimizer step: accum micro-batches from next(), clip, schedule, AdamW. */
+coh_status coh_trainer_step(coh_trainer *t, coh_batch_fn next, void *ctx, coh_step_stats *out);
+
+/* Mean loss over n batches from next() (no gradients). */
+coh_status coh_trainer_eval(coh_trainer *t, coh_batch_fn next, void *ctx, long n, double *loss);
+
+coh_gpt *coh_trainer_model(coh_trainer *t);
+coh_adamw *coh_trainer_optimizer(coh_trainer *t);
+long coh_trainer_get_step(const coh_trainer *t);
+void coh_trainer_set_step(coh_trainer *t, long step); /* after restoring a checkpoint */
+
+/* ---- BLAS and threads ------------------------------------------------------------------------ */
+
+/* Name of the sgemm kernel OpenBLAS uses ("SkylakeX", "Haswell", "Prescott"...). */
+const char *coh_blas_kernel(void);
+
+/* If OpenBLAS picked a kernel weaker than this CPU supports, re-execute this program once with
+ * OPENBLAS_CORETYPE set to the right kernel (OpenBLAS reads it only at load time). Call first
+ * thing in a command. Returns normally when nothing needs fixing, when COHORT_BLAS_KEEP=1, or
+ * when the re-exec failed (with a warning); in the restarted process it logs the one line that
+ * says what was changed. */
+void coh_blas_ensure_best_kernel(void);
+
+/* Best of a few n x n sgemm runs using every thread, in FLOP/s: the peak MFU is measured against. */
+double coh_measure_sgemm_flops(int n);
+
+/* Threads for OpenMP and OpenBLAS (n < 1: the number of online CPUs). */
+void coh_set_threads(int n);
+int coh_get_threads(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

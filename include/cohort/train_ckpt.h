@@ -1,0 +1,46 @@
+/* train_ckpt.h: GPT checkpoints as Hugging Face GPT2LMHeadModel safetensors, and the training
+ * state (AdamW moments, step, data position) beside them, for save and exact resume. */
+#ifndef COHORT_TRAIN_CKPT_H
+#define COHORT_TRAIN_CKPT_H
+
+#include "cohort/checkpoint.h"
+#include "cohort/data.h"
+#include "cohort/train.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Write the weights to `path` (atomically) with HF names and [in, out] layouts, metadata
+ * "format" = "pt" (so transformers loads it), the config (n_layer, n_head, n_embd, vocab_size,
+ * n_positions), `tokenizer` ("byte"/"gpt2", may be NULL) and `step`. */
+coh_status coh_gpt_save(coh_gpt *g, const char *path, const char *tokenizer, long step);
+
+/* The config of a checkpoint: from its metadata when cohort wrote it, otherwise inferred from
+ * the tensor shapes (GPT-2 files from elsewhere), heads = dim / 64 unless `heads_hint` > 0.
+ * `tokenizer` (cap bytes, may be NULL) receives the metadata's tokenizer or "". Errors:
+ * COH_ERR_INVALID naming the file and what is missing or inconsistent. */
+coh_status coh_gpt_checkpoint_config(const char *path, int heads_hint, coh_gpt_config *out,
+                                     char *tokenizer, size_t cap);
+
+/* Copy every tensor of the checkpoint into the model (shapes must match its config). Errors:
+ * as coh_st_open and coh_st_read, naming the file and tensor. */
+coh_status coh_gpt_load(coh_gpt *g, const char *path);
+
+/* Save weights to `path` and the training state to `<path>.state` (each atomic; both carry the
+ * step, so a pair torn by a crash between the two renames is refused on resume). */
+coh_status coh_trainer_save(coh_trainer *t, const char *path, const char *tokenizer,
+                            const coh_loader_pos *data, int threads);
+
+/* Restore weights, AdamW moments and step from `path` and `<path>.state`; *data receives the
+ * loader position and *threads the thread count the run used (0 when unknown). Errors:
+ * COH_ERR_INVALID / COH_ERR_MISMATCH naming the file for corrupt, truncated, mismatched or
+ * torn checkpoints. The trainer is unchanged on error only for the weights' shape checks;
+ * callers should discard it on any error. */
+coh_status coh_trainer_resume(coh_trainer *t, const char *path, coh_loader_pos *data,
+                              int *threads);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,176 @@
+/* blas.c: OpenBLAS kernel check (re-exec with OPENBLAS_CORETYPE when it chose a kernel weaker
+ * than the CPU supports) and one thread setting for OpenMP and OpenBLAS. */
+#include <cblas.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "cohort/log.h"
+#include "cohort/train.h"
+
+#define REEXEC_ENV "COHORT_BLAS_REEXEC"
+
+const char *coh_blas_kernel(void)
+{
+    const char *n = openblas_get_corename();
+    return n ? n : "unknown";
+}
+
+/* 3: AVX-512, 2: AVX2+FMA, 1: AVX, 0: older. */
+static int kernel_level(const char *k)
+{
+    static const char *const l3[] = {"skylakex", "cooperlake", "sapphirerapids"};
+    static const char *const l2[] = {"haswell", "zen", "skylake"};
+    static const char *const l1[] = {"sandybridge"};
+    char low[64];
+    size_t i = 0;
+    for (; k[i] && i + 1 < sizeof low; i++)
+        low[i] = (char)(k[i] >= 'A' && k[i] <= 'Z' ? k[i] - 'A' + 'a' : k[i]);
+    low[i] = 0;
+    for (i = 0; i < sizeof l3 / sizeof *l3; i++)
+        if (!strcmp(low, l3[i]))
+            return 3;
+    for (i = 0; i < sizeof l2 / sizeof *l2; i++)
+        if (!strcmp(low, l2[i]))
+            return 2;
+    return !strcmp(low, l1[0]) ? 1 : 0;
+}
+
+static int cpu_level(const char **kernel)
+{
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl")) {
+        *kernel = "SkylakeX";
+        return 3;
+    }
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        *kernel = "Haswell";
+        return 2;
+    }
+    if (__builtin_cpu_supports("avx")) {
+        *kernel = "Sandybridge";
+        return 1;
+    }
+    *kernel = NULL;
+    return 0;
+}
+
+/* argv of this process as the kernel started it, from /proc/self/cmdline. */
+static char **self_argv(char *buf, size_t cap)
+{
+    FILE *f = fopen("/proc/self/cmdline", "rb");
+    if (!f)
+        return NULL;
+    size_t n = fread(buf, 1, cap - 1, f);
+    fclose(f);
+    if (n == 0 || n >= cap - 1)
+        return NULL;
+    buf[n] = 0;
+    size_t argc = 0;
+    for (size_t i = 0; i < n; i++)
+        argc += buf[i] == 0;
+    char **argv = calloc(argc + 1, sizeof *argv);
+    if (!argv)
+        return NULL;
+    char *p = buf;
+    for (size_t i = 0; i < argc; i++, p += strlen(p) + 1)
+        argv[i] = p;
+    return argv;
+}
+
+void coh_blas_ensure_best_kernel(void)
+{
+    const char *was = getenv(REEXEC_ENV);
+    const char *now = coh_blas_kernel(), *want = NULL;
+    if (was && *was) {
+        const char *set = getenv("OPENBLAS_CORETYPE");
+        unsetenv(REEXEC_ENV);
+        if (cpu_level(&want) > kernel_level(now))
+            coh_warn("openblas still uses the '%s' kernel after a restart with "
+                     "OPENBLAS_CORETYPE=%s; matrix products will be slow", now, set ? set : "");
+        else
+            coh_info("openblas chose the '%s' kernel on a cpu that supports more; restarted "
+                     "with OPENBLAS_CORETYPE=%s, now using '%s' (COHORT_BLAS_KEEP=1 keeps the "
+                     "library's choice)", was, set ? set : "", now);
+        return;
+    }
+    const char *keep = getenv("COHORT_BLAS_KEEP");
+    if (keep && !strcmp(keep, "1"))
+        return;
+    if (cpu_level(&want) <= kernel_level(now) || !want)
+        return;
+    static char buf[1 << 16];
+    char **argv = self_argv(buf, sizeof buf);
+    char was_buf[64];
+    snprintf(was_buf, sizeof was_buf, "%s", now);
+    if (!argv || setenv("OPENBLAS_CORETYPE", want, 1) || setenv(REEXEC_ENV, was_buf, 1)) {
+        coh_warn("openblas uses the slow '%s' kernel; could not restart with "
+                 "OPENBLAS_CORETYPE=%s", now, want);
+        free(argv);
+        return;
+    }
+    fflush(stdout);
+    fflush(stderr);
+    execv("/proc/self/exe", argv);
+    coh_warn("openblas uses the slow '%s' kernel; restart with OPENBLAS_CORETYPE=%s failed: %s",
+             now, want, strerror(errno));
+    unsetenv(REEXEC_ENV);
+    free(argv);
+}
+
+void coh_set_threads(int n)
+{
+    if (n < 1) {
+        long c = sysconf(_SC_NPROCESSORS_ONLN);
+        n = c > 0 ? (int)c : 1;
+    }
+#ifdef _OPENMP
+    omp_set_dynamic(0);
+    omp_set_num_threads(n);
+#endif
+    openblas_set_num_threads(1); /* matmuls are split over the OpenMP team (ops_matmul.c) */
+}
+
+int coh_get_threads(void)
+{
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+double coh_measure_sgemm_flops(int n)
+{
+    float *a = malloc((size_t)n * n * sizeof *a), *b = malloc((size_t)n * n * sizeof *b),
+          *c = malloc((size_t)n * n * sizeof *c);
+    double best = 0.0;
+    if (a && b && c) {
+        for (size_t i = 0; i < (size_t)n * n; i++)
+            a[i] = (float)(i % 7) * 0.1f, b[i] = (float)(i % 5) * 0.1f;
+        openblas_set_num_threads(coh_get_threads());
+        for (int r = 0; r < 4; r++) {
+            struct timespec t0, t1;
+            clock_gettime(CLOCK_MONOTONIC, &t0);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n,
+                        0.0f, c, n);
+            clock_gettime(CLOCK_MONOTONIC, &t1);
+            double s = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+            double f = 2.0 * n * (double)n * n / (s > 0 ? s : 1e-9);
+            best = f > best ? f : best;
+        }
+        openblas_set_num_threads(1);
+    }
+    free(a);
+    free(b);
+    free(c);
+    return best;
+}

@@ -1,0 +1,26 @@
+/* ckpt_int.h: pieces shared by the safetensors writer, reader and state file: CRC-32C and the
+ * checksum's canonical form of a header. Internal. */
+#ifndef COHORT_CKPT_INT_H
+#define COHORT_CKPT_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cohort/checkpoint.h"
+
+/* Largest header accepted (the reference implementation's limit). */
+#define ST_MAX_HEADER 100000000ull
+
+/* CRC-32C (Castagnoli) continued from crc (start with 0). */
+uint32_t crc32c(uint32_t crc, const void *data, size_t n);
+
+/* The checksum covers, in header order, each tensor (name, dtype, shape, data offsets), each
+ * metadata pair except the checksum itself, and then the data bytes. These add one item. */
+uint32_t st_sum_tensor(uint32_t crc, const char *name, coh_dtype dtype, int ndim,
+                       const int64_t *shape, uint64_t begin, uint64_t end);
+uint32_t st_sum_meta(uint32_t crc, const char *key, const char *value);
+
+/* "crc32c:%08x" into buf (>= 16 bytes). */
+void st_format_checksum(uint32_t crc, char *buf);
+
+#endif

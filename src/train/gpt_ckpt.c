@@ -1,0 +1,219 @@
+/* gpt_ckpt.c: model weights <-> HF GPT2LMHeadModel safetensors (a plain copy: the arena already
+ * stores Conv1D [in, out] layouts), and the training-state companion file. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cohort/train_ckpt.h"
+
+
+/* The arena as a list of safetensors entries; names live in `info`. */
+typedef struct tensor_list {
+    coh_st_tensor *t;
+    coh_tensor_info *info;
+} tensor_list;
+
+static void free_list(tensor_list *l)
+{
+    free(l->t);
+    free(l->info);
+}
+
+static coh_status list_tensors(const coh_gpt_config *c, float *arena, tensor_list *l)
+{
+    int n = coh_gpt_tensor_count(c);
+    l->t = calloc((size_t)n, sizeof *l->t);
+    l->info = calloc((size_t)n, sizeof *l->info);
+    if (!l->t || !l->info) {
+        free_list(l);
+        return coh_errf(COH_ERR_NOMEM, "out of memory listing tensors");
+    }
+    for (int i = 0; i < n; i++) {
+        coh_tensor_info *in = &l->info[i];
+        coh_gpt_tensor(c, i, in);
+        l->t[i] = (coh_st_tensor){.name = in->name, .dtype = COH_DTYPE_F32, .ndim = in->ndim,
+                                  .data = arena + in->offset};
+        l->t[i].shape[0] = (int64_t)in->shape[0];
+        l->t[i].shape[1] = (int64_t)in->shape[1];
+    }
+    return COH_OK;
+}
+
+coh_status coh_gpt_save(coh_gpt *g, const char *path, const char *tokenizer, long step)
+{
+    const coh_gpt_config *c = coh_gpt_get_config(g);
+    tensor_list l;
+    coh_status st = list_tensors(c, coh_gpt_params(g, NULL), &l);
+    if (st)
+        return st;
+    const long vals[6] = {c->layers, c->heads, c->dim, c->vocab, c->seq, step};
+    char nums[6][24];
+    for (int i = 0; i < 6; i++)
+        snprintf(nums[i], sizeof nums[i], "%ld", vals[i]);
+    coh_st_meta meta[] = {
+        {"format", "pt"},           {"n_layer", nums[0]},    {"n_head", nums[1]},
+        {"n_embd", nums[2]},        {"vocab_size", nums[3]}, {"n_positions", nums[4]},
+        {"step", nums[5]},          {"tokenizer", tokenizer ? tokenizer : ""},
+    };
+    st = coh_st_save(path, l.t, (size_t)coh_gpt_tensor_count(c), meta, sizeof meta / sizeof *meta);
+    free_list(&l);
+    return st;
+}
+
+static int meta_int(const coh_st_file *f, const char *key, long *v)
+{
+    const char *s = coh_st_meta_get(f, key);
+    char *end;
+    if (!s || !*s)
+        return 0;
+    *v = strtol(s, &end, 10);
+    return *end == 0;
+}
+
+static coh_status infer_config(const coh_st_file *f, const char *path, int heads_hint,
+                               coh_gpt_config *c)
+{
+    const coh_st_tensor *wte = coh_st_find(f, "transformer.wte.weight");
+    const coh_st_tensor *wpe = coh_st_find(f, "transformer.wpe.weight");
+    if (!wte || !wpe || wte->ndim != 2 || wpe->ndim != 2)
+        return coh_errf(COH_ERR_INVALID, "checkpoint '%s': no 2-d transformer.wte.weight and "
+                        "transformer.wpe.weight: not a GPT-2 checkpoint", path);
+    c->vocab = (int)wte->shape[0];
+    c->dim = (int)wte->shape[1];
+    c->seq = (int)wpe->shape[0];
+    c->layers = 0;
+    char name[64];
+    for (;;) {
+        snprintf(name, sizeof name, "transformer.h.%d.ln_1.weight", c->layers);
+        if (!coh_st_find(f, name))
+            break;
+        c->layers++;
+    }
+    c->heads = heads_hint > 0 ? heads_hint : (c->dim % 64 ? 1 : c->dim / 64);
+    return COH_OK;
+}
+
+coh_status coh_gpt_checkpoint_config(const char *path, int heads_hint, coh_gpt_config *out,
+                                     char *tokenizer, size_t cap)
+{
+    coh_st_file *f;
+    coh_status st = coh_st_open(path, &f);
+    if (st)
+        return st;
+    long L, H, C, V, S;
+    if (meta_int(f, "n_layer", &L) && meta_int(f, "n_head", &H) && meta_int(f, "n_embd", &C) &&
+        meta_int(f, "vocab_size", &V) && meta_int(f, "n_positions", &S)) {
+        *out = (coh_gpt_config){(int)L, (int)H, (int)C, (int)V, (int)S};
+    } else {
+        st = infer_config(f, path, heads_hint, out);
+    }
+    if (tokenizer && cap) {
+        const char *tk = coh_st_meta_get(f, "tokenizer");
+        snprintf(tokenizer, cap, "%s", tk ? tk : "");
+    }
+    coh_st_close(f);
+    if (!st && (st = coh_gpt_config_check(out)))
+        coh_err_prefix(st, "checkpoint '%s'", path);
+    return st;
+}
+
+static coh_status load_open(coh_gpt *g, const coh_st_file *f, const char *path)
+{
+    const coh_gpt_config *c = coh_gpt_get_config(g);
+    float *arena = coh_gpt_params(g, NULL);
+    for (int i = 0; i < coh_gpt_tensor_count(c); i++) {
+        coh_tensor_info t;
+        coh_gpt_tensor(c, i, &t);
+        int64_t shape[2] = {(int64_t)t.shape[0], (int64_t)t.shape[1]};
+        coh_status st = coh_st_read(f, t.name, COH_DTYPE_F32, t.ndim, shape, arena + t.offset);
+        if (st)
+            return coh_err_prefix(st, "loading '%s'", path);
+    }
+    return COH_OK;
+}
+
+coh_status coh_gpt_load(coh_gpt *g, const char *path)
+{
+    coh_st_file *f;
+    coh_status st = coh_st_open(path, &f);
+    if (st)
+        return st;
+    st = load_open(g, f, path);
+    coh_st_close(f);
+    return st;
+}
+
+static coh_status state_path(const char *path, char *buf, size_t cap)
+{
+    if ((size_t)snprintf(buf, cap, "%s.state", path) >= cap)
+        return coh_errf(COH_ERR_INVALID, "checkpoint path '%s' is too long", path);
+    return COH_OK;
+}
+
+coh_status coh_trainer_save(coh_trainer *t, const char *path, const char *tokenizer,
+                            const coh_loader_pos *data, int threads)
+{
+    char sp[4096];
+    coh_status st = state_path(path, sp, sizeof sp);
+    if (st || (st = coh_gpt_save(coh_trainer_model(t), path, tokenizer, coh_trainer_get_step(t))))
+        return st;
+    size_t n;
+    coh_adamw *o = coh_trainer_optimizer(t);
+    coh_st_tensor ten[2] = {
+        {"adamw.m", COH_DTYPE_F32, 1, {0}, coh_adamw_m(o, &n), 0},
+        {"adamw.v", COH_DTYPE_F32, 1, {0}, coh_adamw_v(o, NULL), 0},
+    };
+    ten[0].shape[0] = ten[1].shape[0] = (int64_t)n;
+    coh_train_state s;
+    memset(&s, 0, sizeof s);
+    s.step = (uint64_t)coh_trainer_get_step(t);
+    if (data)
+        s.data = *data;
+    char thr[32];
+    snprintf(thr, sizeof thr, "%d", threads);
+    coh_st_meta meta[] = {{"threads", thr}};
+    return coh_state_save(sp, &s, ten, 2, meta, 1);
+}
+
+coh_status coh_trainer_resume(coh_trainer *t, const char *path, coh_loader_pos *data,
+                              int *threads)
+{
+    char sp[4096];
+    coh_status st = state_path(path, sp, sizeof sp);
+    if (st)
+        return st;
+    coh_st_file *mf, *sf;
+    coh_train_state s;
+    if ((st = coh_st_open(path, &mf)))
+        return st;
+    if ((st = coh_state_open(sp, &s, &sf))) {
+        coh_st_close(mf);
+        return st;
+    }
+    long mstep = -1;
+    if (!meta_int(mf, "step", &mstep) || mstep != (long)s.step) {
+        st = coh_errf(COH_ERR_MISMATCH, "checkpoint '%s' is at step %ld but its state '%s' is "
+                      "at step %llu: the pair is torn (a save was interrupted)",
+                      path, mstep, sp, (unsigned long long)s.step);
+    }
+    if (!st)
+        st = load_open(coh_trainer_model(t), mf, path);
+    size_t n;
+    coh_adamw *o = coh_trainer_optimizer(t);
+    int64_t shape[1];
+    float *m = coh_adamw_m(o, &n);
+    shape[0] = (int64_t)n;
+    if (!st && (st = coh_st_read(sf, "adamw.m", COH_DTYPE_F32, 1, shape, m)))
+        coh_err_prefix(st, "loading '%s'", sp);
+    if (!st && (st = coh_st_read(sf, "adamw.v", COH_DTYPE_F32, 1, shape, coh_adamw_v(o, NULL))))
+        coh_err_prefix(st, "loading '%s'", sp);
+    if (!st) {
+        coh_trainer_set_step(t, (long)s.step);
+        *data = s.data;
+        const char *thr = coh_st_meta_get(sf, "threads");
+        *threads = thr ? atoi(thr) : 0;
+    }
+    coh_st_close(mf);
+    coh_st_close(sf);
+    return st;
+}

@@ -1,0 +1,192 @@
+/* gpt.c: the GPT-2 model: arenas carved into views, initialisation, and one training step
+ * (forward, fused loss, backward) over the layer-major parameter and gradient arenas. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cohort/size.h"
+#include "cohort/train.h"
+#include "train/model/gpt_int.h"
+
+static void block_views(gpt_block *bl, float *base, size_t C)
+{
+    float *p = base;
+    float **slot[GPT_BLOCK_TENSORS] = {&bl->ln1w, &bl->ln1b, &bl->qkvw, &bl->qkvb,
+                                       &bl->attprojw, &bl->attprojb, &bl->ln2w, &bl->ln2b,
+                                       &bl->fcw, &bl->fcb, &bl->fcprojw, &bl->fcprojb};
+    const size_t n[GPT_BLOCK_TENSORS] = {C, C, 3 * C * C, 3 * C, C * C, C,
+                                         C, C, 4 * C * C, 4 * C, 4 * C * C, C};
+    for (int i = 0; i < GPT_BLOCK_TENSORS; i++) {
+        *slot[i] = p;
+        p += n[i];
+    }
+}
+
+static void arena_views(const coh_gpt_config *c, float *arena, gpt_weights *w, gpt_block *blk)
+{
+    size_t C = (size_t)c->dim, b, e;
+    w->wte = arena;                       /* (V, C) */
+    w->wpe = arena + (size_t)c->vocab * C; /* (maxT, C) */
+    for (int l = 0; l < c->layers; l++) {
+        coh_gpt_layer_range(c, l, &b, &e);
+        block_views(&blk[l], arena + b, C);
+    }
+    coh_gpt_layer_range(c, c->layers, &b, &e);
+    w->lnfw = arena + b; /* (C) */
+    w->lnfb = arena + b + C;
+}
+
+/* Carve the saved-activation allocation in the order gpt_act_sizes counts it. */
+static void act_views(coh_gpt *g, int B, int T)
+{
+    size_t BT = (size_t)B * T, C = (size_t)g->cfg.dim, NH = (size_t)g->cfg.heads;
+    float *p = g->acts;
+#define TAKE(dst, n) (dst = p, p += (n))
+    TAKE(g->encoded, BT * C);
+    TAKE(g->lnf, BT * C);
+    TAKE(g->lnf_mean, BT);
+    TAKE(g->lnf_rstd, BT);
+    TAKE(g->losses, BT);
+    for (int l = 0; l < g->cfg.layers; l++) {
+        gpt_layer_acts *a = &g->la[l];
+        TAKE(a->ln1, BT * C);
+        TAKE(a->ln1_mean, BT);
+        TAKE(a->ln1_rstd, BT);
+        TAKE(a->qkv, BT * 3 * C);
+        TAKE(a->atty, BT * C);
+        TAKE(a->att_lse, BT * NH);
+        TAKE(a->res2, BT * C);
+        TAKE(a->ln2, BT * C);
+        TAKE(a->ln2_mean, BT);
+        TAKE(a->ln2_rstd, BT);
+        TAKE(a->fch, BT * 4 * C);
+        TAKE(a->fch_gelu, BT * 4 * C);
+        TAKE(a->res3, BT * C);
+    }
+    g->tokens = (int32_t *)p; /* (B, T), int32 is float-sized */
+    p = g->dscratch;
+    TAKE(g->dres, BT * C);
+    TAKE(g->dtmp, BT * C);
+    TAKE(g->dwide, BT * 4 * C);
+#undef TAKE
+}
+
+coh_status coh_gpt_create(const coh_gpt_config *c, int B, int T, coh_gpt **out)
+{
+    *out = NULL;
+    coh_train_memory mem;
+    coh_status st = coh_train_memory_estimate(c, B, T, &mem);
+    if (st)
+        return st;
+    coh_gpt *g = calloc(1, sizeof *g);
+    if (!g)
+        return coh_errf(COH_ERR_NOMEM, "out of memory allocating the model");
+    g->cfg = *c;
+    g->maxB = B;
+    g->maxT = T;
+    g->nparams = coh_gpt_param_count(c);
+    gpt_act_sizes_t s;
+    gpt_act_sizes(c, B, T, &s);
+    g->chunk_rows = s.chunk_rows;
+    g->params = calloc(g->nparams, sizeof(float));
+    g->grads = calloc(g->nparams, sizeof(float));
+    g->blk = calloc((size_t)c->layers, sizeof *g->blk);
+    g->gblk = calloc((size_t)c->layers, sizeof *g->gblk);
+    g->la = calloc((size_t)c->layers, sizeof *g->la);
+    g->acts = malloc(s.saved * sizeof(float));
+    g->dscratch = malloc(s.grads * sizeof(float));
+    g->logits = malloc(s.logits * sizeof(float));
+    if (!g->params || !g->grads || !g->blk || !g->gblk || !g->la || !g->acts || !g->dscratch ||
+        !g->logits) {
+        coh_gpt_destroy(g);
+        char buf[32];
+        coh_size_format(mem.total, buf, sizeof buf);
+        return coh_errf(COH_ERR_NOMEM, "out of memory allocating the model (%s needed)", buf);
+    }
+    arena_views(c, g->params, &g->w, g->blk);
+    arena_views(c, g->grads, &g->gw, g->gblk);
+    act_views(g, B, T);
+    *out = g;
+    return COH_OK;
+}
+
+void coh_gpt_destroy(coh_gpt *g)
+{
+    if (!g)
+        return;
+    free(g->params);
+    free(g->grads);
+    free(g->blk);
+    free(g->gblk);
+    free(g->la);
+    free(g->acts);
+    free(g->dscratch);
+    free(g->logits);
+    free(g);
+}
+
+const coh_gpt_config *coh_gpt_get_config(const coh_gpt *g) { return &g->cfg; }
+
+float *coh_gpt_params(coh_gpt *g, size_t *count)
+{
+    if (count)
+        *count = g->nparams;
+    return g->params;
+}
+
+float *coh_gpt_grads(coh_gpt *g, size_t *count)
+{
+    if (count)
+        *count = g->nparams;
+    return g->grads;
+}
+
+void coh_gpt_set_grad_hook(coh_gpt *g, coh_grad_ready_fn fn, void *ctx)
+{
+    g->hook = fn;
+    g->hook_ctx = ctx;
+}
+
+void coh_gpt_zero_grad(coh_gpt *g) { memset(g->grads, 0, g->nparams * sizeof(float)); }
+
+/* splitmix64: a tiny, well-mixed generator; sequential use keeps init thread-independent. */
+static uint64_t rng_next(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static double rng_uniform(uint64_t *s) { return ((rng_next(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
+
+static void fill_normal(float *x, size_t n, double std, uint64_t *s)
+{
+    for (size_t i = 0; i < n; i += 2) {
+        double u1 = rng_uniform(s), u2 = rng_uniform(s);
+        double r = sqrt(-2.0 * log(u1)) * std;
+        x[i] = (float)(r * cos(2.0 * M_PI * u2));
+        if (i + 1 < n)
+            x[i + 1] = (float)(r * sin(2.0 * M_PI * u2));
+    }
+}
+
+void coh_gpt_init_weights(coh_gpt *g, uint64_t seed)
+{
+    uint64_t s = seed;
+    double resid = 0.02 / sqrt(2.0 * g->cfg.layers);
+    int n = coh_gpt_tensor_count(&g->cfg);
+    for (int i = 0; i < n; i++) {
+        coh_tensor_info t;
+        coh_gpt_tensor(&g->cfg, i, &t);
+        float *p = g->params + t.offset;
+        if (t.ndim == 2) {
+            int scaled = strstr(t.name, "c_proj.weight") != NULL;
+            fill_normal(p, t.numel, scaled ? resid : 0.02, &s);
+        } else {
+            float v = strstr(t.name, ".weight") ? 1.0f : 0.0f; /* LayerNorm gains */
+            for (size_t k = 0; k < t.numel; k++)
+                p[k] = v;
+        }
+    }
+}

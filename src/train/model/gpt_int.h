@@ -1,0 +1,139 @@
+/* gpt_int.h: private parts of the GPT engine: the model struct, activation layout, and ops. */
+#ifndef COHORT_GPT_INT_H
+#define COHORT_GPT_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cohort/train.h"
+
+#define GPT_BLOCK_TENSORS 12
+/* Rows of the fused LM head computed at once: (GPT_HEAD_CHUNK, V) logits are all it keeps. */
+#define GPT_HEAD_CHUNK 256
+
+typedef struct gpt_act_sizes_t {
+    size_t per_layer;  /* floats saved per block */
+    size_t saved;      /* floats of all saved activations (token copy included) */
+    size_t grads;      /* floats of the backward scratch */
+    size_t chunk_rows; /* rows of the LM head chunk */
+    size_t logits;     /* floats of the LM head chunk */
+} gpt_act_sizes_t;
+
+void gpt_act_sizes(const coh_gpt_config *c, int B, int T, gpt_act_sizes_t *s);
+
+/* Views of one block's parameters (or gradients) in the arena. Matrices are [in, out]. */
+typedef struct gpt_block {
+    float *ln1w, *ln1b;     /* (C) */
+    float *qkvw, *qkvb;     /* (C, 3C), (3C) */
+    float *attprojw, *attprojb; /* (C, C), (C) */
+    float *ln2w, *ln2b;     /* (C) */
+    float *fcw, *fcb;       /* (C, 4C), (4C) */
+    float *fcprojw, *fcprojb; /* (4C, C), (C) */
+} gpt_block;
+
+typedef struct gpt_weights {
+    float *wte;  /* (V, C) token embedding, also the LM head */
+    float *wpe;  /* (maxT, C) */
+    float *lnfw, *lnfb; /* (C) */
+} gpt_weights;
+
+/* Saved activations of one block, views into the activation allocation. */
+typedef struct gpt_layer_acts {
+    float *ln1, *ln1_mean, *ln1_rstd; /* (B,T,C), (B,T), (B,T) */
+    float *qkv;                       /* (B,T,3C) */
+    float *atty;                      /* (B,T,C) attention output before projection */
+    float *att_lse;                   /* (B,NH,T) softmax log-sum-exp per query row */
+    float *res2;                      /* (B,T,C) residual after attention */
+    float *ln2, *ln2_mean, *ln2_rstd; /* (B,T,C), (B,T), (B,T) */
+    float *fch, *fch_gelu;            /* (B,T,4C) */
+    float *res3;                      /* (B,T,C) block output */
+} gpt_layer_acts;
+
+struct coh_gpt {
+    coh_gpt_config cfg;
+    int maxB, maxT;
+    size_t nparams;
+    float *params, *grads;
+    gpt_weights w, gw;
+    gpt_block *blk, *gblk; /* (L) views into params and grads */
+    float *acts;           /* saved activations */
+    float *encoded;        /* (B,T,C) */
+    float *lnf, *lnf_mean, *lnf_rstd; /* (B,T,C), (B,T), (B,T) */
+    float *losses;         /* (B,T) */
+    int32_t *tokens;       /* (B,T) copy for the embedding backward */
+    gpt_layer_acts *la;    /* (L) */
+    float *dscratch;       /* backward scratch */
+    float *dres, *dtmp, *dwide; /* (B,T,C), (B,T,C), (B,T,4C) */
+    float *logits;         /* (chunk, V) */
+    size_t chunk_rows;
+    coh_grad_ready_fn hook;
+    void *hook_ctx;
+};
+
+/* ---- ops (src/train/model/ops_*.c); N = B*T rows ---- */
+void op_encoder_forward(float *out, const int32_t *tok, const float *wte, const float *wpe, int B,
+                        int T, int C);
+void op_encoder_backward(float *dwte, float *dwpe, const float *dout, const int32_t *tok, int B,
+                         int T, int C);
+void op_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w,
+                          const float *b, size_t N, int C);
+/* Adds the input gradient into dinp; adds dw, db. */
+void op_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                           const float *w, const float *mean, const float *rstd, size_t N, int C);
+/* out (N,OC) = inp (N,IC) @ w (IC,OC) + b (b may be NULL) */
+void op_matmul_forward(float *out, const float *inp, const float *w, const float *b, size_t N,
+                       int IC, int OC);
+/* dinp = dout @ w^T (overwritten, or added when accumulate), dw += inp^T @ dout, db += sum dout */
+void op_matmul_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                        const float *w, size_t N, int IC, int OC, int accumulate);
+/* -1 when its per-thread scratch (T*T floats) could not be allocated */
+int op_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int C, int NH);
+/* dqkv overwritten; -1 when its per-thread scratch (2 T*T floats) could not be allocated */
+int op_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *lse,
+                          int B, int T, int C, int NH);
+void op_gelu_forward(float *out, const float *inp, size_t n);
+/* dinp = gelu'(inp) * dout (dinp may alias dout) */
+void op_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
+void op_residual_forward(float *out, const float *a, const float *b, size_t n);
+/* Fused LM head + softmax + cross-entropy over rows chunk by chunk. losses (N) per row. When
+ * dlnf != NULL: dlnf (N,C) = dloss/dlnf, dwte += dloss/dwte with dloss = grad_scale/N per row. */
+void op_head_loss(float *losses, float *dlnf, float *dwte, float *logits, size_t chunk,
+                  const float *lnf, const float *wte, const int32_t *targets, size_t N, int C,
+                  int V, float grad_scale);
+
+/* logits (V) = x (C) @ wte^T */
+void op_head_logits(float *logits, const float *x, const float *wte, int C, int V);
+
+/* exp(x) for x <= 0 region-safe, written so loops over it vectorise; rel error < 2e-7. */
+static inline float gpt_expf(float x)
+{
+    if (x < -87.0f)
+        x = -87.0f;
+    if (x > 88.0f)
+        x = 88.0f;
+    float k = __builtin_floorf(x * 1.44269504088896341f + 0.5f);
+    float r = x - k * 0.693145751953125f - k * 1.428606765330187045e-06f;
+    float p = 1.9875691500E-4f;
+    p = p * r + 1.3981999507E-3f;
+    p = p * r + 8.3334519073E-3f;
+    p = p * r + 4.1665795894E-2f;
+    p = p * r + 1.6666665459E-1f;
+    p = p * r + 5.0000001201E-1f;
+    p = p * r * r + r + 1.0f;
+    union { float f; int32_t i; } u;
+    u.i = ((int32_t)k + 127) << 23;
+    return p * u.f;
+}
+
+/* Vectorised variants of hot loops are compiled for several ISAs and picked at load time, so
+ * the build stays portable (no -march=native). */
+#if defined(__x86_64__) && defined(__has_attribute)
+#if __has_attribute(target_clones) && !defined(__SANITIZE_ADDRESS__)
+#define GPT_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+#endif
+#ifndef GPT_CLONES
+#define GPT_CLONES
+#endif
+
+#endif
