@@ -245,6 +245,11 @@ int cmd_prepare(int argc, char **argv)
     coh_status st = COH_OK;
     for (int i = optind; st == COH_OK && i < argc; i++)
         st = prepare_file(&p, argv[i], &doc);
+    /* Refuse before writing the last shards: a failed run then leaves no shard behind unless
+     * validation alone overflowed a whole shard. */
+    if (st == COH_OK && p.train.tokens == 0)
+        st = coh_errf(COH_ERR_INVALID, "no tokens went to the train split (%llu document(s); "
+                      "lower --val-fraction or add text)", (unsigned long long)p.documents);
     if (st == COH_OK)
         st = flush_shard(&p, &p.train);
     if (st == COH_OK)
@@ -259,10 +264,5 @@ int cmd_prepare(int argc, char **argv)
            "shard(s), prefix '%s'\n", (unsigned long long)p.documents,
            (unsigned long long)p.train.tokens, p.train.shards, (unsigned long long)p.val.tokens,
            p.val.shards, p.out);
-    if (p.train.tokens == 0) {
-        fprintf(stderr, "cohort prepare: error: no tokens went to the train split (%llu "
-                "documents; lower --val-fraction or add text)\n", (unsigned long long)p.documents);
-        return CLI_FAILED;
-    }
     return CLI_OK;
 }

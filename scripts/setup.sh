@@ -9,6 +9,9 @@ packages=(build-essential cmake clang libclang-rt-dev libopenblas-dev libopenmpi
 # ---- training engine: the main job's corpus (plain-text fortunes, /usr/share/games/fortunes) --
 packages+=(fortunes)
 # ---- end training engine -------------------------------------------------------------------------
+# --- data: the Unicode Character Database, source of the GPT-2 pre-split's letter/number tables
+packages+=(unicode-data)
+# --- end data
 
 missing=()
 for p in "${packages[@]}"; do

@@ -282,7 +282,7 @@ static coh_status open_one(const char *path, int64_t vocab)
 
 static void test_bad_shards(void)
 {
-    unsigned char h[1024 + 8] = {0};
+    unsigned char h[1024 + 16] = {0};
     int32_t hdr[3] = {20240520, 1, 4};
     memcpy(h, hdr, sizeof hdr);
     const char *p = path_in("bad.bin");

@@ -53,10 +53,10 @@ static coh_status load_vocab(bpe *b, const json_value *root, const char *name, s
     for (size_t i = 0; i < count; i++) {
         const json_value *v = root->u.obj.values[i];
         if (v->type != JSON_NUMBER || !v->u.num.is_integer || v->u.num.integer < 0 ||
-            v->u.num.integer >= (int64_t)1 << 24)
+            v->u.num.integer >= (int64_t)1 << 22)
             return coh_errf(COH_ERR_INVALID,
                             "'%s': token '%s' at line %d has id that is not an integer in "
-                            "0..16777215", name, root->u.obj.keys[i], v->line);
+                            "0..4194303", name, root->u.obj.keys[i], v->line);
         if (v->u.num.integer > max_id)
             max_id = v->u.num.integer;
         total += root->u.obj.key_lens[i];

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# test_data_prepare.sh: `cohort prepare`: shard layout, shard rollover, the validation split,
+# paragraph documents, end-of-text separators, and usage errors (exit 2, message naming the bad
+# value) and runtime errors (exit 1), with nothing written on bad input.
+set -uo pipefail
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+py=${COHORT_PYTHON:-/usr/bin/python3}
+
+# expect CODE NEEDLE -- command...: exit code and a stderr substring.
+expect() {
+    local code=$1 needle=$2
+    shift 3
+    "$@" >"$work/out" 2>"$work/err"
+    local rc=$?
+    [ "$rc" -eq "$code" ] || fail "'$*' exited $rc, expected $code: $(cat "$work/err")"
+    grep -qF -- "$needle" "$work/err" || fail "'$*': stderr lacks '$needle': $(cat "$work/err")"
+}
+
+# Shard contents as "count tok tok ..." (checks the header fields on the way).
+dump() {
+    "$py" - "$1" <<'PY'
+import struct, sys
+data = open(sys.argv[1], "rb").read()
+magic, version, count = struct.unpack("<3i", data[:12])
+assert magic == 20240520 and version == 1, (magic, version)
+assert all(b == 0 for b in data[12:1024]), "header padding not zero"
+assert len(data) == 1024 + 2 * count, "size disagrees with count"
+print(count, *struct.unpack("<%dH" % count, data[1024:]))
+PY
+}
+
+printf 'abc' >"$work/a.txt"
+printf 'de\n\nfg\n\nh' >"$work/b.txt"
+
+# Byte tokenizer, one shard: the bytes of both files, no separator.
+"$COHORT" prepare --tokenizer byte --out "$work/x" "$work/a.txt" "$work/b.txt" >"$work/out" || fail "byte prepare"
+got=$(dump "$work/x_train_000000.bin")
+[ "$got" = "12 97 98 99 100 101 10 10 102 103 10 10 104" ] || fail "byte shard: $got"
+grep -q "prepared 2 documents: 12 train tokens in 1 shard(s), 0 val tokens" "$work/out" || fail "summary: $(cat "$work/out")"
+[ ! -e "$work/x_val_000000.bin" ] || fail "empty validation split wrote a shard"
+
+# Shard rollover: 12 tokens, 5 per shard -> 5, 5, 2.
+"$COHORT" prepare --tokenizer byte --shard-tokens 5 --out "$work/r" "$work/a.txt" "$work/b.txt" >/dev/null || fail "rollover"
+[ "$(dump "$work/r_train_000000.bin")" = "5 97 98 99 100 101" ] || fail "rollover shard 0"
+[ "$(dump "$work/r_train_000001.bin")" = "5 10 10 102 103 10" ] || fail "rollover shard 1"
+[ "$(dump "$work/r_train_000002.bin")" = "2 10 104" ] || fail "rollover shard 2"
+ls "$work"/r_*.bin | wc -l | grep -qx 3 || fail "rollover wrote extra shards"
+
+data=${COHORT_DATA_DIR:-}
+if [ -f "$data/gpt2-bpe/encoder.json" ]; then
+    enc=(--tokenizer gpt2 --encoder "$data/gpt2-bpe/encoder.json" --vocab "$data/gpt2-bpe/vocab.bpe")
+    # Paragraph documents: each starts with 50256, the text is kept whole.
+    printf 'Hello world\n\nHello world' >"$work/p.txt"
+    "$COHORT" prepare "${enc[@]}" --documents paragraph --out "$work/g" "$work/p.txt" >/dev/null || fail "gpt2 prepare"
+    got=$(dump "$work/g_train_000000.bin")
+    [ "$got" = "7 50256 15496 995 628 50256 15496 995" ] || fail "gpt2 paragraphs: $got" # 628 = "\n\n"
+    # Validation split: about a quarter of the tokens, whole documents, the first one included.
+    for i in $(seq 1 20); do printf 'Document number %d says hello.\n' "$i" >"$work/d$i.txt"; done
+    "$COHORT" prepare "${enc[@]}" --val-fraction 0.25 --out "$work/v" "$work"/d{1..20}.txt >"$work/out" || fail "val split"
+    train=$(dump "$work/v_train_000000.bin" | cut -d' ' -f1)
+    val=$(dump "$work/v_val_000000.bin" | cut -d' ' -f1)
+    "$py" -c "import sys; t,v=$train,$val; sys.exit(0 if 0.2 <= v/(t+v) <= 0.3 else 1)" || fail "val share $val of $((train + val))"
+    [ "$(dump "$work/v_val_000000.bin" | cut -d' ' -f2)" = 50256 ] || fail "val does not start with a document"
+    expect 2 "needs --encoder FILE and --vocab FILE" -- "$COHORT" prepare --tokenizer gpt2 --out "$work/n" "$work/a.txt"
+    printf '{"a": 0}' >"$work/enc.json"
+    expect 2 "'$work/enc.json': no token for byte 0x00" -- "$COHORT" prepare --tokenizer gpt2 --encoder "$work/enc.json" --vocab "$data/gpt2-bpe/vocab.bpe" --out "$work/n" "$work/a.txt"
+else
+    echo "note: no GPT-2 tables; gpt2 cases not run"
+fi
+
+expect 2 "invalid --tokenizer 'bpe': valid are byte, gpt2" -- "$COHORT" prepare --tokenizer bpe --out "$work/n" "$work/a.txt"
+expect 2 "missing --out PREFIX" -- "$COHORT" prepare --tokenizer byte "$work/a.txt"
+expect 2 "no input files" -- "$COHORT" prepare --tokenizer byte --out "$work/n"
+expect 2 "invalid --val-fraction '1.5'" -- "$COHORT" prepare --tokenizer byte --val-fraction 1.5 --out "$work/n" "$work/a.txt"
+expect 2 "invalid --shard-tokens '0'" -- "$COHORT" prepare --tokenizer byte --shard-tokens 0 --out "$work/n" "$work/a.txt"
+expect 2 "invalid --shard-tokens '-5'" -- "$COHORT" prepare --tokenizer byte --shard-tokens -5 --out "$work/n" "$work/a.txt"
+expect 2 "invalid --documents 'lines'" -- "$COHORT" prepare --tokenizer byte --documents lines --out "$work/n" "$work/a.txt"
+expect 2 "unknown option '--bogus'" -- "$COHORT" prepare --bogus
+expect 1 "cannot open '$work/missing.txt'" -- "$COHORT" prepare --tokenizer byte --out "$work/n" "$work/missing.txt"
+expect 2 "no tokens went to the train split (1 document(s)" -- "$COHORT" prepare --tokenizer byte --val-fraction 0.9 --out "$work/n" "$work/a.txt"
+expect 1 "cannot create" -- "$COHORT" prepare --tokenizer byte --out "$work/no/such/dir/n" "$work/a.txt"
+! ls "$work"/n_* >/dev/null 2>&1 || fail "bad input wrote shards: $(ls "$work"/n_*)"
+"$COHORT" prepare --help | grep -q "usage: cohort prepare" || fail "--help"
+
+[ "$fails" -eq 0 ] && echo "ok" || { echo "$fails failure(s)"; exit 1; }
