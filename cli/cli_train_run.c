@@ -69,9 +69,9 @@ static void print_memory_prediction(const run *r)
 static coh_status setup(run *r)
 {
     const train_opts *o = r->o;
+    coh_status st = cli_par_open(o, &r->par);
     coh_par_config pc = {.train = o->tc, .strategy = o->strategy, .bucket_bytes = o->bucket_bytes,
                          .trace_path = r->par.trace_path[0] ? r->par.trace_path : NULL};
-    coh_status st = cli_par_open(o, &r->par);
     if (!st)
         st = coh_par_trainer_create(&pc, r->par.mesh, &r->pt);
     if (!st && !(r->mem = calloc(4 * (size_t)r->par.world_size, sizeof *r->mem)))

@@ -88,8 +88,14 @@ static coh_status need(coh_par_trainer *t, int layer)
 static void trace_layer(coh_par_trainer *t, int layer)
 {
     const char *what = t->need_ev[layer + 1] == COH_PARAM_NEED_BACKWARD ? "backward" : "forward";
+    int L = coh_gpt_get_config(t->model)->layers;
     char name[48];
-    snprintf(name, sizeof name, "%s layer %d", what, layer);
+    if (layer < 0)
+        snprintf(name, sizeof name, "%s embeddings", what);
+    else if (layer == L)
+        snprintf(name, sizeof name, "final layernorm");
+    else
+        snprintf(name, sizeof name, "%s layer %d", what, layer);
     par_trace_event(t->trace, name, what, 0, t->t_need[layer + 1], par_now_us());
 }
 
