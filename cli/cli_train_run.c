@@ -23,6 +23,7 @@ typedef struct run {
     coh_trainer *t; /* the base trainer of pt */
     cli_par par;
     uint64_t *mem;  /* (4 * world) per-rank memory for the metrics */
+    const char *resume; /* --resume, or --save after a restart by the launcher */
     coh_loader *train, *val;
     FILE *metrics;
     double peak_flops, flops_per_token, t_start;
@@ -85,18 +86,16 @@ static coh_status setup(run *r)
         st = open_loader(r, o->data, o->ndata, 0, &r->train);
     if (!st && o->nval)
         st = open_loader(r, o->val, o->nval, 1, &r->val);
-    if (!st && o->resume) {
+    if (!st && r->resume) {
         coh_loader_pos pos;
         int threads = 0;
-        st = coh_trainer_resume(r->t, o->resume, &pos, &threads);
+        st = coh_par_trainer_resume(r->pt, r->resume, &pos, &threads);
         if (!st && o->deterministic && threads && threads != r->threads)
             st = coh_errf(COH_ERR_MISMATCH, "checkpoint '%s' was trained with %d threads, this "
                           "run has %d: --deterministic needs the same (--threads %d)",
-                          o->resume, threads, r->threads, threads);
+                          r->resume, threads, r->threads, threads);
         if (!st)
             st = coh_loader_seek(r->train, &pos);
-        if (!st)
-            coh_par_trainer_params_loaded(r->pt);
     }
     return st;
 }
@@ -179,7 +178,7 @@ static coh_status save(run *r)
 {
     coh_loader_pos pos;
     coh_loader_position(r->train, &pos);
-    return coh_trainer_save(r->t, r->o->save, r->o->tokenizer, &pos, r->threads);
+    return coh_par_trainer_save(r->pt, r->o->save, r->o->tokenizer, &pos, r->threads);
 }
 
 static coh_status loop(run *r)
@@ -204,7 +203,7 @@ static coh_status loop(run *r)
             write_metrics(r, &s, tps, mfu, val);
             show_progress(r, &s, tps, mfu, val);
         }
-        if (lead && o->save &&
+        if (o->save &&
             ((o->save_every && s.step % o->save_every == 0) || s.step == r->last_step) &&
             (st = save(r)))
             return st;
@@ -212,12 +211,27 @@ static coh_status loop(run *r)
     return COH_OK;
 }
 
+/* After the launcher restarted the job (--max-restarts), continue from the last checkpoint. */
+static const char *resume_path(const train_opts *o)
+{
+    const char *rc = getenv("COHORT_RESTART_COUNT");
+    char sp[4200];
+    if (o->resume || !o->save || !rc || atoi(rc) < 1)
+        return o->resume;
+    snprintf(sp, sizeof sp, "%s.state", o->save);
+    if (access(sp, R_OK))
+        return NULL;
+    coh_info("restart %s: resuming from '%s'", rc, o->save);
+    return o->save;
+}
+
 int cli_train_run(const train_opts *o)
 {
-    run r = {.o = o, .tty = isatty(STDERR_FILENO), .threads = coh_get_threads()};
+    run r = {.o = o, .tty = isatty(STDERR_FILENO), .threads = coh_get_threads(),
+             .resume = resume_path(o)};
     coh_status st = setup(&r);
     if (!st && o->metrics && (r.par.rank == 0 || r.par.world_size == 1) &&
-        !(r.metrics = fopen(o->metrics, o->resume ? "a" : "w")))
+        !(r.metrics = fopen(o->metrics, r.resume ? "a" : "w")))
         st = coh_errf(COH_ERR_IO, "cannot open metrics file '%s'", o->metrics);
     if (!st) {
         r.first_step = coh_trainer_get_step(r.t);

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "cohort/comm.h"
+#include "cohort/data.h"
 #include "cohort/status.h"
 #include "cohort/train.h"
 
@@ -106,6 +107,22 @@ void coh_par_trainer_params_loaded(coh_par_trainer *t);
 void coh_par_trainer_memory(coh_par_trainer *t, coh_model_state_bytes *out);
 /* The same, at its largest so far, sampled just before each optimizer update. */
 void coh_par_trainer_memory_peak(coh_par_trainer *t, coh_model_state_bytes *out);
+
+/* Checkpoint to `path` (weights, HF names) and companions. Single/DDP: rank 0 writes the
+ * engine's pair (path, path.state). ZeRO: every rank writes its AdamW shard
+ * `path.zero<step>-<rank>-of-<dp>` (m, v and the arena ranges they cover), rank 0 the gathered
+ * weights, the index `path.zero<step>.index` ((rank, begin, end) rows) and last `path.state`
+ * naming the index; the previous step's shard set is then removed. Collective over dp. */
+coh_status coh_par_trainer_save(coh_par_trainer *t, const char *path, const char *tokenizer,
+                                const coh_loader_pos *data, int threads);
+
+/* Restore weights, AdamW moments and step from either kind of checkpoint, written by any dp
+ * size and stage: each rank reads only the shards overlapping what it owns. *data receives the
+ * loader position, *threads the thread count of the run that saved (0 unknown). Errors as
+ * coh_trainer_resume, plus COH_ERR_INVALID for an index or shard that does not cover this
+ * rank's parameters. Every rank calls it (reads only; not collective). */
+coh_status coh_par_trainer_resume(coh_par_trainer *t, const char *path, coh_loader_pos *data,
+                                  int *threads);
 
 /* The underlying trainer (model, optimizer, step counter) for checkpoints of stage 0. */
 coh_trainer *coh_par_trainer_base(coh_par_trainer *t);

@@ -25,20 +25,19 @@ static coh_status check(const coh_par_config *c, const coh_mesh *m)
 /* The optimizer covers this rank's chunks under ZeRO, everything otherwise. */
 static coh_status make_optimizer(coh_par_trainer *t, coh_adamw **opt)
 {
-    const coh_gpt_config *mc = &t->cfg.train.model;
-    if (t->stage == 0)
-        return coh_adamw_create(mc, opt);
-    size_t *b = malloc((size_t)t->nbk * sizeof *b), *e = malloc((size_t)t->nbk * sizeof *e);
-    coh_status st = b && e ? COH_OK : coh_errf(COH_ERR_NOMEM, "out of memory for shard ranges");
-    for (int k = 0; !st && k < t->nbk; k++) { /* arena order: buckets run backwards */
-        b[k] = t->bk[t->nbk - 1 - k].own_b;
-        e[k] = t->bk[t->nbk - 1 - k].own_e;
+    int n = t->stage == 0 ? 1 : t->nbk;
+    t->own_rb = malloc((size_t)n * sizeof *t->own_rb);
+    t->own_re = malloc((size_t)n * sizeof *t->own_re);
+    if (!t->own_rb || !t->own_re)
+        return coh_errf(COH_ERR_NOMEM, "out of memory for shard ranges");
+    t->nown = n;
+    t->own_rb[0] = 0;
+    t->own_re[0] = coh_gpt_param_count(&t->cfg.train.model);
+    for (int k = 0; t->stage && k < t->nbk; k++) { /* arena order: buckets run backwards */
+        t->own_rb[k] = t->bk[t->nbk - 1 - k].own_b;
+        t->own_re[k] = t->bk[t->nbk - 1 - k].own_e;
     }
-    if (!st)
-        st = coh_adamw_create_ranges(mc, b, e, t->nbk, opt);
-    free(b);
-    free(e);
-    return st;
+    return coh_adamw_create_ranges(&t->cfg.train.model, t->own_rb, t->own_re, n, opt);
 }
 
 static coh_status alloc_state(coh_par_trainer *t)
@@ -116,6 +115,7 @@ coh_status coh_par_trainer_create(const coh_par_config *c, coh_mesh *mesh, coh_p
     t->dp = mesh->dp_comm;
     t->ndp = mesh->dp;
     t->rdp = mesh->dp_rank;
+    t->saved_step = -1;
     /* one rank owns everything: every stage is plain single-device training */
     t->stage = t->ndp > 1 ? coh_strategy_zero_stage(c->strategy) : 0;
     if ((st = build(t)) || (st = start(t))) {
@@ -148,5 +148,7 @@ void coh_par_trainer_destroy(coh_par_trainer *t)
     free(t->seq);
     free(t->t_need);
     free(t->need_ev);
+    free(t->own_rb);
+    free(t->own_re);
     free(t);
 }

@@ -59,6 +59,10 @@ struct coh_par_trainer {
     int nseq, seqpos;
     par_trace *trace;
     coh_model_state_bytes peak;
+    size_t *own_rb, *own_re; /* (nown) the optimizer's ranges in arena order */
+    int nown;
+    long saved_step;         /* the ZeRO shard set on disk that the next save replaces */
+    int saved_dp;
 };
 
 /* buckets.c */
