@@ -9,6 +9,7 @@
 
 #include "cli.h"
 #include "cli_train.h"
+#include "cohort/parallel.h"
 #include "cohort/json_writer.h"
 #include "cohort/log.h"
 #include "cohort/size.h"
@@ -168,6 +169,23 @@ static int parse_value(train_opts *o, int c, const char *a)
     return 0;
 }
 
+/* Multi-process strategies need the launcher's environment; single must not be replicated. */
+static int check_strategy(const train_opts *o)
+{
+    const char *ws = getenv("WORLD_SIZE");
+    if (!ws)
+        ws = getenv("OMPI_COMM_WORLD_SIZE");
+    if (coh_strategy_is_multiprocess(o->strategy) && !ws)
+        return cli_usage_error(CMD, "strategy '%s' needs one process per rank: start it with "
+                               "'cohort run --nproc-per-node N cohort train ...'",
+                               coh_strategy_name(o->strategy));
+    if (!coh_strategy_is_multiprocess(o->strategy) && ws && atoi(ws) > 1)
+        return cli_usage_error(CMD, "strategy '%s' runs one process but WORLD_SIZE is '%s': "
+                               "use --strategy ddp or zero1..zero3 under 'cohort run'",
+                               coh_strategy_name(o->strategy), ws);
+    return 0;
+}
+
 /* 0 ok, else the exit code. */
 static int parse(train_opts *o, int argc, char **argv)
 {
@@ -204,6 +222,7 @@ static int parse(train_opts *o, int argc, char **argv)
         return cli_usage_error(CMD, "--save-every needs --save FILE");
     if (o->resume && o->init_from)
         return cli_usage_error(CMD, "--resume and --init-from exclude each other");
+    return check_strategy(o);
     return 0;
 }
 
