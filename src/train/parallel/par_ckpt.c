@@ -210,6 +210,23 @@ static coh_status check_ranges(const char *file, const int64_t *r, int64_t k, in
     return COH_OK;
 }
 
+coh_status par_ranges_read(const coh_st_file *f, const char *file, int cols, size_t nparams,
+                           int64_t **rows, int64_t *k, size_t *total)
+{
+    coh_status st = read_rows(f, file, "ranges", cols, rows, k);
+    if (!st)
+        st = check_ranges(file, *rows, *k, cols, nparams, total);
+    for (int64_t i = 0; !st && cols == 3 && i < *k; i++)
+        if ((*rows)[3 * i] < 0 || (*rows)[3 * i] >= (1 << 20))
+            st = coh_errf(COH_ERR_INVALID, "checkpoint index '%s': invalid rank '%lld' in row "
+                          "%lld", file, (long long)(*rows)[3 * i], (long long)i);
+    if (st) {
+        free(*rows);
+        *rows = NULL;
+    }
+    return st;
+}
+
 static coh_status load_moments(coh_par_trainer *t, const coh_st_file *f, const char *file,
                                const int64_t *ranges, int64_t k, size_t *got)
 {
@@ -243,13 +260,14 @@ static coh_status load_shard(coh_par_trainer *t, const char *path, long step, in
     shard_name(name, sizeof name, path, step, j, n);
     coh_st_file *f;
     int64_t *r = NULL, k = 0;
+    size_t total;
     coh_status st = coh_st_open(name, &f);
     if (st)
         return st;
     const char *ms = coh_st_meta_get(f, "step");
     if (!ms || atol(ms) != step)
         st = coh_errf(COH_ERR_MISMATCH, "optimizer shard '%s' is not of step %ld", name, step);
-    if (!st && !(st = read_rows(f, name, "ranges", 2, &r, &k)))
+    if (!st && !(st = par_ranges_read(f, name, 2, t->n, &r, &k, &total)))
         st = load_moments(t, f, name, r, k, got);
     free(r);
     coh_st_close(f);
@@ -269,8 +287,7 @@ static coh_status load_zero(coh_par_trainer *t, const char *path, const char *in
     coh_status st = coh_st_open(name, &f);
     if (st)
         return st;
-    if (!(st = read_rows(f, name, "ranges", 3, &rows, &k)))
-        st = check_ranges(name, rows, k, 3, t->n, &total);
+    st = par_ranges_read(f, name, 3, t->n, &rows, &k, &total);
     coh_st_close(f);
     for (int j = 0; !st && j < n; j++) {
         int want = 0;
