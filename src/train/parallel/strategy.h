@@ -45,6 +45,7 @@ struct coh_par_trainer {
     coh_trainer *base;
     coh_gpt *model;
     float *params, *grads; /* the engine's arenas (n floats) */
+    float *grads_shm;      /* DDP/ZeRO-1: grads moved into the transport's arena (owned) */
     size_t n;
     par_bucket *bk;        /* in backward order: bk[0] holds the last layers */
     int nbk;
