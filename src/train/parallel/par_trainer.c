@@ -94,6 +94,8 @@ static coh_status start(coh_par_trainer *t)
         (t->grads_shm = coh_comm_alloc(t->dp, t->n * sizeof(float)))) {
         coh_gpt_set_grad_arena(t->model, t->grads_shm);
         t->grads = t->grads_shm;
+        coh_debug("gradients (%zu floats) in the %s transport's shared arena", t->n,
+                  coh_comm_transport(t->dp));
     }
     if (t->stage >= 2) /* gradients live only in buckets being reduced and in own chunks */
         par_release(t->grads, 0, t->n);
