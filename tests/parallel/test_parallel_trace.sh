@@ -60,6 +60,17 @@ ag = [e for e in ev if e["name"].startswith("all-gather bucket")]
 rs = [e for e in ev if e["name"].startswith("reduce-scatter bucket")]
 check(len(ag) >= 3 * 10, "zero3: %d parameter all-gathers in 3 steps, want one per layer use" % len(ag))
 check(len(rs) == 3 * 6, "zero3: %d reduce-scatters, want 6 per step" % len(rs))
+# prefetch: a gather issued before a layer's compute and collected after it spans that compute
+comp = [e for e in ev if e["tid"] == 0 and e["ph"] == "X"
+        and e["name"] not in ("forward+backward", "optimizer")]
+spans = [g for g in ag if any(g["ts"] <= c["ts"] and c["ts"] + c["dur"] <= g["ts"] + g["dur"]
+                              for c in comp)]
+print("zero3: %d of %d parameter all-gathers overlap a layer's compute (prefetch)"
+      % (len(spans), len(ag)))
+# per step 11 gathers (-1, 0..3, 4, -1, 3..0): the first is synchronous, and the embeddings'
+# second gather, prefetched at the final LayerNorm, ends inside that LayerNorm's event (which
+# lasts through the LM head and its backward); the other 9 each span a layer's compute
+check(len(spans) >= 3 * 9, "zero3: only %d prefetched gathers in 3 steps" % len(spans))
 for s, per_step in (("ddp", 1), ("zero2", 2)):
     ev = json.load(open("%s/acc_%s.rank0.json" % (work, s)))["traceEvents"]
     comm = [e for e in ev if e.get("cat") == "comm" and " bucket " in e["name"]
