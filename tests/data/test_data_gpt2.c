@@ -7,24 +7,11 @@
 #include <sys/stat.h>
 
 #include "check.h"
+#include "test_files.h"
 #include "cohort/data.h"
 
 static coh_tokenizer *tok;
 static char data_dir[1024];
-
-static char *slurp(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)len + 1);
-    *n = fread(buf, 1, (size_t)len, f);
-    fclose(f);
-    return buf;
-}
 
 static int round_trips(const char *s, size_t n, size_t *ntokens)
 {
@@ -70,7 +57,7 @@ static void test_wikitext_round_trip(void)
         char path[1200];
         snprintf(path, sizeof path, "%s/wikitext-2/%s", data_dir, files[i]);
         size_t n = 0, ntok = 0;
-        char *s = slurp(path, &n);
+        char *s = test_slurp(path, &n);
         CHECK(s != NULL);
         if (!s)
             continue;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "test_files.h"
 #include "cohort/data.h"
 #include "train/data/perm.h"
 
@@ -367,11 +368,8 @@ static void test_prepare_round_trip(void)
 
 int main(void)
 {
-    snprintf(dir, sizeof dir, "%s/loader-test-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    if (!mkdtemp(dir)) {
-        perror("mkdtemp");
+    if (test_tmpdir(dir, sizeof dir, "loader-test") != 0)
         return 1;
-    }
     RUN(test_perm_is_bijection);
     RUN(test_file_order_windows);
     RUN(test_rank_split);
@@ -380,9 +378,6 @@ int main(void)
     RUN(test_eval_mode);
     RUN(test_bad_shards);
     RUN(test_prepare_round_trip);
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", dir);
+    test_rmtree(dir);
     return CHECK_REPORT();
 }

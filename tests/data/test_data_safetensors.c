@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "test_files.h"
 #include "cohort/checkpoint.h"
 #include "train/ckpt/atomic_file.h"
 
@@ -23,20 +24,6 @@ static const char *path_in(const char *name)
     k = (k + 1) % 4;
     snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
     return buf[k];
-}
-
-static unsigned char *slurp(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *buf = malloc((size_t)len + 1);
-    *n = fread(buf, 1, (size_t)len, f);
-    fclose(f);
-    return buf;
 }
 
 static void spit(const char *path, const void *data, size_t n)
@@ -117,7 +104,7 @@ static void test_round_trip(void)
 
     /* Layout: 8-byte length, header padded with spaces to an 8-byte boundary, no temp left. */
     size_t len;
-    unsigned char *raw = slurp(p, &len);
+    unsigned char *raw = (unsigned char *)test_slurp(p, &len);
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--)
         hlen = hlen << 8 | raw[i];
@@ -213,7 +200,7 @@ static void test_corrupt_files(void)
     const char *p = path_in("good.safetensors"), *q = path_in("bad.safetensors");
     CHECK_OK(coh_st_save(p, t, n, NULL, 0));
     size_t len;
-    unsigned char *raw = slurp(p, &len);
+    unsigned char *raw = (unsigned char *)test_slurp(p, &len);
     /* Truncated by one byte, by half, to the header only. */
     spit(q, raw, len - 1);
     CHECK_FAILS(coh_st_open(q, &(coh_st_file *){NULL}), COH_ERR_INVALID, q);
@@ -332,7 +319,7 @@ static void test_state_file(void)
 
     /* Corrupt metadata (step 1234 -> 1235) is caught by the checksum. */
     size_t len;
-    unsigned char *raw = slurp(p, &len);
+    unsigned char *raw = (unsigned char *)test_slurp(p, &len);
     char *d = strstr((char *)raw + 8, "\"1234\"");
     CHECK(d != NULL);
     if (d)
@@ -349,20 +336,14 @@ static void test_state_file(void)
 
 int main(void)
 {
-    snprintf(dir, sizeof dir, "%s/st-test-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    if (!mkdtemp(dir)) {
-        perror("mkdtemp");
+    if (test_tmpdir(dir, sizeof dir, "st-test") != 0)
         return 1;
-    }
     RUN(test_round_trip);
     RUN(test_writer_refuses);
     RUN(test_malformed);
     RUN(test_corrupt_files);
     RUN(test_atomic_save);
     RUN(test_state_file);
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", dir);
+    test_rmtree(dir);
     return CHECK_REPORT();
 }

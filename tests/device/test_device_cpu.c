@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "test_files.h"
 #include "device/device_int.h"
 
 static char root[128];
@@ -107,9 +108,6 @@ int main(void)
     RUN(cgroup_v2_tree);
     RUN(cgroup_v1_tree);
     RUN(real_probe);
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", root);
-    if (system(cmd) != 0)
-        fprintf(stderr, "cannot remove %s\n", root);
+    test_rmtree(root);
     return CHECK_REPORT();
 }

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "test_files.h"
 #include "dev_test.h"
 
 static coh_inventory *busy;
@@ -278,9 +279,6 @@ int main(void)
     RUN(foreign_lock_dir);
     coh_visible_release(&busy_vis);
     coh_inventory_destroy(busy);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", lockdir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "cannot remove %s\n", lockdir);
+    test_rmtree(lockdir);
     return CHECK_REPORT();
 }
