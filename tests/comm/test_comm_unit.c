@@ -107,7 +107,7 @@ static void random_fill(void *p, size_t n, coh_dtype t)
         case COH_BF16:
         case COH_F16: ((uint16_t *)p)[i] = (uint16_t)(r % 61 == 0 ? (t == COH_BF16 ? 0x7fc1 : 0x7e01) : (r >> 7) & 0x7bff); break;
         case COH_I32: ((int32_t *)p)[i] = (int32_t)r; break;
-        case COH_I64: ((int64_t *)p)[i] = (int64_t)r * 2654435761ll; break;
+        case COH_I64: ((int64_t *)p)[i] = (int64_t)((uint64_t)r * 2654435761u); break;
         default: ((uint8_t *)p)[i] = (uint8_t)r; break;
         }
     }

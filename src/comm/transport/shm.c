@@ -84,9 +84,10 @@ static coh_status env_bytes(const char *name, uint64_t dflt, uint64_t lo, uint64
 
 static void seg_name(char *buf, size_t n, const char *job, const char *suffix)
 {
-    struct passwd *pw = getpwuid(geteuid());
-    char user[64];
-    if (pw && strlen(pw->pw_name) < sizeof user && !strchr(pw->pw_name, '/'))
+    struct passwd pwbuf, *pw = NULL;
+    char strings[1024], user[64];
+    if (getpwuid_r(geteuid(), &pwbuf, strings, sizeof strings, &pw) == 0 && pw &&
+        strlen(pw->pw_name) < sizeof user && !strchr(pw->pw_name, '/'))
         snprintf(user, sizeof user, "%s", pw->pw_name);
     else
         snprintf(user, sizeof user, "uid%d", (int)geteuid());
