@@ -1,6 +1,7 @@
 /* shm.c: the shared-memory transport for ranks on one node: one segment per communicator,
  * created mode 0600 under a name holding the user and the job id, and unlinked as soon as
  * every rank has mapped it, so nothing is left in /dev/shm even when ranks are killed. */
+#define _GNU_SOURCE /* process_vm_readv */
 #include <errno.h>
 #include <fcntl.h>
 #include <pwd.h>
@@ -9,6 +10,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -141,6 +143,15 @@ static coh_status seg_map(shm *s, size_t bytes, double deadline)
     }
 }
 
+/* Cross-memory attach may be forbidden (seccomp, ptrace rules): try it on ourselves. */
+static int cma_works(void)
+{
+    char a[8] = "cohort", b[8] = "";
+    struct iovec local = {b, sizeof b}, remote = {a, sizeof a};
+    return process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == (ssize_t)sizeof a &&
+           !memcmp(a, b, sizeof a);
+}
+
 /* Every rank: map, wait for the creator's magic, register, and unlink when last. */
 static coh_status seg_join(shm *s, size_t bytes, int creator)
 {
@@ -157,6 +168,7 @@ static coh_status seg_join(shm *s, size_t bytes, int creator)
         return coh_errf(COH_ERR_MISMATCH, "shared memory '%s' holds %u ranks and %llu bytes but "
                         "this rank expects %d and %zu: ranks disagree on WORLD_SIZE or COHORT_SHM_*",
                         s->name, s->ctl->n, (unsigned long long)s->ctl->bytes, s->n, bytes);
+    shm_slot_of(s, s->rank)->cma = cma_works() && !getenv("COHORT_SHM_NO_CMA");
     atomic_store(&shm_slot_of(s, s->rank)->pid, (int32_t)getpid());
     if (atomic_fetch_add(&s->ctl->mapped, 1) + 1 == (uint32_t)s->n)
         shm_unlink(s->name);

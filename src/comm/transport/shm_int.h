@@ -27,6 +27,8 @@ typedef struct shm_slot {
     _Atomic int32_t pid;     /* 0 until the rank has mapped the segment */
     coh_fp fp[2];            /* fingerprint of op seq, at [seq & 1] */
     uint64_t send_off[2], recv_off[2]; /* arena offsets of the op's buffers, or SHM_NONE */
+    uint64_t send_va[2], recv_va[2];   /* the same buffers' addresses in the rank's process */
+    int32_t cma;                       /* 1 when the rank can read peers with process_vm_readv */
 } __attribute__((aligned(128))) shm_slot;
 
 typedef struct shm_chan { /* one direction of one pair, for send/recv */
@@ -72,9 +74,15 @@ coh_status shm_sync_first(shm *s, const coh_op *op, const void *send, const void
 /* Wait until *w reaches target (wrapping compare); `peer` is the rank expected to move it. */
 coh_status shm_wait(shm *s, _Atomic uint32_t *w, uint32_t target, int peer, const char *what);
 void shm_post(shm *s, _Atomic uint32_t *w);
+/* A peer's memory could not be read: PEER_LOST (raising the lost flag) when it is dead, else
+ * a system error naming the call. */
+coh_status shm_read_failed(shm *s, int peer, int err);
+/* Copy bytes from peer's address space (cross-memory attach). */
+coh_status shm_peer_read(shm *s, int peer, void *dst, uint64_t src_va, size_t bytes);
 
 /* Algorithms (one file per family). */
 coh_status shm_allreduce(shm *s, const coh_op *op);
+coh_status shm_allreduce_cma(shm *s, const coh_op *op);
 coh_status shm_reduce(shm *s, const coh_op *op);
 coh_status shm_reduce_scatter(shm *s, const coh_op *op);
 coh_status shm_allgather(shm *s, const coh_op *op);
