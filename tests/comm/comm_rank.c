@@ -9,6 +9,7 @@
  *               survivors must fail with PEER_LOST naming it (prints the wall time)
  *   mismatch    the last rank calls with another count, then another type: MISMATCH on all
  *   silent      the last rank never calls: the others time out naming it
+ *   absent      the last rank exits before joining: the others' create times out naming it
  * Exit 0 when every check on this rank passed. */
 #include <signal.h>
 #include <stdio.h>
@@ -204,9 +205,28 @@ static int mode_silent(coh_comm *c, int rank, int n)
     return 0;
 }
 
+static int mode_absent(void)
+{
+    int rank = atoi(getenv("RANK") ? getenv("RANK") : "0");
+    int n = atoi(getenv("WORLD_SIZE") ? getenv("WORLD_SIZE") : "1");
+    if (rank == n - 1)
+        return 0;
+    coh_comm *c = NULL;
+    coh_status st = coh_comm_create(COH_COMM_AUTO, &c);
+    char want[64];
+    snprintf(want, sizeof want, "rank %d never joined", n - 1);
+    EXPECT(st == COH_ERR_TIMEOUT && strstr(coh_last_error(), want), "got %s: '%s'",
+           coh_status_name(st), coh_last_error());
+    printf("rank %d: %s\n", rank, coh_last_error());
+    coh_comm_destroy(c);
+    return bad ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "sweep";
+    if (!strcmp(mode, "absent"))
+        return mode_absent();
     coh_comm *c;
     coh_status st = coh_comm_create(COH_COMM_AUTO, &c);
     if (st) {

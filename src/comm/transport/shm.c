@@ -153,7 +153,7 @@ static int cma_works(void)
 }
 
 /* Every rank: map, wait for the creator's magic, register, and unlink when last. */
-static coh_status seg_join(shm *s, size_t bytes, int creator)
+static coh_status seg_join(shm *s, size_t bytes)
 {
     double deadline = coh_now() + s->timeout;
     coh_status st = seg_map(s, bytes, deadline);
@@ -172,12 +172,32 @@ static coh_status seg_join(shm *s, size_t bytes, int creator)
     atomic_store(&shm_slot_of(s, s->rank)->pid, (int32_t)getpid());
     if (atomic_fetch_add(&s->ctl->mapped, 1) + 1 == (uint32_t)s->n)
         shm_unlink(s->name);
-    (void)creator;
+    return COH_OK;
+}
+
+/* The world's ranks wait until all have mapped the segment (and so it is unlinked); when one
+ * never comes, the name is removed here so that nothing is left behind. */
+static coh_status seg_wait_all(shm *s)
+{
+    double deadline = coh_now() + s->timeout;
+    while (atomic_load(&s->ctl->mapped) < (uint32_t)s->n) {
+        if (coh_now() > deadline) {
+            shm_unlink(s->name);
+            char missing[256] = "";
+            size_t k = 0;
+            for (int r = 0; r < s->n && k < sizeof missing - 12; r++)
+                if (!atomic_load(&shm_slot_of(s, r)->pid))
+                    k += (size_t)snprintf(missing + k, sizeof missing - k, "%s%d", k ? ", " : "", r);
+            return coh_errf(COH_ERR_TIMEOUT, "rank %s never joined shared memory '%s' within %g s",
+                            missing, s->name, s->timeout);
+        }
+        nanosleep(&(struct timespec){0, 200000}, NULL);
+    }
     return COH_OK;
 }
 
 static coh_status shm_new(int rank, int n, double timeout, const char *name, int create,
-                          shm **out)
+                          int wait_all, shm **out)
 {
     uint64_t half, arena;
     coh_status st;
@@ -217,7 +237,7 @@ static coh_status shm_new(int rank, int n, double timeout, const char *name, int
         s->ctl->n = (uint32_t)n;
         atomic_store(&s->ctl->magic, SHM_MAGIC);
     }
-    if ((st = seg_join(s, bytes, create))) {
+    if ((st = seg_join(s, bytes)) || (wait_all && (st = seg_wait_all(s)))) {
         if (s->base)
             munmap(s->base, s->bytes);
         if (create)
@@ -242,7 +262,7 @@ coh_status coh_shm_open(const coh_comm_env *env, void **self)
     char name[240];
     seg_name(name, sizeof name, env->job, "");
     shm *s;
-    coh_status st = shm_new(env->rank, env->size, env->timeout_s, name, env->rank == 0, &s);
+    coh_status st = shm_new(env->rank, env->size, env->timeout_s, name, env->rank == 0, 1, &s);
     if (st)
         return coh_err_prefix(st, "cannot join the job's shared memory as rank %d of %d",
                               env->rank, env->size);
@@ -353,11 +373,11 @@ static coh_status shm_split(void *self, int color, int key, const int *members, 
     coh_status st = COH_OK, sync_st;
     shm *s = NULL;
     if (leader)
-        st = shm_new(0, nmembers, p->timeout, name, 1, &s);
+        st = shm_new(0, nmembers, p->timeout, name, 1, 0, &s);
     if ((sync_st = shm_sync(p)))
         return sync_st;
     if (!st && color >= 0 && !leader)
-        st = shm_new(new_rank, nmembers, p->timeout, name, 0, &s);
+        st = shm_new(new_rank, nmembers, p->timeout, name, 0, 0, &s);
     if ((sync_st = shm_sync(p)))
         st = sync_st;
     if (leader)
