@@ -8,7 +8,7 @@
  *     rank r:  send pieces -> stage[r] | sync | stage[r].piece[r] = op over stage[*].piece[r]
  *              | sync | recv.piece[b] <- stage[b].piece[b] for every b (reduce: root only)
  *
- * reduce-scatter + all-gather reading private buffers directly: shm_allreduce_cma.c, used
+ * reduce-scatter + all-gather reading private buffers directly: shm_cma.c, used
  * for plain buffers when every rank may read its peers (else the staged algorithm).
  *
  * reduce-scatter + all-gather in the arena (both buffers of every rank in its arena): no copy
@@ -146,10 +146,7 @@ coh_status shm_allreduce(shm *s, const coh_op *op)
         return st;
     if (all_in_arena(s, op))
         return in_arena(s, op);
-    for (int j = 0; j < s->n; j++)
-        if (!shm_slot_of(s, j)->cma)
-            return staged(s, op, -1);
-    return shm_allreduce_cma(s, op);
+    return shm_all_cma(s) ? shm_allreduce_cma(s, op) : staged(s, op, -1);
 }
 
 coh_status shm_reduce(shm *s, const coh_op *op)

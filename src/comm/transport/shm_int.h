@@ -29,6 +29,7 @@ typedef struct shm_slot {
     uint64_t send_off[2], recv_off[2]; /* arena offsets of the op's buffers, or SHM_NONE */
     uint64_t send_va[2], recv_va[2];   /* the same buffers' addresses in the rank's process */
     int32_t cma;                       /* 1 when the rank can read peers with process_vm_readv */
+    int32_t safe[2];                   /* reduce-scatter: my result avoids blocks peers read */
 } __attribute__((aligned(128))) shm_slot;
 
 typedef struct shm_chan { /* one direction of one pair, for send/recv */
@@ -83,6 +84,11 @@ coh_status shm_peer_read(shm *s, int peer, void *dst, uint64_t src_va, size_t by
 /* Algorithms (one file per family). */
 coh_status shm_allreduce(shm *s, const coh_op *op);
 coh_status shm_allreduce_cma(shm *s, const coh_op *op);
+coh_status shm_reduce_scatter_cma(shm *s, const coh_op *op);
+coh_status shm_allgather_cma(shm *s, const coh_op *op);
+coh_status shm_broadcast_cma(shm *s, const coh_op *op);
+/* Every rank may read its peers' memory (decided once per communicator, same on all ranks). */
+int shm_all_cma(shm *s);
 coh_status shm_reduce(shm *s, const coh_op *op);
 coh_status shm_reduce_scatter(shm *s, const coh_op *op);
 coh_status shm_allgather(shm *s, const coh_op *op);
