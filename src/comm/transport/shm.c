@@ -216,7 +216,10 @@ static coh_status shm_new(int rank, int n, double timeout, const char *name, int
     s->timeout = timeout;
     snprintf(s->name, sizeof s->name, "%s", name);
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    s->spin = n <= cpus ? 4000 : 0; /* oversubscribed: spinning only delays the peer we await */
+    /* Oversubscribed, a waiter yields at every turn so that the peer it awaits can run, and
+     * sleeps after ~100 turns; otherwise it spins ~100 us, yielding now and then. */
+    s->spin = n <= cpus ? 4000 : 100;
+    s->yield_every = n <= cpus ? 64 : 1;
     const char *spin = getenv("COHORT_SHM_SPIN");
     if (spin)
         s->spin = atoi(spin);

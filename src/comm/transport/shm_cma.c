@@ -32,7 +32,8 @@ static coh_status reduce_range(shm *s, const coh_op *op, size_t lo, size_t hi, c
 {
     size_t esz = coh_dtype_size(op->dtype);
     int par = (int)(op->seq & 1), peers = s->n - 1;
-    size_t chunk = peers ? 2 * s->ctl->half / (size_t)peers / esz / 64 * 64 : hi - lo;
+    size_t chunk = peers ? 2 * s->ctl->half / (size_t)peers / esz : hi - lo + 1;
+    chunk = chunk > 64 ? chunk / 64 * 64 : chunk; /* >= 4: a half holds at least 4096 bytes */
     char *scratch = shm_stage(s, s->rank) - (s->round & 1) * s->ctl->half; /* both halves */
     for (size_t off = lo; off < hi; off += chunk) {
         size_t len = hi - off < chunk ? hi - off : chunk;

@@ -50,6 +50,7 @@ typedef struct shm {
     uint32_t arrived; /* mirror of my slot's arrive */
     uint64_t round;   /* staging rounds so far: round & 1 picks the half */
     int spin;         /* busy-wait iterations before sleeping */
+    int yield_every;  /* iterations between sched_yield calls while spinning */
     const coh_op *op; /* op in progress, for error messages */
     shm_extent *ext;  /* this rank's arena allocations, sorted by offset */
     size_t next_ext, cap_ext;

@@ -130,7 +130,7 @@ coh_status shm_wait(shm *s, _Atomic uint32_t *w, uint32_t target, int peer, cons
         if (reached(atomic_load_explicit(w, memory_order_acquire), target))
             return COH_OK;
         cpu_relax();
-        if (i % 64 == 63)
+        if (i % s->yield_every == s->yield_every - 1)
             sched_yield();
     }
     sched_yield();
