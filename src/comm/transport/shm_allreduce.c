@@ -9,7 +9,7 @@
  *              | sync | recv.piece[b] <- stage[b].piece[b] for every b (reduce: root only)
  *
  * reduce-scatter + all-gather reading private buffers directly: shm_cma.c, used
- * for plain buffers from 1 MiB when every rank may read its peers (else staged).
+ * for plain buffers from four staging halves (1 MiB) when every rank may read its peers.
  *
  * reduce-scatter + all-gather in the arena (both buffers of every rank in its arena): no copy
  * in; ranks read each other's buffers directly.
@@ -25,7 +25,6 @@
 #include "comm/transport/shm_int.h"
 
 #define ONE_PHASE_BYTES (16u << 10)
-#define CMA_MIN_BYTES (1u << 20) /* below, a few staged rounds beat the syscalls */
 
 typedef struct range { size_t lo, hi; } range;
 
@@ -147,7 +146,9 @@ coh_status shm_allreduce(shm *s, const coh_op *op)
         return st;
     if (all_in_arena(s, op))
         return in_arena(s, op);
-    return bytes >= CMA_MIN_BYTES && shm_all_cma(s) ? shm_allreduce_cma(s, op) : staged(s, op, -1);
+    /* below four staging halves (1 MiB by default) a few staged rounds beat the syscalls */
+    int cma = bytes >= 4 * s->ctl->half && shm_all_cma(s);
+    return cma ? shm_allreduce_cma(s, op) : staged(s, op, -1);
 }
 
 coh_status shm_reduce(shm *s, const coh_op *op)
