@@ -13,9 +13,9 @@ extern "C" {
 
 /* Parse a byte size: a non-negative decimal number (fraction allowed) and an optional unit,
  * case-insensitive, optionally separated by one space:
- *   B; KiB MiB GiB TiB PiB (powers of 1024); KB MB GB TB PB (powers of 1000, SI);
- *   K M G T P alone mean the binary units, as nvidia-smi, Slurm and most tools read them.
- * The result is rounded down to whole bytes and must fit in 63 bits.
+ *   B; KiB MiB GiB TiB PiB EiB (powers of 1024); KB MB GB TB PB EB (powers of 1000, SI);
+ *   K M G T P E alone mean the binary units, as nvidia-smi, Slurm and most tools read them.
+ * The result is rounded down to whole bytes and must fit in 64 bits.
  * Errors: COH_ERR_INVALID naming the text and the accepted forms. */
 coh_status coh_size_parse(const char *text, uint64_t *out_bytes);
 

@@ -28,13 +28,16 @@ static const struct {
     {"p", 1125899906842624.0},
     {"pib", 1125899906842624.0},
     {"pb", 1e15},
+    {"e", 1152921504606846976.0},
+    {"eib", 1152921504606846976.0},
+    {"eb", 1e18},
 };
 
 static coh_status bad_size(const char *text, const char *why)
 {
     return coh_errf(COH_ERR_INVALID,
                     "invalid size '%s': %s (expected a number with an optional unit: B, KiB, "
-                    "MiB, GiB, TiB, KB, MB, GB, TB, or K, M, G, T for the binary units)",
+                    "MiB, GiB, TiB, PiB, EiB, KB, MB, GB, TB, PB, EB, or K, M, G, T, P, E for the binary units)",
                     text, why);
 }
 
@@ -63,16 +66,16 @@ coh_status coh_size_parse(const char *text, uint64_t *out_bytes)
         return bad_size(text, *text == '-' ? "negative sizes are not allowed" : "no number");
     if (*p == ' ')
         p++;
-    char unit[8];
-    size_t n = strlen(p);
+    char unit[8] = {0};
+    size_t n = strnlen(p, sizeof unit);
     if (n >= sizeof unit)
         return bad_size(text, "unknown unit");
-    for (size_t i = 0; i <= n; i++)
+    for (size_t i = 0; i < n; i++)
         unit[i] = (char)tolower((unsigned char)p[i]);
     for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
         if (strcmp(unit, units[i].name) == 0) {
             double v = floor((whole + frac) * units[i].factor);
-            if (!(v < 9223372036854775807.0))
+            if (!(v < 18446744073709551616.0))
                 return bad_size(text, "too large");
             *out_bytes = (uint64_t)v;
             return COH_OK;

@@ -21,7 +21,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (coh_size_parse(buf, &back) != COH_OK)
             abort();
         /* Two decimals lose at most 0.5% of the value. */
-        if (back > bytes + bytes / 100 + 1 || back + bytes / 100 + 1 < bytes)
+        unsigned __int128 lo = bytes - bytes / 100, hi = (unsigned __int128)bytes + bytes / 100 + 1;
+        if (back < lo || back > hi)
             abort();
     }
     return 0;

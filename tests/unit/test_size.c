@@ -23,6 +23,8 @@ static void test_parse(void)
         {"512MiB", 536870912ull},
         {"80TB", 80000000000000ull},
         {"0.5", 0},
+        {"9099PB", 9099000000000000000ull},
+        {"8 EiB", 9223372036854775808ull},
     };
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
         uint64_t b = 1;
@@ -44,6 +46,7 @@ static void test_errors(void)
     CHECK_FAILS(coh_size_parse("GiB", &b), COH_ERR_INVALID, "no number");
     CHECK_FAILS(coh_size_parse("1  GiB", &b), COH_ERR_INVALID, "unknown unit");
     CHECK_FAILS(coh_size_parse("99999999PB", &b), COH_ERR_INVALID, "too large");
+    CHECK_FAILS(coh_size_parse("16EiB", &b), COH_ERR_INVALID, "too large");
     CHECK_FAILS(coh_size_parse(NULL, &b), COH_ERR_INVALID, "no text");
 }
 
