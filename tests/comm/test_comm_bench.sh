@@ -3,7 +3,6 @@
 # op (#wrong 0, busbw = algbw x the nccl-tests factor), --json rows, and usage errors (exit 2,
 # the bad value named).
 . "$(dirname "$0")/comm_lib.sh"
-cohort=${COHORT:?run through ctest}
 
 check_rows() { # FILE N OP: every data row has #wrong 0 and busbw = algbw * factor
     awk -v n="$2" -v op="$3" '
@@ -21,12 +20,12 @@ for n in 2 3; do
         for buffers in arena plain; do
             out="$build/comm_bench.$n.$op.$buffers"
             if launch "$n" "$cohort" bench comm --op "$op" --buffers "$buffers" --min-bytes 4K \
-                    --max-bytes 1M --step-factor 16 --iters 2 --warmup 1 --dtype bf16 >"$out" 2>&1 &&
+                    --max-bytes 1M --step-factor 16 --iters 2 --warmup 1 --dtype bf16 >"$out" 2>"$out.err" &&
                check_rows "$out" "$n" "$op"; then
                 echo "ok   bench $op $buffers on $n ranks"
             else
                 echo "FAIL bench $op $buffers on $n ranks"
-                cat "$out"
+                cat "$out" "$out.err"
                 fails=$((fails + 1))
             fi
             check_no_shm "bench $op on $n ranks"
@@ -35,11 +34,11 @@ for n in 2 3; do
 done
 
 json="$build/comm_bench.json"
-launch 2 "$cohort" bench comm --json --min-bytes 64K --max-bytes 64K --iters 2 >"$json" 2>&1
+launch 2 "$cohort" bench comm --json --min-bytes 64K --max-bytes 64K --iters 2 >"$json" 2>"$json.err"
 if [ "$(wc -l <"$json")" -eq 1 ] && grep -q '"op":"allreduce"' "$json" && grep -q '"wrong":0' "$json"; then
     echo "ok   bench --json"
 else
-    echo "FAIL bench --json"; cat "$json"; fails=$((fails + 1))
+    echo "FAIL bench --json"; cat "$json" "$json.err"; fails=$((fails + 1))
 fi
 
 usage() { # ARGS... : must exit 2 naming the bad value
