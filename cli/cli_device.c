@@ -108,7 +108,7 @@ void cli_device_table(const coh_inventory *inv, const coh_visible *v, const int 
 {
     cli_table t;
     cli_table_init(&t, 8, "lrllllrl");
-    const char *head[] = {"DEVICE", "SMI", "PCI BUS ID", "UUID", "NAME", "MEMORY FREE/TOTAL",
+    const char *head[] = {"DEVICE", v->accel == COH_ACCEL_CUDA ? "SMI" : "PHYS", "PCI BUS ID", "UUID", "NAME", "MEMORY FREE/TOTAL",
                           "UTIL", "PROCESSES"};
     cli_table_add(&t, head);
     int rows = only ? nonly : v->count;

@@ -152,8 +152,8 @@ static int resolve_devices(run_devices *d, coh_launch_opts *o, coh_accel accel)
     } else {
         coh_status st = coh_devices_select(d->inv, &env, accel, d->spec, &sel);
         int gpu_word = d->nproc_text && !strcmp(d->nproc_text, "gpu");
-        if (st == COH_ERR_INVALID && gpu_word && !d->spec)
-            rc = cli_usage_error("run", "invalid --nproc-per-node 'gpu': no %s device is visible (see 'cohort devices')", coh_accel_name(accel));
+        if (st != COH_OK && st != COH_ERR_NOMEM && gpu_word && !d->spec)
+            rc = cli_fail("run", coh_errf(st, "--nproc-per-node gpu: no %s device is visible (see 'cohort devices')", coh_accel_name(accel)));
         else
             rc = st ? cli_fail("run", st) : accel == COH_ACCEL_CPU ? CLI_OK : cli_device_check("run", &sel.vis);
         n = sel.n;
@@ -172,7 +172,7 @@ static int resolve_devices(run_devices *d, coh_launch_opts *o, coh_accel accel)
     if (rc == CLI_OK) {
         int w = snprintf(d->note, sizeof d->note, "devices: %s x%d", coh_accel_name(sel.accel), n);
         if (var && w > 0 && (size_t)w < sizeof d->note)
-            snprintf(d->note + w, sizeof d->note - (size_t)w, ", %s=%s%s", var, value,
+            snprintf(d->note + w, sizeof d->note - (size_t)w, ", %s=%.600s%s", var, value,
                      d->bind ? ", one device per rank" : "");
     }
     coh_selection_release(&sel);

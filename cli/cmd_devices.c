@@ -70,6 +70,15 @@ static void print_human_section(const coh_inventory *inv, const coh_visible *v,
         printf("  none visible\n");
     else
         cli_device_table(inv, v, NULL, 0, stdout);
+    if (v->accel != COH_ACCEL_CUDA)
+        return;
+    for (int i = 0; i < inv->ngpus; i++) /* MIG uuids are what CUDA_VISIBLE_DEVICES needs */
+        for (int m = 0; m < inv->gpus[i].nmig; m++)
+            printf("  MIG instance of nvidia-smi %d: %s (gpu instance %d, compute instance "
+                   "%d, %llu MiB)\n", inv->gpus[i].physical_index,
+                   inv->gpus[i].mig[m].uuid, inv->gpus[i].mig[m].gpu_instance,
+                   inv->gpus[i].mig[m].compute_instance,
+                   (unsigned long long)inv->gpus[i].mig[m].memory_total_mib);
 }
 
 static void print_cpu_human(const coh_inventory *inv)
@@ -283,10 +292,14 @@ static int run(const opts *o, coh_inventory *inv)
     int rc = nv < 0 ? -nv : CLI_OK;
     coh_selection sel;
     memset(&sel, 0, sizeof sel);
-    if (rc == CLI_OK && (o->spec || o->accel_text)) {
-        coh_status st = coh_devices_select(inv, &env, accel, o->spec, &sel);
-        if (st != COH_OK)
-            rc = cli_fail("devices", st);
+    coh_status sel_st = COH_OK;
+    int want_sel = o->spec || o->accel_text;
+    if (rc == CLI_OK && want_sel) {
+        sel_st = coh_devices_select(inv, &env, accel, o->spec, &sel);
+        if (sel_st == COH_ERR_NOT_FOUND) /* nothing visible: still list what there is */
+            want_sel = 0;
+        else if (sel_st != COH_OK)
+            rc = cli_fail("devices", sel_st);
     }
     if (rc == CLI_OK && o->json) {
         coh_jw w;
@@ -298,7 +311,7 @@ static int run(const opts *o, coh_inventory *inv)
         for (int i = 0; i < nv; i++)
             json_visible(&w, inv, &vis[i]);
         coh_jw_object_end(&w);
-        if (o->spec || o->accel_text)
+        if (want_sel)
             print_selection(inv, &sel, o->spec ? o->spec : "auto", &w);
         coh_jw_object_end(&w);
         coh_jw_finish(&w);
@@ -309,8 +322,12 @@ static int run(const opts *o, coh_inventory *inv)
             printf("nvidia: %s\n", inv->note);
         for (int i = 0; i < nv; i++)
             print_human_section(inv, &vis[i], &env);
-        if (o->spec || o->accel_text)
+        if (want_sel)
             print_selection(inv, &sel, o->spec ? o->spec : "auto", NULL);
+    }
+    if (rc == CLI_OK && sel_st == COH_ERR_NOT_FOUND) {
+        fflush(stdout);
+        rc = cli_fail("devices", sel_st);
     }
     coh_selection_release(&sel);
     for (int i = 0; i < 3; i++)

@@ -225,9 +225,13 @@ static int run_command(char **cmd, const char *var, const char *value)
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = forward;
-    sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
+    /* Ctrl-C already reaches the command through the terminal's process group: as system()
+     * does, the waiting parent ignores it instead of delivering it a second time. */
+    sa.sa_handler = SIG_IGN;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGQUIT, &sa, NULL);
     int status;
     while (waitpid(child_pid, &status, 0) < 0)
         if (errno != EINTR)
@@ -256,8 +260,11 @@ static int pick_and_report(const opts *o, const coh_inventory *inv, const coh_vi
         coh_pick_result_release(&res);
         return CLI_FAILED;
     }
-    if (st != COH_OK)
-        return cli_fail("pick", st);
+    if (st != COH_OK) {
+        int rc = cli_fail("pick", st);
+        coh_pick_result_release(&res);
+        return rc;
+    }
     const char *var;
     char value[1024];
     st = coh_child_env(inv, vis, env, res.picked, res.npicked, o->fmt, &var, value,

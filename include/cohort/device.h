@@ -1,5 +1,8 @@
 /* device.h: what accelerators the machine has, which of them a program will see and in what
- * order, device specs (--accelerator/--devices), picking free devices and reserving them. */
+ * order, device specs (--accelerator/--devices), picking free devices and reserving them.
+ * Thread safety: the functions keep no global state (errors go to the calling thread's
+ * message), so they may be called from several threads on distinct objects; an object
+ * (inventory, visible set, result) may be read by several threads at once. */
 #ifndef COHORT_DEVICE_H
 #define COHORT_DEVICE_H
 
@@ -83,10 +86,10 @@ coh_status coh_cpu_probe(coh_cpu_info *out);
 
 /* Probe the machine: the CPU and NVIDIA GPUs through NVML, loaded at run time with
  * dlopen("libnvidia-ml.so.1") (env COHORT_NVML_LIB names another file, for tests). No library
- * or no driver is not an error: zero GPUs and inv->note says why.
- * Errors: COH_ERR_NOMEM. A failing NVML call after a successful init is COH_ERR_SYSTEM naming
- * the function and nvmlErrorString. Ownership: *out is the caller's, free with
- * coh_inventory_destroy. */
+ * or no driver is not an error: zero GPUs and inv->note says why. A GPU whose basic queries
+ * fail (no permission, fallen off the bus) is left out and the note names it, the function
+ * and nvmlErrorString. Errors: COH_ERR_NOMEM; COH_ERR_SYSTEM when nvmlDeviceGetCount_v2 fails
+ * after a successful init. Ownership: *out is the caller's, free with coh_inventory_destroy. */
 coh_status coh_inventory_probe(coh_inventory **out);
 
 /* Parse an inventory document (schema in docs/inventory.md); `name` prefixes every error, as
@@ -212,7 +215,8 @@ coh_status coh_device_spec_parse(const char *text, coh_device_spec *out);
  * >= available). For COH_ACCEL_CPU the spec is a number of processes: *n_out is that number,
  * "-1"/"auto" meaning `available` (pass the available cores), and out[] gets 0..n-1.
  * Errors: COH_ERR_INVALID naming the spec and the valid range: nothing selected for a GPU
- * accelerator, a count above `available`, an index >= available, a list for cpu. */
+ * accelerator, a count above `available`, an index >= available, a list for cpu;
+ * COH_ERR_NOT_FOUND when a GPU accelerator has no visible device at all. */
 coh_status coh_device_spec_resolve(const coh_device_spec *spec, const char *text,
                                    coh_accel accel, int available, int *out, int cap,
                                    int *n_out);

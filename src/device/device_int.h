@@ -42,4 +42,20 @@ int pick_rank(const coh_inventory *inv, const coh_visible *vis, const coh_pick_o
 void pick_rejections(const coh_inventory *inv, const coh_visible *vis, const coh_pick_result *res,
                      char *buf, size_t cap);
 
+/* visible*.c internals: one comma-separated entry of a visibility variable. */
+typedef struct entry {
+    char text[128];
+    int pos; /* 1-based */
+} entry;
+int vis_vendor_list(const coh_inventory *inv, coh_vendor v, int *out, int cap);
+int vis_split(const char *value, entry *out, int cap);
+int vis_int_entry(const char *t, long *v);
+void vis_set_cut(coh_visible *v, const char *var, const char *value, const entry *e,
+                 coh_cut_reason r, const char *detail, const char *consequence);
+int vis_push(coh_visible *v, int gpu, int mig, int tile);
+int vis_uuid_match(const coh_inventory *inv, const int *cand, int n, const char *text);
+coh_status visible_cuda(const coh_inventory *inv, const coh_vis_env *env, coh_visible *v);
+coh_status visible_ze(const coh_inventory *inv, const coh_vis_env *env, coh_visible *v);
+coh_status visible_rocm(const coh_inventory *inv, const coh_vis_env *env, coh_visible *v);
+
 #endif

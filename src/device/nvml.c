@@ -101,8 +101,7 @@ static const char *nvml_bind(nvml_api *api)
 
 static coh_status nvml_fail(const nvml_api *api, const char *fn, int index, nvmlReturn_t r)
 {
-    return coh_errf(COH_ERR_SYSTEM, "nvml: %s failed for gpu %d: %s", fn, index,
-                    api->error_string(r));
+    return coh_errf(COH_ERR_SYSTEM, "nvml: gpu %d: %s: %s", index, fn, api->error_string(r));
 }
 
 /* Owner names of the processes, deduplicated, where /proc shows them. */
@@ -251,10 +250,21 @@ static coh_status nvml_devices(const nvml_api *api, coh_inventory *inv)
     for (unsigned int i = 0; i < n; i++) {
         coh_gpu *g = &inv->gpus[inv->ngpus];
         memset(g, 0, sizeof *g);
-        inv->ngpus++; /* counted before filling so destroy frees a partial MIG table */
         coh_status st = nvml_device(api, i, g);
-        if (st != COH_OK)
+        if (st == COH_ERR_NOMEM) {
+            free(g->mig);
             return st;
+        }
+        if (st != COH_OK) {
+            /* A GPU this process may not use (no permission, fallen off the bus) is left out,
+             * as CUDA leaves it out; the note says which and why. */
+            size_t len = strlen(inv->note);
+            str_append(inv->note, sizeof inv->note, &len, "%sskipped %s", len ? "; " : "",
+                       coh_last_error() + strlen("nvml: "));
+            free(g->mig);
+            continue;
+        }
+        inv->ngpus++;
     }
     return COH_OK;
 }

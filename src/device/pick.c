@@ -41,9 +41,9 @@ static void judge(const coh_inventory *inv, const coh_visible *vis, const coh_pi
     c->logical = l;
     device_state(inv, &vis->dev[l], &c->free_mib, &c->utilization_pct, &procs);
     c->usable = 0;
-    char owners[160] = "";
+    char owners[72] = ""; /* bounded so that the reason always fits */
     if (g->owners[0])
-        snprintf(owners, sizeof owners, " (owners: %.100s)", g->owners);
+        snprintf(owners, sizeof owners, " (owners: %.58s)", g->owners);
     if (g->compute_mode == COH_COMPUTE_PROHIBITED)
         snprintf(c->reason, sizeof c->reason, "compute mode is prohibited");
     else if (g->compute_mode == COH_COMPUTE_EXCLUSIVE_PROCESS && procs > 0)

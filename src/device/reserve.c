@@ -28,7 +28,7 @@ char *coh_lock_dir(char *buf, size_t cap)
     return buf;
 }
 
-static coh_status ensure_dir(const char *dir)
+static coh_status ensure_dir(const char *dir, int private_dir)
 {
     struct stat sb;
     if (mkdir(dir, 0700) != 0 && errno != EEXIST)
@@ -37,6 +37,10 @@ static coh_status ensure_dir(const char *dir)
         return coh_errf(COH_ERR_SYSTEM, "cannot use lock directory '%s': %m", dir);
     if (!S_ISDIR(sb.st_mode))
         return coh_errf(COH_ERR_SYSTEM, "lock directory '%s' is not a directory", dir);
+    /* A per-user directory in /tmp that someone else created could be used to block us. */
+    if (private_dir && sb.st_uid != getuid())
+        return coh_errf(COH_ERR_SYSTEM, "lock directory '%s' belongs to uid %u, not to this "
+                        "user (set COHORT_LOCK_DIR)", dir, (unsigned)sb.st_uid);
     return COH_OK;
 }
 
@@ -127,7 +131,7 @@ coh_status coh_pick_reserve(const coh_inventory *inv, const coh_visible *vis,
         return st;
     char dirbuf[900];
     const char *dir = lock_dir ? lock_dir : coh_lock_dir(dirbuf, sizeof dirbuf);
-    if ((st = ensure_dir(dir)) != COH_OK)
+    if ((st = ensure_dir(dir, !lock_dir && !getenv("COHORT_LOCK_DIR"))) != COH_OK)
         return st;
     int *rank = calloc((size_t)vis->count + 1, sizeof *rank);
     coh_reservation *r = calloc(1, sizeof *r);

@@ -165,8 +165,8 @@ coh_status coh_device_spec_resolve(const coh_device_spec *spec, const char *text
         return resolve_cpu(spec, text, available, out, cap, n_out);
     const char *an = coh_accel_name(accel);
     if (available == 0)
-        return coh_errf(COH_ERR_INVALID, "invalid device spec '%s': no %s device is visible",
-                        text, an);
+        return coh_errf(COH_ERR_NOT_FOUND, "no %s device is visible (devices '%s' needs at "
+                        "least one)", an, text);
     if (spec->kind == COH_SPEC_ALL) {
         for (int i = 0; i < available && i < cap; i++)
             out[i] = i;

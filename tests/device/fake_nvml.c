@@ -6,7 +6,7 @@
  *   name|uuid|bus id|total MiB|used MiB|util %|mode|processes|cc|SMs|clock MHz|mig
  * mode is the NVML number (0 default, 2 prohibited, 3 exclusive process), cc "8.0", mig ""
  * or "uuid/gi/ci/MiB;..." (MIG mode enabled). COHORT_FAKE_NVML_INIT=N makes nvmlInit_v2
- * return N. */
+ * return N; COHORT_FAKE_NVML_DENY=I refuses the handle of GPU I (no permission). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,6 +114,7 @@ EXPORT const char *nvmlErrorString(int r)
     case 1: return "Uninitialized";
     case 2: return "Invalid Argument";
     case 3: return "Not Supported";
+    case 4: return "Insufficient Permissions";
     case 6: return "Not Found";
     case 7: return "Insufficient Size";
     case 9: return "Driver Not Loaded";
@@ -131,6 +132,9 @@ EXPORT int nvmlDeviceGetCount_v2(unsigned int *n)
 EXPORT int nvmlDeviceGetHandleByIndex_v2(unsigned int i, fake_dev **h)
 {
     GUARD("nvmlDeviceGetHandleByIndex_v2");
+    const char *deny = getenv("COHORT_FAKE_NVML_DENY");
+    if (deny && *deny && (unsigned)atoi(deny) == i)
+        return 4; /* NVML_ERROR_NO_PERMISSION */
     if (i >= (unsigned)ndevs)
         return 2;
     *h = &devs[i];

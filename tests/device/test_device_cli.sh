@@ -61,6 +61,8 @@ visible cuda "0,3" COHORT_INVENTORY="$inv/four_a100.json" CUDA_VISIBLE_DEVICES=0
 
 # Listings, warnings and cuts.
 expect 0 "cuda:3" -- devices --inventory "$inv/four_a100.json"
+expect 0 "MIG instance of nvidia-smi 0: MIG-11119999-2222-3333-4444-555555555555 (gpu instance 2, compute instance 0, 19968 MiB)" \
+    -- devices --inventory "$inv/mig.json"
 expect 0 "none visible" CUDA_VISIBLE_DEVICES= -- devices --inventory "$inv/four_a100.json"
 expect 0 "warning: CUDA_VISIBLE_DEVICES='0,2,-1,1': entry 3 '-1' is negative; the runtime ignores it and every entry after it (visible: 0,2)" \
     CUDA_VISIBLE_DEVICES=0,2,-1,1 -- devices --inventory "$inv/four_a100.json"
@@ -73,6 +75,10 @@ expect 2 "error: invalid CUDA_VISIBLE_DEVICES='0,abc': entry 2 'abc' is not a de
     CUDA_VISIBLE_DEVICES=0,abc -- devices --inventory "$inv/four_a100.json"
 expect 2 "invalid CUDA_DEVICE_ORDER='FASTEST' is not one of FASTEST_FIRST, PCI_BUS_ID" \
     CUDA_DEVICE_ORDER=FASTEST -- devices --inventory "$inv/four_a100.json"
+expect 2 "invalid ZE_ENABLE_PCI_ID_DEVICE_ORDER='yes' is not 0 or 1" ZE_ENABLE_PCI_ID_DEVICE_ORDER=yes -- \
+    devices --inventory "$inv/intel.json"
+expect 0 "warning: ZE_AFFINITY_MASK='0,7': entry 2 '7' is past the last device (4 intel devices); it selects nothing" \
+    ZE_AFFINITY_MASK=0,7 -- devices --inventory "$inv/intel.json"
 expect 2 "invalid ZE_AFFINITY_MASK='0,1.x'" ZE_AFFINITY_MASK=0,1.x -- devices --inventory "$inv/intel.json"
 expect 2 "invalid ROCR_VISIBLE_DEVICES='0,,1': entry 2 '' is empty" ROCR_VISIBLE_DEVICES=0,,1 -- \
     devices --inventory "$inv/amd.json"
@@ -87,6 +93,9 @@ expect 2 "invalid device spec '0': it selects no device, which is not allowed fo
 expect 2 "invalid device spec '[]': it selects no device" -- devices --inventory "$inv/four_a100.json" --devices '[]'
 expect 2 "index 5 is out of range (visible cuda devices: 0 to 1)" CUDA_VISIBLE_DEVICES=0,1 -- \
     devices --inventory "$inv/four_a100.json" --devices 5,
+expect 1 "error: no cuda device is visible (devices '2' needs at least one)" CUDA_VISIBLE_DEVICES= -- \
+    devices --inventory "$inv/four_a100.json" --accelerator cuda --devices 2
+grep -q "none visible" "$tmp/out" && echo "ok   the listing is still printed" || { echo "FAIL no listing"; fail=1; }
 expect 2 "invalid accelerator 'tpu': expected one of auto, cpu, cuda, gpu, xpu, rocm" -- devices --accelerator tpu
 expect 2 "unknown option '--colour'" -- devices --colour
 expect 0 "usage: cohort devices" -- devices --help

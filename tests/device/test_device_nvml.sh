@@ -78,6 +78,18 @@ COHORT_FAKE_NVML_INIT=9 run "$COHORT" devices >"$tmp/out" 2>&1
 check "init failure exits 0" test $? -eq 0
 check "init failure is one line naming nvmlErrorString" grep -q "nvmlInit_v2: Driver Not Loaded" "$tmp/out"
 
+# A GPU this process may not open is left out with a note; the other keeps its nvidia-smi index.
+COHORT_FAKE_NVML_DENY=0 run "$COHORT" devices --json >"$tmp/out.json" 2>"$tmp/err"
+check "a denied gpu: exit 0" test $? -eq 0
+check "a denied gpu: skipped with a note, the other listed as smi 1 and cuda:0" "$COHORT_PYTHON" - "$tmp/out.json" <<'EOT'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["note"] == "skipped gpu 0: nvmlDeviceGetHandleByIndex_v2: Insufficient Permissions", d["note"]
+assert [(g["name"], g["physical_index"]) for g in d["gpus"]] == [("NVIDIA A100-SXM4-40GB", 1)], d["gpus"]
+c = d["visible"]["cuda"]
+assert [x["physical_index"] for x in c["devices"]] == [1] and c["warning"] is None, c
+EOT
+
 # No library at all.
 COHORT_NVML_LIB="$tmp/none/libnvidia-ml.so.1" "$COHORT" devices >"$tmp/out" 2>&1
 check "no library: exit 0" test $? -eq 0

@@ -2,6 +2,7 @@
  * order, the limits; reservations: concurrent processes never get the same device, a MIG
  * instance and its whole GPU exclude each other, locks go away with their holder. */
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -234,6 +235,33 @@ static void lock_dir_choice(void)
     CHECK_STR(coh_lock_dir(buf, sizeof buf), want);
 }
 
+/* A per-user default directory created by someone else is refused (needs root to fake). */
+static void foreign_lock_dir(void)
+{
+    if (getuid() != 0) {
+        printf("note: foreign_lock_dir needs root to chown; only the default-path case ran\n");
+        return;
+    }
+    char xdg[128], dir[160];
+    snprintf(xdg, sizeof xdg, "%s-xdg", lockdir);
+    snprintf(dir, sizeof dir, "%s/cohort-locks", xdg);
+    CHECK(mkdir(xdg, 0700) == 0 && mkdir(dir, 0700) == 0 && chown(dir, 12345, 12345) == 0);
+    setenv("XDG_RUNTIME_DIR", xdg, 1);
+    unsetenv("COHORT_LOCK_DIR");
+    coh_pick_opts o;
+    coh_pick_opts_init(&o);
+    coh_pick_result r;
+    coh_reservation *res = NULL;
+    CHECK_FAILS(coh_pick_reserve(busy, &busy_vis, &o, NULL, &r, &res), COH_ERR_SYSTEM,
+                "belongs to uid 12345, not to this user (set COHORT_LOCK_DIR)");
+    CHECK(res == NULL);
+    coh_pick_result_release(&r);
+    unsetenv("XDG_RUNTIME_DIR");
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", xdg);
+    CHECK(system(cmd) == 0);
+}
+
 int main(void)
 {
     busy = load_inv("busy.json");
@@ -247,6 +275,7 @@ int main(void)
     RUN(concurrent_reservations);
     RUN(mig_and_whole);
     RUN(lock_dir_choice);
+    RUN(foreign_lock_dir);
     coh_visible_release(&busy_vis);
     coh_inventory_destroy(busy);
     char cmd[128];

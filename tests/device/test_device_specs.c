@@ -79,7 +79,8 @@ static void spec_errors(void)
     CHECK_FAILS(resolve("[1,]", COH_ACCEL_CUDA, 4), COH_ERR_INVALID, "empty entry at position 2");
     CHECK_FAILS(resolve("", COH_ACCEL_CUDA, 4), COH_ERR_INVALID, "it is empty");
     CHECK_FAILS(resolve("99999999999", COH_ACCEL_CUDA, 4), COH_ERR_INVALID, "expected");
-    CHECK_FAILS(resolve("2", COH_ACCEL_CUDA, 0), COH_ERR_INVALID, "no cuda device is visible");
+    CHECK_FAILS(resolve("2", COH_ACCEL_CUDA, 0), COH_ERR_NOT_FOUND,
+                "no cuda device is visible (devices '2' needs at least one)");
 }
 
 /* For cpu, devices is a number of processes. */

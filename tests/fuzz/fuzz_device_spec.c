@@ -34,7 +34,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                     if (out[i] == out[j])
                         abort();
             }
-        } else if (!strstr(coh_last_error(), "invalid device spec '")) {
+        } else if (!strstr(coh_last_error(), avail ? "invalid device spec '"
+                                                     : "no cuda device is visible")) {
             abort();
         }
         if (coh_device_spec_resolve(&ds, text, COH_ACCEL_CPU, avail, NULL, 0, &n) == COH_OK &&

@@ -76,7 +76,12 @@ expect_usage "invalid accelerator 'tpu'" --accelerator tpu
 expect_usage "'--pick' and '--devices' together" --pick 1 --devices 1
 expect_usage "with --bind-devices: 2 device(s) selected" -n 3 --devices 2 --bind-devices
 expect_usage "invalid --pick '0'" --pick 0
-COHORT_INVENTORY=$INV/amd.json expect_usage "invalid --nproc-per-node 'gpu': no cuda device is visible" -n gpu
+# No GPU visible is not a usage error (the device layer's rule: exit 1), but still says why.
+rm -f "$T/started"
+COHORT_INVENTORY=$INV/amd.json "$C" run -n gpu sh -c "touch $T/started" 2>"$T/e"
+rc=$?
+[ $rc -eq 1 ] && [ ! -e "$T/started" ] || fail "-n gpu without GPUs: exit $rc, expected 1 and no worker"
+grep -qF -- "--nproc-per-node gpu: no cuda device is visible" "$T/e" || fail "-n gpu without GPUs: $(cat "$T/e")"
 expect_usage "invalid --nproc-per-node 'gpu' with --accelerator cpu" -n gpu --accelerator cpu
 CUDA_VISIBLE_DEVICES=0,x expect_usage "invalid CUDA_VISIBLE_DEVICES" --devices 1
 
