@@ -186,6 +186,10 @@ coh_status shm_sync_first(shm *s, const coh_op *op, const void *send, const void
 
 coh_status shm_read_failed(shm *s, int peer, int err)
 {
+    /* A peer that gave up on this op because another rank died may have freed its buffer
+     * already: the dead rank is the cause to report. */
+    if (atomic_load(&s->ctl->lost))
+        return lost_error(s, "reading a peer's buffer");
     if (pid_dead(atomic_load(&shm_slot_of(s, peer)->pid)) || err == ESRCH) {
         raise_lost(s, peer);
         return lost_error(s, "reading its buffer");
