@@ -23,7 +23,11 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
 # cohort ranks are started by the launcher; MPI's by mpirun.
-launch_cohort() { local n=$1; shift; "$build/comm_spawn" "$n" "$@"; }
+launch_cohort() {
+    local n=$1
+    shift
+    "$build/cohort" run --standalone --nproc-per-node "$n" --prefix '' -- "$@" 2>/dev/null
+}
 # --oversubscribe only when ranks outnumber cores: it makes Open MPI yield when idle.
 launch_mpi() {
     local n=$1 over=()

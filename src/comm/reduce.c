@@ -9,63 +9,62 @@
 
 #include "cohort/status.h"
 
-typedef float kv_f32 __attribute__((vector_size(64)));
-typedef double kv_f64 __attribute__((vector_size(64)));
-typedef int32_t kv_i32 __attribute__((vector_size(64)));
-typedef int64_t kv_i64 __attribute__((vector_size(64)));
-typedef uint32_t kv_u32 __attribute__((vector_size(64)));
-typedef uint8_t kv_u8 __attribute__((vector_size(64)));
-typedef int8_t kv_s8 __attribute__((vector_size(64)));
-typedef uint16_t kv_u16 __attribute__((vector_size(32)));
-
 /* 64-byte vectors pass between always-inlined helpers only: the ABI note does not apply. */
 #pragma GCC diagnostic ignored "-Wpsabi"
 
 #define KERN_ATTR __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,f16c,fma")))
 #define KERN(name) name##_avx512
-#define KERN_F16_LOAD(h) ((kv_f32)_mm512_cvtph_ps((__m256i)(h)))
+#define KERN_VBYTES 64
+#define KERN_F16_LOAD(h) ((kv_f32_avx512)_mm512_cvtph_ps((__m256i)(h)))
 #define KERN_F16_STORE(f)                                                                      \
-    ((kv_u16)_mm512_cvtps_ph((__m512)(f), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
+    ((kv_u16_avx512)_mm512_cvtps_ph((__m512)(f), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
 #include "comm/reduce_kern.h"
 #undef KERN_ATTR
 #undef KERN
+#undef KERN_VBYTES
 #undef KERN_F16_LOAD
 #undef KERN_F16_STORE
-
-/* Two 8-wide F16C conversions per 16 values. */
-static __attribute__((target("avx2,f16c,fma"))) inline kv_f32 f16_load_avx2(kv_u16 h)
-{
-    __m256i v = (__m256i)h;
-    __m256 lo = _mm256_cvtph_ps(_mm256_castsi256_si128(v));
-    __m256 hi = _mm256_cvtph_ps(_mm256_extracti128_si256(v, 1));
-    kv_f32 r;
-    memcpy(&r, &lo, 32);
-    memcpy((char *)&r + 32, &hi, 32);
-    return r;
-}
-
-static __attribute__((target("avx2,f16c,fma"))) inline kv_u16 f16_store_avx2(kv_f32 f)
-{
-    __m256 lo, hi;
-    memcpy(&lo, &f, 32);
-    memcpy(&hi, (char *)&f + 32, 32);
-    __m128i a = _mm256_cvtps_ph(lo, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m128i b = _mm256_cvtps_ph(hi, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    return (kv_u16)_mm256_set_m128i(b, a);
-}
 
 #define KERN_ATTR __attribute__((target("avx2,f16c,fma")))
 #define KERN(name) name##_avx2
-#define KERN_F16_LOAD(h) f16_load_avx2(h)
-#define KERN_F16_STORE(f) f16_store_avx2(f)
+#define KERN_VBYTES 32
+#define KERN_F16_LOAD(h) ((kv_f32_avx2)_mm256_cvtph_ps((__m128i)(h)))
+#define KERN_F16_STORE(f)                                                                      \
+    ((kv_u16_avx2)_mm256_cvtps_ph((__m256)(f), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
 #include "comm/reduce_kern.h"
 #undef KERN_ATTR
 #undef KERN
+#undef KERN_VBYTES
+#undef KERN_F16_LOAD
+#undef KERN_F16_STORE
+
+/* The baseline (SSE2 on x86-64): generic vectors, f16 converted one value at a time. */
+typedef float kv_f32_base __attribute__((vector_size(16)));
+typedef uint16_t kv_u16_base __attribute__((vector_size(8)));
+static inline kv_f32_base f16_load_base(kv_u16_base h)
+{
+    return (kv_f32_base){coh_f16_to_f32(h[0]), coh_f16_to_f32(h[1]), coh_f16_to_f32(h[2]),
+                         coh_f16_to_f32(h[3])};
+}
+static inline kv_u16_base f16_store_base(kv_f32_base f)
+{
+    return (kv_u16_base){coh_f32_to_f16(f[0]), coh_f32_to_f16(f[1]), coh_f32_to_f16(f[2]),
+                         coh_f32_to_f16(f[3])};
+}
+#define KERN_ATTR
+#define KERN(name) name##_base
+#define KERN_VBYTES 16
+#define KERN_F16_LOAD(h) f16_load_base(h)
+#define KERN_F16_STORE(f) f16_store_base(f)
+#include "comm/reduce_kern.h"
+#undef KERN_ATTR
+#undef KERN
+#undef KERN_VBYTES
 #undef KERN_F16_LOAD
 #undef KERN_F16_STORE
 
 
-/* ---- scalar: the tail of every variant, and the whole job without AVX2 ---------------------- */
+/* ---- scalar: the tail of every variant ------------------------------------------------------ */
 
 static double get(const void *p, size_t i, coh_dtype t)
 {
@@ -184,7 +183,7 @@ void coh_reduce_n(void *dst, const void *const *src, int nsrc, size_t count, coh
     switch (coh_reduce_isa()) {
     case COH_ISA_AVX512: done = reduce_avx512(dst, src, nsrc, count, t, (int)op, div); break;
     case COH_ISA_AVX2: done = reduce_avx2(dst, src, nsrc, count, t, (int)op, div); break;
-    default: break;
+    default: done = reduce_base(dst, src, nsrc, count, t, (int)op, div); break;
     }
     scalar(dst, src, nsrc, done, count, t, op == COH_AVG ? COH_SUM : op, div);
 }

@@ -1,17 +1,38 @@
 /* reduce_kern.h: the reduction kernels, written once with GCC vector types and compiled by
- * reduce.c once per instruction set (KERN_ATTR selects the target, KERN() suffixes names,
- * KERN_F16 picks the f16 conversion). Vectors are 64 bytes; narrower ISAs split them. */
+ * reduce.c once per instruction set: KERN_ATTR selects the target, KERN() suffixes names,
+ * KERN_VBYTES is the vector width and KERN_F16_LOAD/STORE convert f16 (KERN_LANES floats). */
+
+#define KERN_LANES (KERN_VBYTES / 4)
+typedef float KERN(kv_f32) __attribute__((vector_size(KERN_VBYTES)));
+typedef double KERN(kv_f64) __attribute__((vector_size(KERN_VBYTES)));
+typedef int32_t KERN(kv_i32) __attribute__((vector_size(KERN_VBYTES)));
+typedef int64_t KERN(kv_i64) __attribute__((vector_size(KERN_VBYTES)));
+typedef uint32_t KERN(kv_u32) __attribute__((vector_size(KERN_VBYTES)));
+typedef uint64_t KERN(kv_u64) __attribute__((vector_size(KERN_VBYTES)));
+typedef uint8_t KERN(kv_u8) __attribute__((vector_size(KERN_VBYTES)));
+typedef int8_t KERN(kv_s8) __attribute__((vector_size(KERN_VBYTES)));
+typedef uint16_t KERN(kv_u16) __attribute__((vector_size(KERN_VBYTES / 2)));
+#define kv_f32 KERN(kv_f32)
+#define kv_f64 KERN(kv_f64)
+#define kv_i32 KERN(kv_i32)
+#define kv_i64 KERN(kv_i64)
+#define kv_u32 KERN(kv_u32)
+#define kv_u64 KERN(kv_u64)
+#define kv_u8 KERN(kv_u8)
+#define kv_s8 KERN(kv_s8)
+#define kv_u16 KERN(kv_u16)
 
 #define KERN_SEL(T, M, a, b) ((T)(((M) & (b)) | (~(M) & (a))))
 
-/* op(a, b) for one vector, op a compile-time constant after inlining. */
-#define KERN_COMB(VT, MT, a, b, op)                                                            \
-    ((op) == COH_MIN   ? KERN_SEL(VT, (MT)((b) < (a)), (MT)(a), (MT)(b))                       \
-     : (op) == COH_MAX ? KERN_SEL(VT, (MT)((b) > (a)), (MT)(a), (MT)(b))                       \
-     : (op) == COH_PROD ? (a) * (b)                                                            \
-                        : (a) + (b))
+/* op(a, b) for one vector, op a compile-time constant after inlining; sums and products in
+ * AT, the unsigned twin of integer types, so that they wrap without undefined behaviour. */
+#define KERN_COMB(VT, MT, AT, a, b, op)                                                        \
+    ((op) == COH_MIN    ? KERN_SEL(VT, (MT)((b) < (a)), (MT)(a), (MT)(b))                      \
+     : (op) == COH_MAX  ? KERN_SEL(VT, (MT)((b) > (a)), (MT)(a), (MT)(b))                      \
+     : (op) == COH_PROD ? (VT)((AT)(a) * (AT)(b))                                              \
+                        : (VT)((AT)(a) + (AT)(b)))
 
-#define KERN_LOOP(VT, MT, ET, NAME)                                                            \
+#define KERN_LOOP(VT, MT, AT, ET, NAME)                                                        \
     static KERN_ATTR inline __attribute__((always_inline)) size_t KERN(NAME##_body)(           \
         ET *dst, const ET *const *src, int n, size_t count, int op, int div)                   \
     {                                                                                          \
@@ -22,7 +43,7 @@
             __builtin_memcpy(&acc, src[0] + i, sizeof acc);                                    \
             for (int j = 1; j < n; j++) {                                                      \
                 __builtin_memcpy(&x, src[j] + i, sizeof x);                                    \
-                acc = KERN_COMB(VT, MT, acc, x, op);                                           \
+                acc = KERN_COMB(VT, MT, AT, acc, x, op);                                           \
             }                                                                                  \
             if (div > 0)                                                                       \
                 acc = acc / (ET)div;                                                           \
@@ -43,13 +64,13 @@
         }                                                                                      \
     }
 
-KERN_LOOP(kv_f32, kv_i32, float, f32)
-KERN_LOOP(kv_f64, kv_i64, double, f64)
-KERN_LOOP(kv_i32, kv_i32, int32_t, i32)
-KERN_LOOP(kv_i64, kv_i64, int64_t, i64)
-KERN_LOOP(kv_u8, kv_s8, uint8_t, u8)
+KERN_LOOP(kv_f32, kv_i32, kv_f32, float, f32)
+KERN_LOOP(kv_f64, kv_i64, kv_f64, double, f64)
+KERN_LOOP(kv_i32, kv_i32, kv_u32, int32_t, i32)
+KERN_LOOP(kv_i64, kv_i64, kv_u64, int64_t, i64)
+KERN_LOOP(kv_u8, kv_s8, kv_u8, uint8_t, u8)
 
-/* 16 half-width values <-> 16 floats. */
+/* KERN_LANES half-width values <-> floats. */
 static KERN_ATTR inline __attribute__((always_inline)) kv_f32 KERN(load16)(const uint16_t *p,
                                                                             int bf16)
 {
@@ -83,11 +104,11 @@ static KERN_ATTR inline __attribute__((always_inline)) size_t KERN(half_body)(
     uint16_t *dst, const uint16_t *const *src, int n, size_t count, int op, int div, int bf16)
 {
     size_t i = 0;
-    for (; i + 16 <= count; i += 16) {
+    for (; i + KERN_LANES <= count; i += KERN_LANES) {
         kv_f32 acc = KERN(load16)(src[0] + i, bf16);
         for (int j = 1; j < n; j++) {
             kv_f32 x = KERN(load16)(src[j] + i, bf16);
-            acc = KERN_COMB(kv_f32, kv_i32, acc, x, op);
+            acc = KERN_COMB(kv_f32, kv_i32, kv_f32, acc, x, op);
         }
         if (div > 0)
             acc = acc / (float)div;
@@ -134,3 +155,14 @@ static KERN_ATTR size_t KERN(reduce)(void *dst, const void *const *src, int n, s
     default: return 0;
     }
 }
+
+#undef kv_f32
+#undef kv_f64
+#undef kv_i32
+#undef kv_i64
+#undef kv_u32
+#undef kv_u64
+#undef kv_u8
+#undef kv_s8
+#undef kv_u16
+#undef KERN_LANES

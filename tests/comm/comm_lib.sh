@@ -1,6 +1,5 @@
-# comm_lib.sh: shared by the comm test scripts: how ranks are launched and how leftovers in
-# /dev/shm are found. Sourced, not run.
-# LAUNCH N CMD...: start N ranks of CMD with the launcher's worker environment.
+# comm_lib.sh: shared by the comm test scripts: how ranks are launched (`cohort run`) and how
+# leftovers in /dev/shm are found. Sourced, not run.
 set -u
 build=${COHORT_BUILD_DIR:?run through ctest}
 rank_bin="$build/comm_rank"
@@ -8,12 +7,15 @@ user=$(id -un)
 fails=0
 job=""
 
-# Each launch gets its own job id so that its /dev/shm names are known.
+cohort=${COHORT:?run through ctest}
+
+# launch N CMD...: N ranks of CMD under `cohort run` (a free port, unprefixed output); each
+# launch gets its own job id so that its /dev/shm names are known.
 launch() {
     local n=$1
     shift
     job="ctest$$-$RANDOM"
-    "$build/comm_spawn" --job "$job" --limit 200 "$n" "$@"
+    "$cohort" run --standalone --nproc-per-node "$n" --run-id "$job" --prefix '' -- "$@"
 }
 
 # No segment of the last job may remain, whatever happened to its ranks.

@@ -9,6 +9,7 @@
  *               survivors must fail with PEER_LOST naming it (prints the wall time)
  *   mismatch    the last rank calls with another count, then another type: MISMATCH on all
  *   silent      the last rank never calls: the others time out naming it
+ *   absent      the last rank exits before joining: the others' create times out naming it
  * Exit 0 when every check on this rank passed. */
 #include <signal.h>
 #include <stdio.h>
@@ -139,6 +140,8 @@ static int mode_rounding(coh_comm *c, int rank, int n)
 
 static int mode_kill(coh_comm *c, int rank, int n, const char *pidfile)
 {
+    /* A launcher tears the job down when a rank dies: survivors finish their checks first. */
+    signal(SIGTERM, SIG_IGN);
     size_t count = 1 << 20;
     float *buf = malloc(count * sizeof *buf);
     for (size_t i = 0; i < count; i++)
@@ -184,6 +187,16 @@ static int mode_mismatch(coh_comm *c, int rank, int n)
     /* a mismatch is reported, not fatal: the next matching call works */
     st = coh_allreduce(c, x, y, 4, COH_F32, COH_SUM);
     EXPECT(st == COH_OK && y[3] == 4.0f * n, "after mismatch: %s", coh_last_error());
+    /* point to point: the receiver learns that the sender's count differs */
+    if (rank == 0)
+        EXPECT(coh_send(c, x, 4, COH_F32, 1) == COH_OK, "send: %s", coh_last_error());
+    if (rank == 1) {
+        st = coh_recv(c, y, 3, COH_F32, 0);
+        EXPECT(st == COH_ERR_MISMATCH && strstr(coh_last_error(), "recv(count=3, f32)") &&
+               strstr(coh_last_error(), "rank 0 called send(count=4, f32)"),
+               "recv: %s: '%s'", coh_status_name(st), coh_last_error());
+    }
+    EXPECT(coh_barrier(c) == COH_OK, "barrier after p2p mismatch: %s", coh_last_error());
     return 0;
 }
 
@@ -204,9 +217,28 @@ static int mode_silent(coh_comm *c, int rank, int n)
     return 0;
 }
 
+static int mode_absent(void)
+{
+    int rank = atoi(getenv("RANK") ? getenv("RANK") : "0");
+    int n = atoi(getenv("WORLD_SIZE") ? getenv("WORLD_SIZE") : "1");
+    if (rank == n - 1)
+        return 0;
+    coh_comm *c = NULL;
+    coh_status st = coh_comm_create(COH_COMM_AUTO, &c);
+    char want[64];
+    snprintf(want, sizeof want, "rank %d never joined", n - 1);
+    EXPECT(st == COH_ERR_TIMEOUT && strstr(coh_last_error(), want), "got %s: '%s'",
+           coh_status_name(st), coh_last_error());
+    printf("rank %d: %s\n", rank, coh_last_error());
+    coh_comm_destroy(c);
+    return bad ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "sweep";
+    if (!strcmp(mode, "absent"))
+        return mode_absent();
     coh_comm *c;
     coh_status st = coh_comm_create(COH_COMM_AUTO, &c);
     if (st) {

@@ -2,7 +2,8 @@
 # test_comm_faults.sh: a rank killed with -9 mid-all-reduce makes every other rank fail with
 # PEER_LOST naming it within 1 s; a rank calling with another count or type makes all fail
 # with MISMATCH describing both calls; a rank that never calls makes the others time out
-# naming it. Nothing may remain in /dev/shm after any of them.
+# naming it, and one that never joins makes the others' create time out naming it. Nothing may
+# remain in /dev/shm after any of them.
 . "$(dirname "$0")/comm_lib.sh"
 
 kill_test() {
@@ -48,4 +49,5 @@ for n in 2 5; do
     expect_ok "mismatch on $n ranks" "$n" "$rank_bin" mismatch
 done
 COHORT_COMM_TIMEOUT=1 expect_ok "silent rank on 3 ranks" 3 "$rank_bin" silent
+COHORT_COMM_TIMEOUT=1 expect_ok "absent rank on 3 ranks" 3 "$rank_bin" absent
 finish

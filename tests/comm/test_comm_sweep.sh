@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_comm_sweep.sh: every op x type x size class (0, 1, 1009, 65537) x in-place/out-of-place
 # x arena/plain buffers on 1 to 4 ranks, each element checked against the exact result; also
-# with each reduction kernel (scalar, avx2) and with tiny staging halves (many rounds).
+# with each reduction kernel (scalar, avx2), with tiny staging halves (many rounds) and without
+# cross-memory attach (plain all-reduce through the staging halves).
 . "$(dirname "$0")/comm_lib.sh"
 for n in 1 2 3 4; do
     expect_ok "sweep on $n ranks" "$n" "$rank_bin" sweep
@@ -12,4 +13,5 @@ for isa in scalar avx2; do
     fi
 done
 COHORT_SHM_STAGE=4096 expect_ok "sweep on 3 ranks, 4 KiB staging" 3 "$rank_bin" sweep
+COHORT_SHM_NO_CMA=1 expect_ok "sweep on 2 ranks, no cross-memory attach" 2 "$rank_bin" sweep
 finish

@@ -4,6 +4,7 @@
  * segment's name, mode and arena allocator. */
 #include <fcntl.h>
 #include <immintrin.h>
+#include <pthread.h>
 #include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,7 +108,7 @@ static void random_fill(void *p, size_t n, coh_dtype t)
         case COH_BF16:
         case COH_F16: ((uint16_t *)p)[i] = (uint16_t)(r % 61 == 0 ? (t == COH_BF16 ? 0x7fc1 : 0x7e01) : (r >> 7) & 0x7bff); break;
         case COH_I32: ((int32_t *)p)[i] = (int32_t)r; break;
-        case COH_I64: ((int64_t *)p)[i] = (int64_t)r * 2654435761ll; break;
+        case COH_I64: ((int64_t *)p)[i] = (int64_t)((uint64_t)r * 2654435761u); break;
         default: ((uint8_t *)p)[i] = (uint8_t)r; break;
         }
     }
@@ -277,23 +278,48 @@ static void test_self_comm(void)
     coh_comm_destroy(NULL);
 }
 
-/* A two-rank segment whose second rank never comes: it stays visible (mode 0600, named after
- * the user and the job); a one-rank segment is unlinked at once. */
+/* A two-rank segment whose second rank never comes: while rank 0 waits for it the segment is
+ * visible (mode 0600, named after the user and the job); then rank 0 times out naming rank 1
+ * and removes it. A one-rank segment is unlinked at once. */
+typedef struct open_arg { coh_comm_env env; coh_status st; char msg[512]; } open_arg;
+
+static void *open_rank0(void *p)
+{
+    open_arg *a = p;
+    void *tp = NULL;
+    a->st = coh_shm_open(&a->env, &tp);
+    snprintf(a->msg, sizeof a->msg, "%s", coh_last_error());
+    if (!a->st)
+        coh_shm_ops.destroy(tp);
+    return NULL;
+}
+
 static void test_shm_segment(void)
 {
     clear_env();
-    coh_comm_env env = {.rank = 0, .size = 2, .local_size = 2, .nnodes = 1, .timeout_s = 5};
-    snprintf(env.job, sizeof env.job, "unit%d-r0", (int)getpid());
-    void *tp;
-    CHECK_OK(coh_shm_open(&env, &tp));
+    open_arg oa = {.env = {.rank = 0, .size = 2, .local_size = 2, .nnodes = 1, .timeout_s = 1.5}};
+    coh_comm_env env = oa.env;
+    snprintf(oa.env.job, sizeof oa.env.job, "unit%d-r0", (int)getpid());
+    snprintf(env.job, sizeof env.job, "%s", oa.env.job);
     struct passwd *pw = getpwuid(geteuid());
     char path[512];
     snprintf(path, sizeof path, "/dev/shm/cohort-%s-%s", pw ? pw->pw_name : "?", env.job);
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, open_rank0, &oa) == 0);
     struct stat st;
-    CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0600);
-    unlink(path);
-    coh_shm_ops.destroy(tp);
+    int seen = 0;
+    for (int i = 0; i < 1000 && !seen; i++) {
+        seen = stat(path, &st) == 0;
+        if (!seen)
+            usleep(1000);
+    }
+    CHECK(seen && (st.st_mode & 0777) == 0600);
+    pthread_join(th, NULL);
+    CHECK_INT(oa.st, COH_ERR_TIMEOUT);
+    CHECK(strstr(oa.msg, "rank 1 never joined shared memory"));
+    CHECK(stat(path, &st) != 0);
 
+    void *tp;
     env.size = 1;
     env.local_size = 1;
     CHECK_OK(coh_shm_open(&env, &tp));

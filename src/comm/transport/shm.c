@@ -1,6 +1,7 @@
 /* shm.c: the shared-memory transport for ranks on one node: one segment per communicator,
  * created mode 0600 under a name holding the user and the job id, and unlinked as soon as
  * every rank has mapped it, so nothing is left in /dev/shm even when ranks are killed. */
+#define _GNU_SOURCE /* process_vm_readv */
 #include <errno.h>
 #include <fcntl.h>
 #include <pwd.h>
@@ -9,6 +10,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -84,9 +86,10 @@ static coh_status env_bytes(const char *name, uint64_t dflt, uint64_t lo, uint64
 
 static void seg_name(char *buf, size_t n, const char *job, const char *suffix)
 {
-    struct passwd *pw = getpwuid(geteuid());
-    char user[64];
-    if (pw && strlen(pw->pw_name) < sizeof user && !strchr(pw->pw_name, '/'))
+    struct passwd pwbuf, *pw = NULL;
+    char strings[1024], user[64];
+    if (getpwuid_r(geteuid(), &pwbuf, strings, sizeof strings, &pw) == 0 && pw &&
+        strlen(pw->pw_name) < sizeof user && !strchr(pw->pw_name, '/'))
         snprintf(user, sizeof user, "%s", pw->pw_name);
     else
         snprintf(user, sizeof user, "uid%d", (int)geteuid());
@@ -140,8 +143,17 @@ static coh_status seg_map(shm *s, size_t bytes, double deadline)
     }
 }
 
+/* Cross-memory attach may be forbidden (seccomp, ptrace rules): try it on ourselves. */
+static int cma_works(void)
+{
+    char a[8] = "cohort", b[8] = "";
+    struct iovec local = {b, sizeof b}, remote = {a, sizeof a};
+    return process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == (ssize_t)sizeof a &&
+           !memcmp(a, b, sizeof a);
+}
+
 /* Every rank: map, wait for the creator's magic, register, and unlink when last. */
-static coh_status seg_join(shm *s, size_t bytes, int creator)
+static coh_status seg_join(shm *s, size_t bytes)
 {
     double deadline = coh_now() + s->timeout;
     coh_status st = seg_map(s, bytes, deadline);
@@ -156,15 +168,36 @@ static coh_status seg_join(shm *s, size_t bytes, int creator)
         return coh_errf(COH_ERR_MISMATCH, "shared memory '%s' holds %u ranks and %llu bytes but "
                         "this rank expects %d and %zu: ranks disagree on WORLD_SIZE or COHORT_SHM_*",
                         s->name, s->ctl->n, (unsigned long long)s->ctl->bytes, s->n, bytes);
+    shm_slot_of(s, s->rank)->cma = cma_works() && !getenv("COHORT_SHM_NO_CMA");
     atomic_store(&shm_slot_of(s, s->rank)->pid, (int32_t)getpid());
     if (atomic_fetch_add(&s->ctl->mapped, 1) + 1 == (uint32_t)s->n)
         shm_unlink(s->name);
-    (void)creator;
+    return COH_OK;
+}
+
+/* The world's ranks wait until all have mapped the segment (and so it is unlinked); when one
+ * never comes, the name is removed here so that nothing is left behind. */
+static coh_status seg_wait_all(shm *s)
+{
+    double deadline = coh_now() + s->timeout;
+    while (atomic_load(&s->ctl->mapped) < (uint32_t)s->n) {
+        if (coh_now() > deadline) {
+            shm_unlink(s->name);
+            char missing[256] = "";
+            size_t k = 0;
+            for (int r = 0; r < s->n && k < sizeof missing - 12; r++)
+                if (!atomic_load(&shm_slot_of(s, r)->pid))
+                    k += (size_t)snprintf(missing + k, sizeof missing - k, "%s%d", k ? ", " : "", r);
+            return coh_errf(COH_ERR_TIMEOUT, "rank %s never joined shared memory '%s' within %g s",
+                            missing, s->name, s->timeout);
+        }
+        nanosleep(&(struct timespec){0, 200000}, NULL);
+    }
     return COH_OK;
 }
 
 static coh_status shm_new(int rank, int n, double timeout, const char *name, int create,
-                          shm **out)
+                          int wait_all, shm **out)
 {
     uint64_t half, arena;
     coh_status st;
@@ -183,7 +216,10 @@ static coh_status shm_new(int rank, int n, double timeout, const char *name, int
     s->timeout = timeout;
     snprintf(s->name, sizeof s->name, "%s", name);
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    s->spin = n <= cpus ? 4000 : 0; /* oversubscribed: spinning only delays the peer we await */
+    /* Oversubscribed, a waiter yields at every turn so that the peer it awaits can run, and
+     * sleeps after ~100 turns; otherwise it spins ~100 us, yielding now and then. */
+    s->spin = n <= cpus ? 4000 : 100;
+    s->yield_every = n <= cpus ? 64 : 1;
     const char *spin = getenv("COHORT_SHM_SPIN");
     if (spin)
         s->spin = atoi(spin);
@@ -204,7 +240,7 @@ static coh_status shm_new(int rank, int n, double timeout, const char *name, int
         s->ctl->n = (uint32_t)n;
         atomic_store(&s->ctl->magic, SHM_MAGIC);
     }
-    if ((st = seg_join(s, bytes, create))) {
+    if ((st = seg_join(s, bytes)) || (wait_all && (st = seg_wait_all(s)))) {
         if (s->base)
             munmap(s->base, s->bytes);
         if (create)
@@ -229,7 +265,7 @@ coh_status coh_shm_open(const coh_comm_env *env, void **self)
     char name[240];
     seg_name(name, sizeof name, env->job, "");
     shm *s;
-    coh_status st = shm_new(env->rank, env->size, env->timeout_s, name, env->rank == 0, &s);
+    coh_status st = shm_new(env->rank, env->size, env->timeout_s, name, env->rank == 0, 1, &s);
     if (st)
         return coh_err_prefix(st, "cannot join the job's shared memory as rank %d of %d",
                               env->rank, env->size);
@@ -340,11 +376,11 @@ static coh_status shm_split(void *self, int color, int key, const int *members, 
     coh_status st = COH_OK, sync_st;
     shm *s = NULL;
     if (leader)
-        st = shm_new(0, nmembers, p->timeout, name, 1, &s);
+        st = shm_new(0, nmembers, p->timeout, name, 1, 0, &s);
     if ((sync_st = shm_sync(p)))
         return sync_st;
     if (!st && color >= 0 && !leader)
-        st = shm_new(new_rank, nmembers, p->timeout, name, 0, &s);
+        st = shm_new(new_rank, nmembers, p->timeout, name, 0, 0, &s);
     if ((sync_st = shm_sync(p)))
         st = sync_st;
     if (leader)

@@ -8,6 +8,9 @@
  *     rank r:  send pieces -> stage[r] | sync | stage[r].piece[r] = op over stage[*].piece[r]
  *              | sync | recv.piece[b] <- stage[b].piece[b] for every b (reduce: root only)
  *
+ * reduce-scatter + all-gather reading private buffers directly: shm_cma.c, used
+ * for plain buffers from four staging halves (1 MiB) when every rank may read its peers.
+ *
  * reduce-scatter + all-gather in the arena (both buffers of every rank in its arena): no copy
  * in; ranks read each other's buffers directly.
  *     rank r:  announce | recv.block[r] = op over send[*].block[r] | sync
@@ -141,7 +144,11 @@ coh_status shm_allreduce(shm *s, const coh_op *op)
     coh_status st = shm_sync_first(s, op, op->send, op->recv, bytes, bytes);
     if (st)
         return st;
-    return all_in_arena(s, op) ? in_arena(s, op) : staged(s, op, -1);
+    if (all_in_arena(s, op))
+        return in_arena(s, op);
+    /* below four staging halves (1 MiB by default) a few staged rounds beat the syscalls */
+    int cma = bytes >= 4 * s->ctl->half && shm_all_cma(s);
+    return cma ? shm_allreduce_cma(s, op) : staged(s, op, -1);
 }
 
 coh_status shm_reduce(shm *s, const coh_op *op)

@@ -6,7 +6,8 @@
  *             staged: send piece -> stage[r] | sync | recv.block[j].piece <- stage[j]
  * all-to-all  staged: send.block[b].piece -> stage[r].slot[b] | sync
  *                     | recv.block[j].piece <- stage[j].slot[r]
- * Staging halves alternate between rounds, so one sync per round suffices. */
+ * Plain buffers larger than a staging half are read directly with cross-memory attach instead
+ * (shm_cma.c). Staging halves alternate between rounds, so one sync per round suffices. */
 #include <string.h>
 
 #include "comm/transport/shm_int.h"
@@ -31,6 +32,8 @@ coh_status shm_broadcast(shm *s, const coh_op *op)
             memcpy(buf, shm_arena(s, root) + off, bytes);
         return shm_sync(s);
     }
+    if (bytes > s->ctl->half && shm_all_cma(s))
+        return shm_broadcast_cma(s, op);
     size_t w = shm_piece(s, esz, 1);
     for (size_t k = 0; k < rounds_of(op->count, w); k++) {
         size_t len = piece_len(op->count, k, w) * esz;
@@ -66,6 +69,8 @@ coh_status shm_allgather(shm *s, const coh_op *op)
         }
         return shm_sync(s);
     }
+    if (bytes > s->ctl->half && shm_all_cma(s))
+        return shm_allgather_cma(s, op);
     size_t w = shm_piece(s, esz, 1);
     for (size_t k = 0; k < rounds_of(op->count, w); k++) {
         size_t len = piece_len(op->count, k, w) * esz, at = k * w * esz;

@@ -27,6 +27,9 @@ typedef struct shm_slot {
     _Atomic int32_t pid;     /* 0 until the rank has mapped the segment */
     coh_fp fp[2];            /* fingerprint of op seq, at [seq & 1] */
     uint64_t send_off[2], recv_off[2]; /* arena offsets of the op's buffers, or SHM_NONE */
+    uint64_t send_va[2], recv_va[2];   /* the same buffers' addresses in the rank's process */
+    int32_t cma;                       /* 1 when the rank can read peers with process_vm_readv */
+    int32_t safe[2];                   /* reduce-scatter: my result avoids blocks peers read */
 } __attribute__((aligned(128))) shm_slot;
 
 typedef struct shm_chan { /* one direction of one pair, for send/recv */
@@ -47,6 +50,7 @@ typedef struct shm {
     uint32_t arrived; /* mirror of my slot's arrive */
     uint64_t round;   /* staging rounds so far: round & 1 picks the half */
     int spin;         /* busy-wait iterations before sleeping */
+    int yield_every;  /* iterations between sched_yield calls while spinning */
     const coh_op *op; /* op in progress, for error messages */
     shm_extent *ext;  /* this rank's arena allocations, sorted by offset */
     size_t next_ext, cap_ext;
@@ -72,9 +76,20 @@ coh_status shm_sync_first(shm *s, const coh_op *op, const void *send, const void
 /* Wait until *w reaches target (wrapping compare); `peer` is the rank expected to move it. */
 coh_status shm_wait(shm *s, _Atomic uint32_t *w, uint32_t target, int peer, const char *what);
 void shm_post(shm *s, _Atomic uint32_t *w);
+/* A peer's memory could not be read: PEER_LOST (raising the lost flag) when it is dead, else
+ * a system error naming the call. */
+coh_status shm_read_failed(shm *s, int peer, int err);
+/* Copy bytes from peer's address space (cross-memory attach). */
+coh_status shm_peer_read(shm *s, int peer, void *dst, uint64_t src_va, size_t bytes);
 
 /* Algorithms (one file per family). */
 coh_status shm_allreduce(shm *s, const coh_op *op);
+coh_status shm_allreduce_cma(shm *s, const coh_op *op);
+coh_status shm_reduce_scatter_cma(shm *s, const coh_op *op);
+coh_status shm_allgather_cma(shm *s, const coh_op *op);
+coh_status shm_broadcast_cma(shm *s, const coh_op *op);
+/* Every rank may read its peers' memory (decided once per communicator, same on all ranks). */
+int shm_all_cma(shm *s);
 coh_status shm_reduce(shm *s, const coh_op *op);
 coh_status shm_reduce_scatter(shm *s, const coh_op *op);
 coh_status shm_allgather(shm *s, const coh_op *op);

@@ -3,6 +3,7 @@
  *
  * arena (every rank's send buffer in its arena): read peers' blocks directly.
  *     rank r:  announce | recv = op over send[*].block[r] | sync
+ * single copy (plain buffers, cross-memory attach): shm_cma.c.
  * staged: each round moves one piece of every block through the staging halves.
  *     rank r:  send.block[b].piece -> stage[r].slot[b] | sync
  *              | recv.piece = op over stage[*].slot[r]
@@ -53,6 +54,15 @@ static coh_status staged(shm *s, const coh_op *op)
     return COH_OK;
 }
 
+/* Every rank's result lands outside the blocks its peers read. */
+static int safe_all(shm *s, const coh_op *op)
+{
+    for (int j = 0; j < s->n; j++)
+        if (!shm_slot_of(s, j)->safe[op->seq & 1])
+            return 0;
+    return 1;
+}
+
 coh_status shm_reduce_scatter(shm *s, const coh_op *op)
 {
     size_t esz = coh_dtype_size(op->dtype), bytes = op->count * esz;
@@ -60,12 +70,14 @@ coh_status shm_reduce_scatter(shm *s, const coh_op *op)
     /* Peers read every block of my send but mine: my result may only land in my own block. */
     int safe = !bytes || recv == send + (size_t)s->rank * bytes ||
                recv + bytes <= send || recv >= send + (size_t)s->n * bytes;
+    shm_slot_of(s, s->rank)->safe[op->seq & 1] = safe;
     coh_status st = shm_sync_first(s, op, safe ? send : NULL, NULL, bytes * (size_t)s->n, 0);
     if (st)
         return st;
     int par = (int)(op->seq & 1);
     for (int j = 0; j < s->n; j++)
         if (shm_slot_of(s, j)->send_off[par] == SHM_NONE)
-            return staged(s, op);
+            return safe_all(s, op) && shm_all_cma(s) && bytes * (size_t)s->n > s->ctl->half
+                       ? shm_reduce_scatter_cma(s, op) : staged(s, op);
     return in_arena(s, op);
 }

@@ -1,6 +1,7 @@
 /* shm_wait.c: how shared-memory ranks wait for each other: a brief spin, then a futex sleep
  * in slices of at most 100 ms, between which the deadline and the peers' liveness are
  * checked; a rank that finds a dead peer raises the segment's lost flag and wakes everyone. */
+#define _GNU_SOURCE /* process_vm_readv */
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
@@ -9,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -128,7 +130,7 @@ coh_status shm_wait(shm *s, _Atomic uint32_t *w, uint32_t target, int peer, cons
         if (reached(atomic_load_explicit(w, memory_order_acquire), target))
             return COH_OK;
         cpu_relax();
-        if (i % 64 == 63)
+        if (i % s->yield_every == s->yield_every - 1)
             sched_yield();
     }
     sched_yield();
@@ -170,6 +172,8 @@ coh_status shm_sync_first(shm *s, const coh_op *op, const void *send, const void
     coh_fp_of(op, &me->fp[par]);
     me->send_off[par] = send ? shm_arena_off(s, send, send_bytes) : SHM_NONE;
     me->recv_off[par] = recv ? shm_arena_off(s, recv, recv_bytes) : SHM_NONE;
+    me->send_va[par] = (uint64_t)(uintptr_t)send;
+    me->recv_va[par] = (uint64_t)(uintptr_t)recv;
     coh_status st = shm_sync(s);
     if (st)
         return st;
@@ -178,4 +182,33 @@ coh_status shm_sync_first(shm *s, const coh_op *op, const void *send, const void
     for (int r = 0; r < n; r++)
         fps[r] = shm_slot_of(s, r)->fp[par];
     return coh_fp_mismatch(fps, n);
+}
+
+coh_status shm_read_failed(shm *s, int peer, int err)
+{
+    /* A peer that gave up on this op because another rank died may have freed its buffer
+     * already: the dead rank is the cause to report. */
+    if (atomic_load(&s->ctl->lost))
+        return lost_error(s, "reading a peer's buffer");
+    if (pid_dead(atomic_load(&shm_slot_of(s, peer)->pid)) || err == ESRCH) {
+        raise_lost(s, peer);
+        return lost_error(s, "reading its buffer");
+    }
+    return coh_errf(COH_ERR_SYSTEM, "cannot read rank %d's buffer (process_vm_readv): %s", peer,
+                    strerror(err));
+}
+
+coh_status shm_peer_read(shm *s, int peer, void *dst, uint64_t src_va, size_t bytes)
+{
+    pid_t pid = atomic_load(&shm_slot_of(s, peer)->pid);
+    while (bytes) {
+        struct iovec local = {dst, bytes}, remote = {(void *)(uintptr_t)src_va, bytes};
+        ssize_t k = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+        if (k <= 0)
+            return shm_read_failed(s, peer, k < 0 ? errno : EIO);
+        dst = (char *)dst + k;
+        src_va += (uint64_t)k;
+        bytes -= (size_t)k;
+    }
+    return COH_OK;
 }

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# test_comm_bench.sh: `cohort bench comm` on 2 and 3 ranks: one verified row per size for every
+# op (#wrong 0, busbw = algbw x the nccl-tests factor), --json rows, and usage errors (exit 2,
+# the bad value named).
+. "$(dirname "$0")/comm_lib.sh"
+
+check_rows() { # FILE N OP: every data row has #wrong 0 and busbw = algbw * factor
+    awk -v n="$2" -v op="$3" '
+        /^#/ || NF == 0 { next }
+        { rows++
+          f = op == "allreduce" ? 2 * (n - 1) / n : (op ~ /allgather|reduce_scatter|alltoall/ ? (n - 1) / n : 1)
+          if ($9 != 0 || $4 != op) bad++
+          d = $8 - $7 * f  # both printed with 2 decimals
+          if (d > 0.011 || d < -0.011) bad++ }
+        END { exit !(rows >= 3 && bad == 0) }' "$1"
+}
+
+for n in 2 3; do
+    for op in allreduce reduce broadcast allgather reduce_scatter alltoall; do
+        for buffers in arena plain; do
+            out="$build/comm_bench.$n.$op.$buffers"
+            if launch "$n" "$cohort" bench comm --op "$op" --buffers "$buffers" --min-bytes 4K \
+                    --max-bytes 1M --step-factor 16 --iters 2 --warmup 1 --dtype bf16 >"$out" 2>"$out.err" &&
+               check_rows "$out" "$n" "$op"; then
+                echo "ok   bench $op $buffers on $n ranks"
+            else
+                echo "FAIL bench $op $buffers on $n ranks"
+                cat "$out" "$out.err"
+                fails=$((fails + 1))
+            fi
+            check_no_shm "bench $op on $n ranks"
+        done
+    done
+done
+
+json="$build/comm_bench.json"
+launch 2 "$cohort" bench comm --json --min-bytes 64K --max-bytes 64K --iters 2 >"$json" 2>"$json.err"
+if [ "$(wc -l <"$json")" -eq 1 ] && grep -q '"op":"allreduce"' "$json" && grep -q '"wrong":0' "$json"; then
+    echo "ok   bench --json"
+else
+    echo "FAIL bench --json"; cat "$json" "$json.err"; fails=$((fails + 1))
+fi
+
+usage() { # ARGS... : must exit 2 naming the bad value
+    local want=$1
+    shift
+    local err rc
+    if [ "$1" = disk ]; then err=$("$cohort" bench "$@" 2>&1 >/dev/null); else err=$("$cohort" bench comm "$@" 2>&1 >/dev/null); fi
+    rc=$?
+    if [ $rc -eq 2 ] && [[ $err == *"$want"* ]]; then
+        echo "ok   usage error: $want"
+    else
+        echo "FAIL usage error $*: exit $rc, '$err'"
+        fails=$((fails + 1))
+    fi
+}
+usage "invalid --op 'gather'" --op gather
+usage "invalid type 'f8'" --dtype f8
+usage "invalid --buffers 'gpu'" --buffers gpu
+usage "invalid --iters '0'" --iters 0
+usage "invalid sizes" --min-bytes 2M --max-bytes 1M
+usage "unknown benchmark 'disk'" disk
+finish
