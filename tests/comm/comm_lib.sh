@@ -10,11 +10,17 @@ job=""
 cohort=${COHORT:?run through ctest}
 
 # launch N CMD...: N ranks of CMD under `cohort run` (a free port, unprefixed output); each
-# launch gets its own job id so that its /dev/shm names are known.
+# launch gets its own job id so that its /dev/shm names are known. A caller that runs launch in
+# the background (a subshell) calls new_job first, so that the parent knows the id too.
+new_job() {
+    job="ctest$$-$RANDOM"
+    job_fresh=1
+}
 launch() {
     local n=$1
     shift
-    job="ctest$$-$RANDOM"
+    [ "${job_fresh:-0}" = 1 ] || new_job
+    job_fresh=0
     "$cohort" run --standalone --nproc-per-node "$n" --run-id "$job" --prefix '' -- "$@"
 }
 

@@ -9,7 +9,9 @@
 kill_test() {
     local n=$1 pidfile="$build/comm_kill.$$.pid" log="$build/comm_kill.log"
     rm -f "$pidfile"
+    new_job
     launch "$n" "$rank_bin" kill "$pidfile" >"$log" 2>&1 &
+    job_fresh=0
     local spawner=$!
     for _ in $(seq 200); do [ -s "$pidfile" ] && break; sleep 0.05; done
     sleep 0.3
