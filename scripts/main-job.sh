@@ -2,11 +2,11 @@
 # main-job.sh: the README's main job: trains a small GPT (byte-level tokens) on the English text
 # of Debian's `fortunes` package, shows the loss falling, then samples text from the model.
 # Takes a few minutes on 2 cores. usage: scripts/main-job.sh [WORK_DIR] (default build/main-job);
-# env STEPS (default 400), THREADS (default: all cores).
+# env STEPS (default 300), THREADS (default: all cores).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work=${1:-build/main-job}
-steps=${STEPS:-400}
+steps=${STEPS:-300}
 corpus=/usr/share/games/fortunes
 
 scripts/setup.sh
@@ -30,6 +30,7 @@ threads=()
     --tokenizer byte --vocab 256 --layers 4 --heads 4 --dim 192 --seq 128 --batch 16 \
     --steps "$steps" --lr 3e-3 --warmup 30 --weight-decay 0.1 --log-every 25 --val-every 100 \
     --val-batches 20 --metrics "$work/metrics.jsonl" --save "$work/model.safetensors" \
+    --save-every 100 \
     "${threads[@]}"
 
 echo "--- sample:"
