@@ -10,10 +10,9 @@ steps=${STEPS:-300}
 corpus=/usr/share/games/fortunes
 
 scripts/setup.sh
-if [ ! -x build/release/cohort ]; then
-    cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release >/dev/null
-    cmake --build build/release -j"$(nproc)" >/dev/null
-fi
+# Always (re)build: an incremental build is quick, and a stale binary would run old code.
+cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build/release -j"$(nproc)" >/dev/null
 cohort=build/release/cohort
 mkdir -p "$work"
 
