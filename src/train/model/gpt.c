@@ -147,6 +147,12 @@ void coh_gpt_set_grad_hook(coh_gpt *g, coh_grad_ready_fn fn, void *ctx)
     g->hook_ctx = ctx;
 }
 
+void coh_gpt_set_param_hook(coh_gpt *g, coh_param_hook_fn fn, void *ctx)
+{
+    g->phook = fn;
+    g->phook_ctx = ctx;
+}
+
 void coh_gpt_zero_grad(coh_gpt *g) { memset(g->grads, 0, g->nparams * sizeof(float)); }
 
 /* splitmix64: a tiny, well-mixed generator; sequential use keeps init thread-independent. */

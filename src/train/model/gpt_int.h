@@ -68,6 +68,8 @@ struct coh_gpt {
     size_t chunk_rows;
     coh_grad_ready_fn hook;
     void *hook_ctx;
+    coh_param_hook_fn phook;
+    void *phook_ctx;
 };
 
 /* ---- ops (src/train/model/ops_*.c); N = B*T rows ---- */
