@@ -24,12 +24,12 @@ dp=$("$bench" --strategy dp --devices 2 "${shape[@]}")
 echo "$dp"
 declare -A multi
 for s in $strategies; do
-    if out=$("${launch[@]}" "$bench" --strategy "$s" "${shape[@]}" 2>/dev/null | tail -1) &&
+    if out=$("${launch[@]}" "$bench" --strategy "$s" --threads 1 "${shape[@]}" 2>/dev/null | tail -1) &&
        [ -n "$out" ]; then
         multi[$s]=$out
         echo "$out"
     else
-        echo "cohort $s: not run (bench_dp or the library does not provide it)"
+        echo "cohort $s: failed (see its output: rerun the line above without 2>/dev/null)"
     fi
 done
 # The anchor gets the same BLAS fix: PyTorch here calls the system OpenBLAS (libblas.so.3).
