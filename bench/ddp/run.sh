@@ -41,15 +41,21 @@ echo "load after: $(uptime)"
 ttps=$(num "$torch" tokens_per_s)
 stps=$(num "$single" tokens_per_s)
 ratio() { echo "$1 / $2" | bc -l | awk '{ printf "%.2fx", $1 }'; }
-row() { echo "| $1 | $2 | $3 | $(ratio "$3" "$ttps") | $(ratio "$3" "$stps") |"; }
+label() { case $1 in ddp) echo DDP ;; zero*) echo "ZeRO-${1#zero}" ;; *) echo "$1" ;; esac; }
+# one row: type (the guide's N:kind), what runs, the JSON line
+row() {
+    local tps
+    tps=$(num "$3" tokens_per_s)
+    echo "| $1 | $2 | $(num "$3" step_s) | $tps | $(ratio "$tps" "$ttps") | $(ratio "$tps" "$stps") |"
+}
 echo
-echo "| | processes x threads | tokens/s | vs PyTorch DDP | vs cohort single |"
-echo "|---|---|---|---|---|"
+echo "| Type | processes x threads | s/step | tokens/s | vs PyTorch DDP | vs cohort single |"
+echo "|:---|:---|---:|---:|---:|---:|"
 for s in $strategies; do
-    [ -n "${multi[$s]:-}" ] && row "cohort $s" "2 x 1" "$(num "${multi[$s]}" tokens_per_s)"
+    [ -n "${multi[$s]:-}" ] && row "2:$(label "$s")" "cohort, 2 x 1" "${multi[$s]}"
 done
-row "cohort dp (2 devices)" "1 x 2 (a thread per device)" "$(num "$dp" tokens_per_s)"
-row "cohort single" "1 x $threads" "$stps"
-row "PyTorch DDP (gloo)" "2 x 1" "$ttps"
+row "2:DP" "cohort, 1 x 2 (a thread per device)" "$dp"
+row "1:single" "cohort, 1 x $threads" "$single"
+row "2:DDP" "PyTorch 1.13 (gloo), 2 x 1" "$torch"
 echo
-echo "OpenBLAS kernel $kernel for cohort and PyTorch; micro-batch 8 x 256 tokens per rank, device or single process; $steps steps timed after one warm-up step"
+echo "OpenBLAS kernel $kernel for cohort and PyTorch; micro-batch 8 x 256 tokens per rank, per device or for single; $steps steps timed after one warm-up step; s/step is one optimizer step (2:* steps process twice the tokens of 1:single)"
