@@ -9,6 +9,7 @@
 
 #include "cli.h"
 #include "cli_train.h"
+#include "cohort/parallel.h"
 #include "cohort/json_writer.h"
 #include "cohort/log.h"
 #include "cohort/size.h"
@@ -62,7 +63,9 @@ static void help(void)
            "  --val-every N         validate every N steps and at the end (default 100)\n"
            "  --val-batches N       validation batches (default 10)\n"
            "  --save FILE           checkpoint (FILE and FILE.state) at the end\n"
-           "  --save-every K        also every K steps\n"
+           "  --save-every K        also every K steps; a job restarted by 'cohort run\n"
+           "                        --max-restarts' resumes from --save (ZeRO: one shard per\n"
+           "                        rank plus an index)\n"
            "  --resume FILE         continue exactly from a checkpoint\n"
            "  --stop-at N           stop after step N (the schedule still spans --steps)\n"
            "  --tokenizer NAME      tokenizer of the data, recorded for 'cohort generate'\n"
@@ -175,6 +178,23 @@ static int parse_value(train_opts *o, int c, const char *a)
     return 0;
 }
 
+/* Multi-process strategies need the launcher's environment; single must not be replicated. */
+static int check_strategy(const train_opts *o)
+{
+    const char *ws = getenv("WORLD_SIZE");
+    if (!ws)
+        ws = getenv("OMPI_COMM_WORLD_SIZE");
+    if (coh_strategy_is_multiprocess(o->strategy) && !ws)
+        return cli_usage_error(CMD, "strategy '%s' needs one process per rank: start it with "
+                               "'cohort run --nproc-per-node N cohort train ...'",
+                               coh_strategy_name(o->strategy));
+    if (!coh_strategy_is_multiprocess(o->strategy) && ws && atoi(ws) > 1)
+        return cli_usage_error(CMD, "strategy '%s' runs one process but WORLD_SIZE is '%s': "
+                               "use --strategy ddp or zero1..zero3 under 'cohort run'",
+                               coh_strategy_name(o->strategy), ws);
+    return 0;
+}
+
 /* 0 ok, else the exit code. */
 static int parse(train_opts *o, int argc, char **argv)
 {
@@ -217,7 +237,7 @@ static int parse(train_opts *o, int argc, char **argv)
                                o->devices);
     if (o->strategy == COH_STRATEGY_DP && !o->devices)
         o->devices = 2;
-    return 0;
+    return check_strategy(o);
 }
 
 /* The model config from a preset, a checkpoint, or the custom options. */

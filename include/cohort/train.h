@@ -108,6 +108,11 @@ float *coh_gpt_grads(coh_gpt *g, size_t *count);
 
 void coh_gpt_set_grad_hook(coh_gpt *g, coh_grad_ready_fn fn, void *ctx);
 
+/* Use `buf` (count floats of coh_gpt_grads, e.g. the transport's shared arena, where collectives
+ * need no copy-in) as the gradient arena from now on; the current gradients are copied into it.
+ * The caller keeps ownership and keeps it alive until coh_gpt_destroy. */
+void coh_gpt_set_grad_arena(coh_gpt *g, float *buf);
+
 /* What coh_gpt_step is about to do with block `layer`'s parameters (layer -1: embeddings,
  * layer L: final LayerNorm), so ZeRO-3 can gather them just before use and free them after. */
 typedef enum coh_param_event {

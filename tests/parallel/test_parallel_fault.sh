@@ -36,7 +36,7 @@ for s in ddp zero2; do
         --save "$work/$s.ck" --save-every 20 --metrics "$work/$s.jsonl" >"$work/$s.out" 2>&1 &
     launcher=$!
     killed=0
-    for _ in $(seq 1 600); do # up to 60 s
+    for _ in $(seq 1 3000); do # up to 60 s
         st=$(last_step "$work/$s.jsonl")
         if [ "${st:-0}" -ge 50 ]; then
             pid=$(rank_pid $launcher 1)
@@ -44,7 +44,7 @@ for s in ddp zero2; do
             break
         fi
         kill -0 $launcher 2>/dev/null || break
-        sleep 0.1
+        sleep 0.02
     done
     wait $launcher
     rc=$?

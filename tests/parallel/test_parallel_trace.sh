@@ -2,7 +2,8 @@
 # test_parallel_trace.sh: `--trace FILE.json` under 2 ddp ranks writes one valid Chrome trace per
 # rank with forward and backward per layer, every bucket's all-reduce and the optimizer, and
 # in every step some bucket's all-reduce starts before backward has finished (overlap). ZeRO-3
-# traces its per-layer parameter all-gathers. A trace path that cannot be written is an error.
+# traces its per-layer parameter all-gathers. With --accum 2 ddp all-reduces once per step
+# (no_sync on the first micro-step) while zero2 reduce-scatters on both. A trace path that cannot be written is an error.
 set -u
 cohort=${COHORT:?}
 src=${COHORT_SOURCE_DIR:?}
@@ -20,6 +21,10 @@ model=(--vocab 256 --layers 4 --heads 2 --dim 64 --seq 32 --batch 4 --threads 1 
 for s in ddp zero3; do
     "$cohort" run --nproc-per-node 2 "$cohort" train "${model[@]}" --strategy $s \
         --trace "$work/$s.json" >"$work/$s.out" 2>&1 || fail "$s: $(tail -3 "$work/$s.out")"
+done
+for s in ddp zero2; do
+    "$cohort" run --nproc-per-node 2 "$cohort" train "${model[@]}" --strategy $s --accum 2 \
+        --trace "$work/acc_$s.json" >"$work/acc_$s.out" 2>&1 || fail "$s accum: $(tail -3 "$work/acc_$s.out")"
 done
 
 "$py" - "$work" <<'PYEOF' || fail "trace contents"
@@ -55,6 +60,24 @@ ag = [e for e in ev if e["name"].startswith("all-gather bucket")]
 rs = [e for e in ev if e["name"].startswith("reduce-scatter bucket")]
 check(len(ag) >= 3 * 10, "zero3: %d parameter all-gathers in 3 steps, want one per layer use" % len(ag))
 check(len(rs) == 3 * 6, "zero3: %d reduce-scatters, want 6 per step" % len(rs))
+# prefetch: a gather issued before a layer's compute and collected after it spans that compute
+comp = [e for e in ev if e["tid"] == 0 and e["ph"] == "X"
+        and e["name"] not in ("forward+backward", "optimizer")]
+spans = [g for g in ag if any(g["ts"] <= c["ts"] and c["ts"] + c["dur"] <= g["ts"] + g["dur"]
+                              for c in comp)]
+print("zero3: %d of %d parameter all-gathers overlap a layer's compute (prefetch)"
+      % (len(spans), len(ag)))
+# per step 11 gathers (-1, 0..3, 4, -1, 3..0): the first is synchronous, and the embeddings'
+# second gather, prefetched at the final LayerNorm, ends inside that LayerNorm's event (which
+# lasts through the LM head and its backward); the other 9 each span a layer's compute
+check(len(spans) >= 3 * 9, "zero3: only %d prefetched gathers in 3 steps" % len(spans))
+for s, per_step in (("ddp", 1), ("zero2", 2)):
+    ev = json.load(open("%s/acc_%s.rank0.json" % (work, s)))["traceEvents"]
+    comm = [e for e in ev if e.get("cat") == "comm" and " bucket " in e["name"]
+            and not e["name"].startswith("all-gather")]
+    nb = len({e["name"] for e in comm})
+    check(len(comm) == 3 * nb * per_step, "%s accum 2: %d gradient collectives for %d buckets "
+          "in 3 steps, want %d" % (s, len(comm), nb, 3 * nb * per_step))
 sys.exit(0 if ok else 1)
 PYEOF
 

@@ -54,6 +54,7 @@ struct coh_gpt {
     int maxB, maxT;
     size_t nparams;
     float *params, *grads;
+    int grads_borrowed;    /* grads is the caller's (coh_gpt_set_grad_arena) */
     gpt_weights w, gw;
     gpt_block *blk, *gblk; /* (L) views into params and grads */
     float *acts;           /* saved activations */

@@ -1,8 +1,8 @@
-/* par_ckpt.c: checkpoints of the parallel trainer. Single/DDP: rank 0 writes the engine's
- * weights + state pair. ZeRO: every rank writes its optimizer shard, rank 0 the gathered
+/* par_ckpt.c: saving checkpoints of the parallel trainer. Single/DDP: rank 0 writes the
+ * engine's weights + state pair. ZeRO: every rank writes its optimizer shard, rank 0 the gathered
  * weights, an index of which shard holds which arena ranges, and last the state file naming the
  * index; files carry the step in their names, so a crash mid-save leaves the previous set
- * whole. Resume reads either kind into any dp size and stage. */
+ * whole. Resume: par_ckpt_load.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,12 +11,12 @@
 #include "cohort/train_ckpt.h"
 #include "train/parallel/strategy.h"
 
-static void shard_name(char *b, size_t cap, const char *path, long step, int r, int n)
+void par_shard_name(char *b, size_t cap, const char *path, long step, int r, int n)
 {
     snprintf(b, cap, "%s.zero%ld-%d-of-%d", path, step, r, n);
 }
 
-static void index_name(char *b, size_t cap, const char *path, long step)
+void par_index_name(char *b, size_t cap, const char *path, long step)
 {
     snprintf(b, cap, "%s.zero%ld.index", path, step);
 }
@@ -41,7 +41,7 @@ static coh_status write_shard(coh_par_trainer *t, const char *path, long step)
     ten[0].shape[0] = ten[1].shape[0] = (int64_t)n;
     snprintf(sstep, sizeof sstep, "%ld", step);
     coh_st_meta meta[] = {{"step", sstep}};
-    shard_name(name, sizeof name, path, step, t->rdp, t->ndp);
+    par_shard_name(name, sizeof name, path, step, t->rdp, t->ndp);
     coh_status st = coh_st_save(name, ten, 3, meta, 1);
     free(rg);
     return st;
@@ -79,7 +79,7 @@ static coh_status write_index(coh_par_trainer *t, const char *path, long step)
         snprintf(sdp, sizeof sdp, "%d", t->ndp);
         coh_st_tensor ten = {"ranges", COH_ST_I64, 2, {nr, 3}, rows, 0};
         coh_st_meta meta[] = {{"step", sstep}, {"dp", sdp}};
-        index_name(name, sizeof name, path, step);
+        par_index_name(name, sizeof name, path, step);
         st = coh_st_save(name, &ten, 1, meta, 2);
     }
     free(counts);
@@ -94,7 +94,7 @@ static coh_status write_state(coh_par_trainer *t, const char *path, long step,
 {
     char sp[4200], idx[4200], thr[24], sdp[24];
     snprintf(sp, sizeof sp, "%s.state", path);
-    index_name(idx, sizeof idx, path, step);
+    par_index_name(idx, sizeof idx, path, step);
     const char *base = strrchr(idx, '/') ? strrchr(idx, '/') + 1 : idx;
     snprintf(thr, sizeof thr, "%d", threads);
     snprintf(sdp, sizeof sdp, "%d", t->ndp);
@@ -111,10 +111,10 @@ static void remove_set(const char *path, long step, int n)
 {
     char name[4200];
     for (int j = 0; j < n; j++) {
-        shard_name(name, sizeof name, path, step, j, n);
+        par_shard_name(name, sizeof name, path, step, j, n);
         unlink(name);
     }
-    index_name(name, sizeof name, path, step);
+    par_index_name(name, sizeof name, path, step);
     unlink(name);
 }
 
@@ -149,211 +149,4 @@ coh_status coh_par_trainer_save(coh_par_trainer *t, const char *path, const char
                                 : COH_OK;
     coh_status s2 = t->ndp > 1 ? coh_barrier(t->dp) : COH_OK;
     return st ? st : s2;
-}
-
-/* ---- resume ---------------------------------------------------------------------------------- */
-
-/* Copy the parts of a source (m, v over ranges sr, k x 2) that this rank's optimizer covers;
- * returns the elements copied. */
-static size_t fill(coh_par_trainer *t, const float *sm, const float *sv, const int64_t *sr,
-                   int64_t k)
-{
-    coh_adamw *o = coh_trainer_optimizer(t->base);
-    float *m = coh_adamw_m(o, NULL), *v = coh_adamw_v(o, NULL);
-    size_t soff = 0, got = 0;
-    for (int64_t i = 0; i < k; i++) {
-        size_t sb = (size_t)sr[2 * i], se = (size_t)sr[2 * i + 1], doff = 0;
-        for (int j = 0; j < t->nown; j++) {
-            size_t db = t->own_rb[j], de = t->own_re[j];
-            size_t b = sb > db ? sb : db, e = se < de ? se : de;
-            if (b < e) {
-                memcpy(m + doff + (b - db), sm + soff + (b - sb), (e - b) * sizeof *m);
-                memcpy(v + doff + (b - db), sv + soff + (b - sb), (e - b) * sizeof *v);
-                got += e - b;
-            }
-            doff += de - db;
-        }
-        soff += se - sb;
-    }
-    return got;
-}
-
-/* Reads an (rows, cols) int64 tensor of any row count; *out is malloc'd. */
-static coh_status read_rows(const coh_st_file *f, const char *file, const char *name, int cols,
-                            int64_t **out, int64_t *rows)
-{
-    const coh_st_tensor *tt = coh_st_find(f, name);
-    *out = NULL;
-    if (!tt || tt->ndim != 2 || tt->shape[1] != cols || tt->shape[0] < 1 ||
-        tt->shape[0] > (1 << 24))
-        return coh_errf(COH_ERR_INVALID, "checkpoint file '%s': no (n, %d) tensor '%s'", file,
-                        cols, name);
-    *rows = tt->shape[0];
-    if (!(*out = malloc((size_t)*rows * cols * sizeof **out)))
-        return coh_errf(COH_ERR_NOMEM, "out of memory reading '%s'", file);
-    return coh_st_read(f, name, COH_ST_I64, 2, tt->shape, *out);
-}
-
-/* Check ranges against the arena; *count receives their total length. */
-static coh_status check_ranges(const char *file, const int64_t *r, int64_t k, int stride,
-                               size_t nparams, size_t *count)
-{
-    *count = 0;
-    for (int64_t i = 0; i < k; i++) {
-        int64_t b = r[stride * i + stride - 2], e = r[stride * i + stride - 1];
-        if (b < 0 || e < b || (uint64_t)e > nparams)
-            return coh_errf(COH_ERR_INVALID, "checkpoint file '%s': range '[%lld, %lld)' is "
-                            "outside the model's %zu parameters", file, (long long)b,
-                            (long long)e, nparams);
-        *count += (size_t)(e - b);
-    }
-    return COH_OK;
-}
-
-static coh_status load_moments(coh_par_trainer *t, const coh_st_file *f, const char *file,
-                               const int64_t *ranges, int64_t k, size_t *got)
-{
-    size_t n;
-    coh_status st = check_ranges(file, ranges, k, 2, t->n, &n);
-    float *m = st ? NULL : malloc((n ? n : 1) * sizeof *m);
-    float *v = st ? NULL : malloc((n ? n : 1) * sizeof *v);
-    int64_t shape[1] = {(int64_t)n};
-    if (!st && (!m || !v))
-        st = coh_errf(COH_ERR_NOMEM, "out of memory reading '%s'", file);
-    if (!st && !(st = coh_st_read(f, "adamw.m", COH_ST_F32, 1, shape, m)) &&
-        !(st = coh_st_read(f, "adamw.v", COH_ST_F32, 1, shape, v)))
-        *got += fill(t, m, v, ranges, k);
-    free(m);
-    free(v);
-    return st ? coh_err_prefix(st, "loading '%s'", file) : COH_OK;
-}
-
-static int overlaps_mine(const coh_par_trainer *t, int64_t b, int64_t e)
-{
-    for (int j = 0; j < t->nown; j++)
-        if ((size_t)b < t->own_re[j] && (size_t)e > t->own_rb[j])
-            return 1;
-    return 0;
-}
-
-static coh_status load_shard(coh_par_trainer *t, const char *path, long step, int j, int n,
-                             size_t *got)
-{
-    char name[4200];
-    shard_name(name, sizeof name, path, step, j, n);
-    coh_st_file *f;
-    int64_t *r = NULL, k = 0;
-    coh_status st = coh_st_open(name, &f);
-    if (st)
-        return st;
-    const char *ms = coh_st_meta_get(f, "step");
-    if (!ms || atol(ms) != step)
-        st = coh_errf(COH_ERR_MISMATCH, "optimizer shard '%s' is not of step %ld", name, step);
-    if (!st && !(st = read_rows(f, name, "ranges", 2, &r, &k)))
-        st = load_moments(t, f, name, r, k, got);
-    free(r);
-    coh_st_close(f);
-    return st;
-}
-
-/* Every shard the index says overlaps this rank's ranges. */
-static coh_status load_zero(coh_par_trainer *t, const char *path, const char *index, long step,
-                            int n, size_t *got)
-{
-    char name[4200];
-    const char *slash = strrchr(path, '/');
-    snprintf(name, sizeof name, "%.*s%s", slash ? (int)(slash - path + 1) : 0, path, index);
-    coh_st_file *f;
-    int64_t *rows = NULL, k = 0;
-    size_t total;
-    coh_status st = coh_st_open(name, &f);
-    if (st)
-        return st;
-    if (!(st = read_rows(f, name, "ranges", 3, &rows, &k)))
-        st = check_ranges(name, rows, k, 3, t->n, &total);
-    coh_st_close(f);
-    for (int j = 0; !st && j < n; j++) {
-        int want = 0;
-        for (int64_t i = 0; i < k; i++)
-            want |= rows[3 * i] == j && overlaps_mine(t, rows[3 * i + 1], rows[3 * i + 2]);
-        if (want)
-            st = load_shard(t, path, step, j, n, got);
-    }
-    free(rows);
-    return st;
-}
-
-static coh_status check_weights_step(const char *path, const char *sp, long step)
-{
-    coh_st_file *mf;
-    coh_status st = coh_st_open(path, &mf);
-    if (st)
-        return st;
-    const char *ms = coh_st_meta_get(mf, "step");
-    if (!ms || atol(ms) != step)
-        st = coh_errf(COH_ERR_MISMATCH, "checkpoint '%s' is at step %s but its state '%s' is at "
-                      "step %ld: the pair is torn (a save was interrupted)", path,
-                      ms ? ms : "?", sp, step);
-    coh_st_close(mf);
-    return st;
-}
-
-static coh_status resume_any(coh_par_trainer *t, const char *path, const char *sp,
-                             const coh_st_file *sf, long step)
-{
-    const char *index = coh_st_meta_get(sf, "zero_index"), *sdp = coh_st_meta_get(sf, "zero_dp");
-    size_t got = 0, total = 0;
-    coh_status st = check_weights_step(path, sp, step);
-    if (!st)
-        st = coh_gpt_load(t->model, path);
-    for (int j = 0; j < t->nown; j++)
-        total += t->own_re[j] - t->own_rb[j];
-    if (!st && index) {
-        int n = sdp ? atoi(sdp) : 0;
-        if (n < 1 || n > 1 << 20)
-            return coh_errf(COH_ERR_INVALID, "checkpoint state '%s': invalid zero_dp '%s'", sp,
-                            sdp ? sdp : "");
-        st = load_zero(t, path, index, step, n, &got);
-    } else if (!st) {
-        int64_t r[2] = {0, (int64_t)t->n};
-        st = load_moments(t, sf, sp, r, 1, &got);
-    }
-    if (!st && got != total)
-        st = coh_errf(COH_ERR_INVALID, "checkpoint '%s' holds optimizer state for %zu of the %zu "
-                      "parameters this rank owns", path, got, total);
-    return st;
-}
-
-coh_status coh_par_trainer_resume(coh_par_trainer *t, const char *path, coh_loader_pos *data,
-                                  int *threads)
-{
-    char sp[4200];
-    if ((size_t)snprintf(sp, sizeof sp, "%s.state", path) >= sizeof sp)
-        return coh_errf(COH_ERR_INVALID, "checkpoint path '%s' is too long", path);
-    coh_train_state s;
-    coh_st_file *sf;
-    coh_status st = coh_state_open(sp, &s, &sf);
-    if (st)
-        return st;
-    if (!coh_st_meta_get(sf, "zero_index") && t->stage == 0) {
-        coh_st_close(sf); /* the engine's own pair, read by the engine */
-        st = coh_trainer_resume(t->base, path, data, threads);
-        coh_par_trainer_params_loaded(t);
-        return st;
-    }
-    st = resume_any(t, path, sp, sf, (long)s.step);
-    if (!st) {
-        const char *thr = coh_st_meta_get(sf, "threads");
-        coh_trainer_set_step(t->base, (long)s.step);
-        *data = s.data;
-        *threads = thr ? atoi(thr) : 0;
-        if (coh_st_meta_get(sf, "zero_index")) {
-            const char *sdp = coh_st_meta_get(sf, "zero_dp");
-            t->saved_step = (long)s.step;
-            t->saved_dp = sdp ? atoi(sdp) : 0;
-        }
-    }
-    coh_st_close(sf);
-    coh_par_trainer_params_loaded(t);
-    return st;
 }

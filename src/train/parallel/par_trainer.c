@@ -95,6 +95,15 @@ static coh_status start(coh_par_trainer *t)
         return st;
     if (t->stage == 3)
         par_release_params(t);
+    /* full gradients are all-reduced in place: keep them where the transport reads directly
+     * (not for ZeRO-2/3, whose page release needs private memory) */
+    if (t->ndp > 1 && t->stage < 2 &&
+        (t->grads_shm = coh_comm_alloc(t->dp, t->n * sizeof(float)))) {
+        coh_gpt_set_grad_arena(t->model, t->grads_shm);
+        t->grads = t->grads_shm;
+        coh_debug("gradients (%zu floats) in the %s transport's shared arena", t->n,
+                  coh_comm_transport(t->dp));
+    }
     if (t->stage >= 2) /* gradients live only in buckets being reduced and in own chunks */
         par_release(t->grads, 0, t->n);
     else /* resident from the start, as they will be for the whole run */
@@ -153,6 +162,8 @@ void coh_par_trainer_destroy(coh_par_trainer *t)
         t->base = NULL;
     }
     coh_trainer_destroy(t->base);
+    if (t->grads_shm)
+        coh_comm_free(t->dp, t->grads_shm);
     free(t->bk);
     free(t->bucket_of);
     free(t->gacc);

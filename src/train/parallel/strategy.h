@@ -47,6 +47,7 @@ struct coh_par_trainer {
     coh_dp *threads;       /* strategy dp: the device threads; owns base */
     coh_gpt *model;
     float *params, *grads; /* the engine's arenas (n floats) */
+    float *grads_shm;      /* DDP/ZeRO-1: grads moved into the transport's arena (owned) */
     size_t n;
     par_bucket *bk;        /* in backward order: bk[0] holds the last layers */
     int nbk;
@@ -91,6 +92,18 @@ coh_status par_wait_bucket(coh_par_trainer *t, int k);
 /* Release every parameter this rank does not own (ZeRO-3 at rest). */
 void par_release_params(coh_par_trainer *t);
 void par_reset_sequence(coh_par_trainer *t, int train);
+
+/* par_ckpt.c: names of a ZeRO checkpoint's files: path.zero<step>-<r>-of-<n> (shards) and
+ * path.zero<step>.index */
+void par_shard_name(char *b, size_t cap, const char *path, long step, int r, int n);
+void par_index_name(char *b, size_t cap, const char *path, long step);
+
+/* par_ckpt_load.c: the (k, cols) int64 tensor "ranges" of a ZeRO index (cols 3: rank, begin, end)
+ * or shard (cols 2: begin, end), checked to lie inside nparams; *rows is malloc'd, *total the
+ * summed range lengths. COH_ERR_INVALID naming the file and the bad row. */
+typedef struct coh_st_file coh_st_file;
+coh_status par_ranges_read(const coh_st_file *f, const char *file, int cols, size_t nparams,
+                           int64_t **rows, int64_t *k, size_t *total);
 
 /* trace.c: Chrome trace events (JSON), "X" complete events in microseconds. */
 coh_status par_trace_open(const char *path, int rank, par_trace **out);
