@@ -22,6 +22,7 @@ typedef struct train_opts {
     size_t bucket_bytes;       /* --bucket-mb */
     const char *trace;         /* --trace FILE.json (per rank: FILE.rankN.json when N > 1) */
     const char *dump_params;   /* --dump-params FILE: final parameters as raw f32 (rank 0) */
+    long devices;              /* --devices: dp's devices in this process (0 when not dp) */
 } train_opts;
 
 /* Run the training described by o (model config already resolved); returns the exit code. */

@@ -59,10 +59,15 @@ void cli_par_print_start(const train_opts *o, const cli_par *p, coh_par_trainer 
     if (p->rank != 0)
         return;
     const coh_trainer_config *c = &o->tc;
-    int dp = coh_par_trainer_mesh(t)->dp;
+    int dp = coh_par_trainer_mesh(t)->dp, width = dp * (o->devices > 0 ? (int)o->devices : 1);
+    if (o->devices > 0)
+        coh_info("strategy dp: %ld devices in this process, a thread each; device 0 scatters, "
+                 "replicates, gathers the loss, reduces the gradients and updates (model state "
+                 "below is device 0's; every device also holds a replica and its gradients)",
+                 o->devices);
     coh_info("strategy %s on mesh %dx1x1 (dp x pp x tp); global batch %ld sequences = "
              "micro-batch %d x accumulation %d x data-parallel %d", coh_strategy_name(o->strategy),
-             dp, (long)c->batch * c->accum * dp, c->batch, c->accum, dp);
+             dp, (long)c->batch * c->accum * width, c->batch, c->accum, width);
     coh_model_state_bytes e, h;
     char eb[128], hb[128];
     coh_zero_expected_bytes(o->strategy, coh_gpt_param_count(&c->model), dp, &e);

@@ -47,8 +47,10 @@ static coh_status open_loader(const run *r, const char *const *paths, int n, int
                               coh_loader **out)
 {
     const train_opts *o = r->o;
+    /* dp: the training batch is every device's rows; evaluation runs on device 0 alone */
+    int rows = o->tc.batch * (eval || o->devices < 1 ? 1 : (int)o->devices);
     coh_loader_config lc = {
-        .paths = paths, .npaths = (size_t)n, .batch = o->tc.batch, .seq = o->tc.seq,
+        .paths = paths, .npaths = (size_t)n, .batch = rows, .seq = o->tc.seq,
         .rank = r->par.rank, .world = r->par.world_size, .shuffle = o->shuffle, .seed = o->tc.seed,
         .mode = eval ? COH_LOADER_EVAL : COH_LOADER_TRAIN, .vocab = o->tc.model.vocab,
     };
@@ -72,7 +74,8 @@ static coh_status setup(run *r)
     const train_opts *o = r->o;
     coh_status st = cli_par_open(o, &r->par);
     coh_par_config pc = {.train = o->tc, .strategy = o->strategy, .bucket_bytes = o->bucket_bytes,
-                         .trace_path = r->par.trace_path[0] ? r->par.trace_path : NULL};
+                         .trace_path = r->par.trace_path[0] ? r->par.trace_path : NULL,
+                         .devices = (int)o->devices};
     if (!st)
         st = coh_par_trainer_create(&pc, r->par.mesh, &r->pt);
     if (!st && !(r->mem = calloc(4 * (size_t)r->par.world_size, sizeof *r->mem)))
@@ -184,7 +187,8 @@ static coh_status save(run *r)
 static coh_status loop(run *r)
 {
     const train_opts *o = r->o;
-    double tokens = (double)o->tc.batch * o->tc.seq * o->tc.accum * r->par.world_size;
+    double tokens = (double)o->tc.batch * o->tc.seq * o->tc.accum * r->par.world_size *
+                    (o->devices > 0 ? o->devices : 1);
     int lead = r->par.rank == 0;
     for (long step = r->first_step; step < r->last_step; step++) {
         coh_step_stats s;
@@ -259,7 +263,7 @@ int cli_train_run(const train_opts *o)
         coh_info("done: %ld steps in %.1fs, %.0f tokens/s; peak rss %s (engine predicted %s)",
                  steps, el,
                  el > 0 ? steps * (double)o->tc.batch * o->tc.seq * o->tc.accum *
-                              r.par.world_size / el : 0.0,
+                              r.par.world_size * (o->devices > 0 ? o->devices : 1) / el : 0.0,
                  coh_size_format(cli_peak_rss(), rss, sizeof rss),
                  coh_size_format(m.total, pred, sizeof pred));
     }

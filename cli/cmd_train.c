@@ -12,6 +12,7 @@
 #include "cohort/log.h"
 #include "cohort/size.h"
 #include "cohort/train_ckpt.h"
+#include "cohort/train_dp.h"
 
 const char cmd_train_summary[] = "train a GPT-2 model on token shards";
 
@@ -24,7 +25,10 @@ static void help(void)
            "(see 'cohort prepare'). Multi-process strategies run under 'cohort run'.\n\n"
            "parallelism (docs/parallel.md):\n"
            "  --strategy S          single (default), ddp, zero1, zero2, zero3 (one process per\n"
-           "                        rank: cohort run --nproc-per-node N cohort train ...)\n"
+           "                        rank: cohort run --nproc-per-node N cohort train ...), or dp\n"
+           "                        (one process, a thread per device; see --devices)\n"
+           "  --devices N           dp: devices, each with its own thread and replica (default 2);\n"
+           "                        --batch is per device\n"
            "  --bucket-mb X         gradient bucket size in MiB (default 25)\n"
            "  --trace FILE.json     Chrome/Perfetto trace per rank (FILE.rankN.json for N > 1)\n"
            "  --dump-params FILE    write the final parameters as raw little-endian f32\n\n"
@@ -70,7 +74,7 @@ enum {
     O_MODEL = 256, O_LAYERS, O_HEADS, O_DIM, O_VOCAB, O_INIT, O_DATA, O_VAL, O_BATCH, O_SEQ,
     O_ACCUM, O_SHUFFLE, O_STEPS, O_LR, O_MINLR, O_WARMUP, O_WD, O_CLIP, O_SEED, O_DET, O_THREADS,
     O_METRICS, O_LOGEVERY, O_VALEVERY, O_VALBATCHES, O_SAVE, O_SAVEEVERY, O_RESUME, O_STOPAT,
-    O_TOKENIZER, O_BLASINFO, O_STRATEGY, O_BUCKET, O_TRACE, O_DUMP
+    O_TOKENIZER, O_BLASINFO, O_STRATEGY, O_BUCKET, O_TRACE, O_DUMP, O_DEVICES
 };
 
 static const struct option longopts[] = {
@@ -92,6 +96,7 @@ static const struct option longopts[] = {
     {"blas-info", 0, 0, O_BLASINFO},  {"help", 0, 0, 'h'},
     {"strategy", 1, 0, O_STRATEGY},   {"bucket-mb", 1, 0, O_BUCKET},
     {"trace", 1, 0, O_TRACE},         {"dump-params", 1, 0, O_DUMP},
+    {"devices", 1, 0, O_DEVICES},
     {0, 0, 0, 0},
 };
 
@@ -164,6 +169,8 @@ static int parse_value(train_opts *o, int c, const char *a)
         return 1;
     }
     case O_TRACE: o->trace = a; return 1;
+    case O_DEVICES:
+        return cli_parse_long(CMD, "--devices", a, 1, COH_DP_MAX_DEVICES, &o->devices);
     case O_DUMP: o->dump_params = a; return 1;
     }
     return 0;
@@ -222,8 +229,13 @@ static int parse(train_opts *o, int argc, char **argv)
         return cli_usage_error(CMD, "--save-every needs --save FILE");
     if (o->resume && o->init_from)
         return cli_usage_error(CMD, "--resume and --init-from exclude each other");
+    if (o->devices && o->strategy != COH_STRATEGY_DP)
+        return cli_usage_error(CMD, "--devices '%ld' is for --strategy dp; other strategies run "
+                               "one process per rank (cohort run --nproc-per-node N)",
+                               o->devices);
+    if (o->strategy == COH_STRATEGY_DP && !o->devices)
+        o->devices = 2;
     return check_strategy(o);
-    return 0;
 }
 
 /* The model config from a preset, a checkpoint, or the custom options. */

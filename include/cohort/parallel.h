@@ -19,7 +19,7 @@ extern "C" {
 
 typedef enum coh_strategy {
     COH_STRATEGY_SINGLE = 0, /* one process, the mesh (1, 1, 1) */
-    COH_STRATEGY_DP,         /* one process, one thread per device (not provided by this file) */
+    COH_STRATEGY_DP,         /* one process, one thread per device (cohort/train_dp.h) */
     COH_STRATEGY_DDP,        /* replicas, bucketed gradient all-reduce overlapping backward */
     COH_STRATEGY_ZERO1,      /* + optimizer state sharded over dp */
     COH_STRATEGY_ZERO2,      /* + gradients sharded (reduce-scatter per bucket) */
@@ -71,14 +71,17 @@ typedef struct coh_par_config {
     coh_strategy strategy;
     size_t bucket_bytes;       /* DDP/ZeRO-2/3 gradient bucket size; 0 = 25 MiB */
     const char *trace_path;    /* Chrome trace events of this rank, NULL = off */
+    int devices;               /* dp only: devices (one thread each) of this process; 0 = 1 */
 } coh_par_config;
 
 typedef struct coh_par_trainer coh_par_trainer;
 
 /* Model, (sharded) optimizer and hooks for `strategy` on the mesh's dp group. The weights are
  * initialised from the seed, then broadcast from dp rank 0. Collective over the mesh.
- * COH_ERR_INVALID for a bad config, COH_ERR_UNSUPPORTED for `dp` (a threaded strategy, not
- * run by this trainer) or pp/tp > 1; COH_ERR_NOMEM. The caller owns *out. */
+ * `dp` runs its `devices` threads inside this trainer (one process: a mesh of one rank; the
+ * batch function then fills devices x batch rows; device 0's model is the base).
+ * COH_ERR_INVALID for a bad config (dp on more than one rank), COH_ERR_UNSUPPORTED for pp/tp >
+ * 1 or a trace with dp; COH_ERR_NOMEM. The caller owns *out. */
 coh_status coh_par_trainer_create(const coh_par_config *c, coh_mesh *mesh, coh_par_trainer **out);
 void coh_par_trainer_destroy(coh_par_trainer *t); /* NULL-safe; flushes the trace */
 

@@ -28,7 +28,8 @@ expect 2 "strategy 'zero2' needs one process per rank: start it with 'cohort run
     env -u WORLD_SIZE "$cohort" train "${m[@]}" --strategy zero2
 expect 2 "strategy 'single' runs one process but WORLD_SIZE is '2'" \
     "$cohort" run --nproc-per-node 2 "$cohort" train "${m[@]}"
-expect 1 "strategy 'dp' runs in one process" "$cohort" train "${m[@]}" --strategy dp
+expect 2 "strategy 'dp' runs one process but WORLD_SIZE is '2'" \
+    "$cohort" run --nproc-per-node 2 "$cohort" train "${m[@]}" --strategy dp
 
 out=$("$cohort" run --nproc-per-node 2 "$cohort" train "${m[@]}" --strategy ddp 2>&1) ||
     fail "ddp run: $out"

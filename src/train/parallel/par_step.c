@@ -106,6 +106,12 @@ coh_status coh_par_trainer_step(coh_par_trainer *t, coh_batch_fn next, void *ctx
                                 coh_step_stats *out)
 {
     const coh_trainer_config *c = &t->cfg.train;
+    if (t->threads) { /* dp: scatter, replicate, gather and reduce on device 0 (dp.c) */
+        coh_status st = coh_dp_step(t->threads, next, ctx, out);
+        if (!st)
+            sample_memory(t);
+        return st;
+    }
     double loss, t0 = par_now_us();
     coh_status st = accumulate(t, next, ctx, &loss);
     if (st)

@@ -8,9 +8,12 @@
 
 static coh_status check(const coh_par_config *c, const coh_mesh *m)
 {
-    if (c->strategy == COH_STRATEGY_DP)
-        return coh_errf(COH_ERR_UNSUPPORTED, "strategy 'dp' runs in one process with a thread "
-                        "per device, not through the multi-process trainer");
+    if (c->strategy == COH_STRATEGY_DP && m->dp != 1)
+        return coh_errf(COH_ERR_INVALID, "strategy 'dp' with %d ranks: it runs in one process "
+                        "with a thread per device (--devices N); use ddp across processes", m->dp);
+    if (c->strategy == COH_STRATEGY_DP && c->trace_path)
+        return coh_errf(COH_ERR_UNSUPPORTED, "trace '%s': traces are not available for strategy "
+                        "'dp'", c->trace_path);
     if ((unsigned)c->strategy >= COH_STRATEGY_COUNT)
         return coh_errf(COH_ERR_INVALID, "invalid strategy '%d'", (int)c->strategy);
     if (m->pp != 1 || m->tp != 1)
@@ -59,6 +62,10 @@ static coh_status build(coh_par_trainer *t)
     const coh_par_config *c = &t->cfg;
     coh_gpt *model;
     coh_adamw *opt = NULL;
+    if (c->strategy == COH_STRATEGY_DP) {
+        coh_status st = par_dp_build(t);
+        return st ? st : alloc_state(t);
+    }
     coh_status st = coh_gpt_create(&c->train.model, c->train.batch, c->train.seq, &model);
     if (st)
         return st;
@@ -150,6 +157,10 @@ void coh_par_trainer_destroy(coh_par_trainer *t)
     coh_status st = par_trace_close(t->trace);
     if (st)
         coh_warn("%s", coh_last_error());
+    if (t->threads) { /* dp: device 0's trainer belongs to the device threads */
+        coh_dp_destroy(t->threads);
+        t->base = NULL;
+    }
     coh_trainer_destroy(t->base);
     if (t->grads_shm)
         coh_comm_free(t->dp, t->grads_shm);

@@ -20,6 +20,7 @@
 #include <stdio.h>
 
 #include "cohort/parallel.h"
+#include "cohort/train_dp.h"
 
 typedef struct par_trace par_trace;
 
@@ -43,6 +44,7 @@ struct coh_par_trainer {
     coh_comm *dp;
     int ndp, rdp, stage;
     coh_trainer *base;
+    coh_dp *threads;       /* strategy dp: the device threads; owns base */
     coh_gpt *model;
     float *params, *grads; /* the engine's arenas (n floats) */
     float *grads_shm;      /* DDP/ZeRO-1: grads moved into the transport's arena (owned) */
@@ -78,6 +80,9 @@ void par_grad_hook(void *ctx, int layer, size_t begin, size_t end);
 /* Collect finished (or, with `all`, every) bucket communication. */
 coh_status par_grad_collect(coh_par_trainer *t, int all);
 double par_clip(coh_par_trainer *t);
+
+/* par_dp.c: strategy dp, device 0's trainer as the base (stage 0, one rank) */
+coh_status par_dp_build(coh_par_trainer *t);
 
 /* zero.c */
 void par_param_hook(void *ctx, int layer, coh_param_event ev, size_t begin, size_t end);

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# test_dp_cli.sh: `cohort train --strategy dp --devices N` through the CLI: the same losses as
+# single on the same global batch (10 steps, 1e-5), exact resume from a dp checkpoint, and usage
+# errors.
+set -u
+cohort=${COHORT:?}
+src=${COHORT_SOURCE_DIR:?}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+cat "$src"/README.md "$src"/include/cohort/*.h > "$work/corpus.txt"
+"$cohort" prepare --tokenizer byte --documents paragraph --val-fraction 0.1 --out "$work/c" \
+    "$work/corpus.txt" >/dev/null || fail "prepare"
+model=(--vocab 256 --layers 2 --heads 2 --dim 32 --seq 32 --lr 3e-3 --warmup 2 --steps 10
+       --threads 1 --shuffle off --tokenizer byte --data "$work/c_train_*.bin")
+losses() { sed -E 's/.*"loss":([^,]+),.*/\1/' "$1"; }
+close() { # every line of two loss lists within 1e-5 relative
+    paste <(losses "$1") <(losses "$2") | awk '{ d = $1 - $2; if (d < 0) d = -d;
+        m = $2 < 0 ? -$2 : $2; if (d > 1e-5 * m) bad++ } END { exit !(NR == 10 && !bad) }'
+}
+
+"$cohort" train "${model[@]}" --batch 4 --metrics "$work/single.jsonl" >/dev/null 2>&1 ||
+    fail "single run"
+for n in 2 4; do
+    "$cohort" train "${model[@]}" --strategy dp --devices $n --batch $((4 / n)) \
+        --metrics "$work/dp$n.jsonl" --save "$work/dp$n.safetensors" >"$work/dp$n.out" \
+        2>"$work/dp$n.err" || fail "dp $n: $(cat "$work/dp$n.err")"
+    close "$work/single.jsonl" "$work/dp$n.jsonl" || {
+        fail "dp at $n devices: losses differ from single"
+        paste <(losses "$work/single.jsonl") <(losses "$work/dp$n.jsonl")
+    }
+    [ -s "$work/dp$n.safetensors" ] || fail "dp $n wrote no checkpoint"
+    grep -q "global batch 4 sequences = micro-batch $((4 / n)) x accumulation 1 x data-parallel $n" \
+        "$work/dp$n.err" || fail "dp $n: global batch not printed: $(cat "$work/dp$n.err")"
+done
+
+# dp is deterministic: 5 steps, a checkpoint, and 5 resumed steps equal the 10 steps of dp2
+dp2=(--strategy dp --devices 2 --batch 2)
+"$cohort" train "${model[@]}" "${dp2[@]}" --stop-at 5 --save "$work/r.safetensors" \
+    --metrics "$work/r.jsonl" >/dev/null 2>&1 || fail "dp with --stop-at"
+"$cohort" train "${model[@]}" "${dp2[@]}" --resume "$work/r.safetensors" \
+    --metrics "$work/r.jsonl" >/dev/null 2>"$work/r.err" || fail "dp resume: $(cat "$work/r.err")"
+[ "$(losses "$work/r.jsonl")" = "$(losses "$work/dp2.jsonl")" ] || {
+    fail "resumed dp losses differ from the uninterrupted dp run"
+    paste <(losses "$work/r.jsonl") <(losses "$work/dp2.jsonl")
+}
+
+out=$("$cohort" train "${model[@]}" --devices 2 2>&1)
+[ $? -eq 2 ] && echo "$out" | grep -q "devices '2' is for --strategy dp" ||
+    fail "--devices without dp not a usage error: $out"
+out=$("$cohort" train "${model[@]}" --strategy dp --devices 0 2>&1)
+[ $? -eq 2 ] && echo "$out" | grep -q "'0'" || fail "--devices 0 not a usage error: $out"
+out=$("$cohort" train "${model[@]}" --strategy dp --devices x 2>&1)
+[ $? -eq 2 ] && echo "$out" | grep -q "'x'" || fail "--devices x not a usage error: $out"
+
+[ $fails -eq 0 ] && echo "all passed"
+exit $((fails > 0))
