@@ -81,23 +81,36 @@ if [ "$fuzz_seconds" -gt 0 ]; then
     if CC=clang cmake -S "$root" -B build/test-fuzz -DCOHORT_FUZZ=ON -DCMAKE_BUILD_TYPE=Debug \
             >build/test-fuzz.configure.log 2>&1 &&
        cmake --build build/test-fuzz -j"$jobs" >build/test-fuzz.build.log 2>&1; then
-        for f in build/test-fuzz/fuzz_*; do
-            [ -x "$f" ] || continue
-            name=${f##*/fuzz_}
+        # One fuzzer per core at a time; each writes its verdict to build/test-fuzz/<name>.result.
+        run_fuzzer() {
+            local f=$1 name=${1##*/fuzz_} work
             work=$(mktemp -d)
             cp -r "tests/fuzz/corpus/$name/." "$work/"
-            echo "=== fuzz: $name for ${fuzz_seconds}s"
             if "$f" -max_total_time="$fuzz_seconds" -timeout=10 -rss_limit_mb=2048 \
                     -artifact_prefix="build/test-fuzz/$name-" "$work" >"build/test-fuzz/$name.log" 2>&1; then
+                echo ok >"build/test-fuzz/$name.result"
+            else
+                echo failed >"build/test-fuzz/$name.result"
+            fi
+            rm -rf "$work"
+        }
+        export -f run_fuzzer
+        export fuzz_seconds
+        rm -f build/test-fuzz/*.result
+        fuzzers=$(find build/test-fuzz -maxdepth 1 -name 'fuzz_*' -type f -executable | sort)
+        echo "=== fuzz: $(echo "$fuzzers" | wc -w) targets, ${fuzz_seconds}s each, $jobs at a time"
+        echo "$fuzzers" | xargs -P "$jobs" -I{} bash -c 'run_fuzzer {}'
+        for f in $fuzzers; do
+            name=${f##*/fuzz_}
+            if [ "$(cat "build/test-fuzz/$name.result" 2>/dev/null)" = ok ]; then
                 passed=$((passed + 1))
-                tail -1 "build/test-fuzz/$name.log"
+                echo "=== fuzz: $name: $(tail -1 "build/test-fuzz/$name.log")"
             else
                 failed=$((failed + 1))
                 status=1
                 tail -40 "build/test-fuzz/$name.log"
                 echo "=== fuzz: $name FAILED (reproducer in build/test-fuzz/$name-*)"
             fi
-            rm -rf "$work"
         done
     else
         tail -30 build/test-fuzz.configure.log build/test-fuzz.build.log
