@@ -4,6 +4,7 @@
 
 #include <stdint.h>
 
+#include "cohort/parallel.h"
 #include "cohort/train.h"
 
 #define MAX_SHARDS 64
@@ -17,6 +18,10 @@ typedef struct train_opts {
     long val_every, val_batches, log_every, save_every, stop_at, threads;
     const char *save, *resume, *init_from, *metrics, *tokenizer;
     int shuffle, deterministic, blas_info;
+    coh_strategy strategy;     /* --strategy, parsed by coh_strategy_parse */
+    size_t bucket_bytes;       /* --bucket-mb */
+    const char *trace;         /* --trace FILE.json (per rank: FILE.rankN.json when N > 1) */
+    const char *dump_params;   /* --dump-params FILE: final parameters as raw f32 (rank 0) */
 } train_opts;
 
 /* Run the training described by o (model config already resolved); returns the exit code. */

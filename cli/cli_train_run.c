@@ -1,5 +1,6 @@
-/* cli_train_run.c: the `cohort train` loop: loaders, steps, validation, metrics, progress,
- * checkpoints, and the closing memory and speed summary. */
+/* cli_train_run.c: the `cohort train` loop: loaders, steps (through the parallel trainer: single
+ * is the mesh (1, 1, 1)), validation, metrics, progress, checkpoints, and the closing memory and
+ * speed summary. Only rank 0 writes metrics, progress and checkpoints. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +9,7 @@
 
 #include "cli.h"
 #include "cli_train.h"
+#include "cli_train_par.h"
 #include "cohort/json_writer.h"
 #include "cohort/log.h"
 #include "cohort/size.h"
@@ -17,7 +19,11 @@ static const char *const CMD = "train";
 
 typedef struct run {
     const train_opts *o;
-    coh_trainer *t;
+    coh_par_trainer *pt;
+    coh_trainer *t; /* the base trainer of pt */
+    cli_par par;
+    uint64_t *mem;  /* (4 * world) per-rank memory for the metrics */
+    const char *resume; /* --resume, or --save after a restart by the launcher */
     coh_loader *train, *val;
     FILE *metrics;
     double peak_flops, flops_per_token, t_start;
@@ -43,7 +49,7 @@ static coh_status open_loader(const run *r, const char *const *paths, int n, int
     const train_opts *o = r->o;
     coh_loader_config lc = {
         .paths = paths, .npaths = (size_t)n, .batch = o->tc.batch, .seq = o->tc.seq,
-        .rank = 0, .world = 1, .shuffle = o->shuffle, .seed = o->tc.seed,
+        .rank = r->par.rank, .world = r->par.world_size, .shuffle = o->shuffle, .seed = o->tc.seed,
         .mode = eval ? COH_LOADER_EVAL : COH_LOADER_TRAIN, .vocab = o->tc.model.vocab,
     };
     return coh_loader_create(&lc, out);
@@ -64,21 +70,30 @@ static void print_memory_prediction(const run *r)
 static coh_status setup(run *r)
 {
     const train_opts *o = r->o;
-    coh_status st = coh_trainer_create(&o->tc, &r->t);
-    if (!st && o->init_from)
-        st = coh_gpt_load(coh_trainer_model(r->t), o->init_from);
+    coh_status st = cli_par_open(o, &r->par);
+    coh_par_config pc = {.train = o->tc, .strategy = o->strategy, .bucket_bytes = o->bucket_bytes,
+                         .trace_path = r->par.trace_path[0] ? r->par.trace_path : NULL};
+    if (!st)
+        st = coh_par_trainer_create(&pc, r->par.mesh, &r->pt);
+    if (!st && !(r->mem = calloc(4 * (size_t)r->par.world_size, sizeof *r->mem)))
+        st = coh_errf(COH_ERR_NOMEM, "out of memory");
+    if (st)
+        return st;
+    r->t = coh_par_trainer_base(r->pt);
+    if (o->init_from && !(st = coh_gpt_load(coh_trainer_model(r->t), o->init_from)))
+        coh_par_trainer_params_loaded(r->pt);
     if (!st)
         st = open_loader(r, o->data, o->ndata, 0, &r->train);
     if (!st && o->nval)
         st = open_loader(r, o->val, o->nval, 1, &r->val);
-    if (!st && o->resume) {
+    if (!st && r->resume) {
         coh_loader_pos pos;
         int threads = 0;
-        st = coh_trainer_resume(r->t, o->resume, &pos, &threads);
+        st = coh_par_trainer_resume(r->pt, r->resume, &pos, &threads);
         if (!st && o->deterministic && threads && threads != r->threads)
             st = coh_errf(COH_ERR_MISMATCH, "checkpoint '%s' was trained with %d threads, this "
                           "run has %d: --deterministic needs the same (--threads %d)",
-                          o->resume, threads, r->threads, threads);
+                          r->resume, threads, r->threads, threads);
         if (!st)
             st = coh_loader_seek(r->train, &pos);
     }
@@ -90,7 +105,7 @@ static coh_status validate(run *r, double *loss)
     uint64_t avail = coh_loader_steps_per_epoch(r->val);
     long n = (long)(avail < (uint64_t)r->o->val_batches ? avail : (uint64_t)r->o->val_batches);
     coh_loader_rewind(r->val);
-    return coh_trainer_eval(r->t, next_batch, r->val, n, loss);
+    return coh_par_trainer_eval(r->pt, next_batch, r->val, n, loss);
 }
 
 static void write_metrics(run *r, const coh_step_stats *s, double tps, double mfu, double val)
@@ -118,6 +133,21 @@ static void write_metrics(run *r, const coh_step_stats *s, double tps, double mf
         coh_jw_key(&w, "val_loss");
         coh_jw_double(&w, val);
     }
+    static const char *const MEM[4] = {"params_bytes", "grads_bytes", "optim_bytes",
+                                       "peak_rss_bytes"};
+    coh_jw_key(&w, "memory"); /* per rank, model state at the optimizer step */
+    coh_jw_array_begin(&w);
+    for (int k = 0; k < r->par.world_size; k++) {
+        coh_jw_object_begin(&w);
+        coh_jw_key(&w, "rank");
+        coh_jw_int(&w, k);
+        for (int i = 0; i < 4; i++) {
+            coh_jw_key(&w, MEM[i]);
+            coh_jw_uint(&w, r->mem[4 * k + i]);
+        }
+        coh_jw_object_end(&w);
+    }
+    coh_jw_array_end(&w);
     coh_jw_object_end(&w);
     coh_jw_finish(&w);
     fflush(r->metrics);
@@ -148,38 +178,60 @@ static coh_status save(run *r)
 {
     coh_loader_pos pos;
     coh_loader_position(r->train, &pos);
-    return coh_trainer_save(r->t, r->o->save, r->o->tokenizer, &pos, r->threads);
+    return coh_par_trainer_save(r->pt, r->o->save, r->o->tokenizer, &pos, r->threads);
 }
 
 static coh_status loop(run *r)
 {
     const train_opts *o = r->o;
-    double tokens = (double)o->tc.batch * o->tc.seq * o->tc.accum;
+    double tokens = (double)o->tc.batch * o->tc.seq * o->tc.accum * r->par.world_size;
+    int lead = r->par.rank == 0;
     for (long step = r->first_step; step < r->last_step; step++) {
         coh_step_stats s;
         double t0 = now();
-        coh_status st = coh_trainer_step(r->t, next_batch, r->train, &s);
+        coh_status st = coh_par_trainer_step(r->pt, next_batch, r->train, &s);
         if (st)
+            return st;
+        if (o->metrics && (st = cli_par_memory(&r->par, r->pt, cli_peak_rss(), r->mem)))
             return st;
         double tps = tokens / (now() - t0), mfu = tps * r->flops_per_token / r->peak_flops;
         double val = -1;
         if (r->val && (s.step % o->val_every == 0 || s.step == r->last_step) &&
             (st = validate(r, &val)))
             return st;
-        write_metrics(r, &s, tps, mfu, val);
-        show_progress(r, &s, tps, mfu, val);
-        if (o->save && ((o->save_every && s.step % o->save_every == 0) || s.step == r->last_step)
-            && (st = save(r)))
+        if (lead) {
+            write_metrics(r, &s, tps, mfu, val);
+            show_progress(r, &s, tps, mfu, val);
+        }
+        if (o->save &&
+            ((o->save_every && s.step % o->save_every == 0) || s.step == r->last_step) &&
+            (st = save(r)))
             return st;
     }
     return COH_OK;
 }
 
+/* After the launcher restarted the job (--max-restarts), continue from the last checkpoint. */
+static const char *resume_path(const train_opts *o)
+{
+    const char *rc = getenv("COHORT_RESTART_COUNT");
+    char sp[4200];
+    if (o->resume || !o->save || !rc || atoi(rc) < 1)
+        return o->resume;
+    snprintf(sp, sizeof sp, "%s.state", o->save);
+    if (access(sp, R_OK))
+        return NULL;
+    coh_info("restart %s: resuming from '%s'", rc, o->save);
+    return o->save;
+}
+
 int cli_train_run(const train_opts *o)
 {
-    run r = {.o = o, .tty = isatty(STDERR_FILENO), .threads = coh_get_threads()};
+    run r = {.o = o, .tty = isatty(STDERR_FILENO), .threads = coh_get_threads(),
+             .resume = resume_path(o)};
     coh_status st = setup(&r);
-    if (!st && o->metrics && !(r.metrics = fopen(o->metrics, o->resume ? "a" : "w")))
+    if (!st && o->metrics && (r.par.rank == 0 || r.par.world_size == 1) &&
+        !(r.metrics = fopen(o->metrics, r.resume ? "a" : "w")))
         st = coh_errf(COH_ERR_IO, "cannot open metrics file '%s'", o->metrics);
     if (!st) {
         r.first_step = coh_trainer_get_step(r.t);
@@ -190,8 +242,13 @@ int cli_train_run(const train_opts *o)
                  coh_blas_kernel(), r.threads, r.peak_flops * 1e-9,
                  (unsigned long long)coh_loader_tokens(r.train));
         print_memory_prediction(&r);
+        cli_par_print_start(o, &r.par, r.pt);
         r.t_start = now();
         st = loop(&r);
+        if (!st)
+            cli_par_print_peak(&r.par, r.pt, o);
+        if (!st && o->dump_params)
+            st = cli_par_dump(o, &r.par, r.pt);
     }
     if (!st) {
         char rss[32], pred[32];
@@ -201,7 +258,8 @@ int cli_train_run(const train_opts *o)
         long steps = r.last_step - r.first_step;
         coh_info("done: %ld steps in %.1fs, %.0f tokens/s; peak rss %s (engine predicted %s)",
                  steps, el,
-                 el > 0 ? steps * (double)o->tc.batch * o->tc.seq * o->tc.accum / el : 0.0,
+                 el > 0 ? steps * (double)o->tc.batch * o->tc.seq * o->tc.accum *
+                              r.par.world_size / el : 0.0,
                  coh_size_format(cli_peak_rss(), rss, sizeof rss),
                  coh_size_format(m.total, pred, sizeof pred));
     }
@@ -209,6 +267,8 @@ int cli_train_run(const train_opts *o)
         fclose(r.metrics);
     coh_loader_destroy(r.train);
     coh_loader_destroy(r.val);
-    coh_trainer_destroy(r.t);
+    coh_par_trainer_destroy(r.pt);
+    cli_par_close(&r.par);
+    free(r.mem);
     return st ? cli_fail(CMD, st) : CLI_OK;
 }

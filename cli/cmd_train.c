@@ -7,6 +7,10 @@
 
 #include "cli.h"
 #include "cli_train.h"
+#include "cohort/parallel.h"
+#include "cohort/json_writer.h"
+#include "cohort/log.h"
+#include "cohort/size.h"
 #include "cohort/train_ckpt.h"
 
 const char cmd_train_summary[] = "train a GPT-2 model on token shards";
@@ -17,7 +21,13 @@ static void help(void)
 {
     printf("usage: cohort train --data SHARD [--data SHARD...] [options]\n\n"
            "Trains a GPT-2 model (pre-LayerNorm blocks, tied LM head) on llm.c token shards\n"
-           "(see 'cohort prepare'). Single device; threads share the cores.\n\n"
+           "(see 'cohort prepare'). Multi-process strategies run under 'cohort run'.\n\n"
+           "parallelism (docs/parallel.md):\n"
+           "  --strategy S          single (default), ddp, zero1, zero2, zero3 (one process per\n"
+           "                        rank: cohort run --nproc-per-node N cohort train ...)\n"
+           "  --bucket-mb X         gradient bucket size in MiB (default 25)\n"
+           "  --trace FILE.json     Chrome/Perfetto trace per rank (FILE.rankN.json for N > 1)\n"
+           "  --dump-params FILE    write the final parameters as raw little-endian f32\n\n"
            "model:\n"
            "  --model NAME          preset: gpt2, gpt2-medium, gpt2-large, gpt2-xl\n"
            "  --layers N --heads N --dim N --vocab N\n"
@@ -47,7 +57,9 @@ static void help(void)
            "  --val-every N         validate every N steps and at the end (default 100)\n"
            "  --val-batches N       validation batches (default 10)\n"
            "  --save FILE           checkpoint (FILE and FILE.state) at the end\n"
-           "  --save-every K        also every K steps\n"
+           "  --save-every K        also every K steps; a job restarted by 'cohort run\n"
+           "                        --max-restarts' resumes from --save (ZeRO: one shard per\n"
+           "                        rank plus an index)\n"
            "  --resume FILE         continue exactly from a checkpoint\n"
            "  --stop-at N           stop after step N (the schedule still spans --steps)\n"
            "  --tokenizer NAME      tokenizer of the data, recorded for 'cohort generate'\n"
@@ -58,7 +70,7 @@ enum {
     O_MODEL = 256, O_LAYERS, O_HEADS, O_DIM, O_VOCAB, O_INIT, O_DATA, O_VAL, O_BATCH, O_SEQ,
     O_ACCUM, O_SHUFFLE, O_STEPS, O_LR, O_MINLR, O_WARMUP, O_WD, O_CLIP, O_SEED, O_DET, O_THREADS,
     O_METRICS, O_LOGEVERY, O_VALEVERY, O_VALBATCHES, O_SAVE, O_SAVEEVERY, O_RESUME, O_STOPAT,
-    O_TOKENIZER, O_BLASINFO
+    O_TOKENIZER, O_BLASINFO, O_STRATEGY, O_BUCKET, O_TRACE, O_DUMP
 };
 
 static const struct option longopts[] = {
@@ -78,6 +90,8 @@ static const struct option longopts[] = {
     {"save-every", 1, 0, O_SAVEEVERY}, {"resume", 1, 0, O_RESUME},
     {"stop-at", 1, 0, O_STOPAT},      {"tokenizer", 1, 0, O_TOKENIZER},
     {"blas-info", 0, 0, O_BLASINFO},  {"help", 0, 0, 'h'},
+    {"strategy", 1, 0, O_STRATEGY},   {"bucket-mb", 1, 0, O_BUCKET},
+    {"trace", 1, 0, O_TRACE},         {"dump-params", 1, 0, O_DUMP},
     {0, 0, 0, 0},
 };
 
@@ -136,7 +150,39 @@ static int parse_value(train_opts *o, int c, const char *a)
     case O_STOPAT: return cli_parse_long(CMD, "--stop-at", a, 1, BIG, &o->stop_at);
     case O_TOKENIZER: o->tokenizer = a; return 1;
     case O_BLASINFO: o->blas_info = 1; return 1;
+    case O_STRATEGY:
+        if (coh_strategy_parse(a, &o->strategy)) {
+            cli_usage_error(CMD, "%s", coh_last_error());
+            return 0;
+        }
+        return 1;
+    case O_BUCKET: {
+        float mb;
+        if (!cli_parse_float(CMD, "--bucket-mb", a, 1e-3, 1 << 20, &mb))
+            return 0;
+        o->bucket_bytes = (size_t)((double)mb * (1 << 20));
+        return 1;
     }
+    case O_TRACE: o->trace = a; return 1;
+    case O_DUMP: o->dump_params = a; return 1;
+    }
+    return 0;
+}
+
+/* Multi-process strategies need the launcher's environment; single must not be replicated. */
+static int check_strategy(const train_opts *o)
+{
+    const char *ws = getenv("WORLD_SIZE");
+    if (!ws)
+        ws = getenv("OMPI_COMM_WORLD_SIZE");
+    if (coh_strategy_is_multiprocess(o->strategy) && !ws)
+        return cli_usage_error(CMD, "strategy '%s' needs one process per rank: start it with "
+                               "'cohort run --nproc-per-node N cohort train ...'",
+                               coh_strategy_name(o->strategy));
+    if (!coh_strategy_is_multiprocess(o->strategy) && ws && atoi(ws) > 1)
+        return cli_usage_error(CMD, "strategy '%s' runs one process but WORLD_SIZE is '%s': "
+                               "use --strategy ddp or zero1..zero3 under 'cohort run'",
+                               coh_strategy_name(o->strategy), ws);
     return 0;
 }
 
@@ -176,6 +222,7 @@ static int parse(train_opts *o, int argc, char **argv)
         return cli_usage_error(CMD, "--save-every needs --save FILE");
     if (o->resume && o->init_from)
         return cli_usage_error(CMD, "--resume and --init-from exclude each other");
+    return check_strategy(o);
     return 0;
 }
 

@@ -14,25 +14,25 @@ extern "C" {
 #endif
 
 /* Element types of the safetensors format that cohort reads and writes. */
-typedef enum coh_dtype {
-    COH_DTYPE_F32 = 0,
-    COH_DTYPE_F16,
-    COH_DTYPE_BF16,
-    COH_DTYPE_F64,
-    COH_DTYPE_I64,
-    COH_DTYPE_I32,
-    COH_DTYPE_I16,
-    COH_DTYPE_I8,
-    COH_DTYPE_U8,
-    COH_DTYPE_BOOL,
-    COH_DTYPE_COUNT
-} coh_dtype;
+typedef enum coh_st_dtype {
+    COH_ST_F32 = 0,
+    COH_ST_F16,
+    COH_ST_BF16,
+    COH_ST_F64,
+    COH_ST_I64,
+    COH_ST_I32,
+    COH_ST_I16,
+    COH_ST_I8,
+    COH_ST_U8,
+    COH_ST_BOOL,
+    COH_ST_COUNT
+} coh_st_dtype;
 
 /* "F32", "BF16", ... (the format's names); bytes per element. */
-const char *coh_dtype_name(coh_dtype d);
-size_t coh_dtype_size(coh_dtype d);
+const char *coh_st_dtype_name(coh_st_dtype d);
+size_t coh_st_dtype_size(coh_st_dtype d);
 /* Parse a format name ("F32"); COH_ERR_INVALID naming it and the valid names. */
-coh_status coh_dtype_parse(const char *name, coh_dtype *out);
+coh_status coh_st_dtype_parse(const char *name, coh_st_dtype *out);
 
 #define COH_ST_MAX_DIMS 8
 
@@ -40,7 +40,7 @@ coh_status coh_dtype_parse(const char *name, coh_dtype *out);
  * `dtype`, row major (C order), little-endian. */
 typedef struct coh_st_tensor {
     const char *name;
-    coh_dtype dtype;
+    coh_st_dtype dtype;
     int ndim; /* 0 (a scalar) .. COH_ST_MAX_DIMS */
     int64_t shape[COH_ST_MAX_DIMS];
     const void *data;
@@ -95,7 +95,7 @@ int coh_st_has_checksum(const coh_st_file *f);
  * tensors are converted when dtype is F32; otherwise the dtype must match. Errors:
  * COH_ERR_NOT_FOUND naming the tensor and file, COH_ERR_MISMATCH naming the stored and expected
  * dtype or shape. */
-coh_status coh_st_read(const coh_st_file *f, const char *name, coh_dtype dtype, int ndim,
+coh_status coh_st_read(const coh_st_file *f, const char *name, coh_st_dtype dtype, int ndim,
                        const int64_t *shape, void *dst);
 
 /* ---- training state companion file ---------------------------------------------------------- */

@@ -108,6 +108,27 @@ float *coh_gpt_grads(coh_gpt *g, size_t *count);
 
 void coh_gpt_set_grad_hook(coh_gpt *g, coh_grad_ready_fn fn, void *ctx);
 
+/* Use `buf` (count floats of coh_gpt_grads, e.g. the transport's shared arena, where collectives
+ * need no copy-in) as the gradient arena from now on; the current gradients are copied into it.
+ * The caller keeps ownership and keeps it alive until coh_gpt_destroy. */
+void coh_gpt_set_grad_arena(coh_gpt *g, float *buf);
+
+/* What coh_gpt_step is about to do with block `layer`'s parameters (layer -1: embeddings,
+ * layer L: final LayerNorm), so ZeRO-3 can gather them just before use and free them after. */
+typedef enum coh_param_event {
+    COH_PARAM_NEED_FORWARD = 0,  /* about to be read by the forward pass */
+    COH_PARAM_NEED_BACKWARD = 1, /* about to be read by the backward pass */
+    COH_PARAM_DONE = 2           /* not read again until the next NEED */
+} coh_param_event;
+
+/* Called with the arena range [begin, end) of `layer`. Per step the NEED order is: -1, 0..L-1,
+ * L, -1 (LM head), then with gradients L-1..0; each NEED is followed by a DONE of the same layer
+ * (L stays needed through the final LayerNorm's backward). Without a hook the arena is assumed
+ * whole (single device, DDP, ZeRO-1/2). */
+typedef void (*coh_param_hook_fn)(void *ctx, int layer, coh_param_event ev, size_t begin,
+                                  size_t end);
+void coh_gpt_set_param_hook(coh_gpt *g, coh_param_hook_fn fn, void *ctx);
+
 /* Forward pass over tokens (B, T) (ids in 0..V-1) and targets (B, T). Writes the mean
  * cross-entropy loss. With `grad_scale` > 0 it also computes gradients of grad_scale * loss and
  * ADDS them to the gradient arena (call coh_gpt_zero_grad first; accumulation across
@@ -135,6 +156,13 @@ typedef struct coh_adamw_params {
 typedef struct coh_adamw coh_adamw;
 
 coh_status coh_adamw_create(const coh_gpt_config *c, coh_adamw **out);
+
+/* AdamW state for only the arena ranges [begin[i], end[i]) (ZeRO: this rank's shard). m and v
+ * hold the ranges' elements back to back (coh_adamw_m's count is their total); updates still
+ * take the full-size arenas and touch only these ranges. Ranges must be sorted and disjoint.
+ * COH_ERR_INVALID for unsorted or out-of-arena ranges, COH_ERR_NOMEM. */
+coh_status coh_adamw_create_ranges(const coh_gpt_config *c, const size_t *begin,
+                                   const size_t *end, int nranges, coh_adamw **out);
 void coh_adamw_destroy(coh_adamw *o); /* NULL-safe */
 
 /* One update (t is the 1-based step number for bias correction). Deterministic; threads split
@@ -186,6 +214,11 @@ typedef struct coh_trainer coh_trainer;
 
 /* Model (initialised from seed) + AdamW + batch buffers. COH_ERR_INVALID naming a bad field. */
 coh_status coh_trainer_create(const coh_trainer_config *c, coh_trainer **out);
+
+/* A trainer over a model and optimizer the caller made (the parallel strategies pass a sharded
+ * optimizer); takes ownership of both, even on error. Weights are not re-initialised. */
+coh_status coh_trainer_create_from(const coh_trainer_config *c, coh_gpt *model, coh_adamw *opt,
+                                   coh_trainer **out);
 void coh_trainer_destroy(coh_trainer *t); /* NULL-safe */
 
 /* One optimizer step: accum micro-batches from next(), clip, schedule, AdamW. */

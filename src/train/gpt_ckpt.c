@@ -32,7 +32,7 @@ static coh_status list_tensors(const coh_gpt_config *c, float *arena, tensor_lis
     for (int i = 0; i < n; i++) {
         coh_tensor_info *in = &l->info[i];
         coh_gpt_tensor(c, i, in);
-        l->t[i] = (coh_st_tensor){.name = in->name, .dtype = COH_DTYPE_F32, .ndim = in->ndim,
+        l->t[i] = (coh_st_tensor){.name = in->name, .dtype = COH_ST_F32, .ndim = in->ndim,
                                   .data = arena + in->offset};
         l->t[i].shape[0] = (int64_t)in->shape[0];
         l->t[i].shape[1] = (int64_t)in->shape[1];
@@ -143,7 +143,7 @@ coh_status gpt_load_from_file(coh_gpt *g, const coh_st_file *f, const char *path
         coh_tensor_info t;
         coh_gpt_tensor(c, i, &t);
         int64_t shape[2] = {(int64_t)t.shape[0], (int64_t)t.shape[1]};
-        coh_status st = coh_st_read(f, t.name, COH_DTYPE_F32, t.ndim, shape, arena + t.offset);
+        coh_status st = coh_st_read(f, t.name, COH_ST_F32, t.ndim, shape, arena + t.offset);
         if (st)
             return coh_err_prefix(st, "loading '%s'", path);
     }
@@ -178,8 +178,8 @@ coh_status coh_trainer_save(coh_trainer *t, const char *path, const char *tokeni
     size_t n;
     coh_adamw *o = coh_trainer_optimizer(t);
     coh_st_tensor ten[2] = {
-        {"adamw.m", COH_DTYPE_F32, 1, {0}, coh_adamw_m(o, &n), 0},
-        {"adamw.v", COH_DTYPE_F32, 1, {0}, coh_adamw_v(o, NULL), 0},
+        {"adamw.m", COH_ST_F32, 1, {0}, coh_adamw_m(o, &n), 0},
+        {"adamw.v", COH_ST_F32, 1, {0}, coh_adamw_v(o, NULL), 0},
     };
     ten[0].shape[0] = ten[1].shape[0] = (int64_t)n;
     coh_train_state s;
@@ -221,9 +221,9 @@ coh_status coh_trainer_resume(coh_trainer *t, const char *path, coh_loader_pos *
     int64_t shape[1];
     float *m = coh_adamw_m(o, &n);
     shape[0] = (int64_t)n;
-    if (!st && (st = coh_st_read(sf, "adamw.m", COH_DTYPE_F32, 1, shape, m)))
+    if (!st && (st = coh_st_read(sf, "adamw.m", COH_ST_F32, 1, shape, m)))
         coh_err_prefix(st, "loading '%s'", sp);
-    if (!st && (st = coh_st_read(sf, "adamw.v", COH_DTYPE_F32, 1, shape, coh_adamw_v(o, NULL))))
+    if (!st && (st = coh_st_read(sf, "adamw.v", COH_ST_F32, 1, shape, coh_adamw_v(o, NULL))))
         coh_err_prefix(st, "loading '%s'", sp);
     if (!st) {
         coh_trainer_set_step(t, (long)s.step);

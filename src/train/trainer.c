@@ -74,6 +74,33 @@ coh_status coh_trainer_create(const coh_trainer_config *c, coh_trainer **out)
     return COH_OK;
 }
 
+coh_status coh_trainer_create_from(const coh_trainer_config *c, coh_gpt *model, coh_adamw *opt,
+                                   coh_trainer **out)
+{
+    *out = NULL;
+    coh_status st = check(c);
+    coh_trainer *t = st ? NULL : calloc(1, sizeof *t);
+    if (!st && !t)
+        st = coh_errf(COH_ERR_NOMEM, "out of memory allocating the trainer");
+    if (st) {
+        coh_gpt_destroy(model);
+        coh_adamw_destroy(opt);
+        return st;
+    }
+    t->cfg = *c;
+    t->model = model;
+    t->opt = opt;
+    size_t n = (size_t)c->batch * c->seq;
+    t->inputs = malloc(n * sizeof *t->inputs);
+    t->targets = malloc(n * sizeof *t->targets);
+    if (!t->inputs || !t->targets) {
+        coh_trainer_destroy(t);
+        return coh_errf(COH_ERR_NOMEM, "out of memory allocating batch buffers");
+    }
+    *out = t;
+    return COH_OK;
+}
+
 void coh_trainer_destroy(coh_trainer *t)
 {
     if (!t)

@@ -75,6 +75,11 @@ coh_status coh_size_parse(const char *text, uint64_t *out_bytes)
     for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
         if (strcmp(unit, units[i].name) == 0) {
             double v = floor((whole + frac) * units[i].factor);
+            /* Exactly 2^64 ("16 EiB", what the largest sizes print as) saturates. */
+            if (v == 18446744073709551616.0) {
+                *out_bytes = UINT64_MAX;
+                return COH_OK;
+            }
             if (!(v < 18446744073709551616.0))
                 return bad_size(text, "too large");
             *out_bytes = (uint64_t)v;

@@ -21,15 +21,15 @@ static int write_known(const char *path)
     for (int i = 0; i < 5; i++)
         b[i] = 1.0f / (float)(i + 1);
     coh_st_tensor t[] = {
-        {.name = "transformer.h.0.attn.c_attn.weight", .dtype = COH_DTYPE_F32, .ndim = 2,
+        {.name = "transformer.h.0.attn.c_attn.weight", .dtype = COH_ST_F32, .ndim = 2,
          .shape = {3, 4}, .data = w},
-        {.name = "transformer.h.0.attn.c_attn.bias", .dtype = COH_DTYPE_F32, .ndim = 1,
+        {.name = "transformer.h.0.attn.c_attn.bias", .dtype = COH_ST_F32, .ndim = 1,
          .shape = {5}, .data = b},
-        {.name = "indices", .dtype = COH_DTYPE_I64, .ndim = 2, .shape = {2, 2}, .data = idx},
-        {.name = "half", .dtype = COH_DTYPE_BF16, .ndim = 1, .shape = {2}, .data = bf},
-        {.name = "mask", .dtype = COH_DTYPE_U8, .ndim = 1, .shape = {3}, .data = mask},
-        {.name = "scalar", .dtype = COH_DTYPE_I32, .ndim = 0, .data = &one},
-        {.name = "empty", .dtype = COH_DTYPE_F32, .ndim = 2, .shape = {0, 3}},
+        {.name = "indices", .dtype = COH_ST_I64, .ndim = 2, .shape = {2, 2}, .data = idx},
+        {.name = "half", .dtype = COH_ST_BF16, .ndim = 1, .shape = {2}, .data = bf},
+        {.name = "mask", .dtype = COH_ST_U8, .ndim = 1, .shape = {3}, .data = mask},
+        {.name = "scalar", .dtype = COH_ST_I32, .ndim = 0, .data = &one},
+        {.name = "empty", .dtype = COH_ST_F32, .ndim = 2, .shape = {0, 3}},
     };
     coh_st_meta meta[] = {{"format", "pt"}};
     coh_status st = coh_st_save(path, t, sizeof t / sizeof t[0], meta, 1);
@@ -42,38 +42,38 @@ static int write_known(const char *path)
 
 static void print_values(const coh_st_tensor *t)
 {
-    size_t n = t->nbytes / coh_dtype_size(t->dtype);
+    size_t n = t->nbytes / coh_st_dtype_size(t->dtype);
     float *f = malloc((n ? n : 1) * sizeof *f);
     const unsigned char *p = t->data;
     for (size_t i = 0; i < n; i++) {
         if (i)
             printf(", ");
         switch (t->dtype) {
-        case COH_DTYPE_F32: {
+        case COH_ST_F32: {
             float v;
             memcpy(&v, p + 4 * i, 4);
             printf("%.9g", v);
             break;
         }
-        case COH_DTYPE_F64: {
+        case COH_ST_F64: {
             double v;
             memcpy(&v, p + 8 * i, 8);
             printf("%.17g", v);
             break;
         }
-        case COH_DTYPE_I64: {
+        case COH_ST_I64: {
             int64_t v;
             memcpy(&v, p + 8 * i, 8);
             printf("%" PRId64, v);
             break;
         }
-        case COH_DTYPE_I32: {
+        case COH_ST_I32: {
             int32_t v;
             memcpy(&v, p + 4 * i, 4);
             printf("%" PRId32, v);
             break;
         }
-        case COH_DTYPE_U8:
+        case COH_ST_U8:
             printf("%u", p[i]);
             break;
         default: /* F16 / BF16: through the reader's conversion */
@@ -93,14 +93,14 @@ static int read_file(const char *path)
     for (size_t i = 0; i < coh_st_count(f); i++) {
         const coh_st_tensor *t = coh_st_at(f, i);
         printf("{\"name\": \"%s\", \"dtype\": \"%s\", \"shape\": [", t->name,
-               coh_dtype_name(t->dtype));
+               coh_st_dtype_name(t->dtype));
         for (int d = 0; d < t->ndim; d++)
             printf("%s%" PRId64, d ? ", " : "", t->shape[d]);
         printf("], \"values\": [");
-        if (t->dtype == COH_DTYPE_F16 || t->dtype == COH_DTYPE_BF16) {
+        if (t->dtype == COH_ST_F16 || t->dtype == COH_ST_BF16) {
             size_t n = t->nbytes / 2;
             float *v = malloc((n ? n : 1) * sizeof *v);
-            coh_st_read(f, t->name, COH_DTYPE_F32, t->ndim, t->shape, v);
+            coh_st_read(f, t->name, COH_ST_F32, t->ndim, t->shape, v);
             for (size_t k = 0; k < n; k++)
                 printf("%s%.9g", k ? ", " : "", v[k]);
             free(v);

@@ -57,17 +57,17 @@ static int32_t i32[4] = {-1, 0, 1, 2147483647};
 static size_t sample(coh_st_tensor *t)
 {
     memset(t, 0, 7 * sizeof *t);
-    t[0] = (coh_st_tensor){.name = "transformer.wte.weight", .dtype = COH_DTYPE_F32, .ndim = 2,
+    t[0] = (coh_st_tensor){.name = "transformer.wte.weight", .dtype = COH_ST_F32, .ndim = 2,
                            .shape = {2, 3}, .data = f32};
-    t[1] = (coh_st_tensor){.name = "step", .dtype = COH_DTYPE_I64, .ndim = 0, .data = &i64};
-    t[2] = (coh_st_tensor){.name = "empty", .dtype = COH_DTYPE_F32, .ndim = 2, .shape = {0, 4}};
-    t[3] = (coh_st_tensor){.name = "bytes \"quoted\"", .dtype = COH_DTYPE_U8, .ndim = 1,
+    t[1] = (coh_st_tensor){.name = "step", .dtype = COH_ST_I64, .ndim = 0, .data = &i64};
+    t[2] = (coh_st_tensor){.name = "empty", .dtype = COH_ST_F32, .ndim = 2, .shape = {0, 4}};
+    t[3] = (coh_st_tensor){.name = "bytes \"quoted\"", .dtype = COH_ST_U8, .ndim = 1,
                            .shape = {5}, .data = u8};
-    t[4] = (coh_st_tensor){.name = "bf", .dtype = COH_DTYPE_BF16, .ndim = 1, .shape = {3},
+    t[4] = (coh_st_tensor){.name = "bf", .dtype = COH_ST_BF16, .ndim = 1, .shape = {3},
                            .data = bf16};
-    t[5] = (coh_st_tensor){.name = "half", .dtype = COH_DTYPE_F16, .ndim = 2, .shape = {2, 2},
+    t[5] = (coh_st_tensor){.name = "half", .dtype = COH_ST_F16, .ndim = 2, .shape = {2, 2},
                            .data = f16};
-    t[6] = (coh_st_tensor){.name = "ints", .dtype = COH_DTYPE_I32, .ndim = 1, .shape = {4},
+    t[6] = (coh_st_tensor){.name = "ints", .dtype = COH_ST_I32, .ndim = 1, .shape = {4},
                            .data = i32};
     return 7;
 }
@@ -97,21 +97,21 @@ static void test_round_trip(void)
             CHECK(memcmp(g->data, t[i].data, g->nbytes) == 0);
     }
     float back[6];
-    CHECK_OK(coh_st_read(f, "transformer.wte.weight", COH_DTYPE_F32, 2, (int64_t[]){2, 3}, back));
+    CHECK_OK(coh_st_read(f, "transformer.wte.weight", COH_ST_F32, 2, (int64_t[]){2, 3}, back));
     CHECK(memcmp(back, f32, sizeof f32) == 0);
     int64_t s = 0;
-    CHECK_OK(coh_st_read(f, "step", COH_DTYPE_I64, 0, NULL, &s));
+    CHECK_OK(coh_st_read(f, "step", COH_ST_I64, 0, NULL, &s));
     CHECK_INT(s, i64);
     float wide[4];
-    CHECK_OK(coh_st_read(f, "bf", COH_DTYPE_F32, 1, (int64_t[]){3}, wide));
+    CHECK_OK(coh_st_read(f, "bf", COH_ST_F32, 1, (int64_t[]){3}, wide));
     CHECK(wide[0] == 1.5f && wide[1] == -2.5f && wide[2] == 0.0f);
-    CHECK_OK(coh_st_read(f, "half", COH_DTYPE_F32, 2, (int64_t[]){2, 2}, wide));
+    CHECK_OK(coh_st_read(f, "half", COH_ST_F32, 2, (int64_t[]){2, 2}, wide));
     CHECK(wide[0] == 1.5f && wide[1] == -2.5f && wide[2] == 0x1p-24f && wide[3] == 65504.0f);
-    CHECK_FAILS(coh_st_read(f, "transformer.wte.weight", COH_DTYPE_F32, 2, (int64_t[]){3, 2},
+    CHECK_FAILS(coh_st_read(f, "transformer.wte.weight", COH_ST_F32, 2, (int64_t[]){3, 2},
                             back), COH_ERR_MISMATCH, "has shape [2, 3], expected [3, 2]");
-    CHECK_FAILS(coh_st_read(f, "ints", COH_DTYPE_I64, 1, (int64_t[]){4}, back), COH_ERR_MISMATCH,
+    CHECK_FAILS(coh_st_read(f, "ints", COH_ST_I64, 1, (int64_t[]){4}, back), COH_ERR_MISMATCH,
                 "is I32, expected I64");
-    CHECK_FAILS(coh_st_read(f, "nope", COH_DTYPE_F32, 0, NULL, back), COH_ERR_NOT_FOUND,
+    CHECK_FAILS(coh_st_read(f, "nope", COH_ST_F32, 0, NULL, back), COH_ERR_NOT_FOUND,
                 "no tensor 'nope'");
     coh_st_close(f);
 
@@ -133,9 +133,9 @@ static void test_round_trip(void)
 
 static void test_writer_refuses(void)
 {
-    coh_st_tensor t[2] = {{.name = "a", .dtype = COH_DTYPE_F32, .ndim = 1, .shape = {1},
+    coh_st_tensor t[2] = {{.name = "a", .dtype = COH_ST_F32, .ndim = 1, .shape = {1},
                            .data = f32},
-                          {.name = "a", .dtype = COH_DTYPE_F32, .ndim = 1, .shape = {1},
+                          {.name = "a", .dtype = COH_ST_F32, .ndim = 1, .shape = {1},
                            .data = f32}};
     const char *p = path_in("refused.safetensors");
     CHECK_FAILS(coh_st_save(p, t, 2, NULL, 0), COH_ERR_INVALID, "duplicate tensor name 'a'");
@@ -256,7 +256,7 @@ static int holds_old_content(const char *p)
     if (coh_st_open(p, &f) != COH_OK)
         return 0;
     float v[6];
-    int ok = coh_st_read(f, "transformer.wte.weight", COH_DTYPE_F32, 2, (int64_t[]){2, 3}, v) ==
+    int ok = coh_st_read(f, "transformer.wte.weight", COH_ST_F32, 2, (int64_t[]){2, 3}, v) ==
                  COH_OK && memcmp(v, f32, sizeof v) == 0 && coh_st_count(f) == 7;
     coh_st_close(f);
     return ok;
@@ -269,7 +269,7 @@ static void test_atomic_save(void)
     const char *p = path_in("atomic.safetensors");
     CHECK_OK(coh_st_save(p, t, n, NULL, 0));
     float other[6] = {9, 9, 9, 9, 9, 9};
-    coh_st_tensor u = {.name = "transformer.wte.weight", .dtype = COH_DTYPE_F32, .ndim = 2,
+    coh_st_tensor u = {.name = "transformer.wte.weight", .dtype = COH_ST_F32, .ndim = 2,
                        .shape = {2, 3}, .data = other};
 
     /* An injected write failure: the save fails, the old file stays, no temporary is left. */
@@ -309,9 +309,9 @@ static void test_state_file(void)
                          .data = {.epoch = 3, .step = 17, .seed = 99, .windows = 5000,
                                   .global_rows = 16}};
     float m[6] = {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f}, v[6] = {1, 2, 3, 4, 5, 6};
-    coh_st_tensor t[2] = {{.name = "adamw.m", .dtype = COH_DTYPE_F32, .ndim = 1, .shape = {6},
+    coh_st_tensor t[2] = {{.name = "adamw.m", .dtype = COH_ST_F32, .ndim = 1, .shape = {6},
                            .data = m},
-                          {.name = "adamw.v", .dtype = COH_DTYPE_F32, .ndim = 1, .shape = {6},
+                          {.name = "adamw.v", .dtype = COH_ST_F32, .ndim = 1, .shape = {6},
                            .data = v}};
     coh_st_meta extra = {"trainer.lr", "0.0006"};
     const char *p = path_in("state.safetensors");
@@ -322,7 +322,7 @@ static void test_state_file(void)
     CHECK(memcmp(&r, &s, sizeof s) == 0);
     float back[6];
     if (f) {
-        CHECK_OK(coh_st_read(f, "adamw.v", COH_DTYPE_F32, 1, (int64_t[]){6}, back));
+        CHECK_OK(coh_st_read(f, "adamw.v", COH_ST_F32, 1, (int64_t[]){6}, back));
         CHECK(memcmp(back, v, sizeof v) == 0);
         CHECK_STR(coh_st_meta_get(f, "trainer.lr"), "0.0006");
     }

@@ -16,10 +16,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         const uint8_t *p = t->data;
         if (p < data || p + t->nbytes > data + size || coh_st_find(f, t->name) == NULL)
             abort();
-        int wide = t->dtype == COH_DTYPE_F16 || t->dtype == COH_DTYPE_BF16;
+        int wide = t->dtype == COH_ST_F16 || t->dtype == COH_ST_BF16;
         size_t n = t->nbytes * (wide ? 2 : 1);
         void *buf = malloc(n ? n : 1);
-        if (coh_st_read(f, t->name, wide ? COH_DTYPE_F32 : t->dtype, t->ndim, t->shape, buf) !=
+        if (coh_st_read(f, t->name, wide ? COH_ST_F32 : t->dtype, t->ndim, t->shape, buf) !=
             COH_OK)
             abort();
         if (!wide && n && memcmp(buf, p, n) != 0)

@@ -46,7 +46,9 @@ static void test_errors(void)
     CHECK_FAILS(coh_size_parse("GiB", &b), COH_ERR_INVALID, "no number");
     CHECK_FAILS(coh_size_parse("1  GiB", &b), COH_ERR_INVALID, "unknown unit");
     CHECK_FAILS(coh_size_parse("99999999PB", &b), COH_ERR_INVALID, "too large");
-    CHECK_FAILS(coh_size_parse("16EiB", &b), COH_ERR_INVALID, "too large");
+    CHECK_FAILS(coh_size_parse("16.01EiB", &b), COH_ERR_INVALID, "too large");
+    CHECK_OK(coh_size_parse("16EiB", &b));
+    CHECK(b == UINT64_MAX);
     CHECK_FAILS(coh_size_parse(NULL, &b), COH_ERR_INVALID, "no text");
 }
 

@@ -16,7 +16,7 @@ uint32_t crc32c(uint32_t crc, const void *data, size_t n);
 
 /* The checksum covers, in header order, each tensor (name, dtype, shape, data offsets), each
  * metadata pair except the checksum itself, and then the data bytes. These add one item. */
-uint32_t st_sum_tensor(uint32_t crc, const char *name, coh_dtype dtype, int ndim,
+uint32_t st_sum_tensor(uint32_t crc, const char *name, coh_st_dtype dtype, int ndim,
                        const int64_t *shape, uint64_t begin, uint64_t end);
 uint32_t st_sum_meta(uint32_t crc, const char *key, const char *value);
 

@@ -48,11 +48,11 @@ static uint32_t sum_u64(uint32_t crc, uint64_t v)
     return crc32c(crc, b, 8);
 }
 
-uint32_t st_sum_tensor(uint32_t crc, const char *name, coh_dtype dtype, int ndim,
+uint32_t st_sum_tensor(uint32_t crc, const char *name, coh_st_dtype dtype, int ndim,
                        const int64_t *shape, uint64_t begin, uint64_t end)
 {
     crc = crc32c(crc, name, strlen(name) + 1);
-    const char *d = coh_dtype_name(dtype);
+    const char *d = coh_st_dtype_name(dtype);
     crc = crc32c(crc, d, strlen(d) + 1);
     crc = sum_u64(crc, (uint64_t)ndim);
     for (int i = 0; i < ndim; i++)

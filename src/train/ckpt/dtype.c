@@ -6,28 +6,28 @@
 static const struct {
     const char *name;
     size_t size;
-} dtypes[COH_DTYPE_COUNT] = {
-    [COH_DTYPE_F32] = {"F32", 4}, [COH_DTYPE_F16] = {"F16", 2}, [COH_DTYPE_BF16] = {"BF16", 2},
-    [COH_DTYPE_F64] = {"F64", 8}, [COH_DTYPE_I64] = {"I64", 8}, [COH_DTYPE_I32] = {"I32", 4},
-    [COH_DTYPE_I16] = {"I16", 2}, [COH_DTYPE_I8] = {"I8", 1},   [COH_DTYPE_U8] = {"U8", 1},
-    [COH_DTYPE_BOOL] = {"BOOL", 1},
+} dtypes[COH_ST_COUNT] = {
+    [COH_ST_F32] = {"F32", 4}, [COH_ST_F16] = {"F16", 2}, [COH_ST_BF16] = {"BF16", 2},
+    [COH_ST_F64] = {"F64", 8}, [COH_ST_I64] = {"I64", 8}, [COH_ST_I32] = {"I32", 4},
+    [COH_ST_I16] = {"I16", 2}, [COH_ST_I8] = {"I8", 1},   [COH_ST_U8] = {"U8", 1},
+    [COH_ST_BOOL] = {"BOOL", 1},
 };
 
-const char *coh_dtype_name(coh_dtype d)
+const char *coh_st_dtype_name(coh_st_dtype d)
 {
-    return (unsigned)d < COH_DTYPE_COUNT ? dtypes[d].name : "?";
+    return (unsigned)d < COH_ST_COUNT ? dtypes[d].name : "?";
 }
 
-size_t coh_dtype_size(coh_dtype d)
+size_t coh_st_dtype_size(coh_st_dtype d)
 {
-    return (unsigned)d < COH_DTYPE_COUNT ? dtypes[d].size : 0;
+    return (unsigned)d < COH_ST_COUNT ? dtypes[d].size : 0;
 }
 
-coh_status coh_dtype_parse(const char *name, coh_dtype *out)
+coh_status coh_st_dtype_parse(const char *name, coh_st_dtype *out)
 {
-    for (int d = 0; d < COH_DTYPE_COUNT; d++)
+    for (int d = 0; d < COH_ST_COUNT; d++)
         if (!strcmp(name, dtypes[d].name)) {
-            *out = (coh_dtype)d;
+            *out = (coh_st_dtype)d;
             return COH_OK;
         }
     return coh_errf(COH_ERR_INVALID, "unsupported dtype '%s': valid are F32, F16, BF16, F64, "

@@ -96,7 +96,7 @@ static coh_status read_offsets(coh_st_file *f, const char *name, const json_valu
 /* Bytes the dtype and shape need, or UINT64_MAX on overflow. */
 static uint64_t shape_bytes(const coh_st_tensor *t)
 {
-    uint64_t n = coh_dtype_size(t->dtype);
+    uint64_t n = coh_st_dtype_size(t->dtype);
     for (int i = 0; i < t->ndim; i++) {
         uint64_t d = (uint64_t)t->shape[i];
         if (d && n > UINT64_MAX / d)
@@ -122,7 +122,7 @@ static coh_status read_tensor(coh_st_file *f, const char *name, const json_value
     const json_value *dt = json_get(v, "dtype");
     if (!dt || dt->type != JSON_STRING)
         return bad(f, name, "missing 'dtype'", NULL, 0, 0);
-    if (coh_dtype_parse(dt->u.str.chars, &t->dtype) != COH_OK)
+    if (coh_st_dtype_parse(dt->u.str.chars, &t->dtype) != COH_OK)
         return coh_err_prefix(COH_ERR_INVALID, "'%s': tensor '%s'", f->name, name);
     coh_status st = read_shape(f, name, json_get(v, "shape"), t);
     uint64_t b = 0, e = 0;
@@ -135,7 +135,7 @@ static coh_status read_tensor(coh_st_file *f, const char *name, const json_value
         return bad(f, name, "%sits shape holds too many elements", "", 0, 0);
     if (need != e - b)
         return bad(f, name, "its dtype %s and shape need %lld bytes but its data_offsets span "
-                   "%lld", coh_dtype_name(t->dtype), (long long)need, (long long)(e - b));
+                   "%lld", coh_st_dtype_name(t->dtype), (long long)need, (long long)(e - b));
     f->begin[idx] = b;
     t->nbytes = e - b;
     t->data = f->data + b;
@@ -374,7 +374,7 @@ static void convert_to_f32(const coh_st_tensor *t, float *dst)
     uint64_t n = t->nbytes / 2;
     for (uint64_t i = 0; i < n; i++) {
         uint16_t v = (uint16_t)(p[2 * i] | p[2 * i + 1] << 8);
-        if (t->dtype == COH_DTYPE_F16)
+        if (t->dtype == COH_ST_F16)
             dst[i] = half_to_float(v);
         else {
             uint32_t bits = (uint32_t)v << 16;
@@ -383,7 +383,7 @@ static void convert_to_f32(const coh_st_tensor *t, float *dst)
     }
 }
 
-coh_status coh_st_read(const coh_st_file *f, const char *name, coh_dtype dtype, int ndim,
+coh_status coh_st_read(const coh_st_file *f, const char *name, coh_st_dtype dtype, int ndim,
                        const int64_t *shape, void *dst)
 {
     const coh_st_tensor *t = coh_st_find(f, name);
@@ -399,10 +399,10 @@ coh_status coh_st_read(const coh_st_file *f, const char *name, coh_dtype dtype, 
         return coh_errf(COH_ERR_MISMATCH, "'%s': tensor '%s' has shape %s, expected %s", f->name,
                         name, have, want);
     }
-    int widen = dtype == COH_DTYPE_F32 && (t->dtype == COH_DTYPE_F16 || t->dtype == COH_DTYPE_BF16);
+    int widen = dtype == COH_ST_F32 && (t->dtype == COH_ST_F16 || t->dtype == COH_ST_BF16);
     if (t->dtype != dtype && !widen)
         return coh_errf(COH_ERR_MISMATCH, "'%s': tensor '%s' is %s, expected %s", f->name, name,
-                        coh_dtype_name(t->dtype), coh_dtype_name(dtype));
+                        coh_st_dtype_name(t->dtype), coh_st_dtype_name(dtype));
     if (widen)
         convert_to_f32(t, dst);
     else if (t->nbytes)

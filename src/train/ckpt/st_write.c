@@ -11,7 +11,7 @@
 /* Bytes of a tensor, or an error naming it (bad dtype, rank, dimension, or an overflow). */
 static coh_status tensor_bytes(const coh_st_tensor *t, uint64_t *out)
 {
-    size_t es = coh_dtype_size(t->dtype);
+    size_t es = coh_st_dtype_size(t->dtype);
     if (!es)
         return coh_errf(COH_ERR_INVALID, "tensor '%s': invalid dtype %d", t->name, (int)t->dtype);
     if (t->ndim < 0 || t->ndim > COH_ST_MAX_DIMS)
@@ -89,7 +89,7 @@ static coh_status build_header(const coh_st_tensor *t, size_t nt, const uint64_t
         coh_jw_key(&w, t[i].name);
         coh_jw_object_begin(&w);
         coh_jw_key(&w, "dtype");
-        coh_jw_string(&w, coh_dtype_name(t[i].dtype));
+        coh_jw_string(&w, coh_st_dtype_name(t[i].dtype));
         coh_jw_key(&w, "shape");
         coh_jw_array_begin(&w);
         for (int d = 0; d < t[i].ndim; d++)

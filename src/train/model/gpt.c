@@ -115,7 +115,8 @@ void coh_gpt_destroy(coh_gpt *g)
     if (!g)
         return;
     free(g->params);
-    free(g->grads);
+    if (!g->grads_borrowed)
+        free(g->grads);
     free(g->blk);
     free(g->gblk);
     free(g->la);
@@ -145,6 +146,22 @@ void coh_gpt_set_grad_hook(coh_gpt *g, coh_grad_ready_fn fn, void *ctx)
 {
     g->hook = fn;
     g->hook_ctx = ctx;
+}
+
+void coh_gpt_set_grad_arena(coh_gpt *g, float *buf)
+{
+    memcpy(buf, g->grads, g->nparams * sizeof *buf);
+    if (!g->grads_borrowed)
+        free(g->grads);
+    g->grads = buf;
+    g->grads_borrowed = 1;
+    arena_views(&g->cfg, buf, &g->gw, g->gblk);
+}
+
+void coh_gpt_set_param_hook(coh_gpt *g, coh_param_hook_fn fn, void *ctx)
+{
+    g->phook = fn;
+    g->phook_ctx = ctx;
 }
 
 void coh_gpt_zero_grad(coh_gpt *g) { memset(g->grads, 0, g->nparams * sizeof(float)); }

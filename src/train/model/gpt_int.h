@@ -54,6 +54,7 @@ struct coh_gpt {
     int maxB, maxT;
     size_t nparams;
     float *params, *grads;
+    int grads_borrowed;    /* grads is the caller's (coh_gpt_set_grad_arena) */
     gpt_weights w, gw;
     gpt_block *blk, *gblk; /* (L) views into params and grads */
     float *acts;           /* saved activations */
@@ -68,6 +69,8 @@ struct coh_gpt {
     size_t chunk_rows;
     coh_grad_ready_fn hook;
     void *hook_ctx;
+    coh_param_hook_fn phook;
+    void *phook_ctx;
 };
 
 /* ---- ops (src/train/model/ops_*.c); N = B*T rows ---- */

@@ -60,6 +60,15 @@ static void report(coh_gpt *g, int layer)
     g->hook(g->hook_ctx, layer, b, e);
 }
 
+static void params(coh_gpt *g, int layer, coh_param_event ev)
+{
+    if (!g->phook)
+        return;
+    size_t b, e;
+    coh_gpt_layer_range(&g->cfg, layer, &b, &e);
+    g->phook(g->phook_ctx, layer, ev, b, e);
+}
+
 static coh_status check_batch(const coh_gpt *g, const int32_t *tok, const int32_t *tgt, int B,
                               int T)
 {
@@ -87,12 +96,17 @@ static coh_status forward_trunk(coh_gpt *g, const int32_t *tok, int B, int T)
     int C = g->cfg.dim, L = g->cfg.layers;
     size_t N = (size_t)B * T;
     memcpy(g->tokens, tok, N * sizeof *tok);
+    params(g, -1, COH_PARAM_NEED_FORWARD);
     op_encoder_forward(g->encoded, tok, g->w.wte, g->w.wpe, B, T, C);
+    params(g, -1, COH_PARAM_DONE);
     for (int l = 0; l < L; l++) {
+        params(g, l, COH_PARAM_NEED_FORWARD);
         coh_status st = block_forward(g, l, l ? g->la[l - 1].res3 : g->encoded, B, T);
+        params(g, l, COH_PARAM_DONE);
         if (st)
             return st;
     }
+    params(g, L, COH_PARAM_NEED_FORWARD);
     op_layernorm_forward(g->lnf, g->lnf_mean, g->lnf_rstd, g->la[L - 1].res3, g->w.lnfw,
                          g->w.lnfb, N, C);
     return COH_OK;
@@ -111,21 +125,29 @@ coh_status coh_gpt_step(coh_gpt *g, const int32_t *tokens, const int32_t *target
     if ((st = forward_trunk(g, tokens, B, T)))
         return st;
     int train = grad_scale > 0.0f;
+    params(g, -1, COH_PARAM_NEED_FORWARD);
     /* the fused head writes dL/dlnf into dtmp and adds the LM-head part of dwte */
     op_head_loss(g->losses, train ? g->dtmp : NULL, g->gw.wte, g->logits, g->chunk_rows, g->lnf,
                  g->w.wte, targets, N, C, g->cfg.vocab, grad_scale);
+    params(g, -1, COH_PARAM_DONE);
     double sum = 0.0;
     for (size_t i = 0; i < N; i++)
         sum += g->losses[i];
     *loss = (float)(sum / (double)N);
-    if (!train)
+    if (!train) {
+        params(g, L, COH_PARAM_DONE);
         return COH_OK;
+    }
     memset(g->dres, 0, N * C * sizeof(float));
     op_layernorm_backward(g->dres, g->gw.lnfw, g->gw.lnfb, g->dtmp, g->la[L - 1].res3, g->w.lnfw,
                           g->lnf_mean, g->lnf_rstd, N, C);
+    params(g, L, COH_PARAM_DONE);
     report(g, L);
     for (int l = L - 1; l >= 0; l--) {
-        if ((st = block_backward(g, l, l ? g->la[l - 1].res3 : g->encoded, B, T)))
+        params(g, l, COH_PARAM_NEED_BACKWARD);
+        st = block_backward(g, l, l ? g->la[l - 1].res3 : g->encoded, B, T);
+        params(g, l, COH_PARAM_DONE);
+        if (st)
             return st;
         report(g, l);
     }
@@ -141,7 +163,10 @@ coh_status coh_gpt_next_logits(coh_gpt *g, const int32_t *tokens, int T, float *
         return st;
     if ((st = forward_trunk(g, tokens, 1, T)))
         return st;
+    params(g, -1, COH_PARAM_NEED_FORWARD);
     op_head_logits(logits, g->lnf + (size_t)(T - 1) * g->cfg.dim, g->w.wte, g->cfg.dim,
                    g->cfg.vocab);
+    params(g, -1, COH_PARAM_DONE);
+    params(g, g->cfg.layers, COH_PARAM_DONE);
     return COH_OK;
 }

@@ -7,43 +7,94 @@
 #include "cohort/train.h"
 #include "train/model/gpt_int.h"
 
+/* The state covers segments: pieces of the arena inside one tensor (so one decay flag each),
+ * stored back to back in m and v from moff. The full optimizer has one segment per tensor. */
 struct coh_adamw {
-    size_t count;
+    size_t count; /* floats of m and v */
     float *m, *v;
-    int ntensors;
-    size_t *begin, *len; /* (ntensors) ranges in the arena */
-    int *decay;          /* (ntensors) */
+    int nseg;
+    size_t *begin, *len, *moff; /* (nseg) arena start, length, offset into m and v */
+    int *decay;                 /* (nseg) */
 };
 
-coh_status coh_adamw_create(const coh_gpt_config *c, coh_adamw **out)
+static coh_status alloc_segments(coh_adamw *o, int nseg)
+{
+    o->nseg = nseg;
+    o->m = calloc(o->count ? o->count : 1, sizeof(float));
+    o->v = calloc(o->count ? o->count : 1, sizeof(float));
+    o->begin = calloc((size_t)nseg + 1, sizeof *o->begin);
+    o->len = calloc((size_t)nseg + 1, sizeof *o->len);
+    o->moff = calloc((size_t)nseg + 1, sizeof *o->moff);
+    o->decay = calloc((size_t)nseg + 1, sizeof *o->decay);
+    if (!o->m || !o->v || !o->begin || !o->len || !o->moff || !o->decay)
+        return coh_errf(COH_ERR_NOMEM, "out of memory allocating the optimizer state");
+    return COH_OK;
+}
+
+/* Intersect the ranges with the tensor table; with `o` NULL only count the segments. */
+static int cut_segments(const coh_gpt_config *c, const size_t *rb, const size_t *re, int nr,
+                        coh_adamw *o)
+{
+    int nt = coh_gpt_tensor_count(c), n = 0;
+    size_t moff = 0;
+    for (int r = 0; r < nr; r++) {
+        for (int i = 0; i < nt; i++) {
+            coh_tensor_info t;
+            coh_gpt_tensor(c, i, &t);
+            size_t b = rb[r] > t.offset ? rb[r] : t.offset;
+            size_t e = re[r] < t.offset + t.numel ? re[r] : t.offset + t.numel;
+            if (b >= e)
+                continue;
+            if (o) {
+                o->begin[n] = b;
+                o->len[n] = e - b;
+                o->moff[n] = moff;
+                o->decay[n] = t.decay;
+            }
+            moff += e - b;
+            n++;
+        }
+    }
+    return n;
+}
+
+coh_status coh_adamw_create_ranges(const coh_gpt_config *c, const size_t *begin,
+                                   const size_t *end, int nranges, coh_adamw **out)
 {
     *out = NULL;
     coh_status st = coh_gpt_config_check(c);
     if (st)
         return st;
+    size_t total = coh_gpt_param_count(c), count = 0;
+    for (int r = 0; r < nranges; r++) {
+        if (begin[r] > end[r] || end[r] > total || (r && begin[r] < end[r - 1]))
+            return coh_errf(COH_ERR_INVALID, "invalid optimizer range %d '[%zu, %zu)': ranges "
+                            "must be sorted, disjoint and inside 0..%zu", r, begin[r], end[r],
+                            total);
+        count += end[r] - begin[r];
+    }
     coh_adamw *o = calloc(1, sizeof *o);
     if (!o)
         return coh_errf(COH_ERR_NOMEM, "out of memory allocating the optimizer");
-    o->count = coh_gpt_param_count(c);
-    o->ntensors = coh_gpt_tensor_count(c);
-    o->m = calloc(o->count, sizeof(float));
-    o->v = calloc(o->count, sizeof(float));
-    o->begin = calloc((size_t)o->ntensors, sizeof *o->begin);
-    o->len = calloc((size_t)o->ntensors, sizeof *o->len);
-    o->decay = calloc((size_t)o->ntensors, sizeof *o->decay);
-    if (!o->m || !o->v || !o->begin || !o->len || !o->decay) {
+    o->count = count;
+    if ((st = alloc_segments(o, cut_segments(c, begin, end, nranges, NULL)))) {
         coh_adamw_destroy(o);
-        return coh_errf(COH_ERR_NOMEM, "out of memory allocating the optimizer state");
+        return st;
     }
-    for (int i = 0; i < o->ntensors; i++) {
-        coh_tensor_info t;
-        coh_gpt_tensor(c, i, &t);
-        o->begin[i] = t.offset;
-        o->len[i] = t.numel;
-        o->decay[i] = t.decay;
-    }
+    cut_segments(c, begin, end, nranges, o);
     *out = o;
     return COH_OK;
+}
+
+coh_status coh_adamw_create(const coh_gpt_config *c, coh_adamw **out)
+{
+    coh_status st = coh_gpt_config_check(c);
+    if (st) {
+        *out = NULL;
+        return st;
+    }
+    size_t b = 0, e = coh_gpt_param_count(c);
+    return coh_adamw_create_ranges(c, &b, &e, 1, out);
 }
 
 void coh_adamw_destroy(coh_adamw *o)
@@ -54,6 +105,7 @@ void coh_adamw_destroy(coh_adamw *o)
     free(o->v);
     free(o->begin);
     free(o->len);
+    free(o->moff);
     free(o->decay);
     free(o);
 }
@@ -92,14 +144,15 @@ void coh_adamw_update(coh_adamw *o, float *params, const float *grads, const coh
 {
     float bc1 = 1.0f - powf(a->beta1, (float)t), bc2 = 1.0f - powf(a->beta2, (float)t);
     float step_size = a->lr / bc1, rbc2 = 1.0f / sqrtf(bc2);
-    for (int k = 0; k < o->ntensors; k++) {
+    for (int k = 0; k < o->nseg; k++) {
         float keep = o->decay[k] ? 1.0f - a->lr * a->weight_decay : 1.0f;
-        size_t b = o->begin[k], n = o->len[k];
+        size_t b = o->begin[k], n = o->len[k], mo = o->moff[k];
 #pragma omp parallel for schedule(static)
         for (long s = 0; s < (long)((n + SPAN - 1) / SPAN); s++) {
-            size_t a0 = b + (size_t)s * SPAN, len = n - (size_t)s * SPAN;
+            size_t a0 = b + (size_t)s * SPAN, m0 = mo + (size_t)s * SPAN;
+            size_t len = n - (size_t)s * SPAN;
             len = len < SPAN ? len : SPAN;
-            adamw_span(params + a0, grads + a0, o->m + a0, o->v + a0, len, a->lr, a->beta1,
+            adamw_span(params + a0, grads + a0, o->m + m0, o->v + m0, len, a->lr, a->beta1,
                        a->beta2, a->eps, keep, step_size, rbc2);
         }
     }

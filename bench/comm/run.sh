@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# run.sh: cohort's collectives against Open MPI, side by side in one run: for each rank count
+# and round it runs `cohort bench comm` (arena buffers, then plain buffers) and the MPI anchor
+# (mpi_comm_bench) alternately, then prints per size the median time of each over the rounds,
+# their bus bandwidths and the ratios cohort/MPI (busbw; above 1 means cohort is faster).
+# usage: bench/comm/run.sh BUILD_DIR [--ranks "2 4"] [--rounds 3] [bench options...]
+#   e.g. bench/comm/run.sh build --ranks "2 4" --rounds 3 --op allreduce --max-bytes 256M
+set -euo pipefail
+build=$(cd "${1:?usage: run.sh BUILD_DIR [options]}" && pwd)
+shift
+ranks="2 4"
+rounds=3
+args=()
+while [ $# -gt 0 ]; do
+    case $1 in
+    --ranks) ranks=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
+    *) args+=("$1"); shift ;;
+    esac
+done
+python=${COHORT_PYTHON:-/usr/bin/python3}
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+# cohort ranks are started by the launcher; MPI's by mpirun.
+launch_cohort() { local n=$1; shift; "$build/comm_spawn" "$n" "$@"; }
+# --oversubscribe only when ranks outnumber cores: it makes Open MPI yield when idle.
+launch_mpi() {
+    local n=$1 over=()
+    shift
+    [ "$n" -gt "$(nproc)" ] && over=(--oversubscribe)
+    mpirun --allow-run-as-root "${over[@]}" -np "$n" "$@"
+}
+
+for n in $ranks; do
+    for r in $(seq "$rounds"); do
+        launch_cohort "$n" "$build/cohort" bench comm --buffers arena "${args[@]}" >"$out/arena.$n.$r"
+        launch_cohort "$n" "$build/cohort" bench comm --buffers plain "${args[@]}" >"$out/plain.$n.$r"
+        launch_mpi "$n" "$build/mpi_comm_bench" "${args[@]}" >"$out/mpi.$n.$r"
+    done
+done
+
+"$python" - "$out" "$ranks" "$rounds" <<'PY'
+import statistics, sys
+out, ranks, rounds = sys.argv[1], sys.argv[2].split(), int(sys.argv[3])
+def rows(kind, n):
+    by = {}
+    for r in range(1, rounds + 1):
+        for line in open(f"{out}/{kind}.{n}.{r}"):
+            if line.startswith("#") or not line.strip():
+                continue
+            f = line.split()
+            by.setdefault(int(f[0]), []).append((f, float(f[5]), int(f[8])))
+    return by
+for n in ranks:
+    a, p, m = rows("arena", n), rows("plain", n), rows("mpi", n)
+    f0 = next(iter(m.values()))[0][0]
+    print(f"\n{n} ranks, {f0[2]} {f0[3]} {f0[4]}, median of {rounds} alternating rounds")
+    print(f"| size | count | cohort arena us | busbw GB/s | cohort plain us | busbw GB/s | "
+          f"Open MPI us | busbw GB/s | arena/MPI | plain/MPI | #wrong |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for size in sorted(m):
+        fac = float(m[size][0][0][7]) / float(m[size][0][0][6]) if float(m[size][0][0][6]) else 1
+        ta = statistics.median(x[1] for x in a[size]); tp = statistics.median(x[1] for x in p[size])
+        tm = statistics.median(x[1] for x in m[size])
+        bw = lambda t: size / (t * 1e-6) / 1e9 * fac
+        wrong = sum(x[2] for d in (a, p, m) for x in d[size])
+        print(f"| {size} | {m[size][0][0][1]} | {ta:.1f} | {bw(ta):.2f} | {tp:.1f} | {bw(tp):.2f} | "
+              f"{tm:.1f} | {bw(tm):.2f} | {tm/ta:.2f} | {tm/tp:.2f} | {wrong} |")
+PY

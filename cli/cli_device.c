@@ -1,0 +1,180 @@
+/* cli_device.c: inventory opening, visibility warnings and device tables for the device
+ * commands. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "cli_device.h"
+
+int cli_device_open(const char *cmd, const char *path, coh_inventory **inv)
+{
+    coh_status st = coh_inventory_open(path, inv);
+    if (st == COH_OK)
+        return CLI_OK;
+    /* A file the user named that is missing is a usage error too. */
+    return cli_fail(cmd, st == COH_ERR_NOT_FOUND ? COH_ERR_INVALID : st);
+}
+
+int cli_device_check(const char *cmd, const coh_visible *v)
+{
+    if (v->cut == COH_CUT_MALFORMED || v->cut == COH_CUT_EMPTY_ENTRY)
+        return cli_usage_error(cmd, "invalid %s", v->cut_note);
+    if (v->order_note[0] && !v->order_differs)
+        return cli_usage_error(cmd, "invalid %s", v->order_note);
+    if (v->cut != COH_CUT_NONE)
+        fprintf(stderr, "%s %s: warning: %s\n", cli_progname, cmd, v->cut_note);
+    if (v->order_differs)
+        fprintf(stderr, "%s %s: warning: %s\n", cli_progname, cmd, v->order_note);
+    return CLI_OK;
+}
+
+void cli_table_init(cli_table *t, int ncols, const char *align)
+{
+    memset(t, 0, sizeof *t);
+    t->ncols = ncols;
+    t->align = align;
+}
+
+void cli_table_add(cli_table *t, const char *const *cells)
+{
+    if (t->nrows == 65)
+        return;
+    for (int c = 0; c < t->ncols; c++)
+        t->cells[t->nrows][c] = strdup(cells[c] ? cells[c] : "");
+    t->nrows++;
+}
+
+void cli_table_print(cli_table *t, FILE *f, const char *indent)
+{
+    int width[10] = {0};
+    for (int r = 0; r < t->nrows; r++)
+        for (int c = 0; c < t->ncols; c++) {
+            int w = t->cells[r][c] ? (int)strlen(t->cells[r][c]) : 0;
+            if (w > width[c])
+                width[c] = w;
+        }
+    for (int r = 0; r < t->nrows; r++) {
+        fputs(indent, f);
+        for (int c = 0; c < t->ncols; c++) {
+            const char *s = t->cells[r][c] ? t->cells[r][c] : "";
+            int last = c == t->ncols - 1;
+            if (t->align[c] == 'r')
+                fprintf(f, "%*s%s", width[c], s, last ? "" : "  ");
+            else if (last)
+                fputs(s, f);
+            else
+                fprintf(f, "%-*s  ", width[c], s);
+        }
+        fputc('\n', f);
+    }
+}
+
+void cli_table_free(cli_table *t)
+{
+    for (int r = 0; r < t->nrows; r++)
+        for (int c = 0; c < t->ncols; c++)
+            free(t->cells[r][c]);
+    t->nrows = 0;
+}
+
+void cli_device_label(const coh_visible *v, int l, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s:%d", coh_accel_name(v->accel), l);
+}
+
+/* Memory, utilization and processes as a program on device d sees them. */
+static void device_numbers(const coh_inventory *inv, const coh_visible_device *d,
+                           uint64_t *total, uint64_t *used, int *procs)
+{
+    const coh_gpu *g = &inv->gpus[d->gpu];
+    if (d->mig >= 0) {
+        *total = g->mig[d->mig].memory_total_mib;
+        *used = g->mig[d->mig].memory_used_mib;
+        *procs = g->mig[d->mig].processes;
+    } else if (d->tile >= 0) {
+        *total = g->memory_total_mib / (uint64_t)g->tiles;
+        *used = g->memory_used_mib / (uint64_t)g->tiles;
+        *procs = g->processes;
+    } else {
+        *total = g->memory_total_mib;
+        *used = g->memory_used_mib;
+        *procs = g->processes;
+    }
+}
+
+void cli_device_table(const coh_inventory *inv, const coh_visible *v, const int *only, int nonly,
+                      FILE *f)
+{
+    cli_table t;
+    cli_table_init(&t, 8, "lrllllrl");
+    const char *head[] = {"DEVICE", v->accel == COH_ACCEL_CUDA ? "SMI" : "PHYS", "PCI BUS ID", "UUID", "NAME", "MEMORY FREE/TOTAL",
+                          "UTIL", "PROCESSES"};
+    cli_table_add(&t, head);
+    int rows = only ? nonly : v->count;
+    for (int i = 0; i < rows && i < 64; i++) {
+        int l = only ? only[i] : i;
+        const coh_visible_device *d = &v->dev[l];
+        const coh_gpu *g = &inv->gpus[d->gpu];
+        char dev[32], smi[32], mem[64], util[16], procs[200], uuid[COH_DEV_UUID_MAX + 16];
+        uint64_t total, used;
+        int np;
+        device_numbers(inv, d, &total, &used, &np);
+        cli_device_label(v, l, dev, sizeof dev);
+        if (d->tile >= 0)
+            snprintf(smi, sizeof smi, "%d.%d", g->physical_index, d->tile);
+        else
+            snprintf(smi, sizeof smi, "%d", g->physical_index);
+        snprintf(uuid, sizeof uuid, "%s", d->mig >= 0 ? g->mig[d->mig].uuid : g->uuid);
+        snprintf(mem, sizeof mem, "%llu/%llu MiB", (unsigned long long)(total - used),
+                 (unsigned long long)total);
+        snprintf(util, sizeof util, "%d%%", g->utilization_pct);
+        snprintf(procs, sizeof procs, "%d%s%.120s%s", np, g->owners[0] ? " (" : "", g->owners,
+                 g->owners[0] ? ")" : "");
+        const char *row[] = {dev, smi, g->pci_bus_id[0] ? g->pci_bus_id : "-", uuid, g->name,
+                             mem, util, procs};
+        cli_table_add(&t, row);
+    }
+    cli_table_print(&t, f, "  ");
+    cli_table_free(&t);
+}
+
+void cli_device_json(coh_jw *w, const coh_inventory *inv, const coh_visible *v, int l)
+{
+    const coh_visible_device *d = &v->dev[l];
+    const coh_gpu *g = &inv->gpus[d->gpu];
+    char label[32];
+    uint64_t total, used;
+    int np;
+    device_numbers(inv, d, &total, &used, &np);
+    cli_device_label(v, l, label, sizeof label);
+    coh_jw_object_begin(w);
+    coh_jw_key(w, "device");
+    coh_jw_string(w, label);
+    coh_jw_key(w, "logical_index");
+    coh_jw_int(w, l);
+    coh_jw_key(w, "physical_index");
+    coh_jw_int(w, g->physical_index);
+    coh_jw_key(w, "pci_bus_id");
+    coh_jw_string(w, g->pci_bus_id);
+    coh_jw_key(w, "uuid");
+    coh_jw_string(w, g->uuid);
+    coh_jw_key(w, "mig_uuid");
+    coh_jw_string(w, d->mig >= 0 ? g->mig[d->mig].uuid : NULL);
+    coh_jw_key(w, "tile");
+    if (d->tile >= 0)
+        coh_jw_int(w, d->tile);
+    else
+        coh_jw_null(w);
+    coh_jw_key(w, "name");
+    coh_jw_string(w, g->name);
+    coh_jw_key(w, "memory_total_mib");
+    coh_jw_uint(w, total);
+    coh_jw_key(w, "memory_free_mib");
+    coh_jw_uint(w, total - used);
+    coh_jw_key(w, "utilization_pct");
+    coh_jw_int(w, g->utilization_pct);
+    coh_jw_key(w, "processes");
+    coh_jw_int(w, np);
+    coh_jw_object_end(w);
+}

@@ -1,0 +1,214 @@
+/* cli_run_devices.c: `cohort run`'s device selection, through the device layer: which devices
+ * the job sees (the whole job, or one per rank with --bind-devices) and how many processes. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "cli_device.h"
+#include "cli_run_devices.h"
+
+static int is_number(const char *s)
+{
+    if (!s || !*s)
+        return 0;
+    for (; *s; s++)
+        if (*s < '0' || *s > '9')
+            return 0;
+    return 1;
+}
+
+static int needs_devices(const run_devices *d)
+{
+    return d->accel_text || d->spec || d->pick || d->bind ||
+           (d->nproc_text && (!strcmp(d->nproc_text, "auto") || !strcmp(d->nproc_text, "gpu")));
+}
+
+static char *var_entry(const char *var, const char *value)
+{
+    size_t n = strlen(var) + strlen(value) + 2;
+    char *s = malloc(n);
+    if (s)
+        snprintf(s, n, "%s=%s", var, value);
+    return s;
+}
+
+/* The accelerator asked for, from --accelerator and the --nproc-per-node word. */
+static int choose_accel(const run_devices *d, coh_accel *a)
+{
+    *a = COH_ACCEL_AUTO;
+    if (d->accel_text && coh_accel_parse(d->accel_text, a) != COH_OK)
+        return cli_fail("run", COH_ERR_INVALID);
+    const char *np = d->nproc_text;
+    if (np && !strcmp(np, "gpu")) {
+        if (*a == COH_ACCEL_CPU)
+            return cli_usage_error("run", "invalid --nproc-per-node 'gpu' with --accelerator cpu");
+        if (*a == COH_ACCEL_AUTO)
+            *a = COH_ACCEL_CUDA; /* torchrun's meaning: the CUDA devices */
+    }
+    if (np && !strcmp(np, "cpu") && *a != COH_ACCEL_AUTO && *a != COH_ACCEL_CPU)
+        return cli_usage_error("run", "invalid --nproc-per-node 'cpu' with --accelerator %s", d->accel_text);
+    if (np && !strcmp(np, "cpu"))
+        *a = COH_ACCEL_CPU;
+    return CLI_OK;
+}
+
+/* --pick N: the N best free devices, locked for the job's lifetime. */
+static int pick_devices(run_devices *d, coh_accel accel, const coh_vis_env *env, coh_visible *vis,
+                        int *logical, int *n)
+{
+    if (d->spec)
+        return cli_usage_error("run", "invalid options '--pick' and '--devices' together: both choose the devices; give one");
+    coh_status st = coh_visible_compute(d->inv, accel, env, vis);
+    if (st)
+        return cli_fail("run", st);
+    int rc = cli_device_check("run", vis);
+    if (rc)
+        return rc;
+    if (vis->accel == COH_ACCEL_CPU || vis->count == 0)
+        return cli_usage_error("run", "invalid option '--pick %d': no accelerator is visible", d->pick);
+    coh_pick_opts po;
+    coh_pick_opts_init(&po);
+    po.n = d->pick;
+    coh_pick_result res;
+    st = coh_pick_reserve(d->inv, vis, &po, NULL, &res, &d->reservation);
+    if (st == COH_OK) {
+        *n = res.npicked;
+        memcpy(logical, res.picked, sizeof(int) * (size_t)res.npicked);
+    }
+    coh_pick_result_release(&res);
+    return st ? cli_fail("run", st) : CLI_OK;
+}
+
+static int bind_each(run_devices *d, const coh_visible *vis, const coh_vis_env *env,
+                     const int *logical, int n)
+{
+    d->rank_env = calloc((size_t)n, sizeof *d->rank_env);
+    if (!d->rank_env)
+        return cli_fail("run", COH_ERR_NOMEM);
+    d->nrank_env = n;
+    for (int r = 0; r < n; r++) {
+        const char *var;
+        char value[1024];
+        coh_status st = coh_child_env(d->inv, vis, env, &logical[r], 1, COH_ID_INDEX, &var,
+                                      value, sizeof value);
+        if (st)
+            return cli_fail("run", st);
+        d->rank_env[r] = calloc(2, sizeof(char *));
+        if (!d->rank_env[r] || !(d->rank_env[r][0] = var_entry(var, value)))
+            return cli_fail("run", COH_ERR_NOMEM);
+    }
+    return CLI_OK;
+}
+
+static int plain_nproc(const char *np, int *n)
+{
+    if (!np) {
+        *n = 1;
+        return CLI_OK;
+    }
+    if (!strcmp(np, "cpu")) {
+        long c = sysconf(_SC_NPROCESSORS_ONLN);
+        *n = c > 0 ? (int)c : 1;
+        return CLI_OK;
+    }
+    char *end;
+    long x = strtol(np, &end, 10);
+    if (!is_number(np) || x < 1 || x > 4096)
+        return cli_usage_error("run", "invalid --nproc-per-node '%s': expected 1..4096, auto, cpu or gpu", np);
+    *n = (int)x;
+    return CLI_OK;
+}
+
+/* Processes: an explicit number wins; else one per selected device (or cpu core). */
+static int settle_nproc(run_devices *d, int ndev, coh_launch_opts *o)
+{
+    if (!is_number(d->nproc_text)) {
+        o->nproc_per_node = ndev;
+        return CLI_OK;
+    }
+    int rc = plain_nproc(d->nproc_text, &o->nproc_per_node);
+    if (rc == CLI_OK && d->bind && o->nproc_per_node != ndev)
+        return cli_usage_error("run", "invalid --nproc-per-node '%s' with --bind-devices: %d device(s) selected, one process each", d->nproc_text, ndev);
+    return rc;
+}
+
+static int resolve_devices(run_devices *d, coh_launch_opts *o, coh_accel accel)
+{
+    coh_vis_env env;
+    coh_vis_env_from_process(&env);
+    coh_selection sel;
+    memset(&sel, 0, sizeof sel);
+    int logical[64], n = 0, rc;
+    const char *var = NULL;
+    char value[1024] = "";
+    if (d->pick) {
+        rc = pick_devices(d, accel, &env, &sel.vis, logical, &n);
+        sel.accel = sel.vis.accel;
+        coh_status st = rc ? COH_OK : coh_child_env(d->inv, &sel.vis, &env, logical, n, COH_ID_INDEX, &var, value, sizeof value);
+        if (st)
+            rc = cli_fail("run", st);
+    } else {
+        coh_status st = coh_devices_select(d->inv, &env, accel, d->spec, &sel);
+        int gpu_word = d->nproc_text && !strcmp(d->nproc_text, "gpu");
+        if (st == COH_ERR_INVALID && gpu_word && !d->spec)
+            rc = cli_usage_error("run", "invalid --nproc-per-node 'gpu': no %s device is visible (see 'cohort devices')", coh_accel_name(accel));
+        else
+            rc = st ? cli_fail("run", st) : accel == COH_ACCEL_CPU ? CLI_OK : cli_device_check("run", &sel.vis);
+        n = sel.n;
+        memcpy(logical, sel.logical, sizeof logical);
+        var = sel.var;
+        snprintf(value, sizeof value, "%s", sel.value);
+    }
+    if (rc == CLI_OK && d->bind && sel.accel == COH_ACCEL_CPU)
+        rc = cli_usage_error("run", "invalid option '--bind-devices': no accelerator selected (cpu)");
+    if (rc == CLI_OK)
+        rc = settle_nproc(d, n, o);
+    if (rc == CLI_OK && var && !(d->job_env[0] = var_entry(var, value)))
+        rc = cli_fail("run", COH_ERR_NOMEM);
+    if (rc == CLI_OK && d->bind)
+        rc = bind_each(d, &sel.vis, &env, logical, n);
+    if (rc == CLI_OK) {
+        int w = snprintf(d->note, sizeof d->note, "devices: %s x%d", coh_accel_name(sel.accel), n);
+        if (var && w > 0 && (size_t)w < sizeof d->note)
+            snprintf(d->note + w, sizeof d->note - (size_t)w, ", %s=%s%s", var, value,
+                     d->bind ? ", one device per rank" : "");
+    }
+    coh_selection_release(&sel);
+    return rc;
+}
+
+int run_devices_resolve(run_devices *d, coh_launch_opts *o)
+{
+    if (!needs_devices(d))
+        return plain_nproc(d->nproc_text, &o->nproc_per_node);
+    if (d->pick < 0 || d->pick > 64)
+        return cli_usage_error("run", "invalid --pick '%d': expected 1..64 devices", d->pick);
+    coh_accel accel;
+    int rc = choose_accel(d, &accel);
+    if (rc)
+        return rc;
+    if ((rc = cli_device_open("run", d->inventory, &d->inv)))
+        return rc;
+    if ((rc = resolve_devices(d, o, accel)))
+        return rc;
+    o->extra_env = d->job_env[0] ? d->job_env : NULL;
+    o->local_rank_env = d->rank_env ? (char *const *const *)d->rank_env : NULL;
+    o->extra_note = d->note;
+    return CLI_OK;
+}
+
+void run_devices_release(run_devices *d)
+{
+    coh_reservation_destroy(d->reservation);
+    coh_inventory_destroy(d->inv);
+    free(d->job_env[0]);
+    for (int r = 0; r < d->nrank_env; r++) {
+        if (d->rank_env[r])
+            free(d->rank_env[r][0]);
+        free(d->rank_env[r]);
+    }
+    free(d->rank_env);
+    memset(d, 0, sizeof *d);
+}

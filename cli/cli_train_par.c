@@ -1,0 +1,117 @@
+/* cli_train_par.c: the parallel side of `cohort train`: world and mesh from the launcher's
+ * environment, the start-up summary (global batch, expected vs held model state), per-rank
+ * memory in the metrics, trace file names, and the final parameter dump. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli_train_par.h"
+#include "cohort/log.h"
+#include "cohort/size.h"
+
+coh_status cli_par_open(const train_opts *o, cli_par *p)
+{
+    memset(p, 0, sizeof *p);
+    coh_status st;
+    if (coh_strategy_is_multiprocess(o->strategy)) {
+        if (!getenv("WORLD_SIZE") && !getenv("OMPI_COMM_WORLD_SIZE"))
+            return coh_errf(COH_ERR_INVALID, "strategy '%s' needs one process per rank: start "
+                            "it with 'cohort run --nproc-per-node N cohort train ...'",
+                            coh_strategy_name(o->strategy));
+        st = coh_comm_create(COH_COMM_AUTO, &p->world);
+    } else {
+        st = coh_comm_create_self(&p->world);
+    }
+    if (!st)
+        st = coh_mesh_create(p->world, coh_comm_size(p->world), 1, 1, &p->mesh);
+    if (st)
+        return st;
+    p->rank = coh_comm_rank(p->world);
+    p->world_size = coh_comm_size(p->world);
+    if (o->trace && p->world_size > 1) {
+        const char *dot = strrchr(o->trace, '.');
+        int stem = dot && !strchr(dot, '/') ? (int)(dot - o->trace) : (int)strlen(o->trace);
+        snprintf(p->trace_path, sizeof p->trace_path, "%.*s.rank%d%s", stem, o->trace, p->rank,
+                 o->trace + stem);
+    } else if (o->trace) {
+        snprintf(p->trace_path, sizeof p->trace_path, "%s", o->trace);
+    }
+    return COH_OK;
+}
+
+void cli_par_close(cli_par *p)
+{
+    coh_mesh_destroy(p->mesh);
+    coh_comm_destroy(p->world);
+}
+
+static void fmt3(const coh_model_state_bytes *m, char *out, size_t cap)
+{
+    char a[24], b[24], c[24], t[24];
+    snprintf(out, cap, "%s (params %s, grads %s, optimizer %s)",
+             coh_size_format(m->params + m->grads + m->optim, t, sizeof t),
+             coh_size_format(m->params, a, sizeof a), coh_size_format(m->grads, b, sizeof b),
+             coh_size_format(m->optim, c, sizeof c));
+}
+
+void cli_par_print_start(const train_opts *o, const cli_par *p, coh_par_trainer *t)
+{
+    if (p->rank != 0)
+        return;
+    const coh_trainer_config *c = &o->tc;
+    int dp = coh_par_trainer_mesh(t)->dp;
+    coh_info("strategy %s on mesh %dx1x1 (dp x pp x tp); global batch %ld sequences = "
+             "micro-batch %d x accumulation %d x data-parallel %d", coh_strategy_name(o->strategy),
+             dp, (long)c->batch * c->accum * dp, c->batch, c->accum, dp);
+    coh_model_state_bytes e, h;
+    char eb[128], hb[128];
+    coh_zero_expected_bytes(o->strategy, coh_gpt_param_count(&c->model), dp, &e);
+    coh_par_trainer_memory(t, &h);
+    fmt3(&e, eb, sizeof eb);
+    fmt3(&h, hb, sizeof hb);
+    coh_info("model state per rank: expected %s; held at start %s", eb, hb);
+}
+
+void cli_par_print_peak(const cli_par *p, coh_par_trainer *t, const train_opts *o)
+{
+    if (p->rank != 0)
+        return;
+    coh_model_state_bytes e, h;
+    char eb[128], hb[128];
+    coh_zero_expected_bytes(o->strategy, coh_gpt_param_count(&o->tc.model),
+                            coh_par_trainer_mesh(t)->dp, &e);
+    coh_par_trainer_memory_peak(t, &h);
+    fmt3(&e, eb, sizeof eb);
+    fmt3(&h, hb, sizeof hb);
+    coh_info("model state per rank at the optimizer step: expected %s; held %s", eb, hb);
+}
+
+coh_status cli_par_memory(const cli_par *p, coh_par_trainer *t, uint64_t rss, uint64_t *all)
+{
+    uint64_t mine[4];
+    coh_model_state_bytes m;
+    coh_par_trainer_memory_peak(t, &m);
+    mine[0] = m.params;
+    mine[1] = m.grads;
+    mine[2] = m.optim;
+    mine[3] = rss;
+    return coh_allgather(p->world, mine, all, 4, COH_I64);
+}
+
+coh_status cli_par_dump(const train_opts *o, const cli_par *p, coh_par_trainer *t)
+{
+    size_t n = coh_gpt_param_count(&o->tc.model);
+    float *buf = malloc(n * sizeof *buf);
+    if (!buf)
+        return coh_errf(COH_ERR_NOMEM, "out of memory gathering parameters");
+    coh_status st = coh_par_trainer_gather_params(t, buf);
+    if (!st && p->rank == 0) {
+        FILE *f = fopen(o->dump_params, "wb");
+        if (!f || fwrite(buf, sizeof *buf, n, f) != n)
+            st = coh_errf(COH_ERR_IO, "cannot write parameters to '%s'", o->dump_params);
+        if (f && fclose(f) && !st)
+            st = coh_errf(COH_ERR_IO, "cannot write parameters to '%s'", o->dump_params);
+    }
+    free(buf);
+    return st;
+}

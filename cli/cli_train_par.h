@@ -1,0 +1,28 @@
+/* cli_train_par.h: the parallel side of `cohort train` (world, mesh, memory lines, dumps). */
+#ifndef COHORT_CLI_TRAIN_PAR_H
+#define COHORT_CLI_TRAIN_PAR_H
+
+#include "cli_train.h"
+#include "cohort/comm.h"
+#include "cohort/parallel.h"
+
+typedef struct cli_par {
+    coh_comm *world;
+    coh_mesh *mesh;
+    int rank, world_size;
+    char trace_path[4096]; /* "" when no trace */
+} cli_par;
+
+/* World communicator (from the launcher's environment for multi-process strategies, else a
+ * one-rank communicator) and the mesh (world, 1, 1). */
+coh_status cli_par_open(const train_opts *o, cli_par *p);
+void cli_par_close(cli_par *p);
+/* Rank 0 logs the strategy, the global batch and the model state expected vs held. */
+void cli_par_print_start(const train_opts *o, const cli_par *p, coh_par_trainer *t);
+void cli_par_print_peak(const cli_par *p, coh_par_trainer *t, const train_opts *o);
+/* all (4 * world values) <- every rank's peak params, grads, optimizer bytes and peak RSS. */
+coh_status cli_par_memory(const cli_par *p, coh_par_trainer *t, uint64_t rss, uint64_t *all);
+/* Gather the parameters and write them (rank 0) to o->dump_params. Collective. */
+coh_status cli_par_dump(const train_opts *o, const cli_par *p, coh_par_trainer *t);
+
+#endif

@@ -1,0 +1,350 @@
+/* cmd_devices.c: `cohort devices`: the CPU and accelerators, and for each logical device a
+ * program will see (cuda:0, ...) the physical device behind it; optionally what a
+ * --accelerator/--devices pair selects. */
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "cli_device.h"
+#include "cohort/json_writer.h"
+
+const char cmd_devices_summary[] = "list the CPU and accelerators and what a program will see";
+
+static const char *const mode_names[] = {"default", "exclusive_process", "prohibited"};
+static const char *const vendor_names[] = {"nvidia", "intel", "amd"};
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: cohort devices [--inventory FILE] [--accelerator A] [--devices SPEC] [--json]\n"
+            "\n"
+            "Lists the CPU and the accelerators, and for each device a program started here\n"
+            "will see (cuda:0, xpu:0, rocm:0, ...) the physical device behind it, applying\n"
+            "CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER, ZE_AFFINITY_MASK,\n"
+            "ZE_ENABLE_PCI_ID_DEVICE_ORDER, ROCR_VISIBLE_DEVICES and HIP_VISIBLE_DEVICES.\n"
+            "\n"
+            "  --inventory FILE   describe the machine from FILE instead of probing\n"
+            "                     (also COHORT_INVENTORY=FILE; schema in docs/inventory.md)\n"
+            "  --accelerator A    auto, cpu, cuda, gpu, xpu or rocm: list only that kind\n"
+            "  --devices SPEC     show what SPEC selects (3, -1, auto, '1, 3', '[1,3]', '3,')\n"
+            "  --json             one JSON document for scripts\n");
+}
+
+/* The accelerator kinds worth listing for this inventory. */
+static int kinds(const coh_inventory *inv, coh_accel *out)
+{
+    int has[3] = {0, 0, 0}, n = 0;
+    for (int i = 0; i < inv->ngpus; i++)
+        has[inv->gpus[i].vendor] = 1;
+    if (has[COH_VENDOR_NVIDIA])
+        out[n++] = COH_ACCEL_CUDA;
+    if (has[COH_VENDOR_INTEL])
+        out[n++] = COH_ACCEL_XPU;
+    if (has[COH_VENDOR_AMD])
+        out[n++] = COH_ACCEL_ROCM;
+    return n;
+}
+
+static const char *var_of(coh_accel a, const coh_vis_env *e, const char **name)
+{
+    *name = a == COH_ACCEL_CUDA ? "CUDA_VISIBLE_DEVICES"
+            : a == COH_ACCEL_XPU ? "ZE_AFFINITY_MASK" : "ROCR_VISIBLE_DEVICES";
+    return a == COH_ACCEL_CUDA ? e->cuda_visible_devices
+           : a == COH_ACCEL_XPU ? e->ze_affinity_mask : e->rocr_visible_devices;
+}
+
+static void print_human_section(const coh_inventory *inv, const coh_visible *v,
+                                const coh_vis_env *env)
+{
+    const char *name, *val = var_of(v->accel, env, &name);
+    printf("\n%s devices (%s%s%s%s", coh_accel_name(v->accel), name, val ? "='" : " unset",
+           val ? val : "", val ? "'" : "");
+    if (v->accel == COH_ACCEL_CUDA)
+        printf(", CUDA_DEVICE_ORDER %s", env->cuda_device_order ? env->cuda_device_order
+                                                                : "unset: FASTEST_FIRST");
+    if (v->accel == COH_ACCEL_ROCM && env->hip_visible_devices)
+        printf(", HIP_VISIBLE_DEVICES='%s'", env->hip_visible_devices);
+    printf("):\n");
+    if (v->count == 0)
+        printf("  none visible\n");
+    else
+        cli_device_table(inv, v, NULL, 0, stdout);
+    if (v->accel != COH_ACCEL_CUDA)
+        return;
+    for (int i = 0; i < inv->ngpus; i++) /* MIG uuids are what CUDA_VISIBLE_DEVICES needs */
+        for (int m = 0; m < inv->gpus[i].nmig; m++)
+            printf("  MIG instance of nvidia-smi %d: %s (gpu instance %d, compute instance "
+                   "%d, %llu MiB)\n", inv->gpus[i].physical_index,
+                   inv->gpus[i].mig[m].uuid, inv->gpus[i].mig[m].gpu_instance,
+                   inv->gpus[i].mig[m].compute_instance,
+                   (unsigned long long)inv->gpus[i].mig[m].memory_total_mib);
+}
+
+static void print_cpu_human(const coh_inventory *inv)
+{
+    const coh_cpu_info *c = &inv->cpu;
+    printf("cpu: %d cores online, %d NUMA node%s, %d available to this process (affinity %d",
+           c->cores_online, c->numa_nodes, c->numa_nodes == 1 ? "" : "s", c->cores_available,
+           c->affinity_cores);
+    if (c->cgroup_limit > 0)
+        printf(", cgroup limit %.2f cores)\n", c->cgroup_limit);
+    else
+        printf(", no cgroup limit)\n");
+}
+
+static void json_cpu_and_gpus(coh_jw *w, const coh_inventory *inv)
+{
+    coh_jw_key(w, "source");
+    coh_jw_string(w, inv->source);
+    coh_jw_key(w, "note");
+    coh_jw_string(w, inv->note[0] ? inv->note : NULL);
+    coh_jw_key(w, "cpu");
+    coh_jw_object_begin(w);
+    coh_jw_key(w, "cores_online");
+    coh_jw_int(w, inv->cpu.cores_online);
+    coh_jw_key(w, "numa_nodes");
+    coh_jw_int(w, inv->cpu.numa_nodes);
+    coh_jw_key(w, "affinity_cores");
+    coh_jw_int(w, inv->cpu.affinity_cores);
+    coh_jw_key(w, "cgroup_limit");
+    coh_jw_double(w, inv->cpu.cgroup_limit);
+    coh_jw_key(w, "cores_available");
+    coh_jw_int(w, inv->cpu.cores_available);
+    coh_jw_object_end(w);
+    coh_jw_key(w, "gpus");
+    coh_jw_array_begin(w);
+    for (int i = 0; i < inv->ngpus; i++) {
+        const coh_gpu *g = &inv->gpus[i];
+        char cc[16];
+        snprintf(cc, sizeof cc, "%d.%d", g->cc_major, g->cc_minor);
+        coh_jw_object_begin(w);
+        coh_jw_key(w, "vendor");
+        coh_jw_string(w, vendor_names[g->vendor]);
+        coh_jw_key(w, "physical_index");
+        coh_jw_int(w, g->physical_index);
+        coh_jw_key(w, "name");
+        coh_jw_string(w, g->name);
+        coh_jw_key(w, "uuid");
+        coh_jw_string(w, g->uuid);
+        coh_jw_key(w, "pci_bus_id");
+        coh_jw_string(w, g->pci_bus_id);
+        coh_jw_key(w, "memory_total_mib");
+        coh_jw_uint(w, g->memory_total_mib);
+        coh_jw_key(w, "memory_used_mib");
+        coh_jw_uint(w, g->memory_used_mib);
+        coh_jw_key(w, "utilization_pct");
+        coh_jw_int(w, g->utilization_pct);
+        coh_jw_key(w, "compute_mode");
+        coh_jw_string(w, mode_names[g->compute_mode]);
+        coh_jw_key(w, "processes");
+        coh_jw_int(w, g->processes);
+        coh_jw_key(w, "process_owners");
+        coh_jw_string(w, g->owners);
+        coh_jw_key(w, "compute_capability");
+        coh_jw_string(w, cc);
+        coh_jw_key(w, "multiprocessors");
+        coh_jw_int(w, g->multiprocessors);
+        coh_jw_key(w, "clock_mhz");
+        coh_jw_int(w, g->clock_mhz);
+        coh_jw_key(w, "tiles");
+        coh_jw_int(w, g->tiles);
+        coh_jw_key(w, "mig");
+        coh_jw_array_begin(w);
+        for (int m = 0; m < g->nmig; m++) {
+            coh_jw_object_begin(w);
+            coh_jw_key(w, "uuid");
+            coh_jw_string(w, g->mig[m].uuid);
+            coh_jw_key(w, "gpu_instance");
+            coh_jw_int(w, g->mig[m].gpu_instance);
+            coh_jw_key(w, "compute_instance");
+            coh_jw_int(w, g->mig[m].compute_instance);
+            coh_jw_key(w, "memory_total_mib");
+            coh_jw_uint(w, g->mig[m].memory_total_mib);
+            coh_jw_object_end(w);
+        }
+        coh_jw_array_end(w);
+        coh_jw_object_end(w);
+    }
+    coh_jw_array_end(w);
+}
+
+static void json_visible(coh_jw *w, const coh_inventory *inv, const coh_visible *v)
+{
+    coh_jw_key(w, coh_accel_name(v->accel));
+    coh_jw_object_begin(w);
+    coh_jw_key(w, "devices");
+    coh_jw_array_begin(w);
+    for (int l = 0; l < v->count; l++)
+        cli_device_json(w, inv, v, l);
+    coh_jw_array_end(w);
+    coh_jw_key(w, "cut");
+    coh_jw_string(w, v->cut != COH_CUT_NONE ? v->cut_note : NULL);
+    coh_jw_key(w, "cut_entry");
+    coh_jw_int(w, v->cut_entry);
+    coh_jw_key(w, "warning");
+    coh_jw_string(w, v->order_note[0] ? v->order_note : NULL);
+    coh_jw_object_end(w);
+}
+
+typedef struct opts {
+    const char *inventory, *accel_text, *spec;
+    int json;
+} opts;
+
+static int parse_args(int argc, char **argv, opts *o)
+{
+    static const struct option longs[] = {
+        {"inventory", required_argument, 0, 'i'}, {"accelerator", required_argument, 0, 'a'},
+        {"devices", required_argument, 0, 'd'},   {"json", no_argument, 0, 'j'},
+        {"help", no_argument, 0, 'h'},            {0, 0, 0, 0}};
+    int c;
+    opterr = 0;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, ":h", longs, NULL)) != -1) {
+        switch (c) {
+        case 'i': o->inventory = optarg; break;
+        case 'a': o->accel_text = optarg; break;
+        case 'd': o->spec = optarg; break;
+        case 'j': o->json = 1; break;
+        case 'h': usage(stdout); return -1;
+        case ':': return cli_usage_error("devices", "option '%s' needs a value",
+                                         argv[optind - 1]);
+        default: return cli_usage_error("devices", "unknown option '%s' (see --help)",
+                                        argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        return cli_usage_error("devices", "unexpected argument '%s' (see --help)", argv[optind]);
+    return CLI_OK;
+}
+
+/* Compute every listed kind's visibility; returns the count or -exit code. */
+static int compute_all(const coh_inventory *inv, const coh_vis_env *env, coh_accel only,
+                       int have_only, coh_visible *vis)
+{
+    coh_accel list[3];
+    int n = have_only ? 1 : kinds(inv, list);
+    if (have_only)
+        list[0] = only;
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        if (list[i] == COH_ACCEL_CPU)
+            continue;
+        coh_status st = coh_visible_compute(inv, list[i], env, &vis[k]);
+        if (st != COH_OK)
+            return -cli_fail("devices", st);
+        if (vis[k].accel == COH_ACCEL_CPU)
+            continue; /* auto found no accelerator */
+        int rc = cli_device_check("devices", &vis[k]);
+        k++;
+        if (rc != CLI_OK)
+            return -rc;
+    }
+    return k;
+}
+
+static void print_selection(const coh_inventory *inv, const coh_selection *s, const char *spec,
+                            coh_jw *w)
+{
+    if (w) {
+        coh_jw_key(w, "selection");
+        coh_jw_object_begin(w);
+        coh_jw_key(w, "accelerator");
+        coh_jw_string(w, coh_accel_name(s->accel));
+        coh_jw_key(w, "devices");
+        coh_jw_string(w, spec);
+        coh_jw_key(w, "count");
+        coh_jw_int(w, s->n);
+        coh_jw_key(w, "logical_indices");
+        coh_jw_array_begin(w);
+        for (int i = 0; s->accel != COH_ACCEL_CPU && i < s->n; i++)
+            coh_jw_int(w, s->logical[i]);
+        coh_jw_array_end(w);
+        coh_jw_key(w, "variable");
+        coh_jw_string(w, s->var);
+        coh_jw_key(w, "value");
+        coh_jw_string(w, s->var ? s->value : NULL);
+        coh_jw_object_end(w);
+        return;
+    }
+    if (s->accel == COH_ACCEL_CPU) {
+        printf("\nselected: accelerator cpu, devices '%s' = %d process%s\n", spec, s->n,
+               s->n == 1 ? "" : "es");
+        return;
+    }
+    printf("\nselected: accelerator %s, devices '%s' = %d device%s:\n", coh_accel_name(s->accel),
+           spec, s->n, s->n == 1 ? "" : "s");
+    cli_device_table(inv, &s->vis, s->logical, s->n, stdout);
+    printf("a child process gets %s=%s\n", s->var, s->value);
+}
+
+static int run(const opts *o, coh_inventory *inv)
+{
+    coh_accel accel = COH_ACCEL_AUTO;
+    if (o->accel_text && coh_accel_parse(o->accel_text, &accel) != COH_OK)
+        return cli_fail("devices", COH_ERR_INVALID);
+    coh_vis_env env;
+    coh_vis_env_from_process(&env);
+    coh_visible vis[3];
+    memset(vis, 0, sizeof vis);
+    int nv = compute_all(inv, &env, accel, o->accel_text != NULL, vis);
+    int rc = nv < 0 ? -nv : CLI_OK;
+    coh_selection sel;
+    memset(&sel, 0, sizeof sel);
+    coh_status sel_st = COH_OK;
+    int want_sel = o->spec || o->accel_text;
+    if (rc == CLI_OK && want_sel) {
+        sel_st = coh_devices_select(inv, &env, accel, o->spec, &sel);
+        if (sel_st == COH_ERR_NOT_FOUND) /* nothing visible: still list what there is */
+            want_sel = 0;
+        else if (sel_st != COH_OK)
+            rc = cli_fail("devices", sel_st);
+    }
+    if (rc == CLI_OK && o->json) {
+        coh_jw w;
+        coh_jw_init(&w, stdout, 1);
+        coh_jw_object_begin(&w);
+        json_cpu_and_gpus(&w, inv);
+        coh_jw_key(&w, "visible");
+        coh_jw_object_begin(&w);
+        for (int i = 0; i < nv; i++)
+            json_visible(&w, inv, &vis[i]);
+        coh_jw_object_end(&w);
+        if (want_sel)
+            print_selection(inv, &sel, o->spec ? o->spec : "auto", &w);
+        coh_jw_object_end(&w);
+        coh_jw_finish(&w);
+    } else if (rc == CLI_OK) {
+        printf("source: %s\n", inv->source);
+        print_cpu_human(inv);
+        if (inv->note[0])
+            printf("nvidia: %s\n", inv->note);
+        for (int i = 0; i < nv; i++)
+            print_human_section(inv, &vis[i], &env);
+        if (want_sel)
+            print_selection(inv, &sel, o->spec ? o->spec : "auto", NULL);
+    }
+    if (rc == CLI_OK && sel_st == COH_ERR_NOT_FOUND) {
+        fflush(stdout);
+        rc = cli_fail("devices", sel_st);
+    }
+    coh_selection_release(&sel);
+    for (int i = 0; i < 3; i++)
+        coh_visible_release(&vis[i]);
+    return rc;
+}
+
+int cmd_devices(int argc, char **argv)
+{
+    opts o = {0};
+    int rc = parse_args(argc, argv, &o);
+    if (rc != CLI_OK)
+        return rc < 0 ? CLI_OK : rc;
+    coh_inventory *inv = NULL;
+    if ((rc = cli_device_open("devices", o.inventory, &inv)) != CLI_OK)
+        return rc;
+    rc = run(&o, inv);
+    coh_inventory_destroy(inv);
+    return rc;
+}

@@ -1,0 +1,325 @@
+/* cmd_pick.c: `cohort pick N`: choose N devices that are free right now, print the value a
+ * child needs (CUDA_VISIBLE_DEVICES=$(cohort pick 2) ...), optionally reserve them for the
+ * lifetime of a command. */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "cli_device.h"
+#include "cohort/json_writer.h"
+#include "cohort/size.h"
+
+const char cmd_pick_summary[] = "choose devices that are free right now (and reserve them)";
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: cohort pick N [options] [--reserve] [-- COMMAND [ARGS...]]\n"
+            "\n"
+            "Chooses N usable devices among those visible here and prints the value of\n"
+            "CUDA_VISIBLE_DEVICES (ZE_AFFINITY_MASK, HIP_VISIBLE_DEVICES) a child needs:\n"
+            "  CUDA_VISIBLE_DEVICES=$(cohort pick 2) python train.py\n"
+            "A device is usable when it is not prohibited, not exclusive_process with a\n"
+            "process on it, has no compute process (unless --allow-shared), and meets the\n"
+            "limits below. Most free memory first, then least utilization, then lower index.\n"
+            "\n"
+            "  --inventory FILE         describe the machine from FILE (also COHORT_INVENTORY)\n"
+            "  --accelerator A          cuda (default), gpu, xpu or rocm\n"
+            "  --min-free-memory SIZE   e.g. 16GiB\n"
+            "  --max-utilization PCT    0 to 100\n"
+            "  --allow-shared           accept devices other processes compute on\n"
+            "  --format index|uuid      how devices are written (MIG always as uuid)\n"
+            "  --reserve                lock the devices (advisory, per device) while COMMAND\n"
+            "                           runs, so concurrent picks never get the same device;\n"
+            "                           needs '-- COMMAND'\n"
+            "  -q, --quiet              no table on stderr\n"
+            "  --json                   one JSON document on stdout\n");
+}
+
+typedef struct opts {
+    const char *inventory, *accel_text;
+    coh_pick_opts pick;
+    coh_id_format fmt;
+    int json, quiet, reserve;
+    char **cmd; /* after "--", NULL-terminated; NULL when absent */
+} opts;
+
+static int parse_count(const char *s, int *n)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || errno || v < 1 || v > 64 || *s == '+' || *s == ' ')
+        return cli_usage_error("pick", "invalid device count '%s': expected an integer from 1 "
+                               "to 64", s);
+    *n = (int)v;
+    return CLI_OK;
+}
+
+static int parse_option(int c, opts *o)
+{
+    uint64_t bytes;
+    char *end;
+    long v;
+    switch (c) {
+    case 'i': o->inventory = optarg; return CLI_OK;
+    case 'a': o->accel_text = optarg; return CLI_OK;
+    case 'm':
+        if (coh_size_parse(optarg, &bytes) != COH_OK)
+            return cli_fail("pick", COH_ERR_INVALID);
+        o->pick.min_free_mib = (bytes + (1u << 20) - 1) >> 20;
+        return CLI_OK;
+    case 'u':
+        v = strtol(optarg, &end, 10);
+        if (end == optarg || (*end && strcmp(end, "%")) || v < 0 || v > 100 || *optarg == ' ')
+            return cli_usage_error("pick", "invalid --max-utilization '%s': expected a percentage "
+                                   "from 0 to 100", optarg);
+        o->pick.max_utilization_pct = (int)v;
+        return CLI_OK;
+    case 's': o->pick.allow_shared = 1; return CLI_OK;
+    case 'f':
+        if (!strcmp(optarg, "index"))
+            o->fmt = COH_ID_INDEX;
+        else if (!strcmp(optarg, "uuid"))
+            o->fmt = COH_ID_UUID;
+        else
+            return cli_usage_error("pick", "invalid --format '%s': expected index or uuid",
+                                   optarg);
+        return CLI_OK;
+    case 'r': o->reserve = 1; return CLI_OK;
+    case 'q': o->quiet = 1; return CLI_OK;
+    case 'j': o->json = 1; return CLI_OK;
+    default: return CLI_USAGE;
+    }
+}
+
+static int parse_args(int argc, char **argv, opts *o)
+{
+    static const struct option longs[] = {
+        {"inventory", required_argument, 0, 'i'}, {"accelerator", required_argument, 0, 'a'},
+        {"min-free-memory", required_argument, 0, 'm'},
+        {"max-utilization", required_argument, 0, 'u'}, {"allow-shared", no_argument, 0, 's'},
+        {"format", required_argument, 0, 'f'},    {"reserve", no_argument, 0, 'r'},
+        {"quiet", no_argument, 0, 'q'},           {"json", no_argument, 0, 'j'},
+        {"help", no_argument, 0, 'h'},            {0, 0, 0, 0}};
+    int nopt = argc, c;
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--")) {
+            nopt = i;
+            o->cmd = argv + i + 1;
+            break;
+        }
+    opterr = 0;
+    optind = 1;
+    while ((c = getopt_long(nopt, argv, ":hq", longs, NULL)) != -1) {
+        if (c == 'h') {
+            usage(stdout);
+            return -1;
+        }
+        if (c == ':')
+            return cli_usage_error("pick", "option '%s' needs a value", argv[optind - 1]);
+        if (c == '?')
+            return cli_usage_error("pick", "unknown option '%s' (see --help)", argv[optind - 1]);
+        int rc = parse_option(c, o);
+        if (rc != CLI_OK)
+            return rc;
+    }
+    if (optind >= nopt)
+        return cli_usage_error("pick", "missing the number of devices (see --help)");
+    if (optind + 1 < nopt)
+        return cli_usage_error("pick", "unexpected argument '%s' (see --help)", argv[optind + 1]);
+    if (o->cmd && !o->cmd[0])
+        return cli_usage_error("pick", "'--' must be followed by a command");
+    if (o->reserve && !o->cmd)
+        return cli_usage_error("pick", "--reserve holds the devices only while a command runs: "
+                               "add '-- COMMAND [ARGS...]'");
+    return parse_count(argv[optind], &o->pick.n);
+}
+
+static void print_table(const coh_inventory *inv, const coh_visible *v, const coh_pick_result *r)
+{
+    fprintf(stderr, "picked:\n");
+    cli_device_table(inv, v, r->picked, r->npicked, stderr);
+}
+
+static void print_rejections(const coh_inventory *inv, const coh_visible *v,
+                             const coh_pick_result *r)
+{
+    for (int i = 0; i < r->ncand; i++) {
+        const coh_pick_candidate *c = &r->cand[i];
+        if (c->usable)
+            continue;
+        const coh_visible_device *d = &v->dev[c->logical];
+        const coh_gpu *g = &inv->gpus[d->gpu];
+        fprintf(stderr, "  %s:%d (%s): %s\n", coh_accel_name(v->accel), c->logical,
+                d->mig >= 0 ? g->mig[d->mig].uuid : g->uuid, c->reason);
+    }
+}
+
+static void print_json(const coh_inventory *inv, const coh_visible *v, const coh_pick_result *r,
+                       const char *var, const char *value)
+{
+    coh_jw w;
+    coh_jw_init(&w, stdout, 1);
+    coh_jw_object_begin(&w);
+    coh_jw_key(&w, "accelerator");
+    coh_jw_string(&w, coh_accel_name(v->accel));
+    coh_jw_key(&w, "variable");
+    coh_jw_string(&w, var);
+    coh_jw_key(&w, "value");
+    coh_jw_string(&w, value);
+    coh_jw_key(&w, "picked");
+    coh_jw_array_begin(&w);
+    for (int i = 0; i < r->npicked; i++)
+        cli_device_json(&w, inv, v, r->picked[i]);
+    coh_jw_array_end(&w);
+    coh_jw_key(&w, "rejected");
+    coh_jw_array_begin(&w);
+    for (int i = 0; i < r->ncand; i++) {
+        if (r->cand[i].usable)
+            continue;
+        char label[32];
+        cli_device_label(v, r->cand[i].logical, label, sizeof label);
+        coh_jw_object_begin(&w);
+        coh_jw_key(&w, "device");
+        coh_jw_string(&w, label);
+        coh_jw_key(&w, "reason");
+        coh_jw_string(&w, r->cand[i].reason);
+        coh_jw_object_end(&w);
+    }
+    coh_jw_array_end(&w);
+    coh_jw_object_end(&w);
+    coh_jw_finish(&w);
+}
+
+static pid_t child_pid;
+
+static void forward(int sig)
+{
+    if (child_pid > 0)
+        kill(child_pid, sig);
+}
+
+/* Run cmd with var=value, wait, and return its exit status (128+signal when killed). */
+static int run_command(char **cmd, const char *var, const char *value)
+{
+    fflush(stdout);
+    child_pid = fork();
+    if (child_pid < 0) {
+        fprintf(stderr, "%s pick: error: cannot fork: %s\n", cli_progname, strerror(errno));
+        return CLI_FAILED;
+    }
+    if (child_pid == 0) {
+        setenv(var, value, 1);
+        execvp(cmd[0], cmd);
+        fprintf(stderr, "%s pick: error: cannot run '%s': %s\n", cli_progname, cmd[0],
+                strerror(errno));
+        _exit(127);
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = forward;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    /* Ctrl-C already reaches the command through the terminal's process group: as system()
+     * does, the waiting parent ignores it instead of delivering it a second time. */
+    sa.sa_handler = SIG_IGN;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGQUIT, &sa, NULL);
+    int status;
+    while (waitpid(child_pid, &status, 0) < 0)
+        if (errno != EINTR)
+            return CLI_FAILED;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static int pick_and_report(const opts *o, const coh_inventory *inv, const coh_visible *vis,
+                           const coh_vis_env *env)
+{
+    coh_pick_result res;
+    coh_reservation *resv = NULL;
+    coh_status st = o->reserve ? coh_pick_reserve(inv, vis, &o->pick, NULL, &res, &resv)
+                               : coh_pick(inv, vis, &o->pick, &res);
+    if ((st == COH_ERR_NOT_FOUND || st == COH_ERR_BUSY) && vis->count == 0) {
+        fprintf(stderr, "%s pick: error: %d %s device%s requested but none is visible\n",
+                cli_progname, o->pick.n, coh_accel_name(vis->accel), o->pick.n == 1 ? "" : "s");
+        coh_pick_result_release(&res);
+        return CLI_FAILED;
+    }
+    if (st == COH_ERR_NOT_FOUND || st == COH_ERR_BUSY) {
+        fprintf(stderr, "%s pick: error: %d %s device%s requested, %d usable%s; rejected:\n",
+                cli_progname, o->pick.n, coh_accel_name(vis->accel), o->pick.n == 1 ? "" : "s",
+                res.npicked, o->reserve ? " and free of reservations" : "");
+        print_rejections(inv, vis, &res);
+        coh_pick_result_release(&res);
+        return CLI_FAILED;
+    }
+    if (st != COH_OK) {
+        int rc = cli_fail("pick", st);
+        coh_pick_result_release(&res);
+        return rc;
+    }
+    const char *var;
+    char value[1024];
+    st = coh_child_env(inv, vis, env, res.picked, res.npicked, o->fmt, &var, value,
+                       sizeof value);
+    int rc = CLI_OK;
+    if (st != COH_OK) {
+        rc = cli_fail("pick", st);
+    } else {
+        if (o->json)
+            print_json(inv, vis, &res, var, value);
+        else if (!o->cmd)
+            printf("%s\n", value);
+        if (!o->quiet && !o->json)
+            print_table(inv, vis, &res);
+        if (o->cmd) {
+            if (!o->quiet)
+                fprintf(stderr, "%s pick: running %s with %s=%s%s\n", cli_progname, o->cmd[0],
+                        var, value, o->reserve ? " (devices reserved until it exits)" : "");
+            rc = run_command(o->cmd, var, value);
+        }
+    }
+    coh_reservation_destroy(resv);
+    coh_pick_result_release(&res);
+    return rc;
+}
+
+int cmd_pick(int argc, char **argv)
+{
+    opts o;
+    memset(&o, 0, sizeof o);
+    coh_pick_opts_init(&o.pick);
+    int rc = parse_args(argc, argv, &o);
+    if (rc != CLI_OK)
+        return rc < 0 ? CLI_OK : rc;
+    coh_accel accel = COH_ACCEL_CUDA;
+    if (o.accel_text && coh_accel_parse(o.accel_text, &accel) != COH_OK)
+        return cli_fail("pick", COH_ERR_INVALID);
+    if (accel == COH_ACCEL_CPU || accel == COH_ACCEL_AUTO)
+        return cli_usage_error("pick", "invalid --accelerator '%s' for pick: expected cuda, gpu, "
+                               "xpu or rocm", o.accel_text);
+    coh_inventory *inv = NULL;
+    if ((rc = cli_device_open("pick", o.inventory, &inv)) != CLI_OK)
+        return rc;
+    coh_vis_env env;
+    coh_vis_env_from_process(&env);
+    coh_visible vis;
+    coh_status st = coh_visible_compute(inv, accel, &env, &vis);
+    if (st != COH_OK)
+        rc = cli_fail("pick", st);
+    else if ((rc = cli_device_check("pick", &vis)) == CLI_OK) {
+        if (inv->note[0] && !o.quiet)
+            fprintf(stderr, "%s pick: note: %s\n", cli_progname, inv->note);
+        rc = pick_and_report(&o, inv, &vis, &env);
+    }
+    coh_visible_release(&vis);
+    coh_inventory_destroy(inv);
+    return rc;
+}

@@ -1,0 +1,362 @@
+/* shm.c: the shared-memory transport for ranks on one node: one segment per communicator,
+ * created mode 0600 under a name holding the user and the job id, and unlinked as soon as
+ * every rank has mapped it, so nothing is left in /dev/shm even when ranks are killed. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cohort/size.h"
+#include "comm/transport/shm_int.h"
+
+#define CHAN_BYTES (64u << 10)
+
+static size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+/* Offsets inside the segment; every rank computes the same from (n, half, arena). */
+static size_t off_slots(void) { return align_up(sizeof(shm_ctl), 4096); }
+static size_t off_chans(int n) { return off_slots() + sizeof(shm_slot) * (size_t)n; }
+static size_t off_stage(int n)
+{
+    return align_up(off_chans(n) + sizeof(shm_chan) * (size_t)n * (size_t)n, 4096);
+}
+static size_t off_chanbuf(int n, size_t half) { return off_stage(n) + 2 * half * (size_t)n; }
+static size_t off_arena(int n, size_t half)
+{
+    return off_chanbuf(n, half) + (size_t)CHAN_BYTES * (size_t)n * (size_t)n;
+}
+
+shm_slot *shm_slot_of(shm *s, int r) { return (shm_slot *)(s->base + off_slots()) + r; }
+shm_chan *shm_chan_of(shm *s, int from, int to)
+{
+    return (shm_chan *)(s->base + off_chans(s->n)) + from * s->n + to;
+}
+char *shm_chan_buf(shm *s, int from, int to)
+{
+    return s->base + off_chanbuf(s->n, s->ctl->half) + (size_t)CHAN_BYTES * (size_t)(from * s->n + to);
+}
+char *shm_stage(shm *s, int r)
+{
+    return s->base + off_stage(s->n) + s->ctl->half * (2 * (size_t)r + (s->round & 1));
+}
+void shm_next_round(shm *s) { s->round++; }
+char *shm_arena(shm *s, int r)
+{
+    return s->base + off_arena(s->n, s->ctl->half) + s->ctl->arena_bytes * (size_t)r;
+}
+
+uint64_t shm_arena_off(shm *s, const void *p, size_t bytes)
+{
+    const char *a = shm_arena(s, s->rank), *q = p;
+    if (q < a || q + bytes > a + s->ctl->arena_bytes || q + bytes < q)
+        return SHM_NONE;
+    return (uint64_t)(q - a);
+}
+
+size_t shm_piece(shm *s, size_t esz, int blocks)
+{
+    size_t w = s->ctl->half / (size_t)blocks / esz;
+    return w > 64 ? w / 64 * 64 : (w ? w : 1);
+}
+
+/* ---- sizes from the environment ------------------------------------------------------------ */
+
+static coh_status env_bytes(const char *name, uint64_t dflt, uint64_t lo, uint64_t *out)
+{
+    const char *v = getenv(name);
+    *out = dflt;
+    if (!v)
+        return COH_OK;
+    if (coh_size_parse(v, out) || *out < lo)
+        return coh_errf(COH_ERR_INVALID, "invalid %s '%s': expected a size of at least %llu "
+                        "bytes, such as 1MiB", name, v, (unsigned long long)lo);
+    *out = align_up(*out, 4096);
+    return COH_OK;
+}
+
+/* ---- segment lifetime ---------------------------------------------------------------------- */
+
+static void seg_name(char *buf, size_t n, const char *job, const char *suffix)
+{
+    struct passwd *pw = getpwuid(geteuid());
+    char user[64];
+    if (pw && strlen(pw->pw_name) < sizeof user && !strchr(pw->pw_name, '/'))
+        snprintf(user, sizeof user, "%s", pw->pw_name);
+    else
+        snprintf(user, sizeof user, "uid%d", (int)geteuid());
+    snprintf(buf, n, "/cohort-%s-%s%s", user, job, suffix);
+}
+
+static coh_status seg_create(const char *name, size_t bytes)
+{
+    int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd < 0 && errno == EEXIST) { /* left by a crashed run of the same job: replace it */
+        shm_unlink(name);
+        fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+    }
+    if (fd < 0)
+        return coh_errf(COH_ERR_SYSTEM, "cannot create shared memory '%s': %s", name,
+                        strerror(errno));
+    if (ftruncate(fd, (off_t)bytes) != 0) {
+        int e = errno;
+        close(fd);
+        shm_unlink(name);
+        return coh_errf(COH_ERR_SYSTEM, "cannot size shared memory '%s' to %zu bytes: %s",
+                        name, bytes, strerror(e));
+    }
+    close(fd);
+    return COH_OK;
+}
+
+/* Map the segment once it exists at full size; ranks may get here before its creator. */
+static coh_status seg_map(shm *s, size_t bytes, double deadline)
+{
+    for (;;) {
+        int fd = shm_open(s->name, O_RDWR, 0);
+        struct stat st;
+        if (fd >= 0 && fstat(fd, &st) == 0 && (size_t)st.st_size == bytes) {
+            void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+            close(fd);
+            if (p == MAP_FAILED)
+                return coh_errf(COH_ERR_SYSTEM, "cannot map shared memory '%s': %s", s->name,
+                                strerror(errno));
+            s->base = p;
+            s->bytes = bytes;
+            s->ctl = p;
+            return COH_OK;
+        }
+        if (fd >= 0)
+            close(fd);
+        if (coh_now() > deadline)
+            return coh_errf(COH_ERR_TIMEOUT, "shared memory '%s' did not appear within %g s: "
+                            "rank 0 never created it", s->name, s->timeout);
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
+    }
+}
+
+/* Every rank: map, wait for the creator's magic, register, and unlink when last. */
+static coh_status seg_join(shm *s, size_t bytes, int creator)
+{
+    double deadline = coh_now() + s->timeout;
+    coh_status st = seg_map(s, bytes, deadline);
+    if (st)
+        return st;
+    while (atomic_load(&s->ctl->magic) != SHM_MAGIC) {
+        if (coh_now() > deadline)
+            return coh_errf(COH_ERR_TIMEOUT, "shared memory '%s' was never initialised", s->name);
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
+    }
+    if (s->ctl->n != (uint32_t)s->n || s->ctl->bytes != bytes)
+        return coh_errf(COH_ERR_MISMATCH, "shared memory '%s' holds %u ranks and %llu bytes but "
+                        "this rank expects %d and %zu: ranks disagree on WORLD_SIZE or COHORT_SHM_*",
+                        s->name, s->ctl->n, (unsigned long long)s->ctl->bytes, s->n, bytes);
+    atomic_store(&shm_slot_of(s, s->rank)->pid, (int32_t)getpid());
+    if (atomic_fetch_add(&s->ctl->mapped, 1) + 1 == (uint32_t)s->n)
+        shm_unlink(s->name);
+    (void)creator;
+    return COH_OK;
+}
+
+static coh_status shm_new(int rank, int n, double timeout, const char *name, int create,
+                          shm **out)
+{
+    uint64_t half, arena;
+    coh_status st;
+    if ((st = env_bytes("COHORT_SHM_STAGE", 256u << 10, 4096, &half)) ||
+        (st = env_bytes("COHORT_SHM_ARENA", 256u << 20, 4096, &arena)))
+        return st;
+    if (n > 256)
+        return coh_errf(COH_ERR_UNSUPPORTED, "shared memory serves at most 256 ranks, not '%d'",
+                        n);
+    size_t bytes = off_arena(n, half) + arena * (size_t)n;
+    shm *s = calloc(1, sizeof *s);
+    if (!s)
+        return coh_errf(COH_ERR_NOMEM, "out of memory");
+    s->rank = rank;
+    s->n = n;
+    s->timeout = timeout;
+    snprintf(s->name, sizeof s->name, "%s", name);
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    s->spin = n <= cpus ? 4000 : 0; /* oversubscribed: spinning only delays the peer we await */
+    const char *spin = getenv("COHORT_SHM_SPIN");
+    if (spin)
+        s->spin = atoi(spin);
+    if (create && (st = seg_create(name, bytes))) {
+        free(s);
+        return st;
+    }
+    if (create) {
+        if ((st = seg_map(s, bytes, coh_now() + timeout))) {
+            shm_unlink(name);
+            free(s);
+            return st;
+        }
+        s->ctl->bytes = bytes;
+        s->ctl->half = half;
+        s->ctl->chan_bytes = CHAN_BYTES;
+        s->ctl->arena_bytes = arena;
+        s->ctl->n = (uint32_t)n;
+        atomic_store(&s->ctl->magic, SHM_MAGIC);
+    }
+    if ((st = seg_join(s, bytes, create))) {
+        if (s->base)
+            munmap(s->base, s->bytes);
+        if (create)
+            shm_unlink(name);
+        free(s);
+        return st;
+    }
+    *out = s;
+    return COH_OK;
+}
+
+static void shm_free_all(shm *s)
+{
+    if (s->base)
+        munmap(s->base, s->bytes);
+    free(s->ext);
+    free(s);
+}
+
+coh_status coh_shm_open(const coh_comm_env *env, void **self)
+{
+    char name[240];
+    seg_name(name, sizeof name, env->job, "");
+    shm *s;
+    coh_status st = shm_new(env->rank, env->size, env->timeout_s, name, env->rank == 0, &s);
+    if (st)
+        return coh_err_prefix(st, "cannot join the job's shared memory as rank %d of %d",
+                              env->rank, env->size);
+    *self = s;
+    return COH_OK;
+}
+
+static void shm_destroy(void *self)
+{
+    shm_free_all(self);
+}
+
+/* ---- the arena: first fit over this rank's part, bookkeeping kept private ------------------ */
+
+static void *shm_alloc(void *self, size_t bytes)
+{
+    shm *s = self;
+    size_t want = align_up(bytes ? bytes : 1, 64);
+    if (!s->ext) {
+        s->ext = malloc(sizeof *s->ext * 16);
+        if (!s->ext)
+            return NULL;
+        s->cap_ext = 16;
+        s->next_ext = 1;
+        s->ext[0] = (shm_extent){0, s->ctl->arena_bytes, 0};
+    }
+    for (size_t i = 0; i < s->next_ext; i++) {
+        shm_extent *e = &s->ext[i];
+        if (e->used || e->size < want)
+            continue;
+        if (e->size > want) { /* split: the rest becomes a free extent after this one */
+            if (s->next_ext == s->cap_ext) {
+                shm_extent *m = realloc(s->ext, sizeof *m * s->cap_ext * 2);
+                if (!m)
+                    return NULL;
+                s->ext = m;
+                s->cap_ext *= 2;
+                e = &s->ext[i];
+            }
+            memmove(e + 2, e + 1, sizeof *e * (s->next_ext - i - 1));
+            e[1] = (shm_extent){e->off + want, e->size - want, 0};
+            e->size = want;
+            s->next_ext++;
+        }
+        e->used = 1;
+        return shm_arena(s, s->rank) + e->off;
+    }
+    return NULL;
+}
+
+static void shm_free(void *self, void *p)
+{
+    shm *s = self;
+    uint64_t off = shm_arena_off(s, p, 0);
+    for (size_t i = 0; i < s->next_ext; i++) {
+        if (s->ext[i].off != off || !s->ext[i].used)
+            continue;
+        s->ext[i].used = 0;
+        if (i + 1 < s->next_ext && !s->ext[i + 1].used) { /* merge with the next */
+            s->ext[i].size += s->ext[i + 1].size;
+            memmove(&s->ext[i + 1], &s->ext[i + 2], sizeof *s->ext * (s->next_ext - i - 2));
+            s->next_ext--;
+        }
+        if (i > 0 && !s->ext[i - 1].used) { /* and with the previous */
+            s->ext[i - 1].size += s->ext[i].size;
+            memmove(&s->ext[i], &s->ext[i + 1], sizeof *s->ext * (s->next_ext - i - 1));
+            s->next_ext--;
+        }
+        return;
+    }
+}
+
+/* ---- ops ----------------------------------------------------------------------------------- */
+
+static coh_status shm_run(void *self, const coh_op *op)
+{
+    shm *s = self;
+    s->op = op;
+    s->deadline = coh_now() + s->timeout;
+    s->next_check = 0;
+    switch (op->kind) {
+    case COH_OP_ALLREDUCE: return shm_allreduce(s, op);
+    case COH_OP_REDUCE: return shm_reduce(s, op);
+    case COH_OP_BROADCAST: return shm_broadcast(s, op);
+    case COH_OP_ALLGATHER: return shm_allgather(s, op);
+    case COH_OP_REDUCE_SCATTER: return shm_reduce_scatter(s, op);
+    case COH_OP_ALLTOALL: return shm_alltoall(s, op);
+    case COH_OP_BARRIER: return shm_sync_first(s, op, NULL, NULL, 0, 0);
+    case COH_OP_SEND: return shm_send(s, op);
+    case COH_OP_RECV: return shm_recv(s, op);
+    }
+    return coh_errf(COH_ERR_INTERNAL, "unknown op %d", (int)op->kind);
+}
+
+/* The group's first member creates its segment between two syncs of the parent, every member
+ * maps it, and after the second sync (all mapped) the creator unlinks it. */
+static coh_status shm_split(void *self, int color, int key, const int *members, int nmembers,
+                            int new_rank, uint64_t tag, void **out)
+{
+    shm *p = self;
+    *out = NULL;
+    coh_op op = {.kind = COH_OP_BARRIER, .root = -1, .seq = tag};
+    p->op = &op;
+    p->deadline = coh_now() + p->timeout;
+    char name[320];
+    snprintf(name, sizeof name, "%.240s-s%llu-c%d", p->name, (unsigned long long)tag, color);
+    int leader = color >= 0 && members[0] == p->rank;
+    coh_status st = COH_OK, sync_st;
+    shm *s = NULL;
+    if (leader)
+        st = shm_new(0, nmembers, p->timeout, name, 1, &s);
+    if ((sync_st = shm_sync(p)))
+        return sync_st;
+    if (!st && color >= 0 && !leader)
+        st = shm_new(new_rank, nmembers, p->timeout, name, 0, &s);
+    if ((sync_st = shm_sync(p)))
+        st = sync_st;
+    if (leader)
+        shm_unlink(name); /* normally gone already: the last member to map unlinked it */
+    if (st) {
+        if (s)
+            shm_free_all(s);
+        return coh_err_prefix(st, "split (color %d, key %d)", color, key);
+    }
+    *out = s;
+    return COH_OK;
+}
+
+const coh_transport_ops coh_shm_ops = {"shm", shm_run, shm_split, shm_alloc, shm_free,
+                                       shm_destroy};

@@ -1,0 +1,154 @@
+/* shm_allreduce.c: all-reduce and reduce over shared memory, three algorithms:
+ *
+ * one phase (up to 16 KiB): every rank reduces every input itself.
+ *     rank r:  copy in -> stage[r] | sync | recv = stage[0] op ... op stage[n-1]
+ *
+ * reduce-scatter + all-gather, staged (plain buffers): the vector is cut into n blocks and
+ * each round moves one piece of every block through the staging halves.
+ *     rank r:  send pieces -> stage[r] | sync | stage[r].piece[r] = op over stage[*].piece[r]
+ *              | sync | recv.piece[b] <- stage[b].piece[b] for every b (reduce: root only)
+ *
+ * reduce-scatter + all-gather in the arena (both buffers of every rank in its arena): no copy
+ * in; ranks read each other's buffers directly.
+ *     rank r:  announce | recv.block[r] = op over send[*].block[r] | sync
+ *              | recv.block[b] <- recv[b].block[b] for b != r | sync
+ *
+ * Every result is folded in rank order, so all ranks hold bit-identical results. Staging
+ * halves alternate between rounds: a rank rewrites a half only after a later sync proved
+ * every peer has finished reading it. */
+#include <string.h>
+
+#include "comm/reduce.h"
+#include "comm/transport/shm_int.h"
+
+#define ONE_PHASE_BYTES (16u << 10)
+
+typedef struct range { size_t lo, hi; } range;
+
+static range clip(size_t lo, size_t len, size_t end)
+{
+    range r = {lo < end ? lo : end, 0};
+    r.hi = lo + len < end ? lo + len : end;
+    if (r.hi < r.lo)
+        r.hi = r.lo;
+    return r;
+}
+
+/* Elements per block: a multiple of 64 so that blocks start on cache lines. */
+static size_t block_elems(size_t count, int n)
+{
+    size_t b = (count + (size_t)n - 1) / (size_t)n;
+    return (b + 63) / 64 * 64;
+}
+
+static coh_status one_phase(shm *s, const coh_op *op, int root)
+{
+    size_t bytes = op->count * coh_dtype_size(op->dtype);
+    shm_next_round(s);
+    if (bytes)
+        memcpy(shm_stage(s, s->rank), op->send, bytes);
+    coh_status st = shm_sync_first(s, op, NULL, NULL, 0, 0);
+    if (st || (root >= 0 && root != s->rank) || !bytes)
+        return st;
+    const void *src[256];
+    for (int j = 0; j < s->n; j++)
+        src[j] = shm_stage(s, j);
+    coh_reduce_n(op->recv, src, s->n, op->count, op->dtype, op->redop, s->n);
+    return COH_OK;
+}
+
+static coh_status staged(shm *s, const coh_op *op, int root)
+{
+    size_t esz = coh_dtype_size(op->dtype), bc = block_elems(op->count, s->n);
+    size_t w = shm_piece(s, esz, s->n), rounds = bc ? (bc + w - 1) / w : 1;
+    const char *send = op->send;
+    char *recv = op->recv;
+    for (size_t k = 0; k < rounds; k++) {
+        shm_next_round(s);
+        char *mine = shm_stage(s, s->rank);
+        for (int b = 0; b < s->n; b++) {
+            range r = clip(b * bc + k * w, w, op->count);
+            r.hi = r.hi < (b + 1) * bc ? r.hi : (b + 1) * bc;
+            if (r.hi > r.lo)
+                memcpy(mine + b * w * esz, send + r.lo * esz, (r.hi - r.lo) * esz);
+        }
+        coh_status st = shm_sync(s);
+        if (st)
+            return st;
+        range me = clip(s->rank * bc + k * w, w, op->count);
+        me.hi = me.hi < (s->rank + 1) * bc ? me.hi : (s->rank + 1) * bc;
+        if (me.hi > me.lo) {
+            const void *src[256];
+            for (int j = 0; j < s->n; j++)
+                src[j] = shm_stage(s, j) + s->rank * w * esz;
+            coh_reduce_n(mine + s->rank * w * esz, src, s->n, me.hi - me.lo, op->dtype,
+                         op->redop, s->n);
+        }
+        if ((st = shm_sync(s)))
+            return st;
+        if (root >= 0 && root != s->rank)
+            continue;
+        for (int b = 0; b < s->n; b++) {
+            range r = clip(b * bc + k * w, w, op->count);
+            r.hi = r.hi < (b + 1) * bc ? r.hi : (b + 1) * bc;
+            if (r.hi > r.lo)
+                memcpy(recv + r.lo * esz, shm_stage(s, b) + b * w * esz, (r.hi - r.lo) * esz);
+        }
+    }
+    return COH_OK;
+}
+
+static coh_status in_arena(shm *s, const coh_op *op)
+{
+    size_t esz = coh_dtype_size(op->dtype), bc = block_elems(op->count, s->n);
+    int par = (int)(op->seq & 1);
+    range me = clip(s->rank * bc, bc, op->count);
+    char *recv = op->recv;
+    if (me.hi > me.lo) {
+        const void *src[256];
+        for (int j = 0; j < s->n; j++)
+            src[j] = shm_arena(s, j) + shm_slot_of(s, j)->send_off[par] + me.lo * esz;
+        coh_reduce_n(recv + me.lo * esz, src, s->n, me.hi - me.lo, op->dtype, op->redop, s->n);
+    }
+    coh_status st = shm_sync(s);
+    if (st)
+        return st;
+    for (int b = 0; b < s->n; b++) {
+        range r = clip(b * bc, bc, op->count);
+        if (b != s->rank && r.hi > r.lo)
+            memcpy(recv + r.lo * esz,
+                   shm_arena(s, b) + shm_slot_of(s, b)->recv_off[par] + r.lo * esz,
+                   (r.hi - r.lo) * esz);
+    }
+    return shm_sync(s); /* peers are done reading my buffers before I return them */
+}
+
+static int all_in_arena(shm *s, const coh_op *op)
+{
+    int par = (int)(op->seq & 1);
+    for (int j = 0; j < s->n; j++)
+        if (shm_slot_of(s, j)->send_off[par] == SHM_NONE ||
+            shm_slot_of(s, j)->recv_off[par] == SHM_NONE)
+            return 0;
+    return 1;
+}
+
+coh_status shm_allreduce(shm *s, const coh_op *op)
+{
+    size_t bytes = op->count * coh_dtype_size(op->dtype);
+    if (bytes <= ONE_PHASE_BYTES && bytes <= s->ctl->half)
+        return one_phase(s, op, -1);
+    coh_status st = shm_sync_first(s, op, op->send, op->recv, bytes, bytes);
+    if (st)
+        return st;
+    return all_in_arena(s, op) ? in_arena(s, op) : staged(s, op, -1);
+}
+
+coh_status shm_reduce(shm *s, const coh_op *op)
+{
+    size_t bytes = op->count * coh_dtype_size(op->dtype);
+    if (bytes <= ONE_PHASE_BYTES && bytes <= s->ctl->half)
+        return one_phase(s, op, op->root);
+    coh_status st = shm_sync_first(s, op, NULL, NULL, 0, 0);
+    return st ? st : staged(s, op, op->root);
+}

@@ -1,0 +1,104 @@
+/* shm_copy.c: the collectives that only move data: broadcast, all-gather, all-to-all.
+ *
+ * broadcast   arena:  announce | non-roots copy root's buffer | sync
+ *             staged: root piece -> stage[root] | sync | non-roots copy it out
+ * all-gather  arena:  announce | recv.block[j] <- send[j] for every j | sync
+ *             staged: send piece -> stage[r] | sync | recv.block[j].piece <- stage[j]
+ * all-to-all  staged: send.block[b].piece -> stage[r].slot[b] | sync
+ *                     | recv.block[j].piece <- stage[j].slot[r]
+ * Staging halves alternate between rounds, so one sync per round suffices. */
+#include <string.h>
+
+#include "comm/transport/shm_int.h"
+
+static size_t rounds_of(size_t count, size_t w) { return count ? (count + w - 1) / w : 1; }
+static size_t piece_len(size_t count, size_t k, size_t w)
+{
+    return count > k * w ? (count - k * w < w ? count - k * w : w) : 0;
+}
+
+coh_status shm_broadcast(shm *s, const coh_op *op)
+{
+    size_t esz = coh_dtype_size(op->dtype), bytes = op->count * esz;
+    int root = op->root, par = (int)(op->seq & 1);
+    char *buf = op->recv;
+    coh_status st = shm_sync_first(s, op, s->rank == root ? buf : NULL, NULL, bytes, 0);
+    if (st)
+        return st;
+    uint64_t off = shm_slot_of(s, root)->send_off[par];
+    if (off != SHM_NONE) {
+        if (s->rank != root && bytes)
+            memcpy(buf, shm_arena(s, root) + off, bytes);
+        return shm_sync(s);
+    }
+    size_t w = shm_piece(s, esz, 1);
+    for (size_t k = 0; k < rounds_of(op->count, w); k++) {
+        size_t len = piece_len(op->count, k, w) * esz;
+        shm_next_round(s);
+        if (s->rank == root && len)
+            memcpy(shm_stage(s, root), buf + k * w * esz, len);
+        if ((st = shm_sync(s)))
+            return st;
+        if (s->rank != root && len)
+            memcpy(buf + k * w * esz, shm_stage(s, root), len);
+    }
+    return COH_OK;
+}
+
+coh_status shm_allgather(shm *s, const coh_op *op)
+{
+    size_t esz = coh_dtype_size(op->dtype), bytes = op->count * esz;
+    const char *send = op->send;
+    char *recv = op->recv;
+    int par = (int)(op->seq & 1);
+    coh_status st = shm_sync_first(s, op, send, NULL, bytes, 0);
+    if (st)
+        return st;
+    int arena = 1;
+    for (int j = 0; j < s->n; j++)
+        arena &= shm_slot_of(s, j)->send_off[par] != SHM_NONE;
+    if (arena) {
+        for (int j = 0; j < s->n && bytes; j++) {
+            const char *src = j == s->rank ? send
+                                           : shm_arena(s, j) + shm_slot_of(s, j)->send_off[par];
+            if (recv + (size_t)j * bytes != src)
+                memmove(recv + (size_t)j * bytes, src, bytes);
+        }
+        return shm_sync(s);
+    }
+    size_t w = shm_piece(s, esz, 1);
+    for (size_t k = 0; k < rounds_of(op->count, w); k++) {
+        size_t len = piece_len(op->count, k, w) * esz, at = k * w * esz;
+        shm_next_round(s);
+        if (len)
+            memcpy(shm_stage(s, s->rank), send + at, len);
+        if ((st = shm_sync(s)))
+            return st;
+        for (int j = 0; j < s->n && len; j++)
+            memcpy(recv + (size_t)j * bytes + at, shm_stage(s, j), len);
+    }
+    return COH_OK;
+}
+
+coh_status shm_alltoall(shm *s, const coh_op *op)
+{
+    size_t esz = coh_dtype_size(op->dtype), bytes = op->count * esz;
+    const char *send = op->send;
+    char *recv = op->recv;
+    coh_status st = shm_sync_first(s, op, NULL, NULL, 0, 0);
+    if (st)
+        return st;
+    size_t w = shm_piece(s, esz, s->n);
+    for (size_t k = 0; k < rounds_of(op->count, w); k++) {
+        size_t len = piece_len(op->count, k, w) * esz, at = k * w * esz;
+        shm_next_round(s);
+        char *mine = shm_stage(s, s->rank);
+        for (int b = 0; b < s->n && len; b++)
+            memcpy(mine + b * w * esz, send + (size_t)b * bytes + at, len);
+        if ((st = shm_sync(s)))
+            return st;
+        for (int j = 0; j < s->n && len; j++)
+            memcpy(recv + (size_t)j * bytes + at, shm_stage(s, j) + s->rank * w * esz, len);
+    }
+    return COH_OK;
+}

@@ -1,0 +1,89 @@
+/* shm_int.h: layout of the shared-memory segment of one communicator and the primitives its
+ * algorithm files share (arrive/wait with deadlines and peer-death checks, staging halves). */
+#ifndef COHORT_COMM_SHM_INT_H
+#define COHORT_COMM_SHM_INT_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "comm/comm_int.h"
+
+#define SHM_MAGIC 0x636f686f72747368ull /* "cohortsh" */
+#define SHM_NONE UINT64_MAX            /* "buffer not in the arena" */
+
+/* Segment: [ctl][slot x n][chan x n*n][stage 2 halves x n][chan buffers x n*n][arena x n] */
+typedef struct shm_ctl {
+    _Atomic uint64_t magic; /* set last by the creator */
+    uint64_t bytes, half, chan_bytes, arena_bytes;
+    uint32_t n;
+    _Atomic uint32_t mapped;   /* ranks that mapped the segment; the last one unlinks it */
+    _Atomic uint32_t sleepers; /* waiters in futex_wait: posters wake only when > 0 */
+    _Atomic int32_t lost;      /* 1 + rank found dead, 0 while every rank lives */
+} __attribute__((aligned(128))) shm_ctl;
+
+typedef struct shm_slot {
+    _Atomic uint32_t arrive; /* phases this rank has reached (a futex word) */
+    _Atomic int32_t pid;     /* 0 until the rank has mapped the segment */
+    coh_fp fp[2];            /* fingerprint of op seq, at [seq & 1] */
+    uint64_t send_off[2], recv_off[2]; /* arena offsets of the op's buffers, or SHM_NONE */
+} __attribute__((aligned(128))) shm_slot;
+
+typedef struct shm_chan { /* one direction of one pair, for send/recv */
+    _Atomic uint32_t posted, consumed; /* chunks written and read (futex words) */
+    uint64_t len;                      /* bytes of the chunk posted last */
+    coh_fp fp;                         /* the sender's call (count, type) */
+} __attribute__((aligned(128))) shm_chan;
+
+typedef struct shm_extent { uint64_t off, size; int used; } shm_extent;
+
+typedef struct shm {
+    char *base;
+    size_t bytes;
+    shm_ctl *ctl;
+    int rank, n;
+    char name[240];
+    double timeout, deadline, next_check;
+    uint32_t arrived; /* mirror of my slot's arrive */
+    uint64_t round;   /* staging rounds so far: round & 1 picks the half */
+    int spin;         /* busy-wait iterations before sleeping */
+    const coh_op *op; /* op in progress, for error messages */
+    shm_extent *ext;  /* this rank's arena allocations, sorted by offset */
+    size_t next_ext, cap_ext;
+} shm;
+
+shm_slot *shm_slot_of(shm *s, int r);
+shm_chan *shm_chan_of(shm *s, int from, int to);
+char *shm_chan_buf(shm *s, int from, int to);
+/* Staging half of rank r for the current round. */
+char *shm_stage(shm *s, int r);
+/* Start the next staging round (flips the half). */
+void shm_next_round(shm *s);
+char *shm_arena(shm *s, int r);
+/* Offset of [p, p + bytes) in this rank's arena, or SHM_NONE. */
+uint64_t shm_arena_off(shm *s, const void *p, size_t bytes);
+
+/* Arrive at the next phase and wait for every rank to reach it. */
+coh_status shm_sync(shm *s);
+/* Publish this op's fingerprint and arena offsets, sync, and check every rank's fingerprint:
+ * COH_ERR_MISMATCH on all ranks when they differ. */
+coh_status shm_sync_first(shm *s, const coh_op *op, const void *send, const void *recv,
+                          size_t send_bytes, size_t recv_bytes);
+/* Wait until *w reaches target (wrapping compare); `peer` is the rank expected to move it. */
+coh_status shm_wait(shm *s, _Atomic uint32_t *w, uint32_t target, int peer, const char *what);
+void shm_post(shm *s, _Atomic uint32_t *w);
+
+/* Algorithms (one file per family). */
+coh_status shm_allreduce(shm *s, const coh_op *op);
+coh_status shm_reduce(shm *s, const coh_op *op);
+coh_status shm_reduce_scatter(shm *s, const coh_op *op);
+coh_status shm_allgather(shm *s, const coh_op *op);
+coh_status shm_broadcast(shm *s, const coh_op *op);
+coh_status shm_alltoall(shm *s, const coh_op *op);
+coh_status shm_send(shm *s, const coh_op *op);
+coh_status shm_recv(shm *s, const coh_op *op);
+
+/* Elements per block piece in one staging round when `blocks` blocks share a half. */
+size_t shm_piece(shm *s, size_t esz, int blocks);
+
+#endif

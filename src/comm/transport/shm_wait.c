@@ -1,0 +1,181 @@
+/* shm_wait.c: how shared-memory ranks wait for each other: a brief spin, then a futex sleep
+ * in slices of at most 100 ms, between which the deadline and the peers' liveness are
+ * checked; a rank that finds a dead peer raises the segment's lost flag and wakes everyone. */
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "comm/transport/shm_int.h"
+
+static void futex_wake_all(_Atomic uint32_t *w)
+{
+    syscall(SYS_futex, (uint32_t *)w, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+static void futex_sleep(_Atomic uint32_t *w, uint32_t seen, double seconds)
+{
+    struct timespec ts = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
+    syscall(SYS_futex, (uint32_t *)w, FUTEX_WAIT, seen, &ts, NULL, 0);
+}
+
+static int reached(uint32_t v, uint32_t target) { return (int32_t)(v - target) >= 0; }
+
+static void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+void shm_post(shm *s, _Atomic uint32_t *w)
+{
+    atomic_fetch_add(w, 1);
+    if (atomic_load(&s->ctl->sleepers))
+        futex_wake_all(w);
+}
+
+/* A pid that no longer exists, or a zombie nobody reaped yet, is a dead rank. */
+static int pid_dead(int32_t pid)
+{
+    if (pid <= 0)
+        return 0;
+    if (kill(pid, 0) == -1 && errno == ESRCH)
+        return 1;
+    char path[64], buf[256];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t k = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[k] = 0;
+    const char *p = strrchr(buf, ')');
+    return p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
+}
+
+/* Raise the lost flag (first finder wins) and wake every futex word of the segment. */
+static void raise_lost(shm *s, int r)
+{
+    int32_t none = 0;
+    atomic_compare_exchange_strong(&s->ctl->lost, &none, r + 1);
+    for (int i = 0; i < s->n; i++) {
+        futex_wake_all(&shm_slot_of(s, i)->arrive);
+        for (int j = 0; j < s->n; j++) {
+            futex_wake_all(&shm_chan_of(s, i, j)->posted);
+            futex_wake_all(&shm_chan_of(s, i, j)->consumed);
+        }
+    }
+}
+
+static coh_status lost_error(shm *s, const char *what)
+{
+    char d[160];
+    coh_fp fp;
+    coh_fp_of(s->op, &fp);
+    coh_fp_describe(&fp, d, sizeof d);
+    int r = atomic_load(&s->ctl->lost) - 1;
+    return coh_errf(COH_ERR_PEER_LOST, "%s on rank %d: rank %d died (%s)", d, s->rank, r, what);
+}
+
+static coh_status timeout_error(shm *s, int peer, const char *what)
+{
+    char d[160], missing[256] = "";
+    coh_fp fp;
+    coh_fp_of(s->op, &fp);
+    coh_fp_describe(&fp, d, sizeof d);
+    if (peer >= 0) {
+        snprintf(missing, sizeof missing, "%d", peer);
+    } else { /* a sync: every rank behind my own phase */
+        size_t k = 0;
+        for (int r = 0; r < s->n && k < sizeof missing - 12; r++)
+            if (!reached(atomic_load(&shm_slot_of(s, r)->arrive), s->arrived))
+                k += (size_t)snprintf(missing + k, sizeof missing - k, "%s%d", k ? ", " : "", r);
+    }
+    return coh_errf(COH_ERR_TIMEOUT, "%s on rank %d timed out after %g s (%s): rank %s never "
+                    "arrived", d, s->rank, s->timeout, what, missing);
+}
+
+/* Between sleeps: the lost flag, the deadline, and every 100 ms the peers' pids. */
+static coh_status check_faults(shm *s, int peer, const char *what, double now)
+{
+    if (atomic_load(&s->ctl->lost))
+        return lost_error(s, what);
+    if (now >= s->next_check) {
+        s->next_check = now + 0.1;
+        for (int r = 0; r < s->n; r++)
+            if (r != s->rank && (peer < 0 || r == peer) &&
+                pid_dead(atomic_load(&shm_slot_of(s, r)->pid))) {
+                raise_lost(s, r);
+                return lost_error(s, what);
+            }
+    }
+    if (now >= s->deadline)
+        return timeout_error(s, peer, what);
+    return COH_OK;
+}
+
+coh_status shm_wait(shm *s, _Atomic uint32_t *w, uint32_t target, int peer, const char *what)
+{
+    /* Spin briefly, yielding now and then so that a peer waiting for this core can run. */
+    for (int i = 0; i < s->spin; i++) {
+        if (reached(atomic_load_explicit(w, memory_order_acquire), target))
+            return COH_OK;
+        cpu_relax();
+        if (i % 64 == 63)
+            sched_yield();
+    }
+    sched_yield();
+    for (;;) {
+        uint32_t v = atomic_load(w);
+        if (reached(v, target))
+            return COH_OK;
+        double now = coh_now();
+        coh_status st = check_faults(s, peer, what, now);
+        if (st)
+            return st;
+        double slice = s->deadline - now;
+        atomic_fetch_add(&s->ctl->sleepers, 1);
+        if (!reached(atomic_load(w), target))
+            futex_sleep(w, v, slice < 0.1 ? slice : 0.1);
+        atomic_fetch_sub(&s->ctl->sleepers, 1);
+    }
+}
+
+coh_status shm_sync(shm *s)
+{
+    shm_post(s, &shm_slot_of(s, s->rank)->arrive);
+    s->arrived++;
+    for (int r = 0; r < s->n; r++) {
+        if (r == s->rank)
+            continue;
+        coh_status st = shm_wait(s, &shm_slot_of(s, r)->arrive, s->arrived, -1, "in a sync");
+        if (st)
+            return st;
+    }
+    return COH_OK;
+}
+
+coh_status shm_sync_first(shm *s, const coh_op *op, const void *send, const void *recv,
+                          size_t send_bytes, size_t recv_bytes)
+{
+    shm_slot *me = shm_slot_of(s, s->rank);
+    int par = (int)(op->seq & 1);
+    coh_fp_of(op, &me->fp[par]);
+    me->send_off[par] = send ? shm_arena_off(s, send, send_bytes) : SHM_NONE;
+    me->recv_off[par] = recv ? shm_arena_off(s, recv, recv_bytes) : SHM_NONE;
+    coh_status st = shm_sync(s);
+    if (st)
+        return st;
+    coh_fp fps[256];
+    int n = s->n < 256 ? s->n : 256;
+    for (int r = 0; r < n; r++)
+        fps[r] = shm_slot_of(s, r)->fp[par];
+    return coh_fp_mismatch(fps, n);
+}

@@ -1,0 +1,61 @@
+/* device_int.h: helpers shared by the files of the device layer (not public API). */
+#ifndef COHORT_DEVICE_INT_H
+#define COHORT_DEVICE_INT_H
+
+#include <stddef.h>
+
+#include "cohort/device.h"
+
+/* An empty inventory (no GPUs, zeroed CPU). NULL on allocation failure. */
+coh_inventory *inv_alloc(void);
+
+/* Probe NVIDIA GPUs through NVML into inv (appending); no library = note, not an error. */
+coh_status nvml_probe(coh_inventory *inv);
+
+/* CPU probing below a root directory ("" for the real machine; tests build a fake tree). */
+coh_status cpu_probe_root(const char *root, coh_cpu_info *out);
+
+/* Number of CPUs in a Linux cpu list ("0-3,8,10-11\n"); -1 when malformed. */
+int cpu_list_count(const char *text);
+
+/* CPUs allowed by a cgroup v2 cpu.max text ("max 100000", "150000 100000"); 0 = no limit,
+ * -1 when malformed. */
+double cpu_max_parse(const char *text);
+
+/* Order of the NVIDIA GPUs in PCI bus order (by physical_index); returns the count. */
+int nvidia_pci_order(const coh_inventory *inv, int *order, int cap);
+
+/* Append "text" to buf[cap] at *len, truncating safely. */
+void str_append(char *buf, size_t cap, size_t *len, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+
+/* Copy src into dst[cap], always NUL-terminated. */
+void str_copy(char *dst, size_t cap, const char *src);
+
+/* pick.c internals shared with reserve.c */
+coh_status pick_prepare(const coh_visible *vis, const coh_pick_opts *o, coh_pick_result *res);
+int pick_rank(const coh_inventory *inv, const coh_visible *vis, const coh_pick_opts *o,
+              coh_pick_result *res, int *rank);
+void pick_rejections(const coh_inventory *inv, const coh_visible *vis, const coh_pick_result *res,
+                     char *buf, size_t cap);
+
+/* visible*.c internals: one comma-separated entry of a visibility variable. */
+typedef struct entry {
+    char text[128];
+    int pos; /* 1-based */
+} entry;
+int vis_vendor_list(const coh_inventory *inv, coh_vendor v, int *out, int cap);
+int vis_split(const char *value, entry *out, int cap);
+int vis_int_entry(const char *t, long *v);
+void vis_set_cut(coh_visible *v, const char *var, const char *value, const entry *e,
+                 coh_cut_reason r, const char *detail, const char *consequence);
+int vis_push(coh_visible *v, int gpu, int mig, int tile);
+int vis_uuid_match(const coh_inventory *inv, const int *cand, int n, const char *text);
+coh_status visible_cuda(const coh_inventory *inv, const coh_vis_env *env, coh_visible *v);
+coh_status visible_ze(const coh_inventory *inv, const coh_vis_env *env, coh_visible *v);
+coh_status visible_rocm(const coh_inventory *inv, const coh_vis_env *env, coh_visible *v);
+
+#endif

@@ -1,0 +1,498 @@
+/* inventory.c: the inventory file (a machine's accelerators described in JSON), validated with
+ * errors that name the JSON path and the bad value; plus inventory lifetime and selection. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "device/device_int.h"
+#include "util/json.h"
+
+typedef struct ctx {
+    const char *name; /* file name for messages */
+    char path[128];   /* JSON path of the value being read */
+} ctx;
+
+static coh_status bad(const ctx *c, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+static coh_status bad(const ctx *c, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return coh_errf(COH_ERR_INVALID, "%s: %s: %s", c->name, c->path, msg);
+}
+
+/* The value as a user would recognise it in the file, for messages. */
+static const char *show(const json_value *v, char *buf, size_t cap)
+{
+    switch (v->type) {
+    case JSON_STRING: {
+        size_t o = 0;
+        buf[o++] = '\'';
+        for (size_t i = 0; i < v->u.str.len && o + 5 < cap; i++) {
+            unsigned char ch = (unsigned char)v->u.str.chars[i];
+            buf[o++] = (ch >= 0x20 && ch != 0x7f) ? (char)ch : '?';
+        }
+        if (v->u.str.len + 5 >= cap && o + 4 < cap) {
+            memcpy(buf + o, "...", 3);
+            o += 3;
+        }
+        buf[o++] = '\'';
+        buf[o] = '\0';
+        return buf;
+    }
+    case JSON_NUMBER:
+        if (v->u.num.is_integer)
+            snprintf(buf, cap, "%lld", (long long)v->u.num.integer);
+        else
+            snprintf(buf, cap, "%g", v->u.num.value);
+        return buf;
+    case JSON_BOOL:
+        return v->u.boolean ? "true" : "false";
+    default:
+        snprintf(buf, cap, "%s %s", v->type == JSON_ARRAY || v->type == JSON_OBJECT ? "an" : "",
+                 json_type_name(v->type));
+        return buf[0] == ' ' ? buf + 1 : buf;
+    }
+}
+
+static void path_set(ctx *c, const char *base, const char *key)
+{
+    snprintf(c->path, sizeof c->path, "%s%s%s", base, *base ? "." : "", key);
+}
+
+static coh_status check_keys(ctx *c, const json_value *obj, const char *const *allowed)
+{
+    if (obj->type != JSON_OBJECT) {
+        char b[80];
+        return bad(c, "expected an object, got %s", show(obj, b, sizeof b));
+    }
+    for (size_t i = 0; i < obj->u.obj.count; i++) {
+        int ok = 0;
+        for (const char *const *a = allowed; *a; a++)
+            ok |= !strcmp(obj->u.obj.keys[i], *a);
+        if (!ok) {
+            char list[400];
+            size_t len = 0;
+            list[0] = '\0';
+            for (const char *const *a = allowed; *a; a++)
+                str_append(list, sizeof list, &len, "%s%s", a == allowed ? "" : ", ", *a);
+            char b[80];
+            json_value key = {.type = JSON_STRING};
+            key.u.str.chars = obj->u.obj.keys[i];
+            key.u.str.len = obj->u.obj.key_lens[i];
+            return bad(c, "unknown key %s (valid keys: %s)", show(&key, b, sizeof b), list);
+        }
+    }
+    return COH_OK;
+}
+
+/* Integer member `key` of obj in [lo, hi]; *out keeps its default when absent and optional. */
+static coh_status get_int(const json_value *obj, const char *base, const char *key, int required,
+                          long long lo, long long hi, long long *out, ctx *c)
+{
+    path_set(c, base, key);
+    const json_value *v = json_get(obj, key);
+    if (!v)
+        return required ? bad(c, "missing (an integer from %lld to %lld is required)", lo, hi)
+                        : COH_OK;
+    char b[80];
+    if (v->type != JSON_NUMBER || !v->u.num.is_integer || v->u.num.integer < lo ||
+        v->u.num.integer > hi)
+        return bad(c, "%s is not an integer from %lld to %lld", show(v, b, sizeof b), lo, hi);
+    *out = v->u.num.integer;
+    return COH_OK;
+}
+
+static coh_status get_str(const json_value *obj, const char *base, const char *key, int required,
+                          char *dst, size_t cap, ctx *c)
+{
+    path_set(c, base, key);
+    const json_value *v = json_get(obj, key);
+    if (!v)
+        return required ? bad(c, "missing (a string is required)") : COH_OK;
+    char b[80];
+    if (v->type != JSON_STRING)
+        return bad(c, "%s is not a string", show(v, b, sizeof b));
+    if (v->u.str.len == 0 || v->u.str.len >= cap || strlen(v->u.str.chars) != v->u.str.len)
+        return bad(c, "%s must be 1 to %zu characters without NUL", show(v, b, sizeof b), cap - 1);
+    memcpy(dst, v->u.str.chars, v->u.str.len + 1);
+    return COH_OK;
+}
+
+static coh_status get_enum(const json_value *obj, const char *base, const char *key,
+                           const char *const *names, int *out, ctx *c)
+{
+    char text[32] = "";
+    coh_status st = get_str(obj, base, key, 0, text, sizeof text, c);
+    if (st == COH_ERR_INVALID && json_get(obj, key) && json_get(obj, key)->type == JSON_STRING)
+        text[0] = '\0'; /* too long: fall through to "not one of" */
+    else if (st != COH_OK)
+        return st;
+    if (!json_get(obj, key))
+        return COH_OK;
+    for (int i = 0; names[i]; i++)
+        if (!strcmp(text, names[i])) {
+            *out = i;
+            return COH_OK;
+        }
+    char list[160], b[80];
+    size_t len = 0;
+    list[0] = '\0';
+    for (int i = 0; names[i]; i++)
+        str_append(list, sizeof list, &len, "%s%s", i ? ", " : "", names[i]);
+    return bad(c, "%s is not one of %s", show(json_get(obj, key), b, sizeof b), list);
+}
+
+/* "0000:07:00.0" or "00000000:07:00.0" (hex) into the canonical 8-digit form and a sort key. */
+static int parse_bus_id(const char *s, char *canon, size_t cap, unsigned long long *key)
+{
+    unsigned dom, bus, dev, fn;
+    int n = 0;
+    size_t dlen = strcspn(s, ":");
+    if ((dlen != 4 && dlen != 8) || strspn(s, "0123456789abcdefABCDEF") != dlen)
+        return -1;
+    if (sscanf(s, "%x:%2x:%2x.%1x%n", &dom, &bus, &dev, &fn, &n) != 4 || s[n] != '\0' ||
+        strlen(s) != dlen + 8 || dev > 31 || fn > 7)
+        return -1;
+    snprintf(canon, cap, "%08X:%02X:%02X.%X", dom, bus, dev, fn);
+    *key = ((unsigned long long)dom << 16) | (bus << 8) | (dev << 3) | fn;
+    return 0;
+}
+
+static const char *const vendor_names[] = {"nvidia", "intel", "amd", NULL};
+static const char *const mode_names[] = {"default", "exclusive_process", "prohibited", NULL};
+static const char *const gpu_keys[] = {
+    "vendor", "name", "uuid", "pci_bus_id", "memory_total_mib", "memory_used_mib",
+    "utilization_pct", "compute_mode", "processes", "process_owners", "compute_capability",
+    "multiprocessors", "clock_mhz", "tiles", "mig", NULL};
+static const char *const mig_keys[] = {"uuid", "gpu_instance", "compute_instance",
+                                       "memory_total_mib", "memory_used_mib", "processes", NULL};
+static const char *const cpu_keys[] = {"cores", "numa_nodes", "cores_available", NULL};
+static const char *const root_keys[] = {"cpu", "gpus", NULL};
+
+#define MAX_MIB (1LL << 40)
+#define TRY(x)                                                                                 \
+    do {                                                                                       \
+        coh_status t_ = (x);                                                                   \
+        if (t_ != COH_OK)                                                                      \
+            return t_;                                                                         \
+    } while (0)
+
+static coh_status parse_mig(const json_value *v, const char *base, coh_mig *m, ctx *c)
+{
+    snprintf(c->path, sizeof c->path, "%s", base);
+    TRY(check_keys(c, v, mig_keys));
+    long long gi = 0, ci = 0, tot = 0, used = 0, procs = 0;
+    TRY(get_str(v, base, "uuid", 1, m->uuid, sizeof m->uuid, c));
+    if (strncmp(m->uuid, "MIG-", 4) != 0)
+        return bad(c, "'%s' does not start with 'MIG-'", m->uuid);
+    TRY(get_int(v, base, "gpu_instance", 1, 0, 1 << 20, &gi, c));
+    TRY(get_int(v, base, "compute_instance", 1, 0, 1 << 20, &ci, c));
+    TRY(get_int(v, base, "memory_total_mib", 1, 1, MAX_MIB, &tot, c));
+    TRY(get_int(v, base, "memory_used_mib", 0, 0, tot, &used, c));
+    TRY(get_int(v, base, "processes", 0, 0, 1 << 20, &procs, c));
+    m->gpu_instance = (int)gi;
+    m->compute_instance = (int)ci;
+    m->memory_total_mib = (uint64_t)tot;
+    m->memory_used_mib = (uint64_t)used;
+    m->processes = (int)procs;
+    return COH_OK;
+}
+
+static coh_status parse_cc(const json_value *v, const char *base, coh_gpu *g, ctx *c)
+{
+    char cc[16] = "";
+    TRY(get_str(v, base, "compute_capability", 0, cc, sizeof cc, c));
+    if (!cc[0])
+        return COH_OK;
+    int maj, min, n = 0;
+    if (sscanf(cc, "%2d.%1d%n", &maj, &min, &n) != 2 || cc[n] || maj < 1 || min < 0 ||
+        cc[0] == '+' || cc[0] == ' ')
+        return bad(c, "'%s' is not a compute capability like '8.0' or '9.0'", cc);
+    g->cc_major = maj;
+    g->cc_minor = min;
+    return COH_OK;
+}
+
+static coh_status parse_owners(const json_value *v, const char *base, coh_gpu *g, ctx *c)
+{
+    path_set(c, base, "process_owners");
+    const json_value *a = json_get(v, "process_owners");
+    if (!a)
+        return COH_OK;
+    char b[80];
+    if (a->type != JSON_ARRAY)
+        return bad(c, "%s is not an array of user names", show(a, b, sizeof b));
+    size_t len = 0;
+    for (size_t i = 0; i < a->u.arr.count; i++) {
+        const json_value *s = a->u.arr.items[i];
+        if (s->type != JSON_STRING || s->u.str.len == 0 || strlen(s->u.str.chars) != s->u.str.len)
+            return bad(c, "item %zu: %s is not a user name", i, show(s, b, sizeof b));
+        str_append(g->owners, sizeof g->owners, &len, "%s%s", i ? "," : "", s->u.str.chars);
+    }
+    return COH_OK;
+}
+
+static coh_status parse_mig_array(const json_value *v, const char *base, coh_gpu *g, ctx *c)
+{
+    path_set(c, base, "mig");
+    const json_value *a = json_get(v, "mig");
+    if (!a)
+        return COH_OK;
+    char b[80];
+    if (a->type != JSON_ARRAY)
+        return bad(c, "%s is not an array of MIG instances", show(a, b, sizeof b));
+    if (g->vendor != COH_VENDOR_NVIDIA)
+        return bad(c, "only nvidia devices have MIG instances");
+    if (a->u.arr.count > 64)
+        return bad(c, "%zu instances; at most 64 are supported", a->u.arr.count);
+    g->mig = calloc(a->u.arr.count ? a->u.arr.count : 1, sizeof *g->mig);
+    if (!g->mig)
+        return coh_errf(COH_ERR_NOMEM, "out of memory reading %s", c->name);
+    for (size_t i = 0; i < a->u.arr.count; i++) {
+        char mb[128];
+        snprintf(mb, sizeof mb, "%s.mig[%zu]", base, i);
+        TRY(parse_mig(a->u.arr.items[i], mb, &g->mig[i], c));
+        g->nmig = (int)i + 1;
+    }
+    return COH_OK;
+}
+
+static coh_status parse_gpu(const json_value *v, const char *base, coh_gpu *g, ctx *c)
+{
+    snprintf(c->path, sizeof c->path, "%s", base);
+    TRY(check_keys(c, v, gpu_keys));
+    int vendor = -1, mode = 0;
+    path_set(c, base, "vendor");
+    if (!json_get(v, "vendor"))
+        return bad(c, "missing (one of nvidia, intel, amd is required)");
+    TRY(get_enum(v, base, "vendor", vendor_names, &vendor, c));
+    g->vendor = (coh_vendor)vendor;
+    TRY(get_str(v, base, "name", 1, g->name, sizeof g->name, c));
+    TRY(get_str(v, base, "uuid", 1, g->uuid, sizeof g->uuid, c));
+    if (g->vendor == COH_VENDOR_NVIDIA && strncmp(g->uuid, "GPU-", 4) != 0)
+        return bad(c, "'%s' does not start with 'GPU-' as nvidia uuids do", g->uuid);
+    char bus[COH_DEV_BUSID_MAX] = "";
+    TRY(get_str(v, base, "pci_bus_id", 0, bus, sizeof bus, c));
+    unsigned long long key;
+    if (bus[0] && parse_bus_id(bus, g->pci_bus_id, sizeof g->pci_bus_id, &key) != 0)
+        return bad(c, "'%s' is not a pci bus id like '00000000:07:00.0'", bus);
+    long long tot = 0, used = 0, util = 0, procs = 0, sms = 0, clock = 0, tiles = 1;
+    TRY(get_int(v, base, "memory_total_mib", 1, 1, MAX_MIB, &tot, c));
+    TRY(get_int(v, base, "memory_used_mib", 0, 0, tot, &used, c));
+    TRY(get_int(v, base, "utilization_pct", 0, 0, 100, &util, c));
+    TRY(get_enum(v, base, "compute_mode", mode_names, &mode, c));
+    TRY(get_int(v, base, "processes", 0, 0, 1 << 20, &procs, c));
+    TRY(parse_owners(v, base, g, c));
+    TRY(parse_cc(v, base, g, c));
+    TRY(get_int(v, base, "multiprocessors", 0, 0, 1 << 20, &sms, c));
+    TRY(get_int(v, base, "clock_mhz", 0, 0, 1 << 20, &clock, c));
+    TRY(get_int(v, base, "tiles", 0, 1, 64, &tiles, c));
+    if (tiles != 1 && g->vendor != COH_VENDOR_INTEL)
+        return bad(c, "only intel devices have tiles");
+    g->memory_total_mib = (uint64_t)tot;
+    g->memory_used_mib = (uint64_t)used;
+    g->utilization_pct = (int)util;
+    g->compute_mode = (coh_compute_mode)mode;
+    g->processes = (int)procs;
+    g->multiprocessors = (int)sms;
+    g->clock_mhz = (int)clock;
+    g->tiles = (int)tiles;
+    return parse_mig_array(v, base, g, c);
+}
+
+static coh_status parse_cpu(const json_value *root, coh_cpu_info *cpu, ctx *c)
+{
+    const json_value *v = json_get(root, "cpu");
+    if (!v)
+        return coh_cpu_probe(cpu);
+    snprintf(c->path, sizeof c->path, "cpu");
+    TRY(check_keys(c, v, cpu_keys));
+    long long cores = 0, numa = 1, avail = 0;
+    TRY(get_int(v, "cpu", "cores", 1, 1, 1 << 20, &cores, c));
+    TRY(get_int(v, "cpu", "numa_nodes", 0, 1, cores, &numa, c));
+    avail = cores;
+    TRY(get_int(v, "cpu", "cores_available", 0, 1, cores, &avail, c));
+    cpu->cores_online = (int)cores;
+    cpu->numa_nodes = (int)numa;
+    cpu->affinity_cores = (int)avail;
+    cpu->cgroup_limit = 0;
+    cpu->cores_available = (int)avail;
+    return COH_OK;
+}
+
+/* Uuids are unique, and each vendor's devices are listed in PCI bus order. */
+static coh_status check_gpus(const coh_inventory *inv, ctx *c)
+{
+    for (int i = 0; i < inv->ngpus; i++) {
+        const coh_gpu *g = &inv->gpus[i];
+        for (int j = 0; j < i; j++) {
+            const coh_gpu *h = &inv->gpus[j];
+            snprintf(c->path, sizeof c->path, "gpus[%d].uuid", i);
+            if (!strcmp(g->uuid, h->uuid))
+                return bad(c, "'%s' is also the uuid of gpus[%d]", g->uuid, j);
+            snprintf(c->path, sizeof c->path, "gpus[%d].pci_bus_id", i);
+            if (g->pci_bus_id[0] && !strcmp(g->pci_bus_id, h->pci_bus_id))
+                return bad(c, "'%s' is also the pci bus id of gpus[%d]", g->pci_bus_id, j);
+            if (g->vendor == h->vendor && g->pci_bus_id[0] && h->pci_bus_id[0] &&
+                strcmp(g->pci_bus_id, h->pci_bus_id) < 0)
+                return bad(c, "'%s' comes before gpus[%d] ('%s'): list each vendor's devices "
+                              "in pci bus order", g->pci_bus_id, j, h->pci_bus_id);
+            for (int m = 0; m < g->nmig; m++) {
+                snprintf(c->path, sizeof c->path, "gpus[%d].mig[%d].uuid", i, m);
+                for (int k = 0; k < h->nmig; k++)
+                    if (!strcmp(g->mig[m].uuid, h->mig[k].uuid))
+                        return bad(c, "'%s' is also the uuid of gpus[%d].mig[%d]",
+                                   g->mig[m].uuid, j, k);
+            }
+        }
+        for (int m = 0; m < g->nmig; m++)
+            for (int k = 0; k < m; k++)
+                if (!strcmp(g->mig[m].uuid, g->mig[k].uuid)) {
+                    snprintf(c->path, sizeof c->path, "gpus[%d].mig[%d].uuid", i, m);
+                    return bad(c, "'%s' is also the uuid of gpus[%d].mig[%d]", g->mig[m].uuid,
+                               i, k);
+                }
+    }
+    return COH_OK;
+}
+
+static coh_status parse_root(const json_value *root, coh_inventory *inv, ctx *c)
+{
+    snprintf(c->path, sizeof c->path, "(top level)");
+    TRY(check_keys(c, root, root_keys));
+    TRY(parse_cpu(root, &inv->cpu, c));
+    const json_value *a = json_get(root, "gpus");
+    snprintf(c->path, sizeof c->path, "gpus");
+    char b[80];
+    if (!a)
+        return bad(c, "missing (an array of devices, possibly empty, is required)");
+    if (a->type != JSON_ARRAY)
+        return bad(c, "%s is not an array of devices", show(a, b, sizeof b));
+    if (a->u.arr.count > 1024)
+        return bad(c, "%zu devices; at most 1024 are supported", a->u.arr.count);
+    inv->gpus = calloc(a->u.arr.count ? a->u.arr.count : 1, sizeof *inv->gpus);
+    if (!inv->gpus)
+        return coh_errf(COH_ERR_NOMEM, "out of memory reading %s", c->name);
+    int per_vendor[3] = {0, 0, 0};
+    for (size_t i = 0; i < a->u.arr.count; i++) {
+        char base[32];
+        snprintf(base, sizeof base, "gpus[%zu]", i);
+        coh_gpu *g = &inv->gpus[i];
+        inv->ngpus = (int)i + 1;
+        TRY(parse_gpu(a->u.arr.items[i], base, g, c));
+        g->physical_index = per_vendor[g->vendor]++;
+    }
+    return check_gpus(inv, c);
+}
+
+coh_status coh_inventory_parse(const char *text, size_t len, const char *name,
+                               coh_inventory **out)
+{
+    *out = NULL;
+    json_doc *doc;
+    coh_status st = json_parse(text, len, &doc);
+    if (st != COH_OK)
+        return coh_err_prefix(st == COH_ERR_NOMEM ? st : COH_ERR_INVALID, "%s", name);
+    coh_inventory *inv = inv_alloc();
+    if (!inv) {
+        json_free(doc);
+        return coh_errf(COH_ERR_NOMEM, "out of memory reading %s", name);
+    }
+    ctx c = {.name = name};
+    st = parse_root(json_root(doc), inv, &c);
+    json_free(doc);
+    if (st != COH_OK) {
+        coh_inventory_destroy(inv);
+        return st;
+    }
+    snprintf(inv->source, sizeof inv->source, "inventory file %s", name);
+    *out = inv;
+    return COH_OK;
+}
+
+coh_status coh_inventory_load(const char *path, coh_inventory **out)
+{
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return coh_errf(COH_ERR_NOT_FOUND, "cannot open inventory file '%s': %m", path);
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (len + 4096 > cap) {
+            char *nb = realloc(buf, cap = cap * 2 + 8192);
+            if (!nb) {
+                free(buf);
+                fclose(f);
+                return coh_errf(COH_ERR_NOMEM, "out of memory reading '%s'", path);
+            }
+            buf = nb;
+        }
+        size_t got = fread(buf + len, 1, cap - len, f);
+        len += got;
+        if (got == 0)
+            break;
+    }
+    int err = ferror(f);
+    fclose(f);
+    if (err) {
+        free(buf);
+        return coh_errf(COH_ERR_IO, "cannot read inventory file '%s'", path);
+    }
+    coh_status st = coh_inventory_parse(buf, len, path, out);
+    free(buf);
+    return st;
+}
+
+coh_status coh_inventory_open(const char *path, coh_inventory **out)
+{
+    if (path)
+        return coh_inventory_load(path, out);
+    const char *env = getenv("COHORT_INVENTORY");
+    if (env && *env) {
+        coh_status st = coh_inventory_load(env, out);
+        return st == COH_OK ? st : coh_err_prefix(st, "COHORT_INVENTORY");
+    }
+    return coh_inventory_probe(out);
+}
+
+coh_inventory *inv_alloc(void)
+{
+    return calloc(1, sizeof(coh_inventory));
+}
+
+void coh_inventory_destroy(coh_inventory *inv)
+{
+    if (!inv)
+        return;
+    for (int i = 0; i < inv->ngpus; i++)
+        free(inv->gpus[i].mig);
+    free(inv->gpus);
+    free(inv);
+}
+
+void str_append(char *buf, size_t cap, size_t *len, const char *fmt, ...)
+{
+    if (*len >= cap)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf + *len, cap - *len, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        *len = (*len + (size_t)n < cap) ? *len + (size_t)n : cap - 1;
+}
+
+void str_copy(char *dst, size_t cap, const char *src)
+{
+    snprintf(dst, cap, "%s", src ? src : "");
+}

@@ -1,0 +1,388 @@
+/* agent.c: one attempt of the job: start the local workers, pump their output, reap them,
+ * and on the first failure (or a signal, or word from another node) tear the group down:
+ * SIGTERM to every process group, SIGKILL after the grace period. */
+#define _GNU_SOURCE /* accept4, pipe2, sigabbrev_np, sched_setaffinity */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cohort/log.h"
+#include "launch/agent.h"
+
+#define DRAIN_S 0.5 /* after the last worker is reaped, how long strays may hold its pipes */
+
+static double now_real(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static const char *sig_name(int sig, char *buf, size_t n)
+{
+    const char *abbr = sigabbrev_np(sig);
+    if (abbr)
+        snprintf(buf, n, "SIG%s", abbr);
+    else
+        snprintf(buf, n, "signal %d", sig);
+    return buf;
+}
+
+void agent_stop(agent *a, int sig)
+{
+    if (!a->stopping) {
+        a->stopping = 1;
+        a->kill_at = now_mono() + a->o->grace_s;
+    }
+    for (int i = 0; i < a->nproc; i++)
+        if (a->w[i].pid > 0)
+            kill(-a->w[i].pid, sig);
+    if (sig == SIGKILL)
+        a->killed = 1;
+}
+
+void agent_fail_other(agent *a, int exit_code, const char *fmt, ...)
+{
+    if (a->fail.valid)
+        return;
+    memset(&a->fail, 0, sizeof a->fail);
+    a->fail.valid = 1;
+    a->fail.rank = -1;
+    a->fail.exit_code = exit_code;
+    a->fail.when = now_real();
+    a->fail_mono = now_mono();
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(a->fail.what, sizeof a->fail.what, fmt, ap);
+    va_end(ap);
+}
+
+static void record_worker_failure(agent *a, worker *w)
+{
+    failure *f = &a->fail;
+    memset(f, 0, sizeof *f);
+    f->valid = 1;
+    f->restartable = 1;
+    f->rank = w->rank;
+    f->local_rank = w->local_rank;
+    f->node_rank = a->node_rank;
+    snprintf(f->host, sizeof f->host, "%s", a->host);
+    f->pid = (long)w->pid;
+    f->when = now_real();
+    a->fail_mono = now_mono();
+    if (WIFSIGNALED(w->status)) {
+        f->sig = WTERMSIG(w->status);
+        f->code = -1;
+        f->exit_code = 128 + f->sig;
+    } else {
+        f->code = WEXITSTATUS(w->status);
+        f->exit_code = f->code;
+    }
+}
+
+/* Reap whichever workers have exited; the first bad exit starts the teardown. */
+static void reap(agent *a)
+{
+    for (int i = 0; i < a->nproc; i++) {
+        worker *w = &a->w[i];
+        if (w->pid <= 0)
+            continue;
+        int st;
+        pid_t r = waitpid(w->pid, &st, WNOHANG);
+        if (r != w->pid)
+            continue;
+        w->status = st;
+        int bad = !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+        if (bad && !a->stopping && !a->fail.valid) {
+            /* Its last words may still sit in the pipe: read what is there now. */
+            for (int k = 0; k < 64 && w->err.fd >= 0; k++) { /* bounded: strays may write on */
+                struct pollfd p = {.fd = w->err.fd, .events = POLLIN};
+                if (poll(&p, 1, 0) <= 0 || stream_pump(&w->err) != 0)
+                    break;
+            }
+            record_worker_failure(a, w);
+            a->fail.ntail = stream_tail(&w->err, a->fail.tail, LAUNCH_TAIL_LINES);
+            pid_t pg = w->pid;
+            w->pid = -1;
+            kill(-pg, SIGKILL); /* its own children go with it */
+            agent_stop(a, SIGTERM);
+            ctl_local_failure(a);
+            continue;
+        }
+        kill(-w->pid, SIGKILL); /* strays left in the group of an exited worker */
+        w->pid = -1;
+    }
+}
+
+static void on_signal(agent *a)
+{
+    struct signalfd_siginfo si;
+    while (read(a->sigfd, &si, sizeof si) == (ssize_t)sizeof si) {
+        int sig = (int)si.ssi_signo;
+        if (sig == SIGCHLD)
+            continue; /* reap() runs after every wakeup */
+        char name[32];
+        sig_name(sig, name, sizeof name);
+        if (a->interrupts++ > 0) {
+            coh_warn("%s again: killing every worker now", name);
+            agent_stop(a, SIGKILL);
+            continue;
+        }
+        coh_info("%s received: forwarding it to every worker", name);
+        agent_fail_other(a, 128 + sig, "the launcher on %s (node %d) was interrupted by %s", a->host, a->node_rank, name);
+        agent_stop(a, sig);
+        ctl_local_failure(a);
+    }
+}
+
+static coh_status open_logs(agent *a, int rank, int *out_fd, int *err_fd)
+{
+    *out_fd = *err_fd = -1;
+    if (!a->o->log_dir)
+        return COH_OK;
+    char dir[4096], file[4200];
+    snprintf(dir, sizeof dir, "%s/%s/attempt_%d/%d", a->o->log_dir, a->run_id, a->attempt, rank);
+    coh_status st = make_dirs(dir);
+    if (st)
+        return st;
+    const char *names[2] = {"stdout.log", "stderr.log"};
+    int *fds[2] = {out_fd, err_fd};
+    for (int k = 0; k < 2; k++) {
+        snprintf(file, sizeof file, "%s/%s", dir, names[k]);
+        *fds[k] = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+        if (*fds[k] < 0)
+            return coh_errf(COH_ERR_IO, "cannot create log file '%s': %s", file, strerror(errno));
+    }
+    return COH_OK;
+}
+
+/* Pipes, log files and the process of one worker. */
+static coh_status start_worker(agent *a, worker *w)
+{
+    int po[2], pe[2], lo, le;
+    coh_status st = open_logs(a, w->rank, &lo, &le);
+    if (st)
+        return st;
+    if (pipe2(po, O_CLOEXEC) < 0) {
+        return coh_errf(COH_ERR_SYSTEM, "cannot create a pipe: %s", strerror(errno));
+    }
+    if (pipe2(pe, O_CLOEXEC) < 0) {
+        close(po[0]);
+        close(po[1]);
+        return coh_errf(COH_ERR_SYSTEM, "cannot create a pipe: %s", strerror(errno));
+    }
+    int shown = !(a->o->log_dir && !a->o->tee) && (!a->show || a->show[w->local_rank]);
+    if ((st = stream_init(&w->out, po[0], shown ? 1 : 0, lo, "", 0)) ||
+        (st = stream_init(&w->err, pe[0], shown ? 2 : 0, le, "", 1)))
+        return st;
+    worker_ids id = {w->rank, w->local_rank, a->world, a->nproc, a->node_rank, a->nnodes,
+                     a->attempt, a->o->max_restarts, a->master_port, a->o->master_addr,
+                     a->run_id, a->o->role ? a->o->role : "default", (long)getpid(),
+                     a->plan.threads};
+    int owned = 0;
+    char **env = worker_env_build(&id, a->o->extra_env,
+                                  a->o->local_rank_env ? a->o->local_rank_env[w->local_rank] : NULL,
+                                  &owned);
+    if (!env)
+        return coh_errf(COH_ERR_NOMEM, "out of memory building the worker environment");
+    st = spawn_worker(a->path, a->o->argv, env, po[1], pe[1],
+                      a->plan.cpus + (size_t)w->local_rank * (size_t)a->plan.cap,
+                      a->plan.ncpus[w->local_rank], &w->pid, &w->exec_fd);
+    worker_env_free(env, owned);
+    close(po[1]);
+    close(pe[1]);
+    if (st)
+        return st;
+    guard_add(&a->g, w->pid);
+    const char *tmpl = a->o->prefix ? a->o->prefix : "[rank{rank}]: ";
+    launch_render_prefix(tmpl, w->out.prefix, sizeof w->out.prefix, w->rank, w->local_rank,
+                         a->node_rank, id.role, a->host, (long)w->pid, a->attempt, "stdout");
+    launch_render_prefix(tmpl, w->err.prefix, sizeof w->err.prefix, w->rank, w->local_rank,
+                         a->node_rank, id.role, a->host, (long)w->pid, a->attempt, "stderr");
+    return COH_OK;
+}
+
+static int live_workers(const agent *a)
+{
+    int n = 0;
+    for (int i = 0; i < a->nproc; i++)
+        n += a->w[i].pid > 0;
+    return n;
+}
+
+static int open_streams(const agent *a)
+{
+    int n = 0;
+    for (int i = 0; i < a->nproc; i++)
+        n += (a->w[i].out.fd >= 0) + (a->w[i].err.fd >= 0);
+    return n;
+}
+
+/* Milliseconds poll may sleep: until the SIGKILL deadline or the drain deadline. */
+static int wait_ms(const agent *a, double drain_until)
+{
+    double t = 1e9, now = now_mono();
+    if (a->stopping && !a->killed)
+        t = a->kill_at - now;
+    if (drain_until > 0 && drain_until - now < t)
+        t = drain_until - now;
+    if (a->settle_by > 0 && a->settle_by - now < t)
+        t = a->settle_by - now;
+    if (t >= 1e9)
+        return -1;
+    return t <= 0 ? 0 : (int)(t * 1000) + 1;
+}
+
+static void loop_once(agent *a, double drain_until, struct pollfd *p, int **map)
+{
+    int n = 0;
+    p[n++] = (struct pollfd){.fd = a->sigfd, .events = POLLIN};
+    for (int i = 0; i < a->nproc; i++) {
+        stream *s[2] = {&a->w[i].out, &a->w[i].err};
+        for (int k = 0; k < 2; k++)
+            if (s[k]->fd >= 0) {
+                map[0][n] = i;
+                map[1][n] = k;
+                p[n++] = (struct pollfd){.fd = s[k]->fd, .events = POLLIN};
+            }
+    }
+    int nctl = ctl_fill(a, p + n);
+    int rc = poll(p, (nfds_t)(n + nctl), wait_ms(a, drain_until));
+    if (rc < 0 && errno != EINTR)
+        coh_warn("poll failed: %s", strerror(errno));
+    if (rc > 0) {
+        if (p[0].revents)
+            on_signal(a);
+        for (int j = 1; j < n; j++)
+            if (p[j].revents) {
+                worker *w = &a->w[map[0][j]];
+                stream_pump(map[1][j] ? &w->err : &w->out);
+            }
+        ctl_handle(a, p + n, nctl);
+    }
+    reap(a);
+    if (a->remote_stop && !a->stopping)
+        agent_stop(a, SIGTERM);
+    if (a->stopping && !a->killed && now_mono() >= a->kill_at && live_workers(a) > 0) {
+        coh_warn("grace period of %g s over: killing the remaining workers", a->o->grace_s);
+        agent_stop(a, SIGKILL);
+    }
+}
+
+static void free_workers(agent *a)
+{
+    for (int i = 0; i < a->nproc; i++) {
+        stream_free(&a->w[i].out);
+        stream_free(&a->w[i].err);
+    }
+}
+
+coh_status agent_attempt(agent *a)
+{
+    a->stopping = a->killed = a->remote_stop = a->end_sent = 0;
+    a->settle_by = 0;
+    a->interrupts = 0;
+    memset(&a->fail, 0, sizeof a->fail);
+    a->down_mono = 0;
+    for (int i = 0; i < a->nproc; i++) {
+        worker *w = &a->w[i];
+        memset(w, 0, sizeof *w);
+        w->local_rank = i;
+        w->rank = a->base + i;
+        w->pid = -1;
+        w->out.fd = w->err.fd = w->out.log_fd = w->err.log_fd = w->exec_fd = -1;
+    }
+    coh_status st = COH_OK;
+    for (int i = 0; i < a->nproc && st == COH_OK; i++)
+        if ((st = start_worker(a, &a->w[i])))
+            coh_err_prefix(st, "rank %d", a->w[i].rank);
+    for (int i = 0; i < a->nproc; i++) {
+        worker *w = &a->w[i];
+        coh_status cs = w->exec_fd >= 0 ? spawn_confirm(a->path, &w->pid, &w->exec_fd) : COH_OK;
+        if (cs != COH_OK && st == COH_OK)
+            st = coh_err_prefix(cs, "rank %d", w->rank);
+    }
+    if (st != COH_OK) {
+        coh_error("%s", coh_last_error());
+        agent_fail_other(a, 1, "rank could not be started on %s: %s", a->host, coh_last_error());
+        agent_stop(a, SIGKILL);
+        ctl_local_failure(a);
+    }
+    size_t cap = 1 + 2 * (size_t)a->nproc + (size_t)a->npeers + 2;
+    struct pollfd *p = calloc(cap, sizeof *p);
+    int *m0 = calloc(cap, sizeof *m0), *m1 = calloc(cap, sizeof *m1), *map[2] = {m0, m1};
+    if (!p || !m0 || !m1) {
+        free(p), free(m0), free(m1);
+        agent_stop(a, SIGKILL);
+        return coh_errf(COH_ERR_NOMEM, "out of memory in the launcher loop");
+    }
+    double drain_until = 0;
+    for (;;) {
+        int live = live_workers(a);
+        if (live == 0 && drain_until == 0) {
+            a->down_mono = now_mono();
+            drain_until = a->down_mono + DRAIN_S;
+        }
+        int local_done = live == 0 && (open_streams(a) == 0 || now_mono() >= drain_until);
+        if (local_done && ctl_settled(a, 1))
+            break;
+        loop_once(a, local_done ? 0 : drain_until, p, map);
+    }
+    free(p), free(m0), free(m1);
+    free_workers(a);
+    return COH_OK;
+}
+
+static void fmt_time(double t, char *buf, size_t n)
+{
+    time_t s = (time_t)t;
+    struct tm tm;
+    gmtime_r(&s, &tm);
+    char b[32];
+    strftime(b, sizeof b, "%Y-%m-%d %H:%M:%S", &tm);
+    snprintf(buf, n, "%s.%03d UTC", b, (int)((t - (double)s) * 1000));
+}
+
+void agent_print_summary(const agent *a, const char *head)
+{
+    const failure *f = &a->fail;
+    char out[8192], when[64], sig[32];
+    size_t o = 0;
+#define ADD(...) o += (size_t)snprintf(out + o, o < sizeof out ? sizeof out - o : 0, __VA_ARGS__)
+    fmt_time(f->when, when, sizeof when);
+    if (f->rank < 0) {
+        ADD("cohort run: %s: %s (exit code %d)\n", head, f->what, f->exit_code);
+    } else {
+        if (f->sig > 0)
+            ADD("cohort run: %s: rank %d was killed by %s (exit code %d)\n", head, f->rank, sig_name(f->sig, sig, sizeof sig), f->exit_code);
+        else
+            ADD("cohort run: %s: rank %d exited with code %d\n", head, f->rank, f->code);
+        ADD("  root cause: rank %d (local rank %d, node %d) on host %s, pid %ld\n", f->rank, f->local_rank, f->node_rank, f->host, f->pid);
+        if (f->sig > 0)
+            ADD("  signal:     %s (%d)\n", sig, f->sig);
+        else
+            ADD("  exit code:  %d\n", f->code);
+        ADD("  time:       %s\n", when);
+        if (f->ntail == 0)
+            ADD("  stderr:     (nothing)\n");
+        else
+            ADD("  last %d stderr line(s) of rank %d:\n", f->ntail, f->rank);
+        for (int i = 0; i < f->ntail && o < sizeof out - 300; i++)
+            ADD("    | %s\n", f->tail[i]);
+    }
+    if (a->down_mono > 0 && a->fail_mono > 0)
+        ADD("  teardown:   local workers down %.3f s after the failure (grace %g s)\n", a->down_mono - a->fail_mono, a->o->grace_s);
+#undef ADD
+    if (o > sizeof out - 1)
+        o = sizeof out - 1;
+    ssize_t w = write(2, out, o);
+    (void)w;
+}

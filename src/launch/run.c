@@ -1,0 +1,166 @@
+/* run.c: coh_launch_run: check, set up (signals, guard, cpu plan, other nodes), then run
+ * attempts until success, a final failure, or an interruption. */
+#define _GNU_SOURCE /* accept4, pipe2, sigabbrev_np, sched_setaffinity */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include "cohort/log.h"
+#include "launch/agent.h"
+
+static const int handled[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+
+typedef struct saved {
+    sigset_t mask;
+    struct sigaction pipe, chld;
+} saved;
+
+static coh_status signals_take(agent *a, saved *sv)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    for (size_t i = 0; i < sizeof handled / sizeof handled[0]; i++)
+        sigaddset(&set, handled[i]);
+    sigprocmask(SIG_BLOCK, &set, &sv->mask);
+    struct sigaction ign = {.sa_handler = SIG_IGN};
+    sigaction(SIGPIPE, &ign, &sv->pipe); /* a closed console must not kill the launcher */
+    /* An ignored SIGCHLD would reap workers behind our back; an ignored SIGINT/SIGHUP (nohup,
+     * background jobs of a shell) stays ignored, as the user asked. */
+    struct sigaction dfl = {.sa_handler = SIG_DFL};
+    sigaction(SIGCHLD, &dfl, &sv->chld);
+    a->sigfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (a->sigfd < 0) {
+        sigprocmask(SIG_SETMASK, &sv->mask, NULL);
+        sigaction(SIGPIPE, &sv->pipe, NULL);
+        sigaction(SIGCHLD, &sv->chld, NULL);
+        return coh_errf(COH_ERR_SYSTEM, "cannot watch signals: signalfd failed");
+    }
+    return COH_OK;
+}
+
+static void signals_give_back(agent *a, saved *sv)
+{
+    close(a->sigfd);
+    a->sigfd = -1;
+    sigprocmask(SIG_SETMASK, &sv->mask, NULL);
+    sigaction(SIGPIPE, &sv->pipe, NULL);
+    sigaction(SIGCHLD, &sv->chld, NULL);
+}
+
+static void describe_job(agent *a)
+{
+    const coh_launch_opts *o = a->o;
+    char threads[160];
+    if (getenv("OMP_NUM_THREADS"))
+        snprintf(threads, sizeof threads, "OMP_NUM_THREADS=%s kept from the environment", getenv("OMP_NUM_THREADS"));
+    else
+        snprintf(threads, sizeof threads, "OMP_NUM_THREADS=%d", a->plan.threads);
+    if (getenv("OPENBLAS_NUM_THREADS"))
+        snprintf(threads + strlen(threads), sizeof threads - strlen(threads), ", OPENBLAS_NUM_THREADS=%s kept", getenv("OPENBLAS_NUM_THREADS"));
+    else
+        snprintf(threads + strlen(threads), sizeof threads - strlen(threads), ", OPENBLAS_NUM_THREADS=%d", a->plan.threads);
+    coh_info("%s; %s per rank", a->plan.note, threads);
+    coh_info("job %s: ranks %d..%d of %d on node %d of %d, master %s:%d%s%s", a->run_id, a->base,
+             a->base + a->nproc - 1, a->world, a->node_rank, a->nnodes, o->master_addr,
+             a->master_port, o->extra_note ? "; " : "", o->extra_note ? o->extra_note : "");
+}
+
+static coh_status setup(agent *a, const coh_launch_opts *o)
+{
+    a->o = o;
+    a->nproc = o->nproc_per_node;
+    a->nnodes = o->nnodes;
+    a->node_rank = o->node_rank;
+    a->master_port = o->master_port;
+    a->sigfd = -1;
+    a->g.fd = -1;
+    a->g.pid = -1;
+    if (gethostname(a->host, sizeof a->host - 1) != 0)
+        snprintf(a->host, sizeof a->host, "localhost");
+    coh_status st = find_program(o->argv[0], a->path, sizeof a->path);
+    if (st)
+        return st;
+    if (a->master_port == 0 && (st = net_free_port(&a->master_port)))
+        return st;
+    if (o->ranks_filter) {
+        a->show = calloc((size_t)a->nproc, 1);
+        if (!a->show)
+            return coh_errf(COH_ERR_NOMEM, "out of memory");
+        if ((st = coh_launch_parse_ranks(o->ranks_filter, a->nproc, a->show)))
+            return st;
+    }
+    if ((st = cpu_plan_make(o->cpu_bind, a->nproc, &a->plan)))
+        return st;
+    a->w = calloc((size_t)a->nproc, sizeof *a->w);
+    if (!a->w)
+        return coh_errf(COH_ERR_NOMEM, "out of memory");
+    return COH_OK;
+}
+
+static void teardown(agent *a)
+{
+    guard_stop(&a->g);
+    ctl_close(a);
+    cpu_plan_free(&a->plan);
+    free(a->w);
+    free(a->show);
+}
+
+static void report(agent *a, int restart, int exit_code)
+{
+    int master_side = a->npeers == 0 || a->node_rank == 0;
+    if (master_side || (a->fail.valid && a->fail.node_rank == a->node_rank && a->fail.rank >= 0) ||
+        a->master_lost) {
+        if (a->fail.valid)
+            agent_print_summary(a, restart ? "job failed, restarting it" : "job failed");
+    } else if (exit_code != 0) {
+        fprintf(stderr, "cohort run: job failed on node %d: %s (exit code %d)\n",
+                a->exit_root_node, a->exit_desc, exit_code);
+    }
+    if (restart)
+        coh_info("restart %d of %d", a->attempt, a->o->max_restarts);
+}
+
+static coh_status run_attempts(agent *a, int *exit_code)
+{
+    for (;;) {
+        coh_status st = agent_attempt(a);
+        if (st)
+            return st;
+        int restart = 0;
+        if ((st = ctl_after_attempt(a, &restart, exit_code)))
+            return st;
+        report(a, restart, *exit_code);
+        if (!restart)
+            return COH_OK;
+    }
+}
+
+coh_status coh_launch_run(const coh_launch_opts *o, int *exit_code)
+{
+    *exit_code = 1;
+    coh_status st = coh_launch_check(o);
+    if (st)
+        return st;
+    agent a;
+    memset(&a, 0, sizeof a);
+    saved sv;
+    if ((st = setup(&a, o)) || (st = guard_start(&a.g))) {
+        teardown(&a);
+        return st;
+    }
+    if ((st = signals_take(&a, &sv))) {
+        teardown(&a);
+        return st;
+    }
+    if ((st = ctl_join(&a)) == COH_OK) {
+        describe_job(&a);
+        st = run_attempts(&a, exit_code);
+    }
+    signals_give_back(&a, &sv);
+    teardown(&a);
+    return st;
+}

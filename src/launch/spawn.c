@@ -1,0 +1,218 @@
+/* spawn.c: starting workers (own process group, death signal tied to the launcher, pipes,
+ * cpu affinity) and the guard process that kills them all if the launcher is SIGKILLed. */
+#define _GNU_SOURCE /* accept4, pipe2, sigabbrev_np, sched_setaffinity */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "launch/launch_int.h"
+
+static int is_executable(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, X_OK) == 0;
+}
+
+coh_status find_program(const char *name, char *path, size_t n)
+{
+    if (strchr(name, '/')) {
+        if (!is_executable(name))
+            return coh_errf(COH_ERR_NOT_FOUND, "program '%s' not found or not executable", name);
+        snprintf(path, n, "%s", name);
+        return COH_OK;
+    }
+    const char *p = getenv("PATH");
+    if (!p || !*p)
+        p = "/usr/local/bin:/usr/bin:/bin";
+    while (*p) {
+        const char *colon = strchr(p, ':');
+        size_t len = colon ? (size_t)(colon - p) : strlen(p);
+        int w = snprintf(path, n, "%.*s%s%s", (int)len, p, len ? "/" : "", name);
+        if (w > 0 && (size_t)w < n && is_executable(path))
+            return COH_OK;
+        p += len + (colon ? 1 : 0);
+    }
+    return coh_errf(COH_ERR_NOT_FOUND, "program '%s' not found in PATH", name);
+}
+
+/* ---- the guard ---- */
+
+static void guard_main(int fd)
+{
+    /* Terminal signals are for the launcher; the guard only acts when the launcher is gone. */
+    signal(SIGINT, SIG_IGN);
+    signal(SIGTERM, SIG_IGN);
+    signal(SIGHUP, SIG_IGN);
+    signal(SIGQUIT, SIG_IGN);
+    int devnull = open("/dev/null", O_RDWR);
+    if (devnull >= 0) {
+        dup2(devnull, 0);
+        dup2(devnull, 1);
+        dup2(devnull, 2);
+    }
+    size_t cap = 64, n = 0;
+    pid_t *groups = malloc(cap * sizeof *groups);
+    for (;;) {
+        int32_t v;
+        ssize_t r = read(fd, &v, sizeof v);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r == (ssize_t)sizeof v && v == 0)
+            _exit(0); /* the launcher said goodbye: it reaped its workers itself */
+        if (r == (ssize_t)sizeof v && v > 0) {
+            if (n == cap && groups) {
+                pid_t *g = realloc(groups, 2 * cap * sizeof *groups);
+                if (g)
+                    groups = g, cap *= 2;
+            }
+            if (groups && n < cap)
+                groups[n++] = (pid_t)v;
+            continue;
+        }
+        break; /* EOF: the launcher died without saying goodbye */
+    }
+    for (size_t i = 0; groups && i < n; i++)
+        kill(-groups[i], SIGKILL);
+    _exit(0);
+}
+
+coh_status guard_start(guard *g)
+{
+    int p[2];
+    g->pid = -1;
+    g->fd = -1;
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return coh_errf(COH_ERR_SYSTEM, "cannot create the guard's pipe: %s", strerror(errno));
+    pid_t pid = fork();
+    if (pid < 0) {
+        int e = errno;
+        close(p[0]);
+        close(p[1]);
+        return coh_errf(COH_ERR_SYSTEM, "cannot start the guard process: %s", strerror(e));
+    }
+    if (pid == 0) {
+        close(p[1]);
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        guard_main(p[0]);
+    }
+    close(p[0]);
+    g->pid = pid;
+    g->fd = p[1];
+    return COH_OK;
+}
+
+void guard_add(guard *g, pid_t pgid)
+{
+    int32_t v = (int32_t)pgid;
+    if (g->fd >= 0 && write(g->fd, &v, sizeof v) != (ssize_t)sizeof v)
+        coh_errf(COH_ERR_SYSTEM, "guard is gone");
+}
+
+void guard_stop(guard *g)
+{
+    if (g->fd >= 0) {
+        int32_t zero = 0;
+        ssize_t w = write(g->fd, &zero, sizeof zero);
+        (void)w;
+        close(g->fd);
+        g->fd = -1;
+    }
+    if (g->pid > 0) {
+        while (waitpid(g->pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+        g->pid = -1;
+    }
+}
+
+/* ---- workers ---- */
+
+/* In the child, between fork and exec: only plain system calls. */
+static void child_setup(pid_t launcher, int out_fd, int err_fd, const int *cpus, int ncpus,
+                        int status_fd)
+{
+    setpgid(0, 0);
+    /* Die with the launcher; if it already died between fork and prctl, our parent is
+     * someone else now and nobody would ever send the signal. */
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != launcher)
+        _exit(127);
+    if (dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0)
+        _exit(127);
+    if (ncpus > 0) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        for (int i = 0; i < ncpus; i++)
+            CPU_SET(cpus[i], &set);
+        if (sched_setaffinity(0, sizeof set, &set) < 0) {
+            int e = errno;
+            ssize_t w = write(status_fd, &e, sizeof e);
+            (void)w;
+            _exit(127);
+        }
+    }
+    signal(SIGPIPE, SIG_DFL);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGHUP, SIG_DFL);
+    signal(SIGQUIT, SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
+coh_status spawn_worker(const char *path, char *const *argv, char **env, int out_fd,
+                        int err_fd, const int *cpus, int ncpus, pid_t *out, int *exec_fd)
+{
+    int st[2];
+    *exec_fd = -1;
+    if (pipe2(st, O_CLOEXEC) < 0)
+        return coh_errf(COH_ERR_SYSTEM, "cannot create a pipe: %s", strerror(errno));
+    pid_t launcher = getpid();
+    pid_t pid = fork();
+    if (pid < 0) {
+        int e = errno;
+        close(st[0]);
+        close(st[1]);
+        return coh_errf(COH_ERR_SYSTEM, "cannot fork a worker: %s", strerror(e));
+    }
+    if (pid == 0) {
+        close(st[0]);
+        child_setup(launcher, out_fd, err_fd, cpus, ncpus, st[1]);
+        execve(path, argv, env);
+        int e = errno;
+        ssize_t w = write(st[1], &e, sizeof e);
+        (void)w;
+        _exit(127);
+    }
+    close(st[1]);
+    setpgid(pid, pid); /* also here, so the group exists before we might signal it */
+    *out = pid;
+    *exec_fd = st[0];
+    return COH_OK;
+}
+
+coh_status spawn_confirm(const char *path, pid_t *pid, int *exec_fd)
+{
+    int child_errno = 0;
+    ssize_t r;
+    while ((r = read(*exec_fd, &child_errno, sizeof child_errno)) < 0 && errno == EINTR)
+        ;
+    close(*exec_fd);
+    *exec_fd = -1;
+    if (r != (ssize_t)sizeof child_errno)
+        return COH_OK; /* closed by a successful exec */
+    while (waitpid(*pid, NULL, 0) < 0 && errno == EINTR)
+        ;
+    *pid = -1;
+    return coh_errf(COH_ERR_SYSTEM, "cannot start '%s': %s", path, strerror(child_errno));
+}

@@ -1,0 +1,94 @@
+/* buckets.c: gradient buckets over the layer-major arena, each rank's ZeRO chunks, and the
+ * page-level release and residency measures that make sharded memory real. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "train/parallel/strategy.h"
+
+static void own_chunk(coh_par_trainer *t, par_bucket *b)
+{
+    size_t len = b->end - b->begin;
+    b->q = len / (size_t)t->ndp;
+    b->own_b = b->begin + (size_t)t->rdp * b->q;
+    b->own_e = t->rdp == t->ndp - 1 ? b->end : b->own_b + b->q;
+}
+
+/* Whole layers from the last backwards until a bucket reaches bucket_bytes; ZeRO-3 gathers per
+ * layer, so there every layer is its own bucket. */
+coh_status par_plan_buckets(coh_par_trainer *t)
+{
+    const coh_gpt_config *c = coh_gpt_get_config(t->model);
+    int L = c->layers;
+    size_t cap = t->cfg.bucket_bytes / sizeof(float);
+    t->bk = calloc((size_t)L + 2, sizeof *t->bk);
+    t->bucket_of = calloc((size_t)L + 2, sizeof *t->bucket_of);
+    if (!t->bk || !t->bucket_of)
+        return coh_errf(COH_ERR_NOMEM, "out of memory planning gradient buckets");
+    t->nbk = 0;
+    for (int l = L; l >= -1; l--) {
+        size_t b, e;
+        coh_gpt_layer_range(c, l, &b, &e);
+        par_bucket *cur = t->nbk ? &t->bk[t->nbk - 1] : NULL;
+        if (!cur || t->stage == 3 || cur->end - cur->begin >= cap) {
+            cur = &t->bk[t->nbk++];
+            cur->end = e;
+            cur->hi = l;
+        }
+        cur->begin = b;
+        cur->lo = l;
+        t->bucket_of[l + 1] = t->nbk - 1;
+    }
+    size_t off = 0;
+    for (int k = t->nbk - 1; k >= 0; k--) { /* accumulation buffer in arena order */
+        own_chunk(t, &t->bk[k]);
+        t->bk[k].acc_off = off;
+        off += t->bk[k].own_e - t->bk[k].own_b;
+    }
+    t->own_total = off;
+    return COH_OK;
+}
+
+void par_release(float *base, size_t b, size_t e)
+{
+    if (e <= b)
+        return;
+    uintptr_t ps = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = (uintptr_t)(base + b), hi = (uintptr_t)(base + e);
+    uintptr_t plo = (lo + ps - 1) / ps * ps, phi = hi / ps * ps;
+    if (plo >= phi) {
+        memset(base + b, 0, (e - b) * sizeof(float));
+        return;
+    }
+    memset((void *)lo, 0, plo - lo);
+    memset((void *)phi, 0, hi - phi);
+    /* anonymous private pages read back as zero after this, so the release is also a zeroing */
+    if (madvise((void *)plo, phi - plo, MADV_DONTNEED))
+        memset((void *)plo, 0, phi - plo);
+}
+
+uint64_t par_resident(const float *base, size_t b, size_t e)
+{
+    if (e <= b)
+        return 0;
+    uintptr_t ps = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = (uintptr_t)(base + b), hi = (uintptr_t)(base + e);
+    uintptr_t p0 = lo / ps * ps;
+    size_t np = (hi - p0 + ps - 1) / ps;
+    unsigned char *vec = malloc(np);
+    if (!vec || mincore((void *)p0, hi - p0, vec)) {
+        free(vec);
+        return (uint64_t)(hi - lo); /* unknown: count it all */
+    }
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < np; i++) {
+        if (!(vec[i] & 1))
+            continue;
+        uintptr_t a = p0 + i * ps, z = a + ps;
+        bytes += (z < hi ? z : hi) - (a > lo ? a : lo);
+    }
+    free(vec);
+    return bytes;
+}

@@ -1,0 +1,134 @@
+/* grad_sync.c: the grad-ready hook: bucket all-reduce (DDP, ZeRO-1) or reduce-scatter (ZeRO-2/3)
+ * started as soon as backward finished a bucket, collected as it completes; and clipping on the
+ * global norm. */
+#include <math.h>
+#include <string.h>
+
+#include "train/parallel/strategy.h"
+
+static coh_status issue(coh_par_trainer *t, int k)
+{
+    par_bucket *b = &t->bk[k];
+    size_t len = b->end - b->begin, main = b->q * (size_t)t->ndp, tail = len - main;
+    float *g = t->grads + b->begin;
+    coh_status st = COH_OK;
+    b->req[0] = b->req[1] = NULL;
+    if (t->stage < 2) {
+        st = coh_allreduce_async(t->dp, g, g, len, COH_F32, COH_AVG, &b->req[0]);
+    } else {
+        if (b->q)
+            st = coh_reduce_scatter_async(t->dp, g, g + (size_t)t->rdp * b->q, b->q, COH_F32,
+                                          COH_AVG, &b->req[0]);
+        if (!st && tail)
+            st = coh_allreduce_async(t->dp, g + main, g + main, tail, COH_F32, COH_AVG,
+                                     &b->req[1]);
+    }
+    b->busy = 1;
+    b->t_issue = par_now_us();
+    return st;
+}
+
+/* ZeRO-2/3: keep only the own chunk; earlier micro-steps move it into the accumulator. */
+static void keep_own(coh_par_trainer *t, par_bucket *b)
+{
+    float *own = t->grads + b->own_b, *acc = t->gacc ? t->gacc + b->acc_off : NULL;
+    size_t n = b->own_e - b->own_b;
+    if (!t->last_micro) {
+        for (size_t i = 0; i < n; i++)
+            acc[i] += own[i];
+        par_release(t->grads, b->begin, b->end);
+        return;
+    }
+    if (acc)
+        for (size_t i = 0; i < n; i++)
+            own[i] += acc[i];
+    par_release(t->grads, b->begin, b->own_b);
+    par_release(t->grads, b->own_e, b->end);
+}
+
+static coh_status finish(coh_par_trainer *t, int k)
+{
+    par_bucket *b = &t->bk[k];
+    coh_status st = COH_OK, s2;
+    for (int i = 0; i < 2; i++) {
+        if (b->req[i] && (s2 = coh_comm_wait(b->req[i])) && !st)
+            st = s2;
+        b->req[i] = NULL;
+    }
+    b->busy = 0;
+    char name[48];
+    snprintf(name, sizeof name, "%s bucket %d", t->stage >= 2 ? "reduce-scatter" : "all-reduce",
+             k);
+    par_trace_event(t->trace, name, "comm", 1, b->t_issue, par_now_us());
+    if (!st && t->stage >= 2)
+        keep_own(t, b);
+    return st;
+}
+
+static int finished(par_bucket *b)
+{
+    for (int i = 0; i < 2; i++) {
+        int d = 1;
+        if (b->req[i] && (coh_comm_test(b->req[i], &d) || !d))
+            return d; /* a failed test counts as done: the wait reports the error */
+    }
+    return 1;
+}
+
+coh_status par_grad_collect(coh_par_trainer *t, int all)
+{
+    /* buckets complete in issue order (one queue per communicator): stop at the first busy one */
+    for (int k = 0; k < t->nbk; k++) {
+        if (!t->bk[k].busy)
+            continue;
+        if (!all && !finished(&t->bk[k]))
+            return COH_OK;
+        coh_status st = finish(t, k);
+        if (st)
+            return st;
+    }
+    return COH_OK;
+}
+
+void par_grad_hook(void *ctx, int layer, size_t begin, size_t end)
+{
+    coh_par_trainer *t = ctx;
+    (void)begin;
+    (void)end;
+    if (t->err || t->ndp < 2)
+        return;
+    int k = t->bucket_of[layer + 1];
+    /* DDP and ZeRO-1 accumulate locally until the last micro-step (no_sync) */
+    if (t->bk[k].lo == layer && (t->last_micro || t->stage >= 2))
+        t->err = issue(t, k);
+    if (!t->err)
+        t->err = par_grad_collect(t, 0);
+}
+
+static double own_sumsq(const coh_par_trainer *t)
+{
+    double s = 0.0;
+    for (int k = t->nbk - 1; k >= 0; k--)
+        for (size_t i = t->bk[k].own_b; i < t->bk[k].own_e; i++)
+            s += (double)t->grads[i] * t->grads[i];
+    return s;
+}
+
+double par_clip(coh_par_trainer *t)
+{
+    double clip = t->cfg.train.grad_clip;
+    if (t->stage < 2)
+        return coh_clip_grad_norm(t->grads, t->n, clip);
+    double sum = own_sumsq(t);
+    coh_status st = coh_allreduce(t->dp, &sum, &sum, 1, COH_F64, COH_SUM);
+    if (st && !t->err)
+        t->err = st;
+    double norm = sqrt(sum);
+    if (clip > 0.0 && norm > clip) {
+        float f = (float)(clip / (norm + 1e-6));
+        for (int k = 0; k < t->nbk; k++)
+            for (size_t i = t->bk[k].own_b; i < t->bk[k].own_e; i++)
+                t->grads[i] *= f;
+    }
+    return norm;
+}

@@ -1,0 +1,188 @@
+/* par_step.c: the parallel trainer's optimizer step, evaluation, parameter gathering and memory
+ * accounting; the data flow reads top to bottom in coh_par_trainer_step. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "train/parallel/strategy.h"
+
+typedef struct batch_bufs {
+    int32_t *in, *tg;
+} batch_bufs;
+
+static coh_status bufs_alloc(const coh_par_trainer *t, batch_bufs *b)
+{
+    size_t n = (size_t)t->cfg.train.batch * t->cfg.train.seq;
+    b->in = malloc(n * sizeof *b->in);
+    b->tg = malloc(n * sizeof *b->tg);
+    if (b->in && b->tg)
+        return COH_OK;
+    free(b->in);
+    free(b->tg);
+    return coh_errf(COH_ERR_NOMEM, "out of memory allocating batch buffers");
+}
+
+static void bufs_free(batch_bufs *b)
+{
+    free(b->in);
+    free(b->tg);
+}
+
+/* Forward and backward of one micro-batch; the hooks start communication during backward. */
+static coh_status micro_step(coh_par_trainer *t, const batch_bufs *b, float scale, float *loss)
+{
+    const coh_trainer_config *c = &t->cfg.train;
+    par_reset_sequence(t, scale > 0.0f);
+    t->err = COH_OK;
+    coh_status st = coh_gpt_step(t->model, b->in, b->tg, c->batch, c->seq, scale, loss);
+    if (!st)
+        st = t->err;
+    if (!st && t->ndp > 1)
+        st = par_grad_collect(t, 1);
+    return st;
+}
+
+static coh_status accumulate(coh_par_trainer *t, coh_batch_fn next, void *ctx, double *loss)
+{
+    const coh_trainer_config *c = &t->cfg.train;
+    batch_bufs b;
+    coh_status st = bufs_alloc(t, &b);
+    if (st)
+        return st;
+    if (t->stage >= 2)
+        par_release(t->grads, 0, t->n); /* zeroed, and not resident until backward writes it */
+    else
+        coh_gpt_zero_grad(t->model);
+    if (t->gacc)
+        memset(t->gacc, 0, t->own_total * sizeof *t->gacc);
+    double sum = 0.0;
+    for (int k = 0; !st && k < c->accum; k++) {
+        float l = 0.0f;
+        t->last_micro = k == c->accum - 1;
+        if (!(st = next(ctx, b.in, b.tg)))
+            st = micro_step(t, &b, 1.0f / (float)c->accum, &l);
+        sum += l;
+    }
+    bufs_free(&b);
+    *loss = sum / c->accum;
+    return st;
+}
+
+static void sample_memory(coh_par_trainer *t)
+{
+    coh_model_state_bytes m;
+    coh_par_trainer_memory(t, &m);
+    if (m.params > t->peak.params)
+        t->peak.params = m.params;
+    if (m.grads > t->peak.grads)
+        t->peak.grads = m.grads;
+    if (m.optim > t->peak.optim)
+        t->peak.optim = m.optim;
+}
+
+/* AdamW on what this rank owns, then ZeRO-1/2 share the updated chunks. */
+static coh_status update(coh_par_trainer *t, float lr)
+{
+    const coh_trainer_config *c = &t->cfg.train;
+    long step = coh_trainer_get_step(t->base);
+    coh_adamw_params ap = {lr, c->beta1, c->beta2, c->eps, c->weight_decay};
+    double t0 = par_now_us();
+    coh_adamw_update(coh_trainer_optimizer(t->base), t->params, t->grads, &ap, step + 1);
+    par_trace_event(t->trace, "optimizer", "optimizer", 0, t0, par_now_us());
+    coh_trainer_set_step(t->base, step + 1);
+    coh_status st = COH_OK;
+    if (t->stage == 1 || t->stage == 2) {
+        for (int k = 0; !st && k < t->nbk; k++)
+            st = par_gather_bucket(t, k, 0);
+        for (int k = 0; k < t->nbk; k++) {
+            coh_status s2 = par_wait_bucket(t, k);
+            if (!st)
+                st = s2;
+        }
+    }
+    return st;
+}
+
+coh_status coh_par_trainer_step(coh_par_trainer *t, coh_batch_fn next, void *ctx,
+                                coh_step_stats *out)
+{
+    const coh_trainer_config *c = &t->cfg.train;
+    double loss, t0 = par_now_us();
+    coh_status st = accumulate(t, next, ctx, &loss);
+    if (st)
+        return st;
+    par_trace_event(t->trace, "forward+backward", "step", 0, t0, par_now_us());
+    out->grad_norm = par_clip(t);
+    if (t->err)
+        return t->err;
+    out->lr = coh_lr_schedule(coh_trainer_get_step(t->base), c->warmup, c->steps, c->lr,
+                              c->min_lr_frac);
+    sample_memory(t);
+    if ((st = update(t, out->lr)))
+        return st;
+    if (t->ndp > 1 && (st = coh_allreduce(t->dp, &loss, &loss, 1, COH_F64, COH_AVG)))
+        return st;
+    out->loss = (float)loss;
+    out->step = coh_trainer_get_step(t->base);
+    return COH_OK;
+}
+
+coh_status coh_par_trainer_eval(coh_par_trainer *t, coh_batch_fn next, void *ctx, long n,
+                                double *loss)
+{
+    batch_bufs b;
+    coh_status st = bufs_alloc(t, &b);
+    double sum = 0.0;
+    for (long k = 0; !st && k < n; k++) {
+        float l = 0.0f;
+        if (!(st = next(ctx, b.in, b.tg)))
+            st = micro_step(t, &b, 0.0f, &l);
+        sum += l;
+    }
+    bufs_free(&b);
+    *loss = n > 0 ? sum / (double)n : 0.0;
+    if (!st && t->ndp > 1)
+        st = coh_allreduce(t->dp, loss, loss, 1, COH_F64, COH_AVG);
+    return st;
+}
+
+coh_status coh_par_trainer_gather_params(coh_par_trainer *t, float *out)
+{
+    if (t->stage != 3) {
+        memcpy(out, t->params, t->n * sizeof *out);
+        return COH_OK;
+    }
+    for (int k = 0; k < t->nbk; k++) {
+        par_bucket *b = &t->bk[k];
+        coh_status st = par_gather_bucket(t, k, 1);
+        if (st)
+            return st;
+        memcpy(out + b->begin, t->params + b->begin, (b->end - b->begin) * sizeof *out);
+        par_release(t->params, b->begin, b->own_b);
+        par_release(t->params, b->own_e, b->end);
+        b->present = 0;
+    }
+    return COH_OK;
+}
+
+void coh_par_trainer_params_loaded(coh_par_trainer *t)
+{
+    if (t->stage == 3)
+        par_release_params(t);
+}
+
+void coh_par_trainer_memory(coh_par_trainer *t, coh_model_state_bytes *out)
+{
+    size_t m;
+    coh_adamw_m(coh_trainer_optimizer(t->base), &m);
+    out->params = par_resident(t->params, 0, t->n);
+    out->grads = par_resident(t->grads, 0, t->n) + (t->gacc ? t->own_total * sizeof(float) : 0);
+    out->optim = (uint64_t)m * 2 * sizeof(float);
+}
+
+void coh_par_trainer_memory_peak(coh_par_trainer *t, coh_model_state_bytes *out)
+{
+    *out = t->peak;
+}
+
+coh_trainer *coh_par_trainer_base(coh_par_trainer *t) { return t->base; }
+const coh_mesh *coh_par_trainer_mesh(const coh_par_trainer *t) { return t->mesh; }

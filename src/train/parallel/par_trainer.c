@@ -1,0 +1,165 @@
+/* par_trainer.c: the parallel trainer: one step loop for every strategy on the mesh, with the
+ * strategy entering only through the hooks it installs and the ranges it owns. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cohort/log.h"
+#include "train/parallel/strategy.h"
+
+static coh_status check(const coh_par_config *c, const coh_mesh *m)
+{
+    if (c->strategy == COH_STRATEGY_DP)
+        return coh_errf(COH_ERR_UNSUPPORTED, "strategy 'dp' runs in one process with a thread "
+                        "per device, not through the multi-process trainer");
+    if ((unsigned)c->strategy >= COH_STRATEGY_COUNT)
+        return coh_errf(COH_ERR_INVALID, "invalid strategy '%d'", (int)c->strategy);
+    if (m->pp != 1 || m->tp != 1)
+        return coh_errf(COH_ERR_UNSUPPORTED, "mesh '%dx%dx%d': pipeline and tensor parallelism "
+                        "are not available; use pp = tp = 1", m->dp, m->pp, m->tp);
+    if (c->strategy == COH_STRATEGY_SINGLE && m->dp != 1)
+        return coh_errf(COH_ERR_INVALID, "strategy 'single' with %d ranks: use ddp or zero1..3 "
+                        "under 'cohort run', or run one process", m->dp);
+    return COH_OK;
+}
+
+/* The optimizer covers this rank's chunks under ZeRO, everything otherwise. */
+static coh_status make_optimizer(coh_par_trainer *t, coh_adamw **opt)
+{
+    int n = t->stage == 0 ? 1 : t->nbk;
+    t->own_rb = malloc((size_t)n * sizeof *t->own_rb);
+    t->own_re = malloc((size_t)n * sizeof *t->own_re);
+    if (!t->own_rb || !t->own_re)
+        return coh_errf(COH_ERR_NOMEM, "out of memory for shard ranges");
+    t->nown = n;
+    t->own_rb[0] = 0;
+    t->own_re[0] = coh_gpt_param_count(&t->cfg.train.model);
+    for (int k = 0; t->stage && k < t->nbk; k++) { /* arena order: buckets run backwards */
+        t->own_rb[k] = t->bk[t->nbk - 1 - k].own_b;
+        t->own_re[k] = t->bk[t->nbk - 1 - k].own_e;
+    }
+    return coh_adamw_create_ranges(&t->cfg.train.model, t->own_rb, t->own_re, n, opt);
+}
+
+static coh_status alloc_state(coh_par_trainer *t)
+{
+    int L = t->cfg.train.model.layers;
+    t->seq = calloc(2 * (size_t)L + 4, sizeof *t->seq);
+    t->t_need = calloc((size_t)L + 2, sizeof *t->t_need);
+    t->need_ev = calloc((size_t)L + 2, sizeof *t->need_ev);
+    if (t->stage >= 2 && t->cfg.train.accum > 1)
+        t->gacc = calloc(t->own_total ? t->own_total : 1, sizeof(float));
+    if (!t->seq || !t->t_need || !t->need_ev || (t->stage >= 2 && t->cfg.train.accum > 1 &&
+                                                 !t->gacc))
+        return coh_errf(COH_ERR_NOMEM, "out of memory allocating the parallel trainer");
+    return COH_OK;
+}
+
+static coh_status build(coh_par_trainer *t)
+{
+    const coh_par_config *c = &t->cfg;
+    coh_gpt *model;
+    coh_adamw *opt = NULL;
+    coh_status st = coh_gpt_create(&c->train.model, c->train.batch, c->train.seq, &model);
+    if (st)
+        return st;
+    t->model = model;
+    coh_gpt_init_weights(model, c->train.seed);
+    if ((st = par_plan_buckets(t)) || (st = make_optimizer(t, &opt))) {
+        coh_gpt_destroy(model);
+        t->model = NULL;
+        return st;
+    }
+    if ((st = coh_trainer_create_from(&c->train, model, opt, &t->base))) {
+        t->model = NULL;
+        return st;
+    }
+    t->params = coh_gpt_params(model, &t->n);
+    t->grads = coh_gpt_grads(model, NULL);
+    return alloc_state(t);
+}
+
+static coh_status start(coh_par_trainer *t)
+{
+    coh_status st = COH_OK;
+    if (t->cfg.trace_path && (st = par_trace_open(t->cfg.trace_path, t->rdp, &t->trace)))
+        return st;
+    /* the same seed gives the same weights, but --init-from / resume may differ per rank */
+    if (t->ndp > 1 && (st = coh_broadcast(t->dp, t->params, t->n, COH_F32, 0)))
+        return st;
+    if (t->stage == 3)
+        par_release_params(t);
+    /* full gradients are all-reduced in place: keep them where the transport reads directly
+     * (not for ZeRO-2/3, whose page release needs private memory) */
+    if (t->ndp > 1 && t->stage < 2 &&
+        (t->grads_shm = coh_comm_alloc(t->dp, t->n * sizeof(float)))) {
+        coh_gpt_set_grad_arena(t->model, t->grads_shm);
+        t->grads = t->grads_shm;
+        coh_debug("gradients (%zu floats) in the %s transport's shared arena", t->n,
+                  coh_comm_transport(t->dp));
+    }
+    if (t->stage >= 2) /* gradients live only in buckets being reduced and in own chunks */
+        par_release(t->grads, 0, t->n);
+    else /* resident from the start, as they will be for the whole run */
+        coh_gpt_zero_grad(t->model);
+    if (t->ndp > 1 || t->trace)
+        coh_gpt_set_grad_hook(t->model, par_grad_hook, t);
+    if (t->stage == 3 || t->trace)
+        coh_gpt_set_param_hook(t->model, par_param_hook, t);
+    return COH_OK;
+}
+
+coh_status coh_par_trainer_create(const coh_par_config *c, coh_mesh *mesh, coh_par_trainer **out)
+{
+    *out = NULL;
+    coh_status st = check(c, mesh);
+    if (st)
+        return st;
+    coh_par_trainer *t = calloc(1, sizeof *t);
+    if (!t)
+        return coh_errf(COH_ERR_NOMEM, "out of memory allocating the parallel trainer");
+    t->cfg = *c;
+    if (!t->cfg.bucket_bytes)
+        t->cfg.bucket_bytes = (size_t)25 << 20;
+    t->mesh = mesh;
+    t->dp = mesh->dp_comm;
+    t->ndp = mesh->dp;
+    t->rdp = mesh->dp_rank;
+    t->saved_step = -1;
+    /* one rank owns everything: every stage is plain single-device training */
+    t->stage = t->ndp > 1 ? coh_strategy_zero_stage(c->strategy) : 0;
+    if ((st = build(t)) || (st = start(t))) {
+        coh_par_trainer_destroy(t);
+        return st;
+    }
+    *out = t;
+    return COH_OK;
+}
+
+void coh_par_trainer_destroy(coh_par_trainer *t)
+{
+    if (!t)
+        return;
+    for (int k = 0; k < t->nbk; k++) { /* no request may outlive the buffers it names */
+        for (int i = 0; i < 2; i++) {
+            if (t->bk[k].req[i])
+                coh_comm_wait(t->bk[k].req[i]);
+            if (t->bk[k].preq[i])
+                coh_comm_wait(t->bk[k].preq[i]);
+        }
+    }
+    coh_status st = par_trace_close(t->trace);
+    if (st)
+        coh_warn("%s", coh_last_error());
+    coh_trainer_destroy(t->base);
+    if (t->grads_shm)
+        coh_comm_free(t->dp, t->grads_shm);
+    free(t->bk);
+    free(t->bucket_of);
+    free(t->gacc);
+    free(t->seq);
+    free(t->t_need);
+    free(t->need_ev);
+    free(t->own_rb);
+    free(t->own_re);
+    free(t);
+}

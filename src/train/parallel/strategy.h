@@ -1,0 +1,110 @@
+/* strategy.h: the inside of the parallel trainer, shared by its files: buckets, shards, the
+ * hooks each strategy installs, and the trace. Public API: include/cohort/parallel.h.
+ *
+ * One step (every strategy; single is dp = 1 and installs no hooks):
+ *   forward  (ZeRO-3: param hook gathers layer l, prefetches the next, frees after use)
+ *   backward (grad hook: when a bucket's last layer is done, start its async all-reduce (DDP,
+ *             ZeRO-1) or reduce-scatter (ZeRO-2/3); on earlier micro-steps DDP/ZeRO-1 skip it)
+ *   wait     (ZeRO-2/3: keep the own chunk of each bucket, release the rest of the gradients)
+ *   clip     (global norm: local for full gradients, summed over shards for ZeRO-2/3)
+ *   AdamW    (on the own chunks only for ZeRO; full for single/DDP)
+ *   gather   (ZeRO-1/2: all-gather the updated chunks; ZeRO-3 gathers on next use)
+ *
+ * Buckets are ranges of whole layers taken from the end of the layer-major arena backwards.
+ * Each bucket [b, e) is split for ZeRO into dp chunks of q = (e - b) / dp elements; rank r owns
+ * [b + r q, b + (r + 1) q) and the last rank also the tail [b + dp q, e), so reduce-scatter
+ * and all-gather work in place on the arena and the tail travels by all-reduce / broadcast. */
+#ifndef COHORT_PARALLEL_STRATEGY_H
+#define COHORT_PARALLEL_STRATEGY_H
+
+#include <stdio.h>
+
+#include "cohort/parallel.h"
+
+typedef struct par_trace par_trace;
+
+typedef struct par_bucket {
+    size_t begin, end;     /* arena range */
+    int lo, hi;            /* layers lo..hi (-1 embeddings, L final LayerNorm) */
+    size_t q;              /* ZeRO chunk per rank */
+    size_t own_b, own_e;   /* this rank's chunk (with the tail on the last rank) */
+    size_t acc_off;        /* offset of the own chunk in the accumulation buffer */
+    coh_comm_req *req[2];  /* main op and tail op in flight */
+    int busy;              /* gradient communication issued, not yet collected */
+    double t_issue;        /* trace: when it was issued */
+    coh_comm_req *preq[2]; /* ZeRO parameter all-gather (main, tail) in flight */
+    int pbusy, present;    /* gather issued; parameters whole (ZeRO-3) */
+    double t_pissue;
+} par_bucket;
+
+struct coh_par_trainer {
+    coh_par_config cfg;
+    coh_mesh *mesh;
+    coh_comm *dp;
+    int ndp, rdp, stage;
+    coh_trainer *base;
+    coh_gpt *model;
+    float *params, *grads; /* the engine's arenas (n floats) */
+    float *grads_shm;      /* DDP/ZeRO-1: grads moved into the transport's arena (owned) */
+    size_t n;
+    par_bucket *bk;        /* in backward order: bk[0] holds the last layers */
+    int nbk;
+    int *bucket_of;        /* (L + 2) bucket of layer l at [l + 1] */
+    int last_micro;        /* this micro-step communicates gradients */
+    coh_status err;        /* first failure inside a hook (hooks cannot return one) */
+    float *gacc;           /* ZeRO-2/3 with accum > 1: own chunks accumulated, back to back */
+    size_t own_total;
+    double *t_need;        /* (L + 2) trace: when layer l's NEED arrived */
+    int *need_ev;          /* (L + 2) the NEED event kind, for the trace name */
+    int *seq;              /* (2L + 4) expected NEED order of one step, for prefetching */
+    int nseq, seqpos;
+    par_trace *trace;
+    coh_model_state_bytes peak;
+    size_t *own_rb, *own_re; /* (nown) the optimizer's ranges in arena order */
+    int nown;
+    long saved_step;         /* the ZeRO shard set on disk that the next save replaces */
+    int saved_dp;
+};
+
+/* buckets.c */
+coh_status par_plan_buckets(coh_par_trainer *t);
+/* Zero [b, e) of `base` and give its whole pages back to the system. */
+void par_release(float *base, size_t b, size_t e);
+/* Bytes of [b, e) of `base` in resident pages. */
+uint64_t par_resident(const float *base, size_t b, size_t e);
+
+/* grad_sync.c */
+void par_grad_hook(void *ctx, int layer, size_t begin, size_t end);
+/* Collect finished (or, with `all`, every) bucket communication. */
+coh_status par_grad_collect(coh_par_trainer *t, int all);
+double par_clip(coh_par_trainer *t);
+
+/* zero.c */
+void par_param_hook(void *ctx, int layer, coh_param_event ev, size_t begin, size_t end);
+/* Start and wait for the all-gather of bucket k's parameters (ZeRO). */
+coh_status par_gather_bucket(coh_par_trainer *t, int k, int wait);
+coh_status par_wait_bucket(coh_par_trainer *t, int k);
+/* Release every parameter this rank does not own (ZeRO-3 at rest). */
+void par_release_params(coh_par_trainer *t);
+void par_reset_sequence(coh_par_trainer *t, int train);
+
+/* par_ckpt.c: names of a ZeRO checkpoint's files: path.zero<step>-<r>-of-<n> (shards) and
+ * path.zero<step>.index */
+void par_shard_name(char *b, size_t cap, const char *path, long step, int r, int n);
+void par_index_name(char *b, size_t cap, const char *path, long step);
+
+/* par_ckpt_load.c: the (k, cols) int64 tensor "ranges" of a ZeRO index (cols 3: rank, begin, end)
+ * or shard (cols 2: begin, end), checked to lie inside nparams; *rows is malloc'd, *total the
+ * summed range lengths. COH_ERR_INVALID naming the file and the bad row. */
+typedef struct coh_st_file coh_st_file;
+coh_status par_ranges_read(const coh_st_file *f, const char *file, int cols, size_t nparams,
+                           int64_t **rows, int64_t *k, size_t *total);
+
+/* trace.c: Chrome trace events (JSON), "X" complete events in microseconds. */
+coh_status par_trace_open(const char *path, int rank, par_trace **out);
+double par_now_us(void);
+void par_trace_event(par_trace *tr, const char *name, const char *cat, int tid, double t0,
+                     double t1);
+coh_status par_trace_close(par_trace *tr);
+
+#endif

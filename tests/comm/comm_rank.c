@@ -1,0 +1,241 @@
+/* comm_rank.c: one rank of the multi-process comm tests, started N times by the launcher.
+ * usage: comm_rank MODE [ARG]; modes:
+ *   sweep       every op x type x size class, checked element by element
+ *   split       sub-groups by parity (reversed keys, one rank without color) working beside
+ *               the parent
+ *   async       overlapping async all-reduces, test() polling, then a blocking op
+ *   rounding    bf16/f16 sums are reduced in f32 and rounded once, to nearest even
+ *   kill FILE   all-reduce in a loop; the last rank writes its pid to FILE to be killed;
+ *               survivors must fail with PEER_LOST naming it (prints the wall time)
+ *   mismatch    the last rank calls with another count, then another type: MISMATCH on all
+ *   silent      the last rank never calls: the others time out naming it
+ * Exit 0 when every check on this rank passed. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "comm/reduce.h"
+#include "comm_rank.h"
+
+static int bad;
+#define EXPECT(cond, ...)                                                                      \
+    do {                                                                                       \
+        if (!(cond)) {                                                                         \
+            bad++;                                                                             \
+            fprintf(stderr, "rank %d: check failed: %s: ", rank, #cond);                      \
+            fprintf(stderr, __VA_ARGS__);                                                      \
+            fprintf(stderr, "\n");                                                             \
+        }                                                                                      \
+    } while (0)
+
+static double wall(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int mode_split(coh_comm *c, int rank, int n)
+{
+    int color = n > 2 && rank == n - 1 ? COH_COMM_NO_COLOR : rank % 2;
+    coh_comm *sub = NULL;
+    coh_status st = coh_comm_split(c, color, -rank, &sub);
+    EXPECT(st == COH_OK, "split: %s", coh_last_error());
+    if (st)
+        return 1;
+    if (color == COH_COMM_NO_COLOR) {
+        EXPECT(sub == NULL, "a rank without color got a communicator");
+    } else {
+        int members = 0, above = 0; /* key -rank: higher parent ranks come first */
+        for (int r = 0; r < n; r++)
+            if (r % 2 == color && !(n > 2 && r == n - 1)) {
+                members++;
+                above += r > rank;
+            }
+        EXPECT(coh_comm_size(sub) == members, "size %d, want %d", coh_comm_size(sub), members);
+        EXPECT(coh_comm_rank(sub) == above, "rank %d, want %d", coh_comm_rank(sub), above);
+        int64_t v = rank, sum = -1;
+        st = coh_allreduce(sub, &v, &sum, 1, COH_I64, COH_SUM);
+        int64_t want = 0;
+        for (int r = 0; r < n; r++)
+            if (r % 2 == color && !(n > 2 && r == n - 1))
+                want += r;
+        EXPECT(st == COH_OK && sum == want, "sub-group sum %lld, want %lld: %s", (long long)sum,
+               (long long)want, coh_last_error());
+        bad += run_cases(sub, 0);
+    }
+    int64_t one = 1, total = 0; /* the parent still works after the split */
+    st = coh_allreduce(c, &one, &total, 1, COH_I64, COH_SUM);
+    EXPECT(st == COH_OK && total == n, "parent sum %lld after split", (long long)total);
+    coh_comm_destroy(sub);
+    return 0;
+}
+
+static int mode_async(coh_comm *c, int rank, int n)
+{
+    enum { K = 6, COUNT = 50021 };
+    float *buf[K];
+    coh_comm_req *req[K];
+    for (int k = 0; k < K; k++) {
+        buf[k] = malloc(sizeof(float) * COUNT);
+        for (int i = 0; i < COUNT; i++)
+            buf[k][i] = (float)(rank + k + i % 7);
+        coh_status st = coh_allreduce_async(c, buf[k], buf[k], COUNT, COH_F32, COH_SUM, &req[k]);
+        EXPECT(st == COH_OK, "allreduce_async: %s", coh_last_error());
+    }
+    int done = 0, polls = 0;
+    while (!done && polls++ < 100000) {
+        EXPECT(coh_comm_test(req[K - 1], &done) == COH_OK, "test");
+        if (!done)
+            usleep(100);
+    }
+    EXPECT(done, "the last request never finished");
+    for (int k = 0; k < K; k++) {
+        EXPECT(coh_comm_wait(req[k]) == COH_OK, "wait %d: %s", k, coh_last_error());
+        for (int i = 0; i < COUNT; i++) {
+            float want = (float)(n * (n - 1) / 2 + n * (k + i % 7));
+            if (buf[k][i] != want) {
+                EXPECT(buf[k][i] == want, "request %d element %d: %g, want %g", k, i,
+                       buf[k][i], want);
+                break;
+            }
+        }
+        free(buf[k]);
+    }
+    int32_t x = rank, mx = -1; /* a blocking op after async ones keeps the order */
+    EXPECT(coh_allreduce(c, &x, &mx, 1, COH_I32, COH_MAX) == COH_OK && mx == n - 1, "max");
+    return 0;
+}
+
+/* Rank 0 gives 256, every other rank 1: a sum rounded once is RNE(256 + n - 1), whereas
+ * rounding after each step would stick at 256 in bf16. */
+static int mode_rounding(coh_comm *c, int rank, int n)
+{
+    for (int bf = 0; bf < 2; bf++) {
+        coh_dtype t = bf ? COH_BF16 : COH_F16;
+        float base = bf ? 256.0f : 2048.0f; /* the first value whose unit in the last place is 2 */
+        uint16_t in[3], out[3];
+        in[0] = rank ? (bf ? 0x3f80 : 0x3c00) : (bf ? 0x4380 : 0x6800); /* 1.0 or base */
+        in[1] = bf ? 0x7fc1 : 0x7e01;                                    /* NaN */
+        in[2] = in[0];
+        coh_status st = coh_allreduce(c, in, out, 3, t, COH_SUM);
+        EXPECT(st == COH_OK, "allreduce: %s", coh_last_error());
+        double exact = (double)base + (n - 1);
+        /* nearest representable with step 2 above base, ties to even mantissa */
+        double lo = base + 2 * (double)(long)((exact - base) / 2), hi = lo + 2;
+        double want = exact - lo < hi - exact ? lo : hi - exact < exact - lo ? hi
+                      : ((long)((lo - base) / 2) % 2 == 0 ? lo : hi);
+        float got = bf ? coh_bf16_to_f32(out[0]) : coh_f16_to_f32(out[0]);
+        EXPECT(got == (float)want, "%s sum of 256-style inputs: got %g, want %g",
+               coh_dtype_name(t), got, want);
+        float nan = bf ? coh_bf16_to_f32(out[1]) : coh_f16_to_f32(out[1]);
+        EXPECT(nan != nan, "%s NaN lost in the sum", coh_dtype_name(t));
+    }
+    return 0;
+}
+
+static int mode_kill(coh_comm *c, int rank, int n, const char *pidfile)
+{
+    size_t count = 1 << 20;
+    float *buf = malloc(count * sizeof *buf);
+    for (size_t i = 0; i < count; i++)
+        buf[i] = 1;
+    if (rank == n - 1) {
+        FILE *f = fopen(pidfile, "w");
+        fprintf(f, "%d\n", (int)getpid());
+        fclose(f);
+    }
+    for (long it = 0;; it++) {
+        coh_status st = coh_allreduce(c, buf, buf, count, COH_F32, COH_MAX);
+        if (st) {
+            double when = wall();
+            char want[64];
+            snprintf(want, sizeof want, "rank %d died", n - 1);
+            EXPECT(st == COH_ERR_PEER_LOST, "got %s: %s", coh_status_name(st), coh_last_error());
+            EXPECT(strstr(coh_last_error(), want), "message '%s' lacks '%s'", coh_last_error(), want);
+            printf("rank %d: peer lost at %.3f after %ld ops: %s\n", rank, when, it, coh_last_error());
+            /* the communicator stays failed */
+            EXPECT(coh_barrier(c) == COH_ERR_PEER_LOST, "barrier after a lost peer");
+            break;
+        }
+    }
+    free(buf);
+    return 0;
+}
+
+static int mode_mismatch(coh_comm *c, int rank, int n)
+{
+    float x[4] = {1, 2, 3, 4}, y[4];
+    int last = rank == n - 1;
+    coh_status st = coh_allreduce(c, x, y, last ? 3 : 4, COH_F32, COH_SUM);
+    EXPECT(st == COH_ERR_MISMATCH, "count: got %s", coh_status_name(st));
+    const char *m = coh_last_error();
+    char who[64];
+    snprintf(who, sizeof who, "rank %d called allreduce(count=3", n - 1);
+    EXPECT(strstr(m, "rank 0 called allreduce(count=4, f32, sum) #1") && strstr(m, who),
+           "message '%s'", m);
+    st = coh_allreduce(c, x, y, 2, last ? COH_I32 : COH_F32, COH_SUM);
+    EXPECT(st == COH_ERR_MISMATCH && strstr(coh_last_error(), "i32") &&
+           strstr(coh_last_error(), "f32"), "type: %s: '%s'", coh_status_name(st), coh_last_error());
+    printf("rank %d: %s\n", rank, coh_last_error());
+    /* a mismatch is reported, not fatal: the next matching call works */
+    st = coh_allreduce(c, x, y, 4, COH_F32, COH_SUM);
+    EXPECT(st == COH_OK && y[3] == 4.0f * n, "after mismatch: %s", coh_last_error());
+    return 0;
+}
+
+static int mode_silent(coh_comm *c, int rank, int n)
+{
+    if (rank == n - 1) {
+        sleep((unsigned)(coh_comm_timeout(c) * 2 + 1));
+        return 0;
+    }
+    int32_t x = 1, y;
+    coh_status st = coh_allreduce(c, &x, &y, 1, COH_I32, COH_SUM);
+    char want[64];
+    snprintf(want, sizeof want, "rank %d never arrived", n - 1);
+    EXPECT(st == COH_ERR_TIMEOUT && strstr(coh_last_error(), want) &&
+           strstr(coh_last_error(), "allreduce(count=1, i32, sum) #1"),
+           "got %s: '%s'", coh_status_name(st), coh_last_error());
+    printf("rank %d: %s\n", rank, coh_last_error());
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "sweep";
+    coh_comm *c;
+    coh_status st = coh_comm_create(COH_COMM_AUTO, &c);
+    if (st) {
+        fprintf(stderr, "comm_rank: %s\n", coh_last_error());
+        return 1;
+    }
+    int rank = coh_comm_rank(c), n = coh_comm_size(c);
+    if (!strcmp(mode, "sweep"))
+        bad += run_cases(c, 1);
+    else if (!strcmp(mode, "split"))
+        mode_split(c, rank, n);
+    else if (!strcmp(mode, "async"))
+        mode_async(c, rank, n);
+    else if (!strcmp(mode, "rounding"))
+        mode_rounding(c, rank, n);
+    else if (!strcmp(mode, "kill") && argc > 2)
+        mode_kill(c, rank, n, argv[2]);
+    else if (!strcmp(mode, "mismatch"))
+        mode_mismatch(c, rank, n);
+    else if (!strcmp(mode, "silent"))
+        mode_silent(c, rank, n);
+    else {
+        fprintf(stderr, "comm_rank: unknown mode '%s'\n", mode);
+        bad++;
+    }
+    char transport[16];
+    snprintf(transport, sizeof transport, "%s", coh_comm_transport(c));
+    coh_comm_destroy(c);
+    if (!bad)
+        printf("rank %d of %d (%s): %s passed\n", rank, n, transport, mode);
+    return bad ? 1 : 0;
+}

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# test_comm_faults.sh: a rank killed with -9 mid-all-reduce makes every other rank fail with
+# PEER_LOST naming it within 1 s; a rank calling with another count or type makes all fail
+# with MISMATCH describing both calls; a rank that never calls makes the others time out
+# naming it. Nothing may remain in /dev/shm after any of them.
+. "$(dirname "$0")/comm_lib.sh"
+
+kill_test() {
+    local n=$1 pidfile="$build/comm_kill.$$.pid" log="$build/comm_kill.log"
+    rm -f "$pidfile"
+    launch "$n" "$rank_bin" kill "$pidfile" >"$log" 2>&1 &
+    local spawner=$!
+    for _ in $(seq 200); do [ -s "$pidfile" ] && break; sleep 0.05; done
+    sleep 0.3
+    local t0
+    t0=$(date +%s.%N)
+    kill -9 "$(cat "$pidfile")"
+    wait "$spawner"
+    local lost
+    lost=$(grep -c "peer lost at" "$log")
+    if [ "$lost" -ne $((n - 1)) ]; then
+        echo "FAIL kill -9 on $n ranks: $lost of $((n - 1)) survivors reported the lost peer"
+        cat "$log"
+        fails=$((fails + 1))
+    elif ! grep -c "kill passed" "$log" | grep -qx $((n - 1)); then
+        echo "FAIL kill -9 on $n ranks: a survivor failed its checks"
+        cat "$log"
+        fails=$((fails + 1))
+    else
+        local worst
+        worst=$(sed -n 's/.*peer lost at \([0-9.]*\).*/\1/p' "$log" |
+                awk -v t0="$t0" 'BEGIN{m=0} {d=$1-t0; if (d>m) m=d} END{printf "%.3f", m}')
+        if awk -v w="$worst" 'BEGIN{exit !(w < 1.0)}'; then
+            echo "ok   kill -9 on $n ranks: every survivor reported it within ${worst} s"
+        else
+            echo "FAIL kill -9 on $n ranks: the slowest survivor took ${worst} s"
+            fails=$((fails + 1))
+        fi
+    fi
+    check_no_shm "kill -9 on $n ranks"
+    rm -f "$pidfile"
+}
+
+kill_test 2
+kill_test 4
+kill_test 8
+for n in 2 5; do
+    expect_ok "mismatch on $n ranks" "$n" "$rank_bin" mismatch
+done
+COHORT_COMM_TIMEOUT=1 expect_ok "silent rank on 3 ranks" 3 "$rank_bin" silent
+finish

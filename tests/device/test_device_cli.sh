@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# test_device_cli.sh: `cohort devices` and `cohort pick` from the outside: the guide's examples
+# through inventory files, exit codes 0/1/2, messages naming the bad value, JSON, aligned
+# tables, and --reserve: concurrent picks never share a device, the locks live as long as
+# the command.
+set -u
+fail=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+inv="$COHORT_SOURCE_DIR/tests/device/inventories"
+unset CUDA_VISIBLE_DEVICES CUDA_DEVICE_ORDER ZE_AFFINITY_MASK ZE_ENABLE_PCI_ID_DEVICE_ORDER \
+    ROCR_VISIBLE_DEVICES HIP_VISIBLE_DEVICES COHORT_INVENTORY
+export COHORT_LOCK_DIR="$tmp/locks"
+
+# expect CODE NEEDLE [ENV=VAL...] -- ARGS...: run cohort, check exit code and that stdout+stderr
+# contain NEEDLE.
+expect() {
+    local code=$1 needle=$2
+    shift 2
+    local envs=()
+    while [ "$1" != "--" ]; do envs+=("$1"); shift; done
+    shift
+    env "${envs[@]}" "$COHORT" "$@" >"$tmp/out" 2>"$tmp/err"
+    local got=$?
+    if [ "$got" -ne "$code" ] || ! grep -qF -- "$needle" "$tmp/out" "$tmp/err"; then
+        echo "FAIL cohort $* (${envs[*]}): exit $got (want $code), output lacks '$needle':"
+        cat "$tmp/out" "$tmp/err"
+        fail=1
+    else
+        echo "ok   cohort $* ${envs[*]} -> $code"
+    fi
+}
+
+# visible PHYSICAL... [ENV=VAL...] -- ARGS: the JSON's cuda/xpu/rocm list, as physical indices.
+visible() {
+    local kind=$1 want=$2
+    shift 2
+    local envs=()
+    while [ "$1" != "--" ]; do envs+=("$1"); shift; done
+    shift
+    local got
+    got=$(env "${envs[@]}" "$COHORT" devices --json "$@" 2>/dev/null | "$COHORT_PYTHON" -c \
+        "import json,sys; d=json.load(sys.stdin)['visible'].get('$kind',{'devices':[]});
+print(','.join(str(x['physical_index'])+('.'+str(x['tile']) if x['tile'] is not None else '') for x in d['devices']))")
+    if [ "$got" = "$want" ]; then echo "ok   $kind ${envs[*]} -> '$got'"; else
+        echo "FAIL $kind ${envs[*]} $*: got '$got', want '$want'"; fail=1; fi
+}
+
+# The accelerator-selection guide, 4 GPUs.
+visible cuda "0,2" CUDA_VISIBLE_DEVICES=0,2 -- --inventory "$inv/four_a100.json"
+visible cuda "2,0" CUDA_VISIBLE_DEVICES=2,0 -- --inventory "$inv/four_a100.json"
+visible cuda "" CUDA_VISIBLE_DEVICES= -- --inventory "$inv/four_a100.json"
+visible cuda "0,1,2,3" CUDA_DEVICE_ORDER=PCI_BUS_ID -- --inventory "$inv/mixed.json"
+visible cuda "3,1,2,0" CUDA_DEVICE_ORDER=FASTEST_FIRST -- --inventory "$inv/mixed.json"
+visible xpu "0,2" ZE_AFFINITY_MASK=0,2 -- --inventory "$inv/intel.json"
+visible xpu "0,2" ZE_AFFINITY_MASK=2,0 -- --inventory "$inv/intel.json"
+visible xpu "1.1" ZE_AFFINITY_MASK=1.1 -- --inventory "$inv/intel.json"
+visible rocm "3,1" ROCR_VISIBLE_DEVICES=0,1,3 HIP_VISIBLE_DEVICES=2,1 -- --inventory "$inv/amd.json"
+visible cuda "0,2" CUDA_VISIBLE_DEVICES=0,2,-1,1 CUDA_DEVICE_ORDER=PCI_BUS_ID -- --inventory "$inv/four_a100.json"
+visible cuda "0,3" COHORT_INVENTORY="$inv/four_a100.json" CUDA_VISIBLE_DEVICES=0,GPU-7777 -- 
+
+# Listings, warnings and cuts.
+expect 0 "cuda:3" -- devices --inventory "$inv/four_a100.json"
+expect 0 "MIG instance of nvidia-smi 0: MIG-11119999-2222-3333-4444-555555555555 (gpu instance 2, compute instance 0, 19968 MiB)" \
+    -- devices --inventory "$inv/mig.json"
+expect 0 "none visible" CUDA_VISIBLE_DEVICES= -- devices --inventory "$inv/four_a100.json"
+expect 0 "warning: CUDA_VISIBLE_DEVICES='0,2,-1,1': entry 3 '-1' is negative; the runtime ignores it and every entry after it (visible: 0,2)" \
+    CUDA_VISIBLE_DEVICES=0,2,-1,1 -- devices --inventory "$inv/four_a100.json"
+expect 0 "entry 2 'GPU-1a2b' matches several devices" CUDA_VISIBLE_DEVICES=0,GPU-1a2b -- \
+    devices --inventory "$inv/four_a100.json"
+expect 0 "CUDA then shows no device at all" CUDA_VISIBLE_DEVICES=1,0,1 -- devices --inventory "$inv/four_a100.json"
+expect 0 "warning: CUDA_DEVICE_ORDER is unset: CUDA numbers devices fastest first, so cuda index 0 is nvidia-smi index 3" \
+    -- devices --inventory "$inv/mixed.json"
+expect 2 "error: invalid CUDA_VISIBLE_DEVICES='0,abc': entry 2 'abc' is not a device index or uuid" \
+    CUDA_VISIBLE_DEVICES=0,abc -- devices --inventory "$inv/four_a100.json"
+expect 2 "invalid CUDA_DEVICE_ORDER='FASTEST' is not one of FASTEST_FIRST, PCI_BUS_ID" \
+    CUDA_DEVICE_ORDER=FASTEST -- devices --inventory "$inv/four_a100.json"
+expect 2 "invalid ZE_ENABLE_PCI_ID_DEVICE_ORDER='yes' is not 0 or 1" ZE_ENABLE_PCI_ID_DEVICE_ORDER=yes -- \
+    devices --inventory "$inv/intel.json"
+expect 0 "warning: ZE_AFFINITY_MASK='0,7': entry 2 '7' is past the last device (4 intel devices); it selects nothing" \
+    ZE_AFFINITY_MASK=0,7 -- devices --inventory "$inv/intel.json"
+expect 2 "invalid ZE_AFFINITY_MASK='0,1.x'" ZE_AFFINITY_MASK=0,1.x -- devices --inventory "$inv/intel.json"
+expect 2 "invalid ROCR_VISIBLE_DEVICES='0,,1': entry 2 '' is empty" ROCR_VISIBLE_DEVICES=0,,1 -- \
+    devices --inventory "$inv/amd.json"
+
+# Specs.
+expect 0 "a child process gets CUDA_VISIBLE_DEVICES=1,3" -- devices --inventory "$inv/four_a100.json" --devices '[1,3]'
+expect 0 "a child process gets CUDA_VISIBLE_DEVICES=3" -- devices --inventory "$inv/four_a100.json" --devices '3,'
+expect 0 "= 3 processes" -- devices --inventory "$inv/four_a100.json" --accelerator cpu --devices 3
+expect 2 "invalid device spec '1,,3': empty entry at position 2" -- devices --inventory "$inv/four_a100.json" --devices 1,,3
+expect 2 "invalid device spec '0': it selects no device, which is not allowed for accelerator cuda (valid: 1 to 4, -1, auto, or indices 0 to 3)" \
+    -- devices --inventory "$inv/four_a100.json" --accelerator gpu --devices 0
+expect 2 "invalid device spec '[]': it selects no device" -- devices --inventory "$inv/four_a100.json" --devices '[]'
+expect 2 "index 5 is out of range (visible cuda devices: 0 to 1)" CUDA_VISIBLE_DEVICES=0,1 -- \
+    devices --inventory "$inv/four_a100.json" --devices 5,
+expect 1 "error: no cuda device is visible (devices '2' needs at least one)" CUDA_VISIBLE_DEVICES= -- \
+    devices --inventory "$inv/four_a100.json" --accelerator cuda --devices 2
+grep -q "none visible" "$tmp/out" && echo "ok   the listing is still printed" || { echo "FAIL no listing"; fail=1; }
+expect 2 "invalid accelerator 'tpu': expected one of auto, cpu, cuda, gpu, xpu, rocm" -- devices --accelerator tpu
+expect 2 "unknown option '--colour'" -- devices --colour
+expect 0 "usage: cohort devices" -- devices --help
+
+# Inventory files.
+printf '{"gpus":[{"vendor":"nvidia","name":"x","uuid":"GPU-1","memory_total_mib":1,"compute_mode":"shared"}]}' >"$tmp/bad.json"
+expect 2 "bad.json: gpus[0].compute_mode: 'shared' is not one of default, exclusive_process, prohibited" \
+    -- devices --inventory "$tmp/bad.json"
+expect 2 "cannot open inventory file '$tmp/missing.json'" -- devices --inventory "$tmp/missing.json"
+expect 2 "COHORT_INVENTORY: cannot open inventory file" COHORT_INVENTORY="$tmp/missing.json" -- devices
+
+# JSON is valid and the human table is aligned.
+"$COHORT" devices --json --inventory "$inv/busy.json" --devices 2 >"$tmp/j" 2>/dev/null &&
+    "$COHORT_PYTHON" -c "import json; d=json.load(open('$tmp/j')); assert d['selection']['value']=='0,1', d['selection']" &&
+    echo "ok   devices --json parses" || { echo "FAIL devices --json"; fail=1; }
+"$COHORT" devices --inventory "$inv/busy.json" >"$tmp/t" 2>/dev/null
+"$COHORT_PYTHON" - "$tmp/t" <<'EOT' && echo "ok   table columns aligned" || { echo "FAIL table alignment"; fail=1; }
+import sys
+rows = [l for l in open(sys.argv[1]) if l.startswith("  ")]
+head = rows[0]
+for col in ("PCI BUS ID", "UUID", "NAME", "MEMORY FREE/TOTAL"):
+    at = head.index(col)
+    for r in rows[1:]:
+        assert r[at - 2:at] == "  " and r[at] != " ", (col, r)
+EOT
+
+# pick.
+expect 0 "0,7" -- pick 2 --inventory "$inv/busy.json"
+expect 0 "GPU-00000000-0000-0000-0000-000000000000,GPU-77777777" -- pick 2 --format uuid -q --inventory "$inv/busy.json"
+expect 0 "0,7,6,3" -- pick 4 --allow-shared -q --inventory "$inv/busy.json"
+expect 0 "0,7,6" -- pick 3 --min-free-memory 50GiB -q --inventory "$inv/busy.json"
+expect 1 "cuda:5 (GPU-55555555-0000-0000-0000-000000000000): 40960 MiB free, below the 51200 MiB required" \
+    -- pick 4 --min-free-memory 50GiB --inventory "$inv/busy.json"
+expect 1 "cuda:1 (GPU-11111111-0000-0000-0000-000000000000): compute mode is prohibited" -- pick 5 --inventory "$inv/busy.json"
+grep -q "cuda:4 (GPU-44444444-0000-0000-0000-000000000000): memory full: 0 MiB free" "$tmp/err" &&
+    grep -q "cuda:2 .*exclusive_process" "$tmp/err" && grep -q "cuda:3 .*busy: 2 compute processes" "$tmp/err" &&
+    echo "ok   pick names every rejected device" || { echo "FAIL pick rejections"; cat "$tmp/err"; fail=1; }
+expect 0 "\"value\": \"0\"" -- pick 1 --json --inventory "$inv/busy.json"
+expect 2 "invalid device count '0': expected an integer from 1 to 64" -- pick 0 --inventory "$inv/busy.json"
+expect 2 "invalid device count 'two'" -- pick two
+expect 2 "missing the number of devices" -- pick
+expect 2 "invalid --max-utilization '150': expected a percentage from 0 to 100" -- pick 1 --max-utilization 150
+expect 2 "invalid --format 'name': expected index or uuid" -- pick 1 --format name
+expect 2 "5XB" -- pick 1 --min-free-memory 5XB
+expect 2 "--reserve holds the devices only while a command runs" -- pick 1 --reserve
+expect 2 "invalid --accelerator 'cpu' for pick" -- pick 1 --accelerator cpu
+expect 1 "1 cuda device requested but none is visible" CUDA_VISIBLE_DEVICES= -- pick 1 --inventory "$inv/busy.json"
+expect 0 "0,1" -- pick 2 -q --accelerator xpu --inventory "$inv/intel.json"
+
+# --reserve: two picks started together get disjoint devices; a third finds them held; the
+# command's exit status comes back; the locks go with the command.
+holder() { # holder NAME: pick 2 devices and keep them until $tmp/go exists
+    COHORT_INVENTORY="$inv/four_a100.json" "$COHORT" pick 2 --reserve -q -- \
+        sh -c "echo \$CUDA_VISIBLE_DEVICES >'$tmp/$1.tmp'; mv '$tmp/$1.tmp' '$tmp/$1'; while [ ! -e '$tmp/go' ]; do sleep 0.05; done"
+}
+holder a & pa=$!
+holder b & pb=$!
+for _ in $(seq 200); do [ -e "$tmp/a" ] && [ -e "$tmp/b" ] && break; sleep 0.05; done
+a=$(cat "$tmp/a" 2>/dev/null); b=$(cat "$tmp/b" 2>/dev/null)
+"$COHORT_PYTHON" -c "
+a=set('$a'.split(',')); b=set('$b'.split(','))
+assert len(a)==2 and len(b)==2 and not (a & b) and a|b=={'0','1','2','3'}, (a, b)" &&
+    echo "ok   concurrent reservations are disjoint ($a | $b)" || { echo "FAIL reservations overlap: '$a' '$b'"; fail=1; }
+expect 1 "reserved by another process (pid" COHORT_INVENTORY="$inv/four_a100.json" -- pick 1 --reserve -- true
+touch "$tmp/go"
+wait $pa; ra=$?
+wait $pb; rb=$?
+[ $ra -eq 0 ] && [ $rb -eq 0 ] && echo "ok   holders exit 0" || { echo "FAIL holders exit $ra $rb"; fail=1; }
+expect 7 "running sh with CUDA_VISIBLE_DEVICES=0,1 (devices reserved until it exits)" \
+    COHORT_INVENTORY="$inv/four_a100.json" -- pick 2 --reserve -- sh -c 'exit 7'
+expect 0 "0,1,2,3" COHORT_INVENTORY="$inv/four_a100.json" -- pick 4 --reserve -q -- sh -c 'echo $CUDA_VISIBLE_DEVICES'
+expect 127 "cannot run 'no-such-command-xyz'" COHORT_INVENTORY="$inv/four_a100.json" -- pick 1 -- no-such-command-xyz
+exit $fail

@@ -1,0 +1,43 @@
+/* fuzz_inventory.c: libFuzzer target for inventory files: parse or fail with a message; what
+ * parses is self-consistent and survives visibility and pick. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cohort/device.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    coh_inventory *inv = NULL;
+    coh_status st = coh_inventory_parse((const char *)data, size, "fuzz.json", &inv);
+    if (st != COH_OK) {
+        if (inv || !coh_last_error()[0])
+            abort(); /* a failure leaves nothing behind and always says why */
+        return 0;
+    }
+    int per_vendor[3] = {0, 0, 0};
+    for (int i = 0; i < inv->ngpus; i++) {
+        const coh_gpu *g = &inv->gpus[i];
+        if (g->physical_index != per_vendor[g->vendor]++ || g->tiles < 1 ||
+            g->memory_used_mib > g->memory_total_mib || g->utilization_pct > 100 ||
+            !g->name[0] || !g->uuid[0])
+            abort();
+    }
+    coh_vis_env env = {0};
+    static const coh_accel kinds[] = {COH_ACCEL_CUDA, COH_ACCEL_XPU, COH_ACCEL_ROCM};
+    for (int k = 0; k < 3; k++) {
+        coh_visible v;
+        if (coh_visible_compute(inv, kinds[k], &env, &v) != COH_OK)
+            abort();
+        coh_pick_opts o;
+        coh_pick_opts_init(&o);
+        coh_pick_result r;
+        coh_status ps = coh_pick(inv, &v, &o, &r);
+        if (ps != COH_OK && ps != COH_ERR_NOT_FOUND)
+            abort();
+        coh_pick_result_release(&r);
+        coh_visible_release(&v);
+    }
+    coh_inventory_destroy(inv);
+    return 0;
+}

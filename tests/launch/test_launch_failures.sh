@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# test_launch_failures.sh: cohort run under failure: exit codes and the summary, teardown
+# within grace + 1 s, no worker (nor its children) outliving a SIGKILLed launcher, signal
+# forwarding, restarts, and the same across two launchers of a two-node job on loopback.
+set -u
+C=${COHORT:?COHORT must name the cohort binary}
+T=$(mktemp -d)
+trap 'kill -9 $(jobs -p) 2>/dev/null; rm -rf "$T"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+export COHORT_LOG=warn
+PY=/usr/bin/python3
+# Run with SIGINT at its default even when this shell ignores it for background jobs (an
+# array, not a function, so that $! is the launcher's pid).
+DFL=("$PY" -c 'import os, signal, sys
+for s in (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP, signal.SIGTERM): signal.signal(s, signal.SIG_DFL)
+os.execvp(sys.argv[1], sys.argv[1:])')
+
+now() { date +%s.%N; }
+elapsed_below() { "$PY" -c "import sys; sys.exit(0 if float(sys.argv[2]) - float(sys.argv[1]) < float(sys.argv[3]) else 1)" "$@"; }
+# alive PID: running and not a zombie.
+alive() { [ -e "/proc/$1" ] && ! grep -qE '^[0-9]+ \(.*\) Z' "/proc/$1/stat" 2>/dev/null; }
+# wait_files N GLOB: until N files match (at most 10 s).
+wait_files() {
+    for _ in $(seq 200); do
+        [ "$(ls $2 2>/dev/null | wc -l)" -ge "$1" ] && return 0
+        sleep 0.05
+    done
+    return 1
+}
+# all_gone PIDS...: every pid gone within 3 s.
+all_gone() {
+    for _ in $(seq 60); do
+        local any=0
+        for p in "$@"; do alive "$p" && any=1; done
+        [ $any -eq 0 ] && return 0
+        sleep 0.05
+    done
+    return 1
+}
+free_port() { "$PY" -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])'; }
+
+# 1. A worker exits 3: the launcher exits 3 and names it in the summary.
+t0=$(now)
+"$C" run -n 2 --grace 1 sh -c 'if [ "$RANK" = 1 ]; then echo "first words" >&2; echo "the cause" >&2; exit 3; fi; exec sleep 30' 2>"$T/e1"
+rc=$?
+t1=$(now)
+[ $rc -eq 3 ] || fail "exit 3 worker: launcher exited $rc"
+for needle in "job failed: rank 1 exited with code 3" "on host $(hostname), pid " "exit code:  3" "time:" "| first words" "| the cause"; do
+    grep -qF -- "$needle" "$T/e1" || fail "summary lacks '$needle': $(cat "$T/e1")"
+done
+elapsed_below "$t0" "$t1" 2 || fail "exit-3 job took longer than grace + 1 s"
+
+# 2. A worker killed by SIGKILL, the other ignoring SIGTERM: down within grace + 1 s, exit 137.
+t0=$(now)
+"$C" run -n 2 --grace 1 sh -c 'echo $$ > '"$T"'/k.$RANK; if [ "$RANK" = 1 ]; then sleep 0.2; kill -9 $$; fi; trap "" TERM; sleep 30' 2>"$T/e2"
+rc=$?
+t1=$(now)
+[ $rc -eq 137 ] || fail "SIGKILLed worker: launcher exited $rc, expected 137"
+grep -qF "rank 1 was killed by SIGKILL" "$T/e2" || fail "summary lacks the signal: $(cat "$T/e2")"
+elapsed_below "$t0" "$t1" 2.2 || fail "SIGKILL job not down within grace + 1 s (+0.2 s start)"
+alive "$(cat "$T/k.0")" && fail "rank 0 survived the teardown"
+
+# 3. SIGKILL of the launcher: no worker, nor a worker's child, stays alive.
+"$C" run -n 2 sh -c 'sleep 60 & echo $! > '"$T"'/gc.$RANK; echo $$ > '"$T"'/w.$RANK; wait' &
+launcher=$!
+wait_files 4 "$T/[gw][c.]*" || fail "workers of the launcher-kill job did not start"
+kill -9 $launcher
+wait $launcher 2>/dev/null
+pids=$(cat "$T"/w.* "$T"/gc.*)
+all_gone $pids || fail "processes outlived the SIGKILLed launcher: $(for p in $pids; do alive $p && ps -o pid=,cmd= -p $p; done)"
+
+# 4. SIGINT, SIGTERM, SIGHUP and SIGQUIT reach every worker; the launcher exits 128 + signal.
+for sig in INT TERM HUP QUIT; do
+    rm -f "$T"/ready.* "$T"/got.*
+    "${DFL[@]}" "$C" run -n 3 --grace 2 sh -c 'trap "echo got > '"$T"'/got.\$RANK; exit 0" '$sig'; touch '"$T"'/ready.$RANK; i=0; while [ $i -lt 300 ]; do sleep 0.05; i=$((i+1)); done' 2>"$T/e4" &
+    launcher=$!
+    wait_files 3 "$T/ready.*" || fail "SIG$sig job did not start"
+    kill -$sig $launcher
+    wait $launcher
+    rc=$?
+    want=$((128 + $(kill -l $sig)))
+    [ $rc -eq $want ] || fail "launcher interrupted by SIG$sig exited $rc, expected $want: $(cat "$T/e4")"
+    for r in 0 1 2; do [ -f "$T/got.$r" ] || fail "rank $r never saw SIG$sig"; done
+    grep -qF "interrupted by SIG$sig" "$T/e4" || fail "summary lacks the SIG$sig interruption: $(cat "$T/e4")"
+done
+
+# 5. --max-restarts 2: a job failing twice succeeds on its third attempt; counts reach workers.
+"$C" run -n 2 --max-restarts 2 --grace 1 --run-id flaky --log-dir "$T/logs" sh -c \
+    'echo "$TORCHELASTIC_RESTART_COUNT $COHORT_RESTART_COUNT $TORCHELASTIC_MAX_RESTARTS" >> '"$T"'/att.$RANK
+     [ "$RANK" = 0 ] || exit 0
+     i=0  # fail only once rank 1 has written this attempt, so both ranks see every attempt
+     while [ "$(cat '"$T"'/att.1 2>/dev/null | wc -l)" -le "$COHORT_RESTART_COUNT" ] && [ $i -lt 200 ]; do sleep 0.02; i=$((i+1)); done
+     [ "$COHORT_RESTART_COUNT" -ge 2 ] || exit 5' 2>"$T/e5"
+rc=$?
+[ $rc -eq 0 ] || fail "flaky job with 2 restarts exited $rc: $(cat "$T/e5")"
+for r in 0 1; do
+    [ "$(tr '\n' ' ' <"$T/att.$r")" = "0 0 2 1 1 2 2 2 2 " ] || fail "rank $r saw attempts: $(cat "$T/att.$r")"
+done
+[ -d "$T/logs/flaky/attempt_2/1" ] || fail "no log directory for attempt 2"
+rm -f "$T"/att.*
+"$C" run -n 2 --max-restarts 1 --grace 1 sh -c 'echo $COHORT_RESTART_COUNT >> '"$T"'/att.$RANK; [ "$RANK" != 0 ] || exit 5' 2>"$T/e5b"
+rc=$?
+[ $rc -eq 5 ] || fail "always-failing job with 1 restart exited $rc, expected 5"
+[ "$(wc -l <"$T/att.0")" -eq 2 ] || fail "1 restart should mean 2 attempts, saw $(wc -l <"$T/att.0")"
+
+# 6. Two nodes: a worker on node 1 exits 3; node 0's workers are torn down, both launchers exit 3.
+P=$(free_port)
+rm -f "$T"/n.*
+"$C" run --nnodes 2 --node-rank 0 -n 2 --master-port "$P" --grace 1 sh -c 'echo $$ > '"$T"'/n.$RANK; exec sleep 30' 2>"$T/e6a" &
+n0=$!
+t0=$(now)
+"$C" run --nnodes 2 --node-rank 1 -n 2 --master-port "$P" --grace 1 sh -c 'echo $$ > '"$T"'/n.$RANK; if [ "$RANK" = 3 ]; then sleep 0.3; echo "node one fails" >&2; exit 3; fi; exec sleep 30' 2>"$T/e6b"
+rc1=$?
+wait $n0
+rc0=$?
+t1=$(now)
+[ $rc0 -eq 3 ] && [ $rc1 -eq 3 ] || fail "two-node failure: launchers exited $rc0 and $rc1, expected 3 and 3"
+grep -qF "rank 3 exited with code 3" "$T/e6a" || fail "node 0 summary lacks the root cause: $(cat "$T/e6a")"
+grep -qF "| node one fails" "$T/e6a" || fail "node 0 summary lacks node 1's stderr: $(cat "$T/e6a")"
+elapsed_below "$t0" "$t1" 3 || fail "two-node failure: job not down in time"
+all_gone $(cat "$T"/n.*) || fail "workers survived the two-node failure"
+
+# 7. Two nodes: SIGKILL of node 1's launcher takes down both nodes' workers.
+P=$(free_port)
+rm -f "$T"/n.*
+"$C" run --nnodes 2 --node-rank 0 -n 1 --master-port "$P" --grace 1 sh -c 'echo $$ > '"$T"'/n.$RANK; exec sleep 30' 2>"$T/e7a" &
+n0=$!
+"$C" run --nnodes 2 --node-rank 1 -n 1 --master-port "$P" --grace 1 sh -c 'echo $$ > '"$T"'/n.$RANK; exec sleep 30' 2>"$T/e7b" &
+n1=$!
+wait_files 2 "$T/n.*" || fail "two-node job did not start"
+kill -9 $n1
+wait $n0
+rc0=$?
+[ $rc0 -ne 0 ] || fail "node 0 exited 0 after node 1's launcher was killed"
+grep -qF "node 1's launcher" "$T/e7a" || fail "node 0 does not say node 1 was lost: $(cat "$T/e7a")"
+all_gone $(cat "$T"/n.*) || fail "workers survived the loss of node 1's launcher"
+
+# 8. Two nodes: SIGTERM to node 0's launcher stops node 1 too; both exit 143.
+P=$(free_port)
+rm -f "$T"/n.*
+"$C" run --nnodes 2 --node-rank 0 -n 1 --master-port "$P" --grace 1 sh -c 'echo $$ > '"$T"'/n.$RANK; exec sleep 30' 2>"$T/e8a" &
+n0=$!
+"$C" run --nnodes 2 --node-rank 1 -n 1 --master-port "$P" --grace 1 sh -c 'echo $$ > '"$T"'/n.$RANK; exec sleep 30' 2>"$T/e8b" &
+n1=$!
+wait_files 2 "$T/n.*" || fail "two-node job did not start"
+kill -TERM $n0
+wait $n0
+rc0=$?
+wait $n1
+rc1=$?
+[ $rc0 -eq 143 ] && [ $rc1 -eq 143 ] || fail "SIGTERM on node 0: launchers exited $rc0 and $rc1, expected 143 and 143"
+all_gone $(cat "$T"/n.*) || fail "workers survived the SIGTERM of node 0"
+
+[ $failures -eq 0 ] && echo "all launch failure checks passed"
+exit $((failures > 0))

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# test_parallel_equiv.sh: the central promise: with the same seed and global batch, 30 steps of
+# ddp, zero1, zero2 and zero3 at 2 and 4 ranks (under `cohort run`) give the losses of `single`
+# within 1e-5 relative error at every step and final parameters within 1e-5 (relative L2 error
+# of every tensor; the attention key bias, whose exact gradient is zero, is reported apart: see
+# par_compare.py); also with gradient accumulation (no_sync and the ZeRO-2/3 accumulator).
+set -u
+cohort=${COHORT:?}
+src=${COHORT_SOURCE_DIR:?}
+py=${COHORT_PYTHON:-/usr/bin/python3}
+"$py" -c "import numpy" 2>/dev/null || { echo "numpy missing"; exit 77; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+# A fixed corpus kept with the test, so edits elsewhere cannot change what it trains on.
+cp "$src/tests/parallel/equiv_corpus.txt" "$work/corpus.txt"
+"$cohort" prepare --tokenizer byte --documents paragraph --val-fraction 0.1 --out "$work/c" \
+    "$work/corpus.txt" >/dev/null || fail "prepare"
+V=256 C=32 L=2 T=32
+# small buckets so every strategy has several buckets in flight during backward
+model=(--vocab $V --layers $L --heads 2 --dim $C --seq $T --lr 1e-3 --warmup 3 --threads 1
+       --deterministic --shuffle on --data "$work/c_train_*.bin" --steps 30 --bucket-mb 0.03)
+
+compare() { # name ref run
+    "$py" "$src/tests/parallel/par_compare.py" "$work/$2.jsonl" "$work/$2.bin" "$work/$3.jsonl" \
+        "$work/$3.bin" $V $C $L $T 1e-5 > "$work/$3.cmp" || fail "$1: $(cat "$work/$3.cmp")"
+    echo "$1: $(cat "$work/$3.cmp")"
+}
+
+# The floor: the engine alone, reordering the same sums (batch 4 x accum 2 instead of batch 8),
+# must itself stay far inside the bound, or the bound would say nothing about the strategies.
+# (At lr 3e-3 on this data the floor is above 1e-5: training amplifies rounding differences.)
+"$cohort" train "${model[@]}" --batch 4 --accum 2 --metrics "$work/floor.jsonl" \
+    --dump-params "$work/floor.bin" >/dev/null 2>&1 || fail "single with accumulation"
+
+# global batch 8 = 8 x 1 x 1 = 4 x 1 x 2 = 2 x 1 x 4
+"$cohort" train "${model[@]}" --batch 8 --metrics "$work/single.jsonl" \
+    --dump-params "$work/single.bin" >/dev/null 2>"$work/single.err" || fail "single: $(cat "$work/single.err")"
+compare "floor: single, batch 4 x accum 2" single floor
+for n in 2 4; do
+    for s in ddp zero1 zero2 zero3; do
+        "$cohort" run --nproc-per-node $n "$cohort" train "${model[@]}" --strategy $s \
+            --batch $((8 / n)) --metrics "$work/$s$n.jsonl" --dump-params "$work/$s$n.bin" \
+            >"$work/$s$n.out" 2>&1 || { fail "$s at $n ranks: $(tail -3 "$work/$s$n.out")"; continue; }
+        grep -q "global batch 8 sequences = micro-batch $((8 / n)) x accumulation 1 x data-parallel $n" \
+            "$work/$s$n.out" || fail "$s at $n ranks: global batch line missing"
+        compare "$s at $n ranks" single $s$n
+    done
+done
+
+# accumulation: global batch 8 = 4 x 2 x 1 = 2 x 2 x 2 (DDP skips the all-reduce on micro-step
+# 1; ZeRO-2/3 reduce-scatter every micro-step into their accumulator)
+"$cohort" train "${model[@]}" --batch 4 --accum 2 --metrics "$work/single_acc.jsonl" \
+    --dump-params "$work/single_acc.bin" >/dev/null 2>&1 || fail "single with accumulation"
+for s in ddp zero2 zero3; do
+    "$cohort" run --nproc-per-node 2 "$cohort" train "${model[@]}" --strategy $s --batch 2 \
+        --accum 2 --metrics "$work/${s}_acc.jsonl" --dump-params "$work/${s}_acc.bin" \
+        >"$work/${s}_acc.out" 2>&1 || { fail "$s with accumulation: $(tail -3 "$work/${s}_acc.out")"; continue; }
+    compare "$s at 2 ranks, accum 2" single_acc ${s}_acc
+done
+
+# only rank 0 writes the metrics: one line per step, not one per rank
+[ "$(wc -l < "$work/ddp4.jsonl")" -eq 30 ] || fail "metrics of 4 ranks have $(wc -l < "$work/ddp4.jsonl") lines, want 30"
+
+# a different global batch must not pass as equivalent: the comparison can fail
+"$cohort" run --nproc-per-node 2 "$cohort" train "${model[@]}" --strategy ddp --batch 2 \
+    --metrics "$work/other.jsonl" --dump-params "$work/other.bin" >/dev/null 2>&1
+"$py" "$src/tests/parallel/par_compare.py" "$work/single.jsonl" "$work/single.bin" \
+    "$work/other.jsonl" "$work/other.bin" $V $C $L $T 1e-5 >/dev/null &&
+    fail "a run with global batch 4 compared equal to global batch 8"
+
+[ $fails -eq 0 ] && echo "all equivalence checks passed"
+exit $((fails > 0))

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# test_parallel_fault.sh: fault tolerance and sharded checkpoints. kill -9 of rank 1 in the middle
+# of a ddp and of a zero2 run under `cohort run --max-restarts 1` with --save-every: the job
+# restarts, resumes from the last checkpoint and ends with the final loss of an uninterrupted
+# run (--deterministic: bit for bit). A ZeRO checkpoint is one shard per rank plus an index,
+# only the newest set is kept, and it resumes under another dp size and stage with the same
+# final loss; a missing shard is refused with a clear error.
+set -u
+cohort=${COHORT:?}
+src=${COHORT_SOURCE_DIR:?}
+work=$(mktemp -d)
+launcher=
+trap '[ -n "$launcher" ] && kill -9 $launcher 2>/dev/null; rm -rf "$work"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+last_loss() { tail -1 "$1" | sed -E 's/.*"loss":([^,]+),.*/\1/'; }
+last_step() { tail -1 "$1" 2>/dev/null | sed -nE 's/.*"step":([0-9]+),.*/\1/p'; }
+
+cat "$src"/README.md "$src"/include/cohort/*.h > "$work/corpus.txt"
+"$cohort" prepare --tokenizer byte --documents paragraph --out "$work/c" "$work/corpus.txt" \
+    >/dev/null || fail "prepare"
+model=(--vocab 256 --layers 2 --heads 2 --dim 64 --seq 64 --batch 4 --threads 1 --lr 1e-3
+       --deterministic --data "$work/c_train_*.bin" --steps 150 --bucket-mb 0.05)
+
+# the worker of rank $2 among the children of launcher $1
+rank_pid() {
+    for p in $(pgrep -P "$1"); do
+        tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx "RANK=$2" && { echo $p; return; }
+    done
+}
+
+for s in ddp zero2; do
+    "$cohort" run --nproc-per-node 2 "$cohort" train "${model[@]}" --strategy $s \
+        --metrics "$work/$s.full.jsonl" >/dev/null 2>&1 || fail "$s uninterrupted run"
+    "$cohort" run --nproc-per-node 2 --max-restarts 1 "$cohort" train "${model[@]}" --strategy $s \
+        --save "$work/$s.ck" --save-every 20 --metrics "$work/$s.jsonl" >"$work/$s.out" 2>&1 &
+    launcher=$!
+    killed=0
+    for _ in $(seq 1 3000); do # up to 60 s
+        st=$(last_step "$work/$s.jsonl")
+        if [ "${st:-0}" -ge 50 ]; then
+            pid=$(rank_pid $launcher 1)
+            [ -n "$pid" ] && kill -9 "$pid" && killed=$st
+            break
+        fi
+        kill -0 $launcher 2>/dev/null || break
+        sleep 0.02
+    done
+    wait $launcher
+    rc=$?
+    launcher=
+    [ "$killed" -gt 0 ] || fail "$s: could not kill rank 1 mid-training (last step $(last_step "$work/$s.jsonl"))"
+    [ $rc -eq 0 ] || fail "$s: restarted job failed ($rc): $(tail -5 "$work/$s.out")"
+    grep -q "restart 1: resuming from" "$work/$s.out" || fail "$s: no resume after the restart"
+    a=$(last_loss "$work/$s.full.jsonl") b=$(last_loss "$work/$s.jsonl")
+    [ "$(last_step "$work/$s.jsonl")" = 150 ] && [ "$a" = "$b" ] ||
+        fail "$s: killed at step $killed, final loss $b, uninterrupted $a"
+    echo "$s: rank 1 killed at step $killed; final loss $b, uninterrupted $a"
+done
+
+# the zero2 checkpoint: one shard per rank and an index, older sets removed
+ls "$work" | grep -q '^zero2.ck.zero150-0-of-2$' && ls "$work" | grep -q '^zero2.ck.zero150-1-of-2$' &&
+    ls "$work" | grep -q '^zero2.ck.zero150.index$' || fail "zero2 shards or index missing: $(ls "$work")"
+[ "$(ls "$work" | grep -c '^zero2.ck.zero')" -eq 3 ] || fail "old shard sets kept: $(ls "$work")"
+
+# a ZeRO checkpoint written by 2 ranks resumes at 4 ranks (zero3) and in one process
+short=(--vocab 256 --layers 2 --heads 2 --dim 32 --seq 32 --threads 1 --deterministic
+       --data "$work/c_train_*.bin" --steps 12 --bucket-mb 0.03)
+"$cohort" train "${short[@]}" --batch 8 --metrics "$work/ref.jsonl" >/dev/null 2>&1
+"$cohort" run --nproc-per-node 2 "$cohort" train "${short[@]}" --batch 4 --strategy zero1 \
+    --stop-at 6 --save "$work/x.ck" >/dev/null 2>&1 || fail "zero1 save at 2 ranks"
+"$cohort" run --nproc-per-node 4 "$cohort" train "${short[@]}" --batch 2 --strategy zero3 \
+    --resume "$work/x.ck" --metrics "$work/x4.jsonl" >"$work/x4.out" 2>&1 ||
+    fail "zero3 at 4 ranks from a 2-rank checkpoint: $(tail -3 "$work/x4.out")"
+"$cohort" train "${short[@]}" --batch 8 --resume "$work/x.ck" --metrics "$work/x1.jsonl" \
+    >"$work/x1.out" 2>&1 || fail "single from a 2-rank checkpoint: $(tail -3 "$work/x1.out")"
+ref=$(last_loss "$work/ref.jsonl")
+for f in x4 x1; do
+    got=$(last_loss "$work/$f.jsonl")
+    awk -v a="$ref" -v b="$got" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-5 * a) }' ||
+        fail "$f: resumed final loss $got, uninterrupted $ref"
+done
+
+# a missing shard is an error naming it, not a silent zero state
+rm "$work/x.ck.zero6-1-of-2"
+out=$("$cohort" run --nproc-per-node 2 "$cohort" train "${short[@]}" --batch 4 --strategy zero1 \
+    --resume "$work/x.ck" 2>&1)
+[ $? -ne 0 ] && echo "$out" | grep -q "x.ck.zero6-1-of-2" || fail "missing shard not reported: $out"
+[ $fails -eq 0 ] && echo "fault tolerance and sharded checkpoints work"
+exit $((fails > 0))

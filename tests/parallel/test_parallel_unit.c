@@ -1,0 +1,205 @@
+/* test_parallel_unit.c: the strategy layer's pieces in one process: strategy names, mesh
+ * checks, ZeRO formulas, AdamW over ranges against the full AdamW, bucket planning, and the
+ * single strategy through the parallel trainer against the engine's own trainer. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "cohort/parallel.h"
+#include "train/parallel/strategy.h"
+
+static const coh_gpt_config TINY = {2, 2, 16, 64, 16};
+
+static void test_strategy_names(void)
+{
+    coh_strategy s;
+    const char *names[] = {"single", "dp", "ddp", "zero1", "zero2", "zero3"};
+    for (int i = 0; i < 6; i++) {
+        CHECK_OK(coh_strategy_parse(names[i], &s));
+        CHECK_INT(s, i);
+        CHECK_STR(coh_strategy_name(s), names[i]);
+    }
+    CHECK_FAILS(coh_strategy_parse("zero4", &s), COH_ERR_INVALID,
+                "invalid strategy 'zero4': valid are single, dp, ddp, zero1, zero2, zero3");
+    CHECK_FAILS(coh_strategy_parse("", &s), COH_ERR_INVALID, "invalid strategy ''");
+    CHECK_INT(coh_strategy_zero_stage(COH_STRATEGY_DDP), 0);
+    CHECK_INT(coh_strategy_zero_stage(COH_STRATEGY_ZERO3), 3);
+    CHECK(!coh_strategy_is_multiprocess(COH_STRATEGY_SINGLE));
+    CHECK(!coh_strategy_is_multiprocess(COH_STRATEGY_DP));
+    CHECK(coh_strategy_is_multiprocess(COH_STRATEGY_ZERO2));
+}
+
+static void test_formulas(void)
+{
+    coh_model_state_bytes b;
+    coh_zero_expected_bytes(COH_STRATEGY_DDP, 1000, 4, &b);
+    CHECK(b.params == 4000 && b.grads == 4000 && b.optim == 8000);
+    coh_zero_expected_bytes(COH_STRATEGY_ZERO1, 1000, 4, &b);
+    CHECK(b.params == 4000 && b.grads == 4000 && b.optim == 2000);
+    coh_zero_expected_bytes(COH_STRATEGY_ZERO2, 1000, 4, &b);
+    CHECK(b.params == 4000 && b.grads == 1000 && b.optim == 2000);
+    coh_zero_expected_bytes(COH_STRATEGY_ZERO3, 1000, 4, &b);
+    CHECK(b.params == 1000 && b.grads == 1000 && b.optim == 2000);
+}
+
+static void test_mesh(void)
+{
+    coh_comm *self;
+    coh_mesh *m;
+    CHECK_OK(coh_comm_create_self(&self));
+    CHECK_FAILS(coh_mesh_create(self, 2, 1, 1, &m), COH_ERR_INVALID,
+                "invalid mesh '2x1x1' (dp x pp x tp): the product must equal the world size 1");
+    CHECK_OK(coh_mesh_create(self, 1, 1, 1, &m));
+    CHECK(m->dp == 1 && m->dp_rank == 0 && coh_comm_size(m->dp_comm) == 1);
+    coh_mesh_destroy(m);
+    coh_comm_destroy(self);
+}
+
+/* The range optimizer updates exactly what the full one updates inside its ranges. */
+static void test_adamw_ranges(void)
+{
+    size_t n = coh_gpt_param_count(&TINY);
+    float *p1 = malloc(n * sizeof *p1), *p2 = malloc(n * sizeof *p2), *g = malloc(n * sizeof *g);
+    for (size_t i = 0; i < n; i++) {
+        p1[i] = p2[i] = sinf((float)i);
+        g[i] = cosf((float)i * 0.7f);
+    }
+    size_t b[2] = {5, n / 2}, e[2] = {n / 3, n - 7};
+    coh_adamw *full, *part;
+    CHECK_OK(coh_adamw_create(&TINY, &full));
+    CHECK_OK(coh_adamw_create_ranges(&TINY, b, e, 2, &part));
+    size_t cm;
+    coh_adamw_m(part, &cm);
+    CHECK(cm == (e[0] - b[0]) + (e[1] - b[1]));
+    coh_adamw_params ap = {1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f};
+    for (long t = 1; t <= 3; t++) {
+        coh_adamw_update(full, p1, g, &ap, t);
+        coh_adamw_update(part, p2, g, &ap, t);
+    }
+    int same = 1, untouched = 1;
+    for (size_t i = 0; i < n; i++) {
+        int in = (i >= b[0] && i < e[0]) || (i >= b[1] && i < e[1]);
+        if (in && p1[i] != p2[i])
+            same = 0;
+        if (!in && p2[i] != sinf((float)i))
+            untouched = 0;
+    }
+    CHECK(same);
+    CHECK(untouched);
+    size_t bad_b[2] = {10, 5}, bad_e[2] = {20, 30};
+    coh_adamw *o;
+    CHECK_FAILS(coh_adamw_create_ranges(&TINY, bad_b, bad_e, 2, &o), COH_ERR_INVALID,
+                "invalid optimizer range 1 '[5, 30)'");
+    size_t big = n + 1, zero = 0;
+    CHECK_FAILS(coh_adamw_create_ranges(&TINY, &zero, &big, 1, &o), COH_ERR_INVALID,
+                "must be sorted, disjoint and inside");
+    coh_adamw_destroy(full);
+    coh_adamw_destroy(part);
+    free(p1);
+    free(p2);
+    free(g);
+}
+
+/* Buckets: whole layers from the end backwards, covering the arena once; ZeRO chunks of every
+ * rank tile each bucket. */
+static void test_buckets(void)
+{
+    coh_gpt_config c = {4, 2, 32, 64, 16};
+    coh_gpt *g;
+    CHECK_OK(coh_gpt_create(&c, 1, 4, &g));
+    size_t lb, le;
+    coh_gpt_layer_range(&c, 0, &lb, &le);
+    for (int ndp = 1; ndp <= 3; ndp++) {
+        for (int stage = 0; stage <= 3; stage += 3) {
+            size_t covered[3] = {0};
+            int nbk = 0;
+            for (int r = 0; r < ndp; r++) {
+                coh_par_trainer t = {.ndp = ndp, .rdp = r, .stage = stage, .model = g};
+                t.cfg.bucket_bytes = 2 * (le - lb) * sizeof(float); /* two blocks a bucket */
+                CHECK_OK(par_plan_buckets(&t));
+                size_t end = coh_gpt_param_count(&c);
+                for (int k = 0; k < t.nbk; k++) {
+                    CHECK(t.bk[k].end == end);
+                    CHECK(t.bk[k].own_b >= t.bk[k].begin && t.bk[k].own_e <= t.bk[k].end);
+                    covered[r] += t.bk[k].own_e - t.bk[k].own_b;
+                    end = t.bk[k].begin;
+                }
+                CHECK(end == 0);
+                CHECK(t.bk[0].hi == c.layers && t.bk[t.nbk - 1].lo == -1);
+                nbk = t.nbk;
+                free(t.bk);
+                free(t.bucket_of);
+            }
+            size_t sum = 0;
+            for (int r = 0; r < ndp; r++)
+                sum += covered[r];
+            CHECK(sum == coh_gpt_param_count(&c));
+            /* ZeRO-3 gathers per layer: L + 2 buckets; otherwise the size cap groups blocks */
+            CHECK(stage == 3 ? nbk == c.layers + 2 : nbk < c.layers + 2);
+        }
+    }
+    coh_gpt_destroy(g);
+}
+
+static coh_status fixed_batch(void *ctx, int32_t *in, int32_t *tg)
+{
+    int *k = ctx;
+    for (int i = 0; i < 2 * 8; i++) {
+        in[i] = (i * 7 + *k) % 64;
+        tg[i] = (i * 5 + 3 * *k) % 64;
+    }
+    (*k)++;
+    return COH_OK;
+}
+
+/* single through the parallel trainer is bit for bit the engine's own trainer */
+static void test_single_is_engine(void)
+{
+    coh_comm *self;
+    coh_mesh *m;
+    CHECK_OK(coh_comm_create_self(&self));
+    CHECK_OK(coh_mesh_create(self, 1, 1, 1, &m));
+    coh_par_config pc = {.strategy = COH_STRATEGY_SINGLE};
+    coh_trainer_config_defaults(&pc.train);
+    pc.train.model = TINY;
+    pc.train.batch = 2;
+    pc.train.seq = 8;
+    pc.train.steps = 4;
+    pc.train.accum = 2;
+    coh_par_trainer *pt;
+    coh_trainer *t;
+    CHECK_OK(coh_par_trainer_create(&pc, m, &pt));
+    CHECK_OK(coh_trainer_create(&pc.train, &t));
+    int k1 = 0, k2 = 0;
+    for (int s = 0; s < 4; s++) {
+        coh_step_stats a, b;
+        CHECK_OK(coh_par_trainer_step(pt, fixed_batch, &k1, &a));
+        CHECK_OK(coh_trainer_step(t, fixed_batch, &k2, &b));
+        CHECK(a.loss == b.loss && a.grad_norm == b.grad_norm && a.step == b.step);
+    }
+    size_t n;
+    float *p = coh_gpt_params(coh_trainer_model(t), &n);
+    float *q = malloc(n * sizeof *q);
+    CHECK_OK(coh_par_trainer_gather_params(pt, q));
+    CHECK(!memcmp(p, q, n * sizeof *q));
+    pc.strategy = COH_STRATEGY_DP;
+    coh_par_trainer *bad;
+    CHECK_FAILS(coh_par_trainer_create(&pc, m, &bad), COH_ERR_UNSUPPORTED, "strategy 'dp'");
+    free(q);
+    coh_trainer_destroy(t);
+    coh_par_trainer_destroy(pt);
+    coh_mesh_destroy(m);
+    coh_comm_destroy(self);
+}
+
+int main(void)
+{
+    RUN(test_strategy_names);
+    RUN(test_formulas);
+    RUN(test_mesh);
+    RUN(test_adamw_ranges);
+    RUN(test_buckets);
+    RUN(test_single_is_engine);
+    return CHECK_REPORT();
+}
