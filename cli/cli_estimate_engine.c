@@ -74,9 +74,13 @@ static void engine_json(const est_request *r, const engine_view *v, uint64_t for
     coh_jw_init(&w, stdout, 1);
     coh_jw_object_begin(&w);
     coh_jw_key(&w, "parameters"); coh_jw_int(&w, params);
-    coh_jw_key(&w, "strategy"); coh_jw_string(&w, v->strategy);
+    coh_jw_key(&w, "strategy");
+    coh_jw_object_begin(&w);
+    coh_jw_key(&w, "name"); coh_jw_string(&w, v->strategy);
     coh_jw_key(&w, "dp"); coh_jw_int(&w, r->strategy.dp);
-    coh_jw_key(&w, "rank"); coh_jw_int(&w, pb->rank);
+    coh_jw_key(&w, "zero"); coh_jw_int(&w, r->strategy.dp > 1 ? r->strategy.zero : 0);
+    coh_jw_object_end(&w);
+    coh_jw_key(&w, "rank"); coh_jw_int(&w, pb->rank); /* the rank holding the most */
     coh_jw_key(&w, "engine");
     coh_jw_object_begin(&w);
     kv(&w, "params", tm->params); kv(&w, "grads", tm->grads); kv(&w, "adam_m", tm->adam_m);
