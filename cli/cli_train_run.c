@@ -252,7 +252,7 @@ int cli_train_run(const train_opts *o)
         double el = now() - r.t_start;
         long steps = r.last_step - r.first_step;
         coh_info("done: %ld steps in %.1fs, %.0f tokens/s; peak rss %s, %s over the start "
-                 "(predicted %s)", steps, el,
+                 "(engine predicted %s)", steps, el,
                  el > 0 ? steps * (double)o->tc.batch * o->tc.seq * o->tc.accum *
                               r.par.world_size / el : 0.0,
                  coh_size_format(peak, rss, sizeof rss),

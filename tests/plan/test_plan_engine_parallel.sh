@@ -32,9 +32,9 @@ for r in $runs; do
     "$cohort" run --nproc-per-node "$n" "$cohort" train "${train[@]}" --strategy "$s" \
         --metrics "$work/$s-$n.jsonl" >"$work/$s-$n.out" 2>&1 ||
         fail "$s x$n: $(tail -3 "$work/$s-$n.out")"
-    grep -q "memory per rank predicted .* over the .* resident before the model" "$work/$s-$n.out" ||
+    grep -q "memory predicted per rank .* over the .* resident before the model" "$work/$s-$n.out" ||
         fail "$s x$n: no prediction at start"
-    grep -q "done: .* peak rss .* over the start (predicted " "$work/$s-$n.out" ||
+    grep -q "done: .* peak rss .* over the start (engine predicted " "$work/$s-$n.out" ||
         fail "$s x$n: no measured-vs-predicted line at the end"
 done
 
