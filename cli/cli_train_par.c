@@ -74,8 +74,9 @@ void cli_par_print_start(const train_opts *o, const cli_par *p, coh_par_trainer 
     char tot[24], eng[24], tr[24], base[24], st[128];
     cli_par_predict(o, p, &pm);
     fmt3(&pm.state, st, sizeof st);
-    coh_info("memory predicted per rank %s over the %s resident before the model: model state "
-             "%s, engine buffers %s, gathered layers, gradient buckets and communication %s",
+    coh_info("model %.2fM parameters; memory predicted per rank %s over the %s resident before "
+             "the model: model state %s, engine buffers %s, gathered layers, gradient buckets and "
+             "communication %s", coh_gpt_param_count(&c->model) / 1e6,
              coh_size_format(pm.total, tot, sizeof tot),
              coh_size_format(p->base_rss, base, sizeof base), st,
              coh_size_format(pm.engine, eng, sizeof eng),
