@@ -21,6 +21,7 @@ typedef struct est_request {
     const char *device_from;  /* "--device-memory" or the inventory path */
     int engine;               /* --engine cohort: what cohort's engine allocates */
     int threads;              /* --threads for the engine's per-thread buffers; 0 = default */
+    uint64_t bucket_bytes;    /* --bucket-mb for the engine's gradient buckets; 0 = default */
 } est_request;
 
 /* Print the accelerate or DeepSpeed view of the estimate's counts; returns a CLI exit code. */

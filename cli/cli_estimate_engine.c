@@ -1,18 +1,19 @@
-/* cli_estimate_engine.c: `cohort estimate --engine cohort`: what cohort's own training engine
- * allocates for the configuration (its arenas and activation buffers, from the engine's pure
- * estimator), beside the published model for the same run. */
+/* cli_estimate_engine.c: `cohort estimate --engine cohort`: what cohort's own trainer holds per
+ * rank for the configuration (single, ddp, ZeRO 1-3: the trainer's own prediction, from the
+ * same bucket plan and shards it allocates), beside the published model for the same run. */
 #include <stdio.h>
 
 #include "cli.h"
 #include "cli_estimate.h"
+#include "cli_estimate_par.h"
 #include "cohort/json_writer.h"
 #include "cohort/train.h"
 
 static const char *cmd = "estimate";
 
-/* The engine trains GPT-2 shapes on one device in fp32, without dropout: refuse what it cannot
- * run, naming the value. */
-static int engine_config(const est_request *r, coh_gpt_config *c, int *B, int *T)
+/* The trainer runs GPT-2 shapes in fp32 without dropout, data parallel only: refuse what it
+ * cannot run, naming the value. */
+static int engine_config(const est_request *r, est_par_in *in)
 {
     const coh_model_desc *m = &r->model;
     const coh_strategy *s = &r->strategy;
@@ -24,20 +25,21 @@ static int engine_config(const est_request *r, coh_gpt_config *c, int *B, int *T
                                     "mlp of 4 x dim = %lld (got mlp %lld, %s embeddings)",
                                (long long)(4 * m->dim), (long long)m->ffn,
                                m->tied ? "tied" : "untied");
-    const char *what = s->dp > 1 ? "--dp" : s->tp > 1 ? "--tp" : s->pp > 1 ? "--pp"
-                     : s->zero ? "--zero" : s->offload ? "--offload"
+    const char *what = s->tp > 1 ? "--tp" : s->pp > 1 ? "--pp" : s->offload ? "--offload"
                      : s->recompute ? "--recompute" : s->sequence_parallel ? "--sequence-parallel"
                                                                            : NULL;
     if (what)
-        return cli_usage_error(cmd, "--engine cohort: the engine in this build trains on one "
-                                    "device without recompute or offload; '%s' is not available",
-                               what);
-    if (m->layers > 1 << 20 || m->dim > 1 << 20 || m->vocab > 1 << 30 || m->positions > 1 << 30)
+        return cli_usage_error(cmd, "--engine cohort: the trainer in this build is data "
+                                    "parallel (--dp, --zero) without recompute or offload; '%s' "
+                                    "is not available", what);
+    if (m->layers > 1 << 20 || m->dim > 1 << 20 || m->vocab > 1 << 30 || m->positions > 1 << 30 ||
+        s->micro_batch > 1 << 30 || s->microbatches > 1 << 20)
         return cli_usage_error(cmd, "--engine cohort: model too large for the engine");
-    *c = (coh_gpt_config){(int)m->layers, (int)m->heads, (int)m->dim, (int)m->vocab,
-                          (int)m->positions};
-    *B = (int)s->micro_batch;
-    *T = (int)(s->seq ? s->seq : m->positions);
+    *in = (est_par_in){(int)m->layers, (int)m->heads, (int)m->dim, (int)m->vocab,
+                       (int)m->positions, (int)s->micro_batch,
+                       (int)(s->seq ? s->seq : m->positions),
+                       s->microbatches > 0 ? (int)s->microbatches : 1, s->dp, s->zero,
+                       (size_t)r->bucket_bytes};
     return CLI_OK;
 }
 
@@ -50,60 +52,82 @@ static uint64_t formula_total(const est_request *r, coh_estimate *e)
     return coh_estimate_memory(&r->model, &s, e) == COH_OK ? e->per_device.total_bytes : 0;
 }
 
-static void engine_json(const est_request *r, const coh_train_memory *tm, int threads,
-                        uint64_t formula, int64_t params)
+typedef struct engine_view {
+    const char *strategy;
+    coh_train_memory tm; /* the engine's own buffers (one model replica's worth) */
+    est_par_bytes pb;    /* what the rank holding the most holds */
+    int threads;
+} engine_view;
+
+static void kv(coh_jw *w, const char *k, uint64_t v)
 {
+    coh_jw_key(w, k);
+    coh_jw_uint(w, v);
+}
+
+static void engine_json(const est_request *r, const engine_view *v, uint64_t formula,
+                        int64_t params)
+{
+    const coh_train_memory *tm = &v->tm;
+    const est_par_bytes *pb = &v->pb;
     coh_jw w;
     coh_jw_init(&w, stdout, 1);
     coh_jw_object_begin(&w);
     coh_jw_key(&w, "parameters"); coh_jw_int(&w, params);
+    coh_jw_key(&w, "strategy");
+    coh_jw_object_begin(&w);
+    coh_jw_key(&w, "name"); coh_jw_string(&w, v->strategy);
+    coh_jw_key(&w, "dp"); coh_jw_int(&w, r->strategy.dp);
+    coh_jw_key(&w, "zero"); coh_jw_int(&w, r->strategy.dp > 1 ? r->strategy.zero : 0);
+    coh_jw_object_end(&w);
+    coh_jw_key(&w, "rank"); coh_jw_int(&w, pb->rank); /* the rank holding the most */
     coh_jw_key(&w, "engine");
     coh_jw_object_begin(&w);
-    const struct { const char *k; uint64_t v; } rows[] = {
-        {"params", tm->params}, {"grads", tm->grads}, {"adam_m", tm->adam_m},
-        {"adam_v", tm->adam_v}, {"activations", tm->activations}, {"act_grads", tm->act_grads},
-        {"logits", tm->logits}, {"attention_per_thread", tm->attention}, {"threads", (uint64_t)threads},
-        {"total", tm->total}};
-    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
-        coh_jw_key(&w, rows[i].k);
-        coh_jw_uint(&w, rows[i].v);
-    }
+    kv(&w, "params", tm->params); kv(&w, "grads", tm->grads); kv(&w, "adam_m", tm->adam_m);
+    kv(&w, "adam_v", tm->adam_v); kv(&w, "activations", tm->activations);
+    kv(&w, "act_grads", tm->act_grads); kv(&w, "logits", tm->logits);
+    kv(&w, "attention_per_thread", tm->attention); kv(&w, "threads", (uint64_t)v->threads);
+    kv(&w, "total", tm->total);
     coh_jw_object_end(&w);
     coh_jw_key(&w, "per_device");
     coh_jw_object_begin(&w);
-    uint64_t temp = tm->act_grads + tm->logits + tm->attention * (uint64_t)threads;
-    const struct { const char *k; uint64_t v; } dev[] = {
-        {"params_bytes", tm->params}, {"grads_bytes", tm->grads},
-        {"optimizer_bytes", tm->adam_m + tm->adam_v}, {"activations_bytes", tm->activations},
-        {"temp_bytes", temp}, {"total_bytes", tm->total}};
-    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) {
-        coh_jw_key(&w, dev[i].k);
-        coh_jw_uint(&w, dev[i].v);
-    }
+    kv(&w, "params_bytes", pb->params); kv(&w, "grads_bytes", pb->grads);
+    kv(&w, "optimizer_bytes", pb->optim); kv(&w, "activations_bytes", tm->activations);
+    kv(&w, "temp_bytes", pb->engine - tm->activations + pb->gathered + pb->grad_buckets);
+    kv(&w, "comm_bytes", pb->comm);
+    kv(&w, "model_state_bytes", pb->params + pb->grads + pb->optim);
+    kv(&w, "gathered_params_bytes", pb->gathered);
+    kv(&w, "grad_buckets_bytes", pb->grad_buckets);
+    kv(&w, "total_bytes", pb->total);
     coh_jw_object_end(&w);
-    coh_jw_key(&w, "formula_total_bytes"); coh_jw_uint(&w, formula);
+    kv(&w, "formula_total_bytes", formula);
     if (r->device_bytes) {
-        coh_jw_key(&w, "device_memory_bytes"); coh_jw_uint(&w, r->device_bytes);
-        coh_jw_key(&w, "fits"); coh_jw_bool(&w, tm->total <= r->device_bytes);
+        kv(&w, "device_memory_bytes", r->device_bytes);
+        coh_jw_key(&w, "fits"); coh_jw_bool(&w, pb->total <= r->device_bytes);
     }
     coh_jw_object_end(&w);
     coh_jw_finish(&w);
 }
 
-static void engine_text(const est_request *r, const coh_train_memory *tm, int threads, int B,
-                        int T, uint64_t formula, const coh_estimate *e)
+static void engine_text(const est_request *r, const engine_view *v, const est_par_in *in,
+                        uint64_t formula, const coh_estimate *e)
 {
+    const coh_train_memory *tm = &v->tm;
+    const est_par_bytes *pb = &v->pb;
     char a[32], b[32];
     printf("model        %s: %lld layers, hidden %lld, %lld heads, vocab %lld, context %lld\n",
            r->model.name, (long long)r->model.layers, (long long)r->model.dim,
            (long long)r->model.heads, (long long)r->model.vocab, (long long)r->model.positions);
-    printf("engine       cohort: one device, fp32, no dropout, micro batch %d x seq %d, %d "
-           "threads\n\nwhat the engine allocates:\n", B, T, threads);
+    printf("engine       cohort: %s over %d rank%s, fp32, no dropout, micro batch %d x seq %d, "
+           "accumulation %d, %d threads\n\nwhat rank %d holds at its peak:\n", v->strategy,
+           in->dp, in->dp > 1 ? "s" : "", in->batch, in->T, in->accum, v->threads, pb->rank);
     const struct { const char *name; uint64_t v; } rows[] = {
-        {"parameters", tm->params}, {"gradients", tm->grads},
-        {"AdamW m and v", tm->adam_m + tm->adam_v}, {"activations", tm->activations},
-        {"activation grads", tm->act_grads}, {"logits chunk", tm->logits},
-        {"attention", tm->attention * (uint64_t)threads}, {"total", tm->total}};
+        {"parameters", pb->params}, {"gradients", pb->grads}, {"AdamW m and v", pb->optim},
+        {"activations", tm->activations}, {"activation grads", tm->act_grads},
+        {"logits chunk", tm->logits}, {"attention", tm->attention * (uint64_t)v->threads},
+        {"token buffers", pb->engine - (tm->total - 4 * tm->params)},
+        {"gathered layers", pb->gathered}, {"gradient buckets", pb->grad_buckets},
+        {"communication", pb->comm}, {"total", pb->total}};
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
         printf("  %-18s %14s\n", rows[i].name, est_fmt(rows[i].v, r->si, a, sizeof a));
     printf("\npublished model for the same run (fp32, no dropout): %s total, activations %s\n",
@@ -111,28 +135,29 @@ static void engine_text(const est_request *r, const coh_train_memory *tm, int th
            est_fmt(e->per_device.activations_bytes, r->si, b, sizeof b));
     if (r->device_bytes)
         printf("device memory %s (%s): %s\n", est_fmt(r->device_bytes, r->si, a, sizeof a),
-               r->device_from, tm->total <= r->device_bytes ? "fits" : "does not fit");
+               r->device_from, pb->total <= r->device_bytes ? "fits" : "does not fit");
 }
 
 int est_print_engine(const est_request *r)
 {
-    coh_gpt_config c;
-    int B = 0, T = 0;
-    int rc = engine_config(r, &c, &B, &T);
+    est_par_in in;
+    int rc = engine_config(r, &in);
     if (rc != CLI_OK)
         return rc;
     if (r->threads > 0)
         coh_set_threads(r->threads);
-    coh_train_memory tm;
-    coh_status st = coh_train_memory_estimate(&c, B, T, &tm);
+    engine_view v = {.threads = coh_get_threads()};
+    coh_gpt_config c = {in.layers, in.heads, in.dim, in.vocab, in.seq};
+    coh_status st = coh_train_memory_estimate(&c, in.batch, in.T, &v.tm);
+    if (st == COH_OK)
+        st = est_par_predict(&in, &v.pb, &v.strategy);
     if (st != COH_OK)
         return cli_fail(cmd, st);
     coh_estimate e;
     uint64_t formula = formula_total(r, &e);
-    int threads = coh_get_threads();
     if (r->json)
-        engine_json(r, &tm, threads, formula, e.counts.total);
+        engine_json(r, &v, formula, e.counts.total);
     else
-        engine_text(r, &tm, threads, B, T, formula, &e);
+        engine_text(r, &v, &in, formula, &e);
     return CLI_OK;
 }

@@ -1,7 +1,9 @@
 /* cli_train.c: option parsing and engine setup shared by the train, eval and generate commands. */
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 
 #include "cli.h"
@@ -41,10 +43,38 @@ void cli_engine_setup(int threads)
     coh_set_threads(threads);
 }
 
+/* A /proc/self/status field ("VmRSS", "VmHWM") in bytes, 0 when unreadable. */
+static uint64_t proc_status_bytes(const char *field)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    uint64_t kib = 0;
+    size_t n = strlen(field);
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, field, n) == 0 && line[n] == ':')
+            kib = strtoull(line + n + 1, NULL, 10);
+    if (f)
+        fclose(f);
+    return kib * 1024u;
+}
+
 uint64_t cli_peak_rss(void)
 {
+    uint64_t hwm = proc_status_bytes("VmHWM");
     struct rusage ru;
-    if (getrusage(RUSAGE_SELF, &ru))
-        return 0;
+    if (hwm || getrusage(RUSAGE_SELF, &ru))
+        return hwm;
     return (uint64_t)ru.ru_maxrss * 1024u;
+}
+
+uint64_t cli_rss_reset(void)
+{
+    /* "5" resets the peak resident size (proc(5), clear_refs), so the peak measured later
+     * belongs to training and not to start-up work such as the sgemm probe */
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    if (f) {
+        fputs("5", f);
+        fclose(f);
+    }
+    return proc_status_bytes("VmRSS");
 }

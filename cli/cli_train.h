@@ -37,7 +37,10 @@ int cli_parse_float(const char *cmd, const char *opt, const char *s, double lo, 
 /* Called first by commands that run the engine: BLAS kernel check (may re-exec) and threads. */
 void cli_engine_setup(int threads);
 
-/* Peak resident set size of this process in bytes. */
+/* Peak resident set size of this process in bytes (since the last cli_rss_reset). */
 uint64_t cli_peak_rss(void);
+/* Reset the peak resident size to the current one, where the system allows it; returns the
+ * current resident size in bytes (0 when unknown). */
+uint64_t cli_rss_reset(void);
 
 #endif

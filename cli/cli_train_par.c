@@ -54,6 +54,15 @@ static void fmt3(const coh_model_state_bytes *m, char *out, size_t cap)
              coh_size_format(m->optim, c, sizeof c));
 }
 
+int cli_par_predict(const train_opts *o, const cli_par *p, coh_par_memory *out)
+{
+    coh_par_config pc = {.train = o->tc, .strategy = o->strategy, .bucket_bytes = o->bucket_bytes};
+    if (coh_par_memory_estimate(&pc, p->world_size, p->rank, out) == COH_OK)
+        return 1;
+    memset(out, 0, sizeof *out);
+    return 0;
+}
+
 void cli_par_print_start(const train_opts *o, const cli_par *p, coh_par_trainer *t)
 {
     if (p->rank != 0)
@@ -68,6 +77,21 @@ void cli_par_print_start(const train_opts *o, const cli_par *p, coh_par_trainer 
     coh_info("strategy %s on mesh %dx1x1 (dp x pp x tp); global batch %ld sequences = "
              "micro-batch %d x accumulation %d x data-parallel %d", coh_strategy_name(o->strategy),
              dp, (long)c->batch * c->accum * width, c->batch, c->accum, width);
+    coh_par_memory pm;
+    char tot[24], eng[24], tr[24], base[24], st[128];
+    if (!cli_par_predict(o, p, &pm))
+        coh_info("model %.2fM parameters; no memory prediction for strategy %s",
+                 coh_gpt_param_count(&c->model) / 1e6, coh_strategy_name(o->strategy));
+    else
+        fmt3(&pm.state, st, sizeof st);
+    if (pm.total)
+        coh_info("model %.2fM parameters; memory predicted per rank %s over the %s resident before "
+             "the model: model state %s, engine buffers %s, gathered layers, gradient buckets and "
+             "communication %s", coh_gpt_param_count(&c->model) / 1e6,
+             coh_size_format(pm.total, tot, sizeof tot),
+             coh_size_format(p->base_rss, base, sizeof base), st,
+             coh_size_format(pm.engine, eng, sizeof eng),
+             coh_size_format(pm.gathered + pm.grad_buckets + pm.comm, tr, sizeof tr));
     coh_model_state_bytes e, h;
     char eb[128], hb[128];
     coh_zero_expected_bytes(o->strategy, coh_gpt_param_count(&c->model), dp, &e);
@@ -82,25 +106,37 @@ void cli_par_print_peak(const cli_par *p, coh_par_trainer *t, const train_opts *
     if (p->rank != 0)
         return;
     coh_model_state_bytes e, h;
-    char eb[128], hb[128];
+    coh_par_memory pm;
+    char eb[128], hb[128], pb[128];
     coh_zero_expected_bytes(o->strategy, coh_gpt_param_count(&o->tc.model),
                             coh_par_trainer_mesh(t)->dp, &e);
     coh_par_trainer_memory_peak(t, &h);
+    int predicted = cli_par_predict(o, p, &pm);
     fmt3(&e, eb, sizeof eb);
     fmt3(&h, hb, sizeof hb);
-    coh_info("model state per rank at the optimizer step: expected %s; held %s", eb, hb);
+    if (predicted)
+        fmt3(&pm.state, pb, sizeof pb);
+    else
+        snprintf(pb, sizeof pb, "none for this strategy");
+    coh_info("model state per rank at the optimizer step: expected %s; predicted %s; held %s",
+             eb, pb, hb);
 }
 
-coh_status cli_par_memory(const cli_par *p, coh_par_trainer *t, uint64_t rss, uint64_t *all)
+coh_status cli_par_memory(const cli_par *p, coh_par_trainer *t, const train_opts *o,
+                          uint64_t rss, uint64_t *all)
 {
-    uint64_t mine[4];
+    uint64_t mine[CLI_MEM_N];
     coh_model_state_bytes m;
+    coh_par_memory pm;
     coh_par_trainer_memory_peak(t, &m);
-    mine[0] = m.params;
-    mine[1] = m.grads;
-    mine[2] = m.optim;
-    mine[3] = rss;
-    return coh_allgather(p->world, mine, all, 4, COH_I64);
+    cli_par_predict(o, p, &pm);
+    mine[CLI_MEM_PARAMS] = m.params;
+    mine[CLI_MEM_GRADS] = m.grads;
+    mine[CLI_MEM_OPTIM] = m.optim;
+    mine[CLI_MEM_PEAK_RSS] = rss;
+    mine[CLI_MEM_BASE_RSS] = p->base_rss;
+    mine[CLI_MEM_PREDICTED] = pm.total;
+    return coh_allgather(p->world, mine, all, CLI_MEM_N, COH_I64);
 }
 
 coh_status cli_par_dump(const train_opts *o, const cli_par *p, coh_par_trainer *t)

@@ -10,6 +10,7 @@ typedef struct cli_par {
     coh_comm *world;
     coh_mesh *mesh;
     int rank, world_size;
+    uint64_t base_rss; /* resident bytes just before the model was created */
     char trace_path[4096]; /* "" when no trace */
 } cli_par;
 
@@ -20,8 +21,16 @@ void cli_par_close(cli_par *p);
 /* Rank 0 logs the strategy, the global batch and the model state expected vs held. */
 void cli_par_print_start(const train_opts *o, const cli_par *p, coh_par_trainer *t);
 void cli_par_print_peak(const cli_par *p, coh_par_trainer *t, const train_opts *o);
-/* all (4 * world values) <- every rank's peak params, grads, optimizer bytes and peak RSS. */
-coh_status cli_par_memory(const cli_par *p, coh_par_trainer *t, uint64_t rss, uint64_t *all);
+/* Per-rank values of the metrics' "memory" array, in this order. */
+enum { CLI_MEM_PARAMS, CLI_MEM_GRADS, CLI_MEM_OPTIM, CLI_MEM_PEAK_RSS, CLI_MEM_BASE_RSS,
+       CLI_MEM_PREDICTED, CLI_MEM_N };
+/* This rank's prediction (coh_par_memory_estimate for its rank); returns 0 and zeroes *out when
+ * none can be made (the threaded dp strategy has no prediction). */
+int cli_par_predict(const train_opts *o, const cli_par *p, coh_par_memory *out);
+/* all (CLI_MEM_N * world values) <- every rank's peak params, grads, optimizer bytes, peak RSS,
+ * RSS before the model, and predicted peak growth. Collective. */
+coh_status cli_par_memory(const cli_par *p, coh_par_trainer *t, const train_opts *o,
+                          uint64_t rss, uint64_t *all);
 /* Gather the parameters and write them (rank 0) to o->dump_params. Collective. */
 coh_status cli_par_dump(const train_opts *o, const cli_par *p, coh_par_trainer *t);
 

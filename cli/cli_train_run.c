@@ -57,18 +57,6 @@ static coh_status open_loader(const run *r, const char *const *paths, int n, int
     return coh_loader_create(&lc, out);
 }
 
-static void print_memory_prediction(const run *r)
-{
-    coh_train_memory m;
-    char tot[32], par[32], act[32];
-    if (coh_train_memory_estimate(&r->o->tc.model, r->o->tc.batch, r->o->tc.seq, &m))
-        return;
-    coh_info("model %.2fM parameters; engine memory predicted %s (4 arenas of %s, activations "
-             "%s)", coh_gpt_param_count(&r->o->tc.model) / 1e6,
-             coh_size_format(m.total, tot, sizeof tot), coh_size_format(m.params, par, sizeof par),
-             coh_size_format(m.activations + m.act_grads + m.logits, act, sizeof act));
-}
-
 static coh_status setup(run *r)
 {
     const train_opts *o = r->o;
@@ -76,9 +64,11 @@ static coh_status setup(run *r)
     coh_par_config pc = {.train = o->tc, .strategy = o->strategy, .bucket_bytes = o->bucket_bytes,
                          .trace_path = r->par.trace_path[0] ? r->par.trace_path : NULL,
                          .devices = (int)o->devices};
-    if (!st)
+    if (!st) {
+        r->par.base_rss = cli_rss_reset(); /* training's memory is what grows from here */
         st = coh_par_trainer_create(&pc, r->par.mesh, &r->pt);
-    if (!st && !(r->mem = calloc(4 * (size_t)r->par.world_size, sizeof *r->mem)))
+    }
+    if (!st && !(r->mem = calloc(CLI_MEM_N * (size_t)r->par.world_size, sizeof *r->mem)))
         st = coh_errf(COH_ERR_NOMEM, "out of memory");
     if (st)
         return st;
@@ -136,17 +126,21 @@ static void write_metrics(run *r, const coh_step_stats *s, double tps, double mf
         coh_jw_key(&w, "val_loss");
         coh_jw_double(&w, val);
     }
-    static const char *const MEM[4] = {"params_bytes", "grads_bytes", "optim_bytes",
-                                       "peak_rss_bytes"};
-    coh_jw_key(&w, "memory"); /* per rank, model state at the optimizer step */
+    static const char *const MEM[CLI_MEM_N] = {"params_bytes", "grads_bytes", "optim_bytes",
+                                               "peak_rss_bytes", "base_rss_bytes",
+                                               "predicted_bytes"};
+    /* per rank: model state at the optimizer step; peak resident size and the resident size
+     * before the model existed (their difference is what training grew); the prediction of
+     * that growth */
+    coh_jw_key(&w, "memory");
     coh_jw_array_begin(&w);
     for (int k = 0; k < r->par.world_size; k++) {
         coh_jw_object_begin(&w);
         coh_jw_key(&w, "rank");
         coh_jw_int(&w, k);
-        for (int i = 0; i < 4; i++) {
+        for (int i = 0; i < CLI_MEM_N; i++) {
             coh_jw_key(&w, MEM[i]);
-            coh_jw_uint(&w, r->mem[4 * k + i]);
+            coh_jw_uint(&w, r->mem[CLI_MEM_N * k + i]);
         }
         coh_jw_object_end(&w);
     }
@@ -196,7 +190,7 @@ static coh_status loop(run *r)
         coh_status st = coh_par_trainer_step(r->pt, next_batch, r->train, &s);
         if (st)
             return st;
-        if (o->metrics && (st = cli_par_memory(&r->par, r->pt, cli_peak_rss(), r->mem)))
+        if (o->metrics && (st = cli_par_memory(&r->par, r->pt, o, cli_peak_rss(), r->mem)))
             return st;
         double tps = tokens / (now() - t0), mfu = tps * r->flops_per_token / r->peak_flops;
         double val = -1;
@@ -233,6 +227,8 @@ int cli_train_run(const train_opts *o)
 {
     run r = {.o = o, .tty = isatty(STDERR_FILENO), .threads = coh_get_threads(),
              .resume = resume_path(o)};
+    /* before the model exists, so its buffers are not in training's resident peak */
+    r.peak_flops = coh_measure_sgemm_flops(1024);
     coh_status st = setup(&r);
     if (!st && o->metrics && (r.par.rank == 0 || r.par.world_size == 1) &&
         !(r.metrics = fopen(o->metrics, r.resume ? "a" : "w")))
@@ -240,12 +236,10 @@ int cli_train_run(const train_opts *o)
     if (!st) {
         r.first_step = coh_trainer_get_step(r.t);
         r.last_step = o->stop_at && o->stop_at < o->tc.steps ? o->stop_at : o->tc.steps;
-        r.peak_flops = coh_measure_sgemm_flops(1024);
         r.flops_per_token = coh_gpt_flops_per_token(&o->tc.model, o->tc.seq);
         coh_info("blas kernel %s, %d threads, sgemm peak %.1f GFLOP/s; %llu training tokens",
                  coh_blas_kernel(), r.threads, r.peak_flops * 1e-9,
                  (unsigned long long)coh_loader_tokens(r.train));
-        print_memory_prediction(&r);
         cli_par_print_start(o, &r.par, r.pt);
         r.t_start = now();
         st = loop(&r);
@@ -255,17 +249,21 @@ int cli_train_run(const train_opts *o)
             st = cli_par_dump(o, &r.par, r.pt);
     }
     if (!st) {
-        char rss[32], pred[32];
-        coh_train_memory m = {0};
-        coh_train_memory_estimate(&o->tc.model, o->tc.batch, o->tc.seq, &m);
+        char rss[32], grow[32], pred[32];
+        coh_par_memory pm;
+        if (!cli_par_predict(o, &r.par, &pm))
+            snprintf(pred, sizeof pred, "nothing for this strategy");
+        uint64_t peak = cli_peak_rss();
         double el = now() - r.t_start;
         long steps = r.last_step - r.first_step;
-        coh_info("done: %ld steps in %.1fs, %.0f tokens/s; peak rss %s (engine predicted %s)",
-                 steps, el,
+        coh_info("done: %ld steps in %.1fs, %.0f tokens/s; peak rss %s, %s over the start "
+                 "(engine predicted %s)", steps, el,
                  el > 0 ? steps * (double)o->tc.batch * o->tc.seq * o->tc.accum *
                               r.par.world_size * (o->devices > 0 ? o->devices : 1) / el : 0.0,
-                 coh_size_format(cli_peak_rss(), rss, sizeof rss),
-                 coh_size_format(m.total, pred, sizeof pred));
+                 coh_size_format(peak, rss, sizeof rss),
+                 coh_size_format(peak > r.par.base_rss ? peak - r.par.base_rss : 0, grow,
+                                 sizeof grow),
+                 pm.total ? coh_size_format(pm.total, pred, sizeof pred) : pred);
     }
     if (r.metrics)
         fclose(r.metrics);

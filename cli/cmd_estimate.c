@@ -48,15 +48,18 @@ static void usage(FILE *f)
             "  --view deepspeed        DeepSpeed's ZeRO-2/ZeRO-3 estimator tables\n"
             "  --json                  machine-readable output\n"
             "  --si                    decimal units (GB = 10^9 bytes) instead of GiB\n"
-            "  --engine cohort         what cohort's own engine allocates (one device, fp32)\n"
-            "  --threads N             threads the engine runs (per-thread attention scratch)\n");
+            "  --engine cohort         what cohort's own trainer holds per rank (fp32): one\n"
+            "                          device, or --dp N --zero 0|1|2|3 (ddp = zero 0), as\n"
+            "                          'cohort train --strategy single|ddp|zero1|zero2|zero3'\n"
+            "  --threads N             threads the engine runs (per-thread attention scratch)\n"
+            "  --bucket-mb N           the trainer's gradient bucket size (25)\n");
 }
 
 enum {
     O_MODEL = 256, O_CONFIG, O_LAYERS, O_DIM, O_HEADS, O_VOCAB, O_SEQ, O_FFN, O_PARAMS,
     O_LARGEST, O_DP, O_TP, O_PP, O_ZERO, O_MB, O_ACCUM, O_MBS, O_SCHED, O_VIRT, O_PREC, O_RECOMP,
     O_SP, O_NODROP, O_OFFLOAD, O_NODES, O_GPN, O_DEVMEM, O_INVENTORY, O_VIEW, O_JSON, O_SI,
-    O_ENGINE, O_THREADS, O_HELP
+    O_ENGINE, O_THREADS, O_BUCKET, O_HELP
 };
 
 static const struct option options[] = {
@@ -93,6 +96,7 @@ static const struct option options[] = {
     {"si", no_argument, 0, O_SI},
     {"engine", required_argument, 0, O_ENGINE},
     {"threads", required_argument, 0, O_THREADS},
+    {"bucket-mb", required_argument, 0, O_BUCKET},
     {"help", no_argument, 0, O_HELP},
     {0, 0, 0, 0},
 };
@@ -117,6 +121,19 @@ static int64_t int_arg(const char *opt, const char *text, int64_t max)
         return 0;
     }
     return v;
+}
+
+/* --bucket-mb as `cohort train` takes it: MiB, fractions allowed. */
+static int bucket_arg(const char *text, uint64_t *bytes)
+{
+    char *end;
+    double mb = strtod(text, &end);
+    if (*text == '\0' || *end != '\0' || !(mb >= 1e-3 && mb <= (double)(1 << 20))) {
+        cli_usage_error(cmd, "invalid --bucket-mb '%s': expected MiB from 0.001 to 1048576", text);
+        return 0;
+    }
+    *bytes = (uint64_t)((double)(float)mb * (1 << 20)); /* rounded as train rounds it */
+    return 1;
 }
 
 /* Index of text in names[], or -1 with a message. */
@@ -187,6 +204,7 @@ static int parse_option(int c, const char *arg, parsed *p, est_request *r)
     case O_JSON: r->json = 1; break;
     case O_SI: r->si = 1; break;
     case O_THREADS: v = r->threads = (int)int_arg("threads", arg, 4096); break;
+    case O_BUCKET: v = bucket_arg(arg, &r->bucket_bytes); break;
     case O_ENGINE:
         if (strcmp(arg, "cohort") != 0)
             return cli_usage_error(cmd, "invalid --engine '%s': expected cohort", arg), 0;

@@ -64,6 +64,28 @@ typedef struct coh_model_state_bytes {
  * stage 3 everything by dp). Pure. */
 void coh_zero_expected_bytes(coh_strategy s, size_t nparams, int dp, coh_model_state_bytes *out);
 
+/* What one rank of the parallel trainer holds, predicted from the same bucket plan and shard
+ * ranges the trainer uses (coh_par_memory_estimate). Model state is as coh_par_trainer_memory_peak
+ * measures it, at the optimizer step; the rest is what adds to the resident peak. */
+typedef struct coh_par_memory {
+    coh_model_state_bytes state; /* params, grads (+ ZeRO-2/3 accumulator), AdamW moments */
+    uint64_t engine;       /* activations, activation-gradient scratch, logits chunk, attention
+                              scratch per thread, token buffers */
+    uint64_t gathered;     /* ZeRO-3: other ranks' chunks of the two layers present at once */
+    uint64_t grad_buckets; /* ZeRO-2/3: other ranks' chunks of gradient buckets not yet reduced */
+    uint64_t comm;         /* peers' shared-arena gradient pieces this rank reduces (DDP, ZeRO-1)
+                              and the transport's staging buffers */
+    uint64_t total;        /* peak resident growth over the process before the model existed */
+} coh_par_memory;
+
+struct coh_par_config;
+/* Prediction for rank `rank` of a data-parallel group of `dp` ranks training c (batch = micro
+ * batch per rank, accum, bucket_bytes 0 = 25 MiB, strategy). Pure apart from reading the thread
+ * count. COH_ERR_INVALID for a bad config, dp < 1 or rank outside 0..dp-1; COH_ERR_UNSUPPORTED
+ * for strategy 'dp'. */
+coh_status coh_par_memory_estimate(const struct coh_par_config *c, int dp, int rank,
+                                   coh_par_memory *out);
+
 /* ---- the parallel trainer -------------------------------------------------------------------- */
 
 typedef struct coh_par_config {

@@ -128,10 +128,21 @@ json_check --engine cohort --threads 2 --layers 4 --heads 8 --dim 512 --vocab 81
     'j["engine"]["threads"] == 2' 'j["parameters"] == 4 * (12 * 512**2 + 13 * 512) + 8192 * 512 + 256 * 512 + 2 * 512' \
     'j["engine"]["params"] == 4 * j["parameters"] == j["engine"]["adam_v"]' \
     'j["engine"]["total"] == sum(j["engine"][k] for k in ("params","grads","adam_m","adam_v","activations","act_grads","logits")) + 2 * j["engine"]["attention_per_thread"]' \
-    'j["per_device"]["total_bytes"] == j["engine"]["total"]' 'j["formula_total_bytes"] > 0'
-expect 0 "what the engine allocates:" --model gpt2 --engine cohort --seq 128
-expect 2 "'--dp' is not available" --model gpt2 --engine cohort --dp 2
-expect 2 "'--zero' is not available" --model gpt2 --engine cohort --zero 1
+    'j["per_device"]["total_bytes"] == j["engine"]["total"] + 2 * 4 * 256 * 4' 'j["formula_total_bytes"] > 0' \
+    'j["strategy"]["name"] == "single" and j["per_device"]["comm_bytes"] == 0' \
+    'sum(j["per_device"][k] for k in ("params_bytes","grads_bytes","optimizer_bytes","activations_bytes","temp_bytes","comm_bytes")) == j["per_device"]["total_bytes"]'
+# ZeRO-3 over 4 ranks holds 16 B x P / 4 = the full parameter arena, give or take the last
+# rank's tails (up to 3 elements x 16 B in each of the 6 layer buckets); measured against runs in
+# test_plan_engine_parallel.sh
+json_check --engine cohort --threads 2 --layers 4 --heads 8 --dim 512 --vocab 8192 --seq 256 --micro-batch 4 --dp 4 --zero 3 -- \
+    'j["strategy"] == {"name": "zero3", "dp": 4, "zero": 3}' \
+    'abs(j["per_device"]["model_state_bytes"] - j["engine"]["params"]) <= 16 * 3 * 6' \
+    'j["per_device"]["gathered_params_bytes"] > 0 and j["per_device"]["grad_buckets_bytes"] > 0'
+expect 0 "what rank 0 holds at its peak:" --model gpt2 --engine cohort --seq 128
+expect 0 "zero2 over 2 ranks" --model gpt2 --engine cohort --dp 2 --zero 2 --seq 128
+expect 2 "'--tp' is not available" --model gpt2 --engine cohort --tp 2
+expect 2 "'--recompute' is not available" --model gpt2 --engine cohort --recompute full
+expect 2 "invalid --bucket-mb 'x': expected MiB from 0.001 to 1048576" --model gpt2 --engine cohort --bucket-mb x
 expect 2 "--engine cohort trains in fp32 (got --precision bf16-mixed)" --model gpt2 --engine cohort --precision bf16-mixed
 expect 2 "--engine cohort needs a GPT-2 model shape" --config "$tmp/llama.json" --engine cohort
 expect 2 "invalid --engine 'deepspeed': expected cohort" --model gpt2 --engine deepspeed

@@ -8,46 +8,54 @@
 
 #include "train/parallel/strategy.h"
 
-static void own_chunk(coh_par_trainer *t, par_bucket *b)
+static void own_chunk(par_bucket *b, int ndp, int rdp)
 {
     size_t len = b->end - b->begin;
-    b->q = len / (size_t)t->ndp;
-    b->own_b = b->begin + (size_t)t->rdp * b->q;
-    b->own_e = t->rdp == t->ndp - 1 ? b->end : b->own_b + b->q;
+    b->q = len / (size_t)ndp;
+    b->own_b = b->begin + (size_t)rdp * b->q;
+    b->own_e = rdp == ndp - 1 ? b->end : b->own_b + b->q;
 }
 
 /* Whole layers from the last backwards until a bucket reaches bucket_bytes; ZeRO-3 gathers per
- * layer, so there every layer is its own bucket. */
-coh_status par_plan_buckets(coh_par_trainer *t)
+ * layer, so there every layer is its own bucket. Pure, so the memory estimate plans the same. */
+int par_bucket_plan(const coh_gpt_config *c, int stage, int ndp, int rdp, size_t bucket_bytes,
+                    par_bucket *bk, int *bucket_of, size_t *own_total)
 {
-    const coh_gpt_config *c = coh_gpt_get_config(t->model);
-    int L = c->layers;
-    size_t cap = t->cfg.bucket_bytes / sizeof(float);
-    t->bk = calloc((size_t)L + 2, sizeof *t->bk);
-    t->bucket_of = calloc((size_t)L + 2, sizeof *t->bucket_of);
-    if (!t->bk || !t->bucket_of)
-        return coh_errf(COH_ERR_NOMEM, "out of memory planning gradient buckets");
-    t->nbk = 0;
+    int L = c->layers, nbk = 0;
+    size_t cap = bucket_bytes / sizeof(float);
     for (int l = L; l >= -1; l--) {
         size_t b, e;
         coh_gpt_layer_range(c, l, &b, &e);
-        par_bucket *cur = t->nbk ? &t->bk[t->nbk - 1] : NULL;
-        if (!cur || t->stage == 3 || cur->end - cur->begin >= cap) {
-            cur = &t->bk[t->nbk++];
+        par_bucket *cur = nbk ? &bk[nbk - 1] : NULL;
+        if (!cur || stage == 3 || cur->end - cur->begin >= cap) {
+            cur = &bk[nbk++];
             cur->end = e;
             cur->hi = l;
         }
         cur->begin = b;
         cur->lo = l;
-        t->bucket_of[l + 1] = t->nbk - 1;
+        bucket_of[l + 1] = nbk - 1;
     }
     size_t off = 0;
-    for (int k = t->nbk - 1; k >= 0; k--) { /* accumulation buffer in arena order */
-        own_chunk(t, &t->bk[k]);
-        t->bk[k].acc_off = off;
-        off += t->bk[k].own_e - t->bk[k].own_b;
+    for (int k = nbk - 1; k >= 0; k--) { /* accumulation buffer in arena order */
+        own_chunk(&bk[k], ndp, rdp);
+        bk[k].acc_off = off;
+        off += bk[k].own_e - bk[k].own_b;
     }
-    t->own_total = off;
+    *own_total = off;
+    return nbk;
+}
+
+coh_status par_plan_buckets(coh_par_trainer *t)
+{
+    const coh_gpt_config *c = coh_gpt_get_config(t->model);
+    int L = c->layers;
+    t->bk = calloc((size_t)L + 2, sizeof *t->bk);
+    t->bucket_of = calloc((size_t)L + 2, sizeof *t->bucket_of);
+    if (!t->bk || !t->bucket_of)
+        return coh_errf(COH_ERR_NOMEM, "out of memory planning gradient buckets");
+    t->nbk = par_bucket_plan(c, t->stage, t->ndp, t->rdp, t->cfg.bucket_bytes, t->bk,
+                             t->bucket_of, &t->own_total);
     return COH_OK;
 }
 

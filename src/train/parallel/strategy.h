@@ -70,6 +70,10 @@ struct coh_par_trainer {
 
 /* buckets.c */
 coh_status par_plan_buckets(coh_par_trainer *t);
+/* The bucket plan of rank rdp of ndp into bk and bucket_of (each L + 2 long); returns the
+ * bucket count, *own_total the elements this rank owns under ZeRO. Pure. */
+int par_bucket_plan(const coh_gpt_config *c, int stage, int ndp, int rdp, size_t bucket_bytes,
+                    par_bucket *bk, int *bucket_of, size_t *own_total);
 /* Zero [b, e) of `base` and give its whole pages back to the system. */
 void par_release(float *base, size_t b, size_t e);
 /* Bytes of [b, e) of `base` in resident pages. */

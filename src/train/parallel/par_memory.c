@@ -1,0 +1,114 @@
+/* par_memory.c: what one rank of the parallel trainer will hold, from the same bucket plan and
+ * shard ranges the trainer builds, so the prediction of `cohort estimate --engine cohort` and
+ * the allocation cannot drift apart. */
+#include <stdlib.h>
+
+#include "train/parallel/strategy.h"
+
+/* The shared-memory transport's default staging halves (COHORT_SHM_STAGE): two per rank, and a
+ * rank's collectives outside the arena pass through every rank's halves. */
+#define STAGE_HALF ((uint64_t)256 << 10)
+
+static uint64_t not_own(const par_bucket *b)
+{
+    return (uint64_t)(b->end - b->begin - (b->own_e - b->own_b)) * sizeof(float);
+}
+
+/* ZeRO-3: the most of other ranks' parameters present at once: a layer in use and the next one
+ * in the step's order, prefetched (forward -1..L, the LM head's -1, backward L-1..0). */
+static uint64_t gathered_peak(const par_bucket *bk, const int *bucket_of, int L)
+{
+    uint64_t best = 0;
+    int prev = -2;
+    for (int i = 0; i < 2 * L + 3; i++) {
+        int l = i <= L + 1 ? i - 1 : i == L + 2 ? -1 : 2 * L + 2 - i;
+        if (prev > -2) {
+            int a = bucket_of[prev + 1], b = bucket_of[l + 1];
+            uint64_t x = not_own(&bk[a]) + (a != b ? not_own(&bk[b]) : 0);
+            best = x > best ? x : best;
+        }
+        prev = l;
+    }
+    return best;
+}
+
+/* ZeRO-2/3: the embedding bucket's gradient is written first in backward (the LM head) and
+ * reduced last, so it is held through backward beside the bucket backward is writing and the
+ * one before it, whose reduce-scatter is still in flight: the two largest others. */
+static uint64_t grad_bucket_peak(const par_bucket *bk, int nbk)
+{
+    uint64_t a = 0, b = 0; /* largest, second largest */
+    for (int k = 0; k < nbk - 1; k++) {
+        uint64_t x = not_own(&bk[k]);
+        if (x > a) {
+            b = a;
+            a = x;
+        } else if (x > b) {
+            b = x;
+        }
+    }
+    return not_own(&bk[nbk - 1]) + a + b;
+}
+
+/* DDP/ZeRO-1 all-reduce each bucket in place in the shared arena (the transport's rs+ag over
+ * blocks of ceil(m / dp) rounded to 64 elements): a rank reads block r of every peer's bucket,
+ * then each peer's own block b, so it maps two blocks of every peer's gradients. */
+static uint64_t peer_pieces(const par_bucket *bk, int nbk, int dp)
+{
+    uint64_t sum = 0;
+    for (int k = 0; k < nbk; k++) {
+        uint64_t m = bk[k].end - bk[k].begin, blk = ((m + dp - 1) / dp + 63) / 64 * 64;
+        if (m * sizeof(float) > ((uint64_t)16 << 10)) /* smaller ones go through staging */
+            sum += (uint64_t)(dp - 1) * (2 * blk < m ? 2 * blk : m) * sizeof(float);
+    }
+    return sum;
+}
+
+static void fill(const coh_par_config *c, int stage, int dp, const par_bucket *bk, int nbk,
+                 const int *bucket_of, size_t own, coh_par_memory *out)
+{
+    uint64_t n = coh_gpt_param_count(&c->train.model), f = sizeof(float);
+    uint64_t mine = stage ? own : n;
+    out->state.params = (stage == 3 ? own : n) * f;
+    out->state.grads = (stage >= 2 ? own * (c->train.accum > 1 ? 2 : 1) : n) * f;
+    out->state.optim = 2 * mine * f;
+    out->gathered = stage == 3 ? gathered_peak(bk, bucket_of, c->train.model.layers) : 0;
+    out->grad_buckets = stage >= 2 ? grad_bucket_peak(bk, nbk) : 0;
+    out->comm = 0;
+    if (dp > 1)
+        out->comm = (stage < 2 ? peer_pieces(bk, nbk, dp) : 0) + 2 * STAGE_HALF * (uint64_t)dp;
+}
+
+coh_status coh_par_memory_estimate(const coh_par_config *c, int dp, int rank,
+                                   coh_par_memory *out)
+{
+    if (c->strategy == COH_STRATEGY_DP || (unsigned)c->strategy >= COH_STRATEGY_COUNT)
+        return coh_errf(COH_ERR_UNSUPPORTED, "strategy '%s' has no memory model: use single, "
+                        "ddp or zero1..3", coh_strategy_name(c->strategy));
+    if (dp < 1 || rank < 0 || rank >= dp)
+        return coh_errf(COH_ERR_INVALID, "invalid rank '%d' of data-parallel size '%d'", rank,
+                        dp);
+    coh_train_memory tm;
+    coh_status st = coh_train_memory_estimate(&c->train.model, c->train.batch, c->train.seq, &tm);
+    if (st)
+        return st;
+    int L = c->train.model.layers, stage = dp > 1 ? coh_strategy_zero_stage(c->strategy) : 0;
+    par_bucket *bk = calloc((size_t)L + 2, sizeof *bk);
+    int *bucket_of = calloc((size_t)L + 2, sizeof *bucket_of);
+    if (!bk || !bucket_of) {
+        free(bk);
+        free(bucket_of);
+        return coh_errf(COH_ERR_NOMEM, "out of memory planning gradient buckets");
+    }
+    size_t own = 0, bucket = c->bucket_bytes ? c->bucket_bytes : (size_t)25 << 20;
+    int nbk = par_bucket_plan(&c->train.model, stage, dp, rank, bucket, bk, bucket_of, &own);
+    fill(c, stage, dp, bk, nbk, bucket_of, own, out);
+    free(bk);
+    free(bucket_of);
+    out->engine = tm.total - 4 * tm.params +
+                  2 * (uint64_t)c->train.batch * (uint64_t)c->train.seq * sizeof(int32_t);
+    const coh_model_state_bytes *s = &out->state;
+    out->total = s->params + s->grads + s->optim + out->engine + out->gathered +
+                 out->grad_buckets + out->comm;
+    return COH_OK;
+}
