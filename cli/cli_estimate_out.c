@@ -18,21 +18,7 @@ static const char *const offload_names[] = {"none", "optimizer", "optimizer+para
 /* Binary units by default (GiB, MiB), decimal ones (GB, MB) with --si, as papers use. */
 const char *est_fmt(uint64_t bytes, int si, char *buf, size_t cap)
 {
-    if (!si)
-        return coh_size_format(bytes, buf, cap);
-    static const char *names[] = {"kB", "MB", "GB", "TB", "PB", "EB"};
-    if (bytes < 1000) {
-        snprintf(buf, cap, "%llu B", (unsigned long long)bytes);
-        return buf;
-    }
-    double v = (double)bytes / 1000.0;
-    int u = 0;
-    while (v >= 1000.0 && u < 5) {
-        v /= 1000.0;
-        u++;
-    }
-    snprintf(buf, cap, "%.2f %s", v, names[u]);
-    return buf;
+    return si ? coh_size_format_si(bytes, buf, cap) : coh_size_format(bytes, buf, cap);
 }
 
 /* 124439808 -> "124,439,808". */

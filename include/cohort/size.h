@@ -23,6 +23,9 @@ coh_status coh_size_parse(const char *text, uint64_t *out_bytes);
  * ("1.50 GiB", "512.00 MiB", "17 B"). Returns buf. cap >= 16 is always enough. */
 char *coh_size_format(uint64_t bytes, char *buf, size_t cap);
 
+/* The same in decimal (SI) units, as papers print them: "120.00 GB" is 1.2e11 bytes. */
+char *coh_size_format_si(uint64_t bytes, char *buf, size_t cap);
+
 #ifdef __cplusplus
 }
 #endif

@@ -89,19 +89,32 @@ coh_status coh_size_parse(const char *text, uint64_t *out_bytes)
     return bad_size(text, "unknown unit");
 }
 
-char *coh_size_format(uint64_t bytes, char *buf, size_t cap)
+/* Largest unit of `base` that keeps the value >= 1, two decimals. */
+static char *format_in(uint64_t bytes, double base, const char *const names[6], char *buf,
+                       size_t cap)
 {
-    static const char *names[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-    if (bytes < 1024) {
+    if ((double)bytes < base) {
         snprintf(buf, cap, "%llu B", (unsigned long long)bytes);
         return buf;
     }
-    double v = (double)bytes / 1024.0;
+    double v = (double)bytes / base;
     int u = 0;
-    while (v >= 1024.0 && u < 5) {
-        v /= 1024.0;
+    while (v >= base && u < 5) {
+        v /= base;
         u++;
     }
     snprintf(buf, cap, "%.2f %s", v, names[u]);
     return buf;
+}
+
+char *coh_size_format(uint64_t bytes, char *buf, size_t cap)
+{
+    static const char *const names[6] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    return format_in(bytes, 1024.0, names, buf, cap);
+}
+
+char *coh_size_format_si(uint64_t bytes, char *buf, size_t cap)
+{
+    static const char *const names[6] = {"kB", "MB", "GB", "TB", "PB", "EB"};
+    return format_in(bytes, 1000.0, names, buf, cap);
 }

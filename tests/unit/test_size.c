@@ -59,6 +59,9 @@ static void test_format(void)
     CHECK_STR(coh_size_format(1023, buf, sizeof buf), "1023 B");
     CHECK_STR(coh_size_format(1536, buf, sizeof buf), "1.50 KiB");
     CHECK_STR(coh_size_format(81920ull << 20, buf, sizeof buf), "80.00 GiB");
+    CHECK_STR(coh_size_format_si(999, buf, sizeof buf), "999 B");
+    CHECK_STR(coh_size_format_si(120000000000ull, buf, sizeof buf), "120.00 GB");
+    CHECK_STR(coh_size_format_si(31406250000ull, buf, sizeof buf), "31.41 GB");
 }
 
 int main(void)
