@@ -53,25 +53,16 @@ coh_status coh_trainer_create(const coh_trainer_config *c, coh_trainer **out)
     coh_status st = check(c);
     if (st)
         return st;
-    coh_trainer *t = calloc(1, sizeof *t);
-    if (!t)
-        return coh_errf(COH_ERR_NOMEM, "out of memory allocating the trainer");
-    t->cfg = *c;
-    if ((st = coh_gpt_create(&c->model, c->batch, c->seq, &t->model)) ||
-        (st = coh_adamw_create(&c->model, &t->opt))) {
-        coh_trainer_destroy(t);
+    coh_gpt *model = NULL;
+    coh_adamw *opt = NULL;
+    if ((st = coh_gpt_create(&c->model, c->batch, c->seq, &model)) ||
+        (st = coh_adamw_create(&c->model, &opt))) {
+        coh_gpt_destroy(model);
+        coh_adamw_destroy(opt);
         return st;
     }
-    size_t n = (size_t)c->batch * c->seq;
-    t->inputs = malloc(n * sizeof *t->inputs);
-    t->targets = malloc(n * sizeof *t->targets);
-    if (!t->inputs || !t->targets) {
-        coh_trainer_destroy(t);
-        return coh_errf(COH_ERR_NOMEM, "out of memory allocating batch buffers");
-    }
-    coh_gpt_init_weights(t->model, c->seed);
-    *out = t;
-    return COH_OK;
+    coh_gpt_init_weights(model, c->seed);
+    return coh_trainer_create_from(c, model, opt, out);
 }
 
 coh_status coh_trainer_create_from(const coh_trainer_config *c, coh_gpt *model, coh_adamw *opt,
