@@ -14,6 +14,14 @@ int cli_usage_error(const char *cmd, const char *fmt, ...)
 #endif
     ;
 
+/* For the default branch of a getopt_long loop (opterr = 0): "unknown or incomplete option
+ * '--x' (see --help)" for the option getopt just rejected; returns CLI_USAGE. */
+int cli_bad_option(const char *cmd, char *const *argv);
+
+/* After the getopt_long loop: CLI_USAGE with "unexpected argument 'x'" when operands remain,
+ * CLI_OK otherwise. */
+int cli_no_operands(const char *cmd, int argc, char *const *argv);
+
 /* Report a failed library call with its thread-local message; returns CLI_USAGE for
  * COH_ERR_INVALID (bad input) and CLI_FAILED otherwise. */
 int cli_fail(const char *cmd, coh_status s);

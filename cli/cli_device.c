@@ -149,32 +149,21 @@ void cli_device_json(coh_jw *w, const coh_inventory *inv, const coh_visible *v, 
     device_numbers(inv, d, &total, &used, &np);
     cli_device_label(v, l, label, sizeof label);
     coh_jw_object_begin(w);
-    coh_jw_key(w, "device");
-    coh_jw_string(w, label);
-    coh_jw_key(w, "logical_index");
-    coh_jw_int(w, l);
-    coh_jw_key(w, "physical_index");
-    coh_jw_int(w, g->physical_index);
-    coh_jw_key(w, "pci_bus_id");
-    coh_jw_string(w, g->pci_bus_id);
-    coh_jw_key(w, "uuid");
-    coh_jw_string(w, g->uuid);
-    coh_jw_key(w, "mig_uuid");
-    coh_jw_string(w, d->mig >= 0 ? g->mig[d->mig].uuid : NULL);
+    coh_jw_field_string(w, "device", label);
+    coh_jw_field_int(w, "logical_index", l);
+    coh_jw_field_int(w, "physical_index", g->physical_index);
+    coh_jw_field_string(w, "pci_bus_id", g->pci_bus_id);
+    coh_jw_field_string(w, "uuid", g->uuid);
+    coh_jw_field_string(w, "mig_uuid", d->mig >= 0 ? g->mig[d->mig].uuid : NULL);
     coh_jw_key(w, "tile");
     if (d->tile >= 0)
         coh_jw_int(w, d->tile);
     else
         coh_jw_null(w);
-    coh_jw_key(w, "name");
-    coh_jw_string(w, g->name);
-    coh_jw_key(w, "memory_total_mib");
-    coh_jw_uint(w, total);
-    coh_jw_key(w, "memory_free_mib");
-    coh_jw_uint(w, total - used);
-    coh_jw_key(w, "utilization_pct");
-    coh_jw_int(w, g->utilization_pct);
-    coh_jw_key(w, "processes");
-    coh_jw_int(w, np);
+    coh_jw_field_string(w, "name", g->name);
+    coh_jw_field_uint(w, "memory_total_mib", total);
+    coh_jw_field_uint(w, "memory_free_mib", total - used);
+    coh_jw_field_int(w, "utilization_pct", g->utilization_pct);
+    coh_jw_field_int(w, "processes", np);
     coh_jw_object_end(w);
 }

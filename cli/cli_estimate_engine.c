@@ -61,8 +61,7 @@ typedef struct engine_view {
 
 static void kv(coh_jw *w, const char *k, uint64_t v)
 {
-    coh_jw_key(w, k);
-    coh_jw_uint(w, v);
+    coh_jw_field_uint(w, k, v);
 }
 
 static void engine_json(const est_request *r, const engine_view *v, uint64_t formula,

@@ -133,8 +133,7 @@ static void json_strategy(coh_jw *w, const coh_strategy *s, const coh_estimate *
         {"micro_batch", s->micro_batch}, {"seq", e->seq}, {"microbatches", e->microbatches},
         {"virtual_stages", s->virtual_stages}};
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
-        coh_jw_key(w, ints[i].k);
-        coh_jw_int(w, ints[i].v);
+        coh_jw_field_int(w, ints[i].k, ints[i].v);
     }
     coh_jw_key(w, "schedule"); coh_jw_string(w, sched_names[s->schedule]);
     coh_jw_key(w, "precision"); coh_jw_string(w, prec_names[s->precision]);
@@ -156,8 +155,7 @@ static void json_device(coh_jw *w, const coh_device_mem *d)
         {"host_bytes", d->host_bytes}, {"local_parameters", (uint64_t)d->local_params},
         {"layers", (uint64_t)d->layers}, {"microbatches_in_flight", (uint64_t)d->in_flight}};
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
-        coh_jw_key(w, rows[i].k);
-        coh_jw_uint(w, rows[i].v);
+        coh_jw_field_uint(w, rows[i].k, rows[i].v);
     }
     coh_jw_object_end(w);
 }
@@ -174,8 +172,7 @@ static void json_model(coh_jw *w, const coh_model_desc *m)
             {"kv_heads", m->kv_heads}, {"head_dim", m->head_dim}, {"ffn", m->ffn},
             {"vocab", m->vocab}, {"positions", m->positions}};
         for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
-            coh_jw_key(w, ints[i].k);
-            coh_jw_int(w, ints[i].v);
+            coh_jw_field_int(w, ints[i].k, ints[i].v);
         }
         coh_jw_key(w, "tied"); coh_jw_bool(w, m->tied);
     }
@@ -220,8 +217,7 @@ static void print_json(const est_request *r, const coh_estimate *e)
     coh_jw_key(&w, "worst_stage"); coh_jw_int(&w, e->worst_stage);
     json_device(&w, &e->per_device);
     if (r->device_bytes) {
-        coh_jw_key(&w, "device_memory_bytes");
-        coh_jw_uint(&w, r->device_bytes);
+        coh_jw_field_uint(&w, "device_memory_bytes", r->device_bytes);
     }
     json_fit(&w, r, e);
     coh_jw_object_end(&w);

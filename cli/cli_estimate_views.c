@@ -82,14 +82,14 @@ static void ds_json(const ds_row *rows, int n)
     coh_jw_array_begin(&w);
     for (int i = 0; i < n; i++) {
         coh_jw_object_begin(&w);
-        coh_jw_key(&w, "stage"); coh_jw_int(&w, rows[i].stage);
-        coh_jw_key(&w, "offload_optimizer"); coh_jw_bool(&w, rows[i].offload_optimizer);
+        coh_jw_field_int(&w, "stage", rows[i].stage);
+        coh_jw_field_bool(&w, "offload_optimizer", rows[i].offload_optimizer);
         if (rows[i].stage == 3) {
-            coh_jw_key(&w, "offload_param"); coh_jw_bool(&w, rows[i].offload_params);
-            coh_jw_key(&w, "zero_init"); coh_jw_bool(&w, rows[i].zero_init);
+            coh_jw_field_bool(&w, "offload_param", rows[i].offload_params);
+            coh_jw_field_bool(&w, "zero_init", rows[i].zero_init);
         }
-        coh_jw_key(&w, "cpu_bytes"); coh_jw_uint(&w, rows[i].cpu);
-        coh_jw_key(&w, "gpu_bytes"); coh_jw_uint(&w, rows[i].gpu);
+        coh_jw_field_uint(&w, "cpu_bytes", rows[i].cpu);
+        coh_jw_field_uint(&w, "gpu_bytes", rows[i].gpu);
         coh_jw_object_end(&w);
     }
     coh_jw_array_end(&w);
@@ -120,9 +120,9 @@ static void accel_json(const coh_accel_row *rows)
     coh_jw_array_begin(&w);
     for (int i = 0; i < 4; i++) {
         coh_jw_object_begin(&w);
-        coh_jw_key(&w, "dtype"); coh_jw_string(&w, rows[i].dtype);
-        coh_jw_key(&w, "largest_layer_bytes"); coh_jw_uint(&w, rows[i].largest_layer_bytes);
-        coh_jw_key(&w, "total_bytes"); coh_jw_uint(&w, rows[i].total_bytes);
+        coh_jw_field_string(&w, "dtype", rows[i].dtype);
+        coh_jw_field_uint(&w, "largest_layer_bytes", rows[i].largest_layer_bytes);
+        coh_jw_field_uint(&w, "total_bytes", rows[i].total_bytes);
         coh_jw_key(&w, "training_bytes");
         if (rows[i].training_bytes)
             coh_jw_uint(&w, rows[i].training_bytes);

@@ -108,23 +108,15 @@ static void write_metrics(run *r, const coh_step_stats *s, double tps, double mf
     coh_jw w;
     coh_jw_init(&w, r->metrics, 0);
     coh_jw_object_begin(&w);
-    coh_jw_key(&w, "step");
-    coh_jw_int(&w, s->step);
-    coh_jw_key(&w, "loss");
-    coh_jw_double(&w, s->loss);
-    coh_jw_key(&w, "lr");
-    coh_jw_double(&w, s->lr);
-    coh_jw_key(&w, "tokens_per_s");
-    coh_jw_double(&w, tps);
-    coh_jw_key(&w, "mfu");
-    coh_jw_double(&w, mfu);
-    coh_jw_key(&w, "elapsed_s");
-    coh_jw_double(&w, now() - r->t_start);
-    coh_jw_key(&w, "grad_norm");
-    coh_jw_double(&w, s->grad_norm);
+    coh_jw_field_int(&w, "step", s->step);
+    coh_jw_field_double(&w, "loss", s->loss);
+    coh_jw_field_double(&w, "lr", s->lr);
+    coh_jw_field_double(&w, "tokens_per_s", tps);
+    coh_jw_field_double(&w, "mfu", mfu);
+    coh_jw_field_double(&w, "elapsed_s", now() - r->t_start);
+    coh_jw_field_double(&w, "grad_norm", s->grad_norm);
     if (val >= 0) {
-        coh_jw_key(&w, "val_loss");
-        coh_jw_double(&w, val);
+        coh_jw_field_double(&w, "val_loss", val);
     }
     static const char *const MEM[CLI_MEM_N] = {"params_bytes", "grads_bytes", "optim_bytes",
                                                "peak_rss_bytes", "base_rss_bytes",
@@ -136,11 +128,9 @@ static void write_metrics(run *r, const coh_step_stats *s, double tps, double mf
     coh_jw_array_begin(&w);
     for (int k = 0; k < r->par.world_size; k++) {
         coh_jw_object_begin(&w);
-        coh_jw_key(&w, "rank");
-        coh_jw_int(&w, k);
+        coh_jw_field_int(&w, "rank", k);
         for (int i = 0; i < CLI_MEM_N; i++) {
-            coh_jw_key(&w, MEM[i]);
-            coh_jw_uint(&w, r->mem[CLI_MEM_N * k + i]);
+            coh_jw_field_uint(&w, MEM[i], r->mem[CLI_MEM_N * k + i]);
         }
         coh_jw_object_end(&w);
     }

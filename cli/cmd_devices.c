@@ -95,22 +95,15 @@ static void print_cpu_human(const coh_inventory *inv)
 
 static void json_cpu_and_gpus(coh_jw *w, const coh_inventory *inv)
 {
-    coh_jw_key(w, "source");
-    coh_jw_string(w, inv->source);
-    coh_jw_key(w, "note");
-    coh_jw_string(w, inv->note[0] ? inv->note : NULL);
+    coh_jw_field_string(w, "source", inv->source);
+    coh_jw_field_string(w, "note", inv->note[0] ? inv->note : NULL);
     coh_jw_key(w, "cpu");
     coh_jw_object_begin(w);
-    coh_jw_key(w, "cores_online");
-    coh_jw_int(w, inv->cpu.cores_online);
-    coh_jw_key(w, "numa_nodes");
-    coh_jw_int(w, inv->cpu.numa_nodes);
-    coh_jw_key(w, "affinity_cores");
-    coh_jw_int(w, inv->cpu.affinity_cores);
-    coh_jw_key(w, "cgroup_limit");
-    coh_jw_double(w, inv->cpu.cgroup_limit);
-    coh_jw_key(w, "cores_available");
-    coh_jw_int(w, inv->cpu.cores_available);
+    coh_jw_field_int(w, "cores_online", inv->cpu.cores_online);
+    coh_jw_field_int(w, "numa_nodes", inv->cpu.numa_nodes);
+    coh_jw_field_int(w, "affinity_cores", inv->cpu.affinity_cores);
+    coh_jw_field_double(w, "cgroup_limit", inv->cpu.cgroup_limit);
+    coh_jw_field_int(w, "cores_available", inv->cpu.cores_available);
     coh_jw_object_end(w);
     coh_jw_key(w, "gpus");
     coh_jw_array_begin(w);
@@ -119,48 +112,29 @@ static void json_cpu_and_gpus(coh_jw *w, const coh_inventory *inv)
         char cc[16];
         snprintf(cc, sizeof cc, "%d.%d", g->cc_major, g->cc_minor);
         coh_jw_object_begin(w);
-        coh_jw_key(w, "vendor");
-        coh_jw_string(w, vendor_names[g->vendor]);
-        coh_jw_key(w, "physical_index");
-        coh_jw_int(w, g->physical_index);
-        coh_jw_key(w, "name");
-        coh_jw_string(w, g->name);
-        coh_jw_key(w, "uuid");
-        coh_jw_string(w, g->uuid);
-        coh_jw_key(w, "pci_bus_id");
-        coh_jw_string(w, g->pci_bus_id);
-        coh_jw_key(w, "memory_total_mib");
-        coh_jw_uint(w, g->memory_total_mib);
-        coh_jw_key(w, "memory_used_mib");
-        coh_jw_uint(w, g->memory_used_mib);
-        coh_jw_key(w, "utilization_pct");
-        coh_jw_int(w, g->utilization_pct);
-        coh_jw_key(w, "compute_mode");
-        coh_jw_string(w, mode_names[g->compute_mode]);
-        coh_jw_key(w, "processes");
-        coh_jw_int(w, g->processes);
-        coh_jw_key(w, "process_owners");
-        coh_jw_string(w, g->owners);
-        coh_jw_key(w, "compute_capability");
-        coh_jw_string(w, cc);
-        coh_jw_key(w, "multiprocessors");
-        coh_jw_int(w, g->multiprocessors);
-        coh_jw_key(w, "clock_mhz");
-        coh_jw_int(w, g->clock_mhz);
-        coh_jw_key(w, "tiles");
-        coh_jw_int(w, g->tiles);
+        coh_jw_field_string(w, "vendor", vendor_names[g->vendor]);
+        coh_jw_field_int(w, "physical_index", g->physical_index);
+        coh_jw_field_string(w, "name", g->name);
+        coh_jw_field_string(w, "uuid", g->uuid);
+        coh_jw_field_string(w, "pci_bus_id", g->pci_bus_id);
+        coh_jw_field_uint(w, "memory_total_mib", g->memory_total_mib);
+        coh_jw_field_uint(w, "memory_used_mib", g->memory_used_mib);
+        coh_jw_field_int(w, "utilization_pct", g->utilization_pct);
+        coh_jw_field_string(w, "compute_mode", mode_names[g->compute_mode]);
+        coh_jw_field_int(w, "processes", g->processes);
+        coh_jw_field_string(w, "process_owners", g->owners);
+        coh_jw_field_string(w, "compute_capability", cc);
+        coh_jw_field_int(w, "multiprocessors", g->multiprocessors);
+        coh_jw_field_int(w, "clock_mhz", g->clock_mhz);
+        coh_jw_field_int(w, "tiles", g->tiles);
         coh_jw_key(w, "mig");
         coh_jw_array_begin(w);
         for (int m = 0; m < g->nmig; m++) {
             coh_jw_object_begin(w);
-            coh_jw_key(w, "uuid");
-            coh_jw_string(w, g->mig[m].uuid);
-            coh_jw_key(w, "gpu_instance");
-            coh_jw_int(w, g->mig[m].gpu_instance);
-            coh_jw_key(w, "compute_instance");
-            coh_jw_int(w, g->mig[m].compute_instance);
-            coh_jw_key(w, "memory_total_mib");
-            coh_jw_uint(w, g->mig[m].memory_total_mib);
+            coh_jw_field_string(w, "uuid", g->mig[m].uuid);
+            coh_jw_field_int(w, "gpu_instance", g->mig[m].gpu_instance);
+            coh_jw_field_int(w, "compute_instance", g->mig[m].compute_instance);
+            coh_jw_field_uint(w, "memory_total_mib", g->mig[m].memory_total_mib);
             coh_jw_object_end(w);
         }
         coh_jw_array_end(w);
@@ -178,12 +152,9 @@ static void json_visible(coh_jw *w, const coh_inventory *inv, const coh_visible 
     for (int l = 0; l < v->count; l++)
         cli_device_json(w, inv, v, l);
     coh_jw_array_end(w);
-    coh_jw_key(w, "cut");
-    coh_jw_string(w, v->cut != COH_CUT_NONE ? v->cut_note : NULL);
-    coh_jw_key(w, "cut_entry");
-    coh_jw_int(w, v->cut_entry);
-    coh_jw_key(w, "warning");
-    coh_jw_string(w, v->order_note[0] ? v->order_note : NULL);
+    coh_jw_field_string(w, "cut", v->cut != COH_CUT_NONE ? v->cut_note : NULL);
+    coh_jw_field_int(w, "cut_entry", v->cut_entry);
+    coh_jw_field_string(w, "warning", v->order_note[0] ? v->order_note : NULL);
     coh_jw_object_end(w);
 }
 
@@ -214,9 +185,7 @@ static int parse_args(int argc, char **argv, opts *o)
                                         argv[optind - 1]);
         }
     }
-    if (optind < argc)
-        return cli_usage_error("devices", "unexpected argument '%s' (see --help)", argv[optind]);
-    return CLI_OK;
+    return cli_no_operands("devices", argc, argv);
 }
 
 /* Compute every listed kind's visibility; returns the count or -exit code. */
@@ -250,21 +219,16 @@ static void print_selection(const coh_inventory *inv, const coh_selection *s, co
     if (w) {
         coh_jw_key(w, "selection");
         coh_jw_object_begin(w);
-        coh_jw_key(w, "accelerator");
-        coh_jw_string(w, coh_accel_name(s->accel));
-        coh_jw_key(w, "devices");
-        coh_jw_string(w, spec);
-        coh_jw_key(w, "count");
-        coh_jw_int(w, s->n);
+        coh_jw_field_string(w, "accelerator", coh_accel_name(s->accel));
+        coh_jw_field_string(w, "devices", spec);
+        coh_jw_field_int(w, "count", s->n);
         coh_jw_key(w, "logical_indices");
         coh_jw_array_begin(w);
         for (int i = 0; s->accel != COH_ACCEL_CPU && i < s->n; i++)
             coh_jw_int(w, s->logical[i]);
         coh_jw_array_end(w);
-        coh_jw_key(w, "variable");
-        coh_jw_string(w, s->var);
-        coh_jw_key(w, "value");
-        coh_jw_string(w, s->var ? s->value : NULL);
+        coh_jw_field_string(w, "variable", s->var);
+        coh_jw_field_string(w, "value", s->var ? s->value : NULL);
         coh_jw_object_end(w);
         return;
     }

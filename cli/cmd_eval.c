@@ -65,14 +65,13 @@ static int parse(eval_opts *o, int argc, char **argv)
         case 'j': o->json = 1; break;
         case 'h': help(); return -1;
         default:
-            return cli_usage_error(CMD, "unknown or incomplete option '%s' (see --help)",
-                                   argv[optind - 1]);
+            return cli_bad_option(CMD, argv);
         }
     }
     if (!ok)
         return CLI_USAGE;
-    if (optind < argc)
-        return cli_usage_error(CMD, "unexpected argument '%s' (see --help)", argv[optind]);
+    if (cli_no_operands(CMD, argc, argv))
+        return CLI_USAGE;
     if (!o->ckpt)
         return cli_usage_error(CMD, "missing --checkpoint FILE");
     if (!o->ndata)
@@ -138,12 +137,9 @@ int cmd_eval(int argc, char **argv)
         coh_jw w;
         coh_jw_init(&w, stdout, 0);
         coh_jw_object_begin(&w);
-        coh_jw_key(&w, "loss");
-        coh_jw_double(&w, loss);
-        coh_jw_key(&w, "batches");
-        coh_jw_int(&w, o.batches);
-        coh_jw_key(&w, "tokens");
-        coh_jw_int(&w, o.batches * o.batch * (o.seq ? o.seq : (m.seq < 256 ? m.seq : 256)));
+        coh_jw_field_double(&w, "loss", loss);
+        coh_jw_field_int(&w, "batches", o.batches);
+        coh_jw_field_int(&w, "tokens", o.batches * o.batch * (o.seq ? o.seq : (m.seq < 256 ? m.seq : 256)));
         coh_jw_object_end(&w);
         coh_jw_finish(&w);
     } else {

@@ -68,14 +68,13 @@ static int parse(gen_opts *o, int argc, char **argv)
         case 't': ok = cli_parse_long(CMD, "--threads", optarg, 1, 1024, &o->threads); break;
         case 'h': help(); return -1;
         default:
-            return cli_usage_error(CMD, "unknown or incomplete option '%s' (see --help)",
-                                   argv[optind - 1]);
+            return cli_bad_option(CMD, argv);
         }
     }
     if (!ok)
         return CLI_USAGE;
-    if (optind < argc)
-        return cli_usage_error(CMD, "unexpected argument '%s' (see --help)", argv[optind]);
+    if (cli_no_operands(CMD, argc, argv))
+        return CLI_USAGE;
     if (!o->ckpt)
         return cli_usage_error(CMD, "missing --checkpoint FILE");
     if (!o->prompt)

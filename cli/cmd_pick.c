@@ -168,12 +168,9 @@ static void print_json(const coh_inventory *inv, const coh_visible *v, const coh
     coh_jw w;
     coh_jw_init(&w, stdout, 1);
     coh_jw_object_begin(&w);
-    coh_jw_key(&w, "accelerator");
-    coh_jw_string(&w, coh_accel_name(v->accel));
-    coh_jw_key(&w, "variable");
-    coh_jw_string(&w, var);
-    coh_jw_key(&w, "value");
-    coh_jw_string(&w, value);
+    coh_jw_field_string(&w, "accelerator", coh_accel_name(v->accel));
+    coh_jw_field_string(&w, "variable", var);
+    coh_jw_field_string(&w, "value", value);
     coh_jw_key(&w, "picked");
     coh_jw_array_begin(&w);
     for (int i = 0; i < r->npicked; i++)
@@ -187,10 +184,8 @@ static void print_json(const coh_inventory *inv, const coh_visible *v, const coh
         char label[32];
         cli_device_label(v, r->cand[i].logical, label, sizeof label);
         coh_jw_object_begin(&w);
-        coh_jw_key(&w, "device");
-        coh_jw_string(&w, label);
-        coh_jw_key(&w, "reason");
-        coh_jw_string(&w, r->cand[i].reason);
+        coh_jw_field_string(&w, "device", label);
+        coh_jw_field_string(&w, "reason", r->cand[i].reason);
         coh_jw_object_end(&w);
     }
     coh_jw_array_end(&w);

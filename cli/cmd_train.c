@@ -214,13 +214,12 @@ static int parse(train_opts *o, int argc, char **argv)
             return -1;
         }
         if (c == '?' || c == ':')
-            return cli_usage_error(CMD, "unknown or incomplete option '%s' (see --help)",
-                                   argv[optind - 1]);
+            return cli_bad_option(CMD, argv);
         if (!parse_value(o, c, optarg))
             return CLI_USAGE;
     }
-    if (optind < argc)
-        return cli_usage_error(CMD, "unexpected argument '%s' (see --help)", argv[optind]);
+    if (cli_no_operands(CMD, argc, argv))
+        return CLI_USAGE;
     if (o->blas_info)
         return 0;
     if (!o->ndata)

@@ -1,5 +1,6 @@
 /* cohort.c: the cohort command-line tool: dispatches `cohort <command> [options]` to the
  * subcommands in cli/cmd_*.c (their table is generated from the file names). */
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -19,6 +20,19 @@ int cli_usage_error(const char *cmd, const char *fmt, ...)
     va_end(ap);
     fprintf(stderr, "%s %s: error: %s\n", cli_progname, cmd, msg);
     return CLI_USAGE;
+}
+
+int cli_bad_option(const char *cmd, char *const *argv)
+{
+    return cli_usage_error(cmd, "unknown or incomplete option '%s' (see --help)",
+                           argv[optind - 1]);
+}
+
+int cli_no_operands(const char *cmd, int argc, char *const *argv)
+{
+    if (optind < argc)
+        return cli_usage_error(cmd, "unexpected argument '%s' (see --help)", argv[optind]);
+    return CLI_OK;
 }
 
 int cli_fail(const char *cmd, coh_status s)

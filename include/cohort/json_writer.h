@@ -33,6 +33,12 @@ void coh_jw_uint(coh_jw *w, uint64_t v);
 void coh_jw_double(coh_jw *w, double v);       /* NaN and infinities write null */
 void coh_jw_bool(coh_jw *w, int v);
 void coh_jw_null(coh_jw *w);
+/* A key and its value in one call, for the common case inside an object. */
+void coh_jw_field_string(coh_jw *w, const char *key, const char *s);
+void coh_jw_field_int(coh_jw *w, const char *key, int64_t v);
+void coh_jw_field_uint(coh_jw *w, const char *key, uint64_t v);
+void coh_jw_field_double(coh_jw *w, const char *key, double v);
+void coh_jw_field_bool(coh_jw *w, const char *key, int v);
 /* Ends the top-level value with a newline. */
 void coh_jw_finish(coh_jw *w);
 

@@ -295,6 +295,17 @@ static void **plist_to_arena(parser *ps, const plist *l)
     return a;
 }
 
+/* After an array item or object member: ',' means another follows (1), the closing bracket
+ * ends the container (0), anything else is an error reported in *st (-1). */
+static int next_member(parser *ps, char close, coh_status *st)
+{
+    skip_ws(ps);
+    if (ps->p < ps->end && (*ps->p == ',' || *ps->p == close))
+        return *ps->p++ == ',';
+    *st = fail(ps, close == ']' ? "expected ',' or ']' in array" : "expected ',' or '}' in object");
+    return -1;
+}
+
 static coh_status parse_array(parser *ps, json_value *v)
 {
     plist items = {0};
@@ -312,17 +323,11 @@ static coh_status parse_array(parser *ps, json_value *v)
                 st = coh_errf(COH_ERR_NOMEM, "json: out of memory");
                 goto out;
             }
-            skip_ws(ps);
-            if (ps->p < ps->end && *ps->p == ',') {
-                ps->p++;
-                continue;
-            }
-            if (ps->p < ps->end && *ps->p == ']') {
-                ps->p++;
+            int more = next_member(ps, ']', &st);
+            if (more < 0)
+                goto out;
+            if (!more)
                 break;
-            }
-            st = fail(ps, "expected ',' or ']' in array");
-            goto out;
         }
     }
     v->u.arr.items = (json_value **)plist_to_arena(ps, &items);
@@ -407,17 +412,11 @@ static coh_status parse_object(parser *ps, json_value *v)
                 st = coh_errf(COH_ERR_NOMEM, "json: out of memory");
                 goto out;
             }
-            skip_ws(ps);
-            if (ps->p < ps->end && *ps->p == ',') {
-                ps->p++;
-                continue;
-            }
-            if (ps->p < ps->end && *ps->p == '}') {
-                ps->p++;
+            int more = next_member(ps, '}', &st);
+            if (more < 0)
+                goto out;
+            if (!more)
                 break;
-            }
-            st = fail(ps, "expected ',' or '}' in object");
-            goto out;
         }
     }
     v->u.obj.keys = (char **)plist_to_arena(ps, &keys);

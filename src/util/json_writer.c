@@ -140,3 +140,33 @@ void coh_jw_finish(coh_jw *w)
     fputc('\n', w->out);
     fflush(w->out);
 }
+
+void coh_jw_field_string(coh_jw *w, const char *key, const char *s)
+{
+    coh_jw_key(w, key);
+    coh_jw_string(w, s);
+}
+
+void coh_jw_field_int(coh_jw *w, const char *key, int64_t v)
+{
+    coh_jw_key(w, key);
+    coh_jw_int(w, v);
+}
+
+void coh_jw_field_uint(coh_jw *w, const char *key, uint64_t v)
+{
+    coh_jw_key(w, key);
+    coh_jw_uint(w, v);
+}
+
+void coh_jw_field_double(coh_jw *w, const char *key, double v)
+{
+    coh_jw_key(w, key);
+    coh_jw_double(w, v);
+}
+
+void coh_jw_field_bool(coh_jw *w, const char *key, int v)
+{
+    coh_jw_key(w, key);
+    coh_jw_bool(w, v);
+}

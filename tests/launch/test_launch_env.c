@@ -14,6 +14,17 @@ static coh_launch_env env_of(const char *const *vars, coh_status want)
     return e;
 }
 
+/* rank, world size, local rank, local world size, node rank, node count */
+#define check_place(e, r, w, lr, lw, nr, nn)                                                     \
+    do {                                                                                       \
+        CHECK_INT((e)->rank, r);                                                               \
+        CHECK_INT((e)->world_size, w);                                                         \
+        CHECK_INT((e)->local_rank, lr);                                                        \
+        CHECK_INT((e)->local_world_size, lw);                                                  \
+        CHECK_INT((e)->node_rank, nr);                                                         \
+        CHECK_INT((e)->nnodes, nn);                                                            \
+    } while (0)
+
 static void test_cohort(void)
 {
     const char *v[] = {"PATH=/bin", "COHORT_RANK=5", "COHORT_WORLD_SIZE=8", "COHORT_LOCAL_RANK=1",
@@ -24,12 +35,7 @@ static void test_cohort(void)
     coh_launch_env e = env_of(v, COH_OK);
     CHECK_INT(e.launcher, COH_LAUNCHER_COHORT);
     CHECK_STR(coh_launcher_name(e.launcher), "cohort");
-    CHECK_INT(e.rank, 5);
-    CHECK_INT(e.world_size, 8);
-    CHECK_INT(e.local_rank, 1);
-    CHECK_INT(e.local_world_size, 4);
-    CHECK_INT(e.node_rank, 1);
-    CHECK_INT(e.nnodes, 2);
+    check_place(&e, 5, 8, 1, 4, 1, 2);
     CHECK_INT(e.restart_count, 2);
     CHECK_INT(e.launcher_pid, 4242);
     CHECK_STR(e.job_id, "cohort-abc");
@@ -42,12 +48,7 @@ static void test_torchrun(void)
                        "TORCHELASTIC_RUN_ID=xyz", NULL};
     coh_launch_env e = env_of(v, COH_OK);
     CHECK_INT(e.launcher, COH_LAUNCHER_TORCHRUN);
-    CHECK_INT(e.rank, 3);
-    CHECK_INT(e.world_size, 4);
-    CHECK_INT(e.local_rank, 1);
-    CHECK_INT(e.local_world_size, 2);
-    CHECK_INT(e.node_rank, 1);
-    CHECK_INT(e.nnodes, 2);
+    check_place(&e, 3, 4, 1, 2, 1, 2);
     CHECK_INT(e.restart_count, 1);
     CHECK_STR(e.job_id, "xyz");
     CHECK_INT(e.launcher_pid, 0);
@@ -61,12 +62,7 @@ static void test_openmpi(void)
                        NULL};
     coh_launch_env e = env_of(v, COH_OK);
     CHECK_INT(e.launcher, COH_LAUNCHER_OPENMPI);
-    CHECK_INT(e.rank, 2);
-    CHECK_INT(e.world_size, 4);
-    CHECK_INT(e.local_rank, 0);
-    CHECK_INT(e.local_world_size, 2);
-    CHECK_INT(e.node_rank, -1); /* Open MPI does not number nodes */
-    CHECK_INT(e.nnodes, -1);
+    check_place(&e, 2, 4, 0, 2, -1, -1); /* Open MPI does not number nodes */
     CHECK_STR(e.job_id, "ompi-1259995137");
     /* One node holding the whole job: node 0 of 1 is known. */
     const char *one[] = {"OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=2",
@@ -97,12 +93,7 @@ static void test_slurm(void)
                        "SLURM_STEP_ID=4", NULL};
     coh_launch_env e = env_of(v, COH_OK);
     CHECK_INT(e.launcher, COH_LAUNCHER_SLURM);
-    CHECK_INT(e.rank, 5);
-    CHECK_INT(e.world_size, 7);
-    CHECK_INT(e.local_rank, 1);
-    CHECK_INT(e.local_world_size, 2); /* node 2 is the second of the "2(x2)" nodes */
-    CHECK_INT(e.node_rank, 2);
-    CHECK_INT(e.nnodes, 3);
+    check_place(&e, 5, 7, 1, 2, 2, 3); /* node 2 is the second of the "2(x2)" nodes */
     CHECK_STR(e.job_id, "slurm-991.4");
     /* SLURM_NNODES without SLURM_NODEID: the node is unknown, not inconsistent. */
     const char *half[] = {"SLURM_PROCID=0", "SLURM_NTASKS=2", "SLURM_NNODES=2", NULL};

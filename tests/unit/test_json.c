@@ -110,8 +110,7 @@ static void test_writer_roundtrip(void)
     coh_jw w;
     coh_jw_init(&w, f, 1);
     coh_jw_object_begin(&w);
-    coh_jw_key(&w, "name");
-    coh_jw_string(&w, "q\"uote\\ \n\x01");
+    coh_jw_field_string(&w, "name", "q\"uote\\ \n\x01");
     coh_jw_key(&w, "list");
     coh_jw_array_begin(&w);
     coh_jw_int(&w, -3);
@@ -124,6 +123,10 @@ static void test_writer_roundtrip(void)
     coh_jw_key(&w, "empty");
     coh_jw_object_begin(&w);
     coh_jw_object_end(&w);
+    coh_jw_field_int(&w, "i", -7);
+    coh_jw_field_uint(&w, "u", 9007199254740993ull);
+    coh_jw_field_double(&w, "d", 2.5);
+    coh_jw_field_bool(&w, "b", 0);
     coh_jw_object_end(&w);
     coh_jw_finish(&w);
     fclose(f);
@@ -136,8 +139,12 @@ static void test_writer_roundtrip(void)
         CHECK(l->u.arr.items[2]->u.num.value == 0.1);
         CHECK(l->u.arr.items[3]->type == JSON_NULL);
         CHECK(json_get(v, "empty")->type == JSON_OBJECT);
+        CHECK(json_get(v, "i")->u.num.value == -7);
+        CHECK(json_get(v, "d")->u.num.value == 2.5);
+        CHECK(json_get(v, "b")->type == JSON_BOOL && json_get(v, "b")->u.boolean == 0);
         json_free(doc);
     }
+    CHECK(strstr(buf, "\"u\": 9007199254740993") != NULL); /* exact beyond 2^53 */
     CHECK(strstr(buf, "0.1,") != NULL); /* shortest exact form, not 0.10000000000000001 */
     free(buf);
 }
