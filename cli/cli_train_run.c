@@ -142,6 +142,8 @@ static void write_metrics(run *r, const coh_step_stats *s, double tps, double mf
             coh_jw_key(&w, MEM[i]);
             coh_jw_uint(&w, r->mem[CLI_MEM_N * k + i]);
         }
+        if (k == r->par.rank && coh_par_trainer_devices(r->pt) > 1)
+            cli_par_write_devices(&w, r->pt); /* dp: its rank's figures are these summed */
         coh_jw_object_end(&w);
     }
     coh_jw_array_end(&w);
