@@ -4,24 +4,15 @@
 # within 1e-5 relative error at every step and final parameters within 1e-5 (every element of
 # every tensor, relative to its tensor's scale, and every tensor's relative L2 error: see
 # par_compare.py); also with gradient accumulation (no_sync and the ZeRO-2/3 accumulator).
-set -u
-cohort=${COHORT:?}
-src=${COHORT_SOURCE_DIR:?}
-py=${COHORT_PYTHON:-/usr/bin/python3}
+. "$(dirname "${BASH_SOURCE[0]}")/par_lib.sh"
 "$py" -c "import numpy" 2>/dev/null || { echo "numpy missing"; exit 77; }
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 
 # A fixed corpus kept with the test, so edits elsewhere cannot change what it trains on.
-cp "$src/tests/parallel/equiv_corpus.txt" "$work/corpus.txt"
-"$cohort" prepare --tokenizer byte --documents paragraph --val-fraction 0.1 --out "$work/c" \
-    "$work/corpus.txt" >/dev/null || fail "prepare"
+par_prepare --val-fraction 0.1 "$src/tests/parallel/equiv_corpus.txt"
 V=256 C=32 L=2 T=32
+par_model $V $L 2 $C $T
 # small buckets so every strategy has several buckets in flight during backward
-model=(--vocab $V --layers $L --heads 2 --dim $C --seq $T --lr 1e-3 --warmup 3 --threads 1
-       --deterministic --shuffle on --data "$work/c_train_*.bin" --steps 30 --bucket-mb 0.03)
+model+=(--lr 1e-3 --warmup 3 --deterministic --shuffle on --steps 30 --bucket-mb 0.03)
 
 compare() { # name ref run
     "$py" "$src/tests/parallel/par_compare.py" "$work/$2.jsonl" "$work/$2.bin" "$work/$3.jsonl" \
@@ -71,5 +62,4 @@ done
     "$work/other.jsonl" "$work/other.bin" $V $C $L $T 1e-5 >/dev/null &&
     fail "a run with global batch 4 compared equal to global batch 8"
 
-[ $fails -eq 0 ] && echo "all equivalence checks passed"
-exit $((fails > 0))
+par_done "all equivalence checks passed"
