@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # test_parallel_equiv.sh: the central promise: with the same seed and global batch, 30 steps of
-# ddp, zero1, zero2 and zero3 at 2 and 4 ranks (under `cohort run`) give the losses of `single`
-# within 1e-5 relative error at every step and final parameters within 1e-5 (every element of
-# every tensor, relative to its tensor's scale, and every tensor's relative L2 error: see
-# par_compare.py); also with gradient accumulation (no_sync and the ZeRO-2/3 accumulator).
+# ddp, zero1, zero2 and zero3 at 2 and 4 ranks (under `cohort run`) and of dp at 2 and 4 devices
+# give the losses of `single` within 1e-5 relative error at every step and final parameters
+# within 1e-5 (every tensor's relative L2 error; every element within 1e-4 of its tensor's
+# scale, for the reason par_compare.py gives); also with gradient accumulation (no_sync, the
+# ZeRO-2/3 accumulator, dp's reduction per micro-step).
 . "$(dirname "${BASH_SOURCE[0]}")/par_lib.sh"
 "$py" -c "import numpy" 2>/dev/null || { echo "numpy missing"; exit 77; }
 
@@ -39,25 +40,35 @@ for n in 2 4; do
             "$work/$s$n.out" || fail "$s at $n ranks: global batch line missing"
         compare "$s at $n ranks" single $s$n
     done
+    # dp: one process, a thread per device, under the same comparison
+    "$cohort" train "${model[@]}" --strategy dp --devices $n --batch $((8 / n)) \
+        --metrics "$work/dp$n.jsonl" --dump-params "$work/dp$n.bin" >"$work/dp$n.out" 2>&1 ||
+        fail "dp at $n devices: $(tail -3 "$work/dp$n.out")"
+    grep -q "global batch 8 sequences = micro-batch $((8 / n)) x accumulation 1 x data-parallel $n" \
+        "$work/dp$n.out" || fail "dp at $n devices: global batch line missing"
+    compare "dp at $n devices" single dp$n
 done
 
 # accumulation: global batch 8 = 4 x 2 x 1 = 2 x 2 x 2 (DDP skips the all-reduce on micro-step
 # 1; ZeRO-2/3 reduce-scatter every micro-step into their accumulator)
-"$cohort" train "${model[@]}" --batch 4 --accum 2 --metrics "$work/single_acc.jsonl" \
-    --dump-params "$work/single_acc.bin" >/dev/null 2>&1 || fail "single with accumulation"
+# (the reference is the floor run: single with batch 4 x accum 2)
 for s in ddp zero2 zero3; do
     "$cohort" run --nproc-per-node 2 "$cohort" train "${model[@]}" --strategy $s --batch 2 \
         --accum 2 --metrics "$work/${s}_acc.jsonl" --dump-params "$work/${s}_acc.bin" \
         >"$work/${s}_acc.out" 2>&1 || { fail "$s with accumulation: $(tail -3 "$work/${s}_acc.out")"; continue; }
-    compare "$s at 2 ranks, accum 2" single_acc ${s}_acc
+    compare "$s at 2 ranks, accum 2" floor ${s}_acc
 done
+"$cohort" train "${model[@]}" --strategy dp --devices 2 --batch 2 --accum 2 \
+    --metrics "$work/dp_acc.jsonl" --dump-params "$work/dp_acc.bin" >"$work/dp_acc.out" 2>&1 ||
+    fail "dp with accumulation: $(tail -3 "$work/dp_acc.out")"
+compare "dp at 2 devices, accum 2" floor dp_acc
 
 # only rank 0 writes the metrics: one line per step, not one per rank
 [ "$(wc -l < "$work/ddp4.jsonl")" -eq 30 ] || fail "metrics of 4 ranks have $(wc -l < "$work/ddp4.jsonl") lines, want 30"
 
 # a different global batch must not pass as equivalent: the comparison can fail
-"$cohort" run --nproc-per-node 2 "$cohort" train "${model[@]}" --strategy ddp --batch 2 \
-    --metrics "$work/other.jsonl" --dump-params "$work/other.bin" >/dev/null 2>&1
+"$cohort" train "${model[@]}" --batch 4 --metrics "$work/other.jsonl" \
+    --dump-params "$work/other.bin" >/dev/null 2>&1
 "$py" "$src/tests/parallel/par_compare.py" "$work/single.jsonl" "$work/single.bin" \
     "$work/other.jsonl" "$work/other.bin" $V $C $L $T 1e-5 >/dev/null &&
     fail "a run with global batch 4 compared equal to global batch 8"
