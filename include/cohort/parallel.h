@@ -153,7 +153,8 @@ coh_status coh_par_trainer_device_memory_peak(const coh_par_trainer *t, int d,
  * engine's pair (path, path.state). ZeRO: every rank writes its AdamW shard
  * `path.zero<step>-<rank>-of-<dp>` (m, v and the arena ranges they cover), rank 0 the gathered
  * weights, the index `path.zero<step>.index` ((rank, begin, end) rows) and last `path.state`
- * naming the index; the previous step's shard set is then removed. Collective over dp. */
+ * naming the index; every other shard set of `path` (the previous one, or one a job killed
+ * while removing it left behind) is then removed. Collective over dp. */
 coh_status coh_par_trainer_save(coh_par_trainer *t, const char *path, const char *tokenizer,
                                 const coh_loader_pos *data, int threads);
 

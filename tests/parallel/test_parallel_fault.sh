@@ -3,8 +3,9 @@
 # of a ddp and of a zero2 run under `cohort run --max-restarts 1` with --save-every: the job
 # restarts, resumes from the last checkpoint and ends with the final loss of an uninterrupted
 # run (--deterministic: bit for bit). A ZeRO checkpoint is one shard per rank plus an index,
-# only the newest set is kept, and it resumes under another dp size and stage with the same
-# final loss; a missing shard is refused with a clear error.
+# only the newest set is kept (also what a job killed mid-cleanup left), and it resumes under
+# another dp size and stage with the same final loss; a missing shard is refused with a clear
+# error.
 . "$(dirname "${BASH_SOURCE[0]}")/par_lib.sh"
 
 par_prepare
@@ -56,8 +57,14 @@ ls "$work" | grep -q '^zero2.ck.zero150-0-of-2$' && ls "$work" | grep -q '^zero2
 par_model 256 2 2 32 32
 short=("${model[@]}" --deterministic --steps 12 --bucket-mb 0.03)
 "$cohort" train "${short[@]}" --batch 8 --metrics "$work/ref.jsonl" >/dev/null 2>&1
+# what a job killed while removing its previous set leaves: the save removes it, and only it
+touch "$work/x.ck.zero3-1-of-2" "$work/x.ck.zero3.index" "$work/x.ck.zero6-0-of-2.tmp.99" \
+    "$work/x.ck.zero3-1-of-2.keep"
 "$cohort" run --nproc-per-node 2 "$cohort" train "${short[@]}" --batch 4 --strategy zero1 \
     --stop-at 6 --save "$work/x.ck" >/dev/null 2>&1 || fail "zero1 save at 2 ranks"
+[ -e "$work/x.ck.zero3-1-of-2" ] || [ -e "$work/x.ck.zero3.index" ] ||
+    [ -e "$work/x.ck.zero6-0-of-2.tmp.99" ] || [ ! -e "$work/x.ck.zero3-1-of-2.keep" ] &&
+    fail "orphaned shard set not removed: $(ls "$work")"
 "$cohort" run --nproc-per-node 4 "$cohort" train "${short[@]}" --batch 2 --strategy zero3 \
     --resume "$work/x.ck" --metrics "$work/x4.jsonl" >"$work/x4.out" 2>&1 ||
     fail "zero3 at 4 ranks from a 2-rank checkpoint: $(tail -3 "$work/x4.out")"

@@ -131,7 +131,6 @@ coh_status coh_par_trainer_create(const coh_par_config *c, coh_mesh *mesh, coh_p
     t->dp = mesh->dp_comm;
     t->ndp = mesh->dp;
     t->rdp = mesh->dp_rank;
-    t->saved_step = -1;
     /* one rank owns everything: every stage is plain single-device training */
     t->stage = t->ndp > 1 ? coh_strategy_zero_stage(c->strategy) : 0;
     if (!(st = build(t))) {

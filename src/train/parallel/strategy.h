@@ -66,8 +66,6 @@ struct coh_par_trainer {
     int ndev;
     size_t *own_rb, *own_re; /* (nown) the optimizer's ranges in arena order */
     int nown;
-    long saved_step;         /* the ZeRO shard set on disk that the next save replaces */
-    int saved_dp;
 };
 
 /* buckets.c */
