@@ -54,6 +54,60 @@ static void fmt3(const coh_model_state_bytes *m, char *out, size_t cap)
              coh_size_format(m->optim, c, sizeof c));
 }
 
+static void add3(coh_model_state_bytes *sum, const coh_model_state_bytes *m)
+{
+    sum->params += m->params;
+    sum->grads += m->grads;
+    sum->optim += m->optim;
+}
+
+/* Strategy dp: every device's model state (now, or at its peak) next to DataParallel's, and the
+ * totals, which are what the process holds. */
+static void print_devices(coh_par_trainer *t, const train_opts *o, int peak)
+{
+    size_t np = coh_gpt_param_count(&o->tc.model);
+    coh_model_state_bytes e, h, te = {0}, th = {0};
+    char eb[128], hb[128];
+    const char *when = peak ? "at the optimizer step" : "at start";
+    int n = coh_par_trainer_devices(t);
+    for (int d = 0; d < n; d++) {
+        coh_dp_expected_bytes(np, d, &e);
+        if (peak)
+            coh_par_trainer_device_memory_peak(t, d, &h);
+        else
+            coh_par_trainer_device_memory(t, d, &h);
+        add3(&te, &e);
+        add3(&th, &h);
+        fmt3(&e, eb, sizeof eb);
+        fmt3(&h, hb, sizeof hb);
+        coh_info("model state of dp device %d %s: expected %s; held %s", d, when, eb, hb);
+    }
+    fmt3(&te, eb, sizeof eb);
+    fmt3(&th, hb, sizeof hb);
+    coh_info("model state of all %d dp devices %s: expected %s; held %s", n, when, eb, hb);
+}
+
+void cli_par_write_devices(coh_jw *w, coh_par_trainer *t)
+{
+    coh_jw_key(w, "devices");
+    coh_jw_array_begin(w);
+    for (int d = 0; d < coh_par_trainer_devices(t); d++) {
+        coh_model_state_bytes m;
+        coh_par_trainer_device_memory_peak(t, d, &m);
+        coh_jw_object_begin(w);
+        coh_jw_key(w, "device");
+        coh_jw_int(w, d);
+        coh_jw_key(w, "params_bytes");
+        coh_jw_uint(w, m.params);
+        coh_jw_key(w, "grads_bytes");
+        coh_jw_uint(w, m.grads);
+        coh_jw_key(w, "optim_bytes");
+        coh_jw_uint(w, m.optim);
+        coh_jw_object_end(w);
+    }
+    coh_jw_array_end(w);
+}
+
 int cli_par_predict(const train_opts *o, const cli_par *p, coh_par_memory *out)
 {
     coh_par_config pc = {.train = o->tc, .strategy = o->strategy, .bucket_bytes = o->bucket_bytes};
@@ -71,9 +125,7 @@ void cli_par_print_start(const train_opts *o, const cli_par *p, coh_par_trainer 
     int dp = coh_par_trainer_mesh(t)->dp, width = dp * (o->devices > 0 ? (int)o->devices : 1);
     if (o->devices > 0)
         coh_info("strategy dp: %ld devices in this process, a thread each; device 0 scatters, "
-                 "replicates, gathers the loss, reduces the gradients and updates (model state "
-                 "below is device 0's; every device also holds a replica and its gradients)",
-                 o->devices);
+                 "replicates, gathers the loss, reduces the gradients and updates", o->devices);
     coh_info("strategy %s on mesh %dx1x1 (dp x pp x tp); global batch %ld sequences = "
              "micro-batch %d x accumulation %d x data-parallel %d", coh_strategy_name(o->strategy),
              dp, (long)c->batch * c->accum * width, c->batch, c->accum, width);
@@ -92,6 +144,10 @@ void cli_par_print_start(const train_opts *o, const cli_par *p, coh_par_trainer 
              coh_size_format(p->base_rss, base, sizeof base), st,
              coh_size_format(pm.engine, eng, sizeof eng),
              coh_size_format(pm.gathered + pm.grad_buckets + pm.comm, tr, sizeof tr));
+    if (o->devices > 0) {
+        print_devices(t, o, 0);
+        return;
+    }
     coh_model_state_bytes e, h;
     char eb[128], hb[128];
     coh_zero_expected_bytes(o->strategy, coh_gpt_param_count(&c->model), dp, &e);
@@ -105,6 +161,10 @@ void cli_par_print_peak(const cli_par *p, coh_par_trainer *t, const train_opts *
 {
     if (p->rank != 0)
         return;
+    if (o->devices > 0) {
+        print_devices(t, o, 1);
+        return;
+    }
     coh_model_state_bytes e, h;
     coh_par_memory pm;
     char eb[128], hb[128], pb[128];

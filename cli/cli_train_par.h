@@ -4,6 +4,7 @@
 
 #include "cli_train.h"
 #include "cohort/comm.h"
+#include "cohort/json_writer.h"
 #include "cohort/parallel.h"
 
 typedef struct cli_par {
@@ -31,6 +32,8 @@ int cli_par_predict(const train_opts *o, const cli_par *p, coh_par_memory *out);
  * RSS before the model, and predicted peak growth. Collective. */
 coh_status cli_par_memory(const cli_par *p, coh_par_trainer *t, const train_opts *o,
                           uint64_t rss, uint64_t *all);
+/* Strategy dp: a "devices" array of what each device held at the optimizer step. */
+void cli_par_write_devices(coh_jw *w, coh_par_trainer *t);
 /* Gather the parameters and write them (rank 0) to o->dump_params. Collective. */
 coh_status cli_par_dump(const train_opts *o, const cli_par *p, coh_par_trainer *t);
 

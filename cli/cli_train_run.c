@@ -132,6 +132,8 @@ static void write_metrics(run *r, const coh_step_stats *s, double tps, double mf
         for (int i = 0; i < CLI_MEM_N; i++) {
             coh_jw_field_uint(&w, MEM[i], r->mem[CLI_MEM_N * k + i]);
         }
+        if (k == r->par.rank && coh_par_trainer_devices(r->pt) > 1)
+            cli_par_write_devices(&w, r->pt); /* dp: its rank's figures are these summed */
         coh_jw_object_end(&w);
     }
     coh_jw_array_end(&w);

@@ -46,11 +46,12 @@ label() { case $1 in ddp) echo DDP ;; zero*) echo "ZeRO-${1#zero}" ;; *) echo "$
 row() {
     local tps
     tps=$(num "$3" tokens_per_s)
-    echo "| $1 | $2 | $(num "$3" step_s) | $tps | $(ratio "$tps" "$ttps") | $(ratio "$tps" "$stps") |"
+    echo "| $1 | $2 | $(num "$3" step_s) | $tps | $(ratio "$tps" "$ttps") | $(ratio "$tps" "$stps") |" \
+         "$(num "$3" first_loss) -> $(num "$3" loss) |"
 }
 echo
-echo "| Type | processes x threads | s/step | tokens/s | vs PyTorch DDP | vs cohort single |"
-echo "|:---|:---|---:|---:|---:|---:|"
+echo "| Type | processes x threads | s/step | tokens/s | vs PyTorch DDP | vs cohort single | loss |"
+echo "|:---|:---|---:|---:|---:|---:|---:|"
 for s in $strategies; do
     [ -n "${multi[$s]:-}" ] && row "2:$(label "$s")" "cohort, 2 x 1" "${multi[$s]}"
 done
@@ -58,4 +59,4 @@ row "2:DP" "cohort, 1 x 2 (a thread per device)" "$dp"
 row "1:single" "cohort, 1 x $threads" "$single"
 row "2:DDP" "PyTorch 1.13 (gloo), 2 x 1" "$torch"
 echo
-echo "OpenBLAS kernel $kernel for cohort and PyTorch; micro-batch 8 x 256 tokens per rank, per device or for single; $steps steps timed after one warm-up step; s/step is one optimizer step (2:* steps process twice the tokens of 1:single)"
+echo "OpenBLAS kernel $kernel for cohort and PyTorch; micro-batch 8 x 256 tokens per rank, per device or for single; $steps steps timed after one warm-up step; s/step is one optimizer step (2:* steps process twice the tokens of 1:single); loss: random tokens (ln 50257 = 10.82), first step -> last, mean over ranks; the same initialisation, AdamW and schedule for both"

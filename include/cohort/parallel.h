@@ -64,6 +64,11 @@ typedef struct coh_model_state_bytes {
  * stage 3 everything by dp). Pure. */
 void coh_zero_expected_bytes(coh_strategy s, size_t nparams, int dp, coh_model_state_bytes *out);
 
+/* DataParallel's model state on device d (strategy dp, fp32): device 0 holds the parameters,
+ * gradients and AdamW moments (4 + 4 + 8 bytes a parameter), every other device a replica of
+ * the parameters and its own gradients (4 + 4). Pure. */
+void coh_dp_expected_bytes(size_t nparams, int d, coh_model_state_bytes *out);
+
 /* What one rank of the parallel trainer holds, predicted from the same bucket plan and shard
  * ranges the trainer uses (coh_par_memory_estimate). Model state is as coh_par_trainer_memory_peak
  * measures it, at the optimizer step; the rest is what adds to the resident peak. */
@@ -128,16 +133,28 @@ coh_status coh_par_trainer_gather_params(coh_par_trainer *t, float *out);
 void coh_par_trainer_params_loaded(coh_par_trainer *t);
 
 /* Model-state bytes this rank holds now, measured: resident pages of the parameter and gradient
- * arenas (ZeRO-2/3 release what they do not own) and the optimizer moments allocated. */
+ * arenas (ZeRO-2/3 release what they do not own) and the optimizer moments allocated. Strategy
+ * dp: the sum over its devices, what the process holds. */
 void coh_par_trainer_memory(coh_par_trainer *t, coh_model_state_bytes *out);
-/* The same, at its largest so far, sampled just before each optimizer update. */
+/* The same, at its largest so far, sampled just before each optimizer update (dp: after it). */
 void coh_par_trainer_memory_peak(coh_par_trainer *t, coh_model_state_bytes *out);
+
+/* Devices this rank drives: strategy dp's devices, 1 for every other strategy. */
+int coh_par_trainer_devices(const coh_par_trainer *t);
+/* What device d holds, now and at its largest so far (sampled with the rank's peak). Strategy
+ * dp: device 0 the trained parameters, their gradients and the AdamW moments, devices 1.. a
+ * replica and its gradients; other strategies: device 0 is the rank. COH_ERR_INVALID for d
+ * outside 0..coh_par_trainer_devices - 1. */
+coh_status coh_par_trainer_device_memory(coh_par_trainer *t, int d, coh_model_state_bytes *out);
+coh_status coh_par_trainer_device_memory_peak(const coh_par_trainer *t, int d,
+                                              coh_model_state_bytes *out);
 
 /* Checkpoint to `path` (weights, HF names) and companions. Single/DDP: rank 0 writes the
  * engine's pair (path, path.state). ZeRO: every rank writes its AdamW shard
  * `path.zero<step>-<rank>-of-<dp>` (m, v and the arena ranges they cover), rank 0 the gathered
  * weights, the index `path.zero<step>.index` ((rank, begin, end) rows) and last `path.state`
- * naming the index; the previous step's shard set is then removed. Collective over dp. */
+ * naming the index; every other shard set of `path` (the previous one, or one a job killed
+ * while removing it left behind) is then removed. Collective over dp. */
 coh_status coh_par_trainer_save(coh_par_trainer *t, const char *path, const char *tokenizer,
                                 const coh_loader_pos *data, int threads);
 

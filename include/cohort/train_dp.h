@@ -42,6 +42,10 @@ coh_trainer *coh_dp_trainer(coh_dp *dp);
 
 int coh_dp_devices(const coh_dp *dp);
 
+/* Device d's model: device 0's is the trained one (coh_trainer_model of coh_dp_trainer), the
+ * others are its replicas. NULL for d outside 0..devices-1. Owned by dp. */
+coh_gpt *coh_dp_device_model(coh_dp *dp, int d);
+
 /* The OpenMP thread count device `d` ran its last forward and backward with (0 before the
  * first step or for d out of range): 1 when the per-device thread limit holds. */
 int coh_dp_device_threads(const coh_dp *dp, int d);

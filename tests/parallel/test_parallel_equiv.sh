@@ -1,27 +1,19 @@
 #!/usr/bin/env bash
 # test_parallel_equiv.sh: the central promise: with the same seed and global batch, 30 steps of
-# ddp, zero1, zero2 and zero3 at 2 and 4 ranks (under `cohort run`) give the losses of `single`
-# within 1e-5 relative error at every step and final parameters within 1e-5 (relative L2 error
-# of every tensor; the attention key bias, whose exact gradient is zero, is reported apart: see
-# par_compare.py); also with gradient accumulation (no_sync and the ZeRO-2/3 accumulator).
-set -u
-cohort=${COHORT:?}
-src=${COHORT_SOURCE_DIR:?}
-py=${COHORT_PYTHON:-/usr/bin/python3}
+# ddp, zero1, zero2 and zero3 at 2 and 4 ranks (under `cohort run`) and of dp at 2 and 4 devices
+# give the losses of `single` within 1e-5 relative error at every step and final parameters
+# within 1e-5 (every tensor's relative L2 error; every element within 1e-4 of its tensor's
+# scale, for the reason par_compare.py gives); also with gradient accumulation (no_sync, the
+# ZeRO-2/3 accumulator, dp's reduction per micro-step).
+. "$(dirname "${BASH_SOURCE[0]}")/par_lib.sh"
 "$py" -c "import numpy" 2>/dev/null || { echo "numpy missing"; exit 77; }
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 
 # A fixed corpus kept with the test, so edits elsewhere cannot change what it trains on.
-cp "$src/tests/parallel/equiv_corpus.txt" "$work/corpus.txt"
-"$cohort" prepare --tokenizer byte --documents paragraph --val-fraction 0.1 --out "$work/c" \
-    "$work/corpus.txt" >/dev/null || fail "prepare"
+par_prepare --val-fraction 0.1 "$src/tests/parallel/equiv_corpus.txt"
 V=256 C=32 L=2 T=32
+par_model $V $L 2 $C $T
 # small buckets so every strategy has several buckets in flight during backward
-model=(--vocab $V --layers $L --heads 2 --dim $C --seq $T --lr 1e-3 --warmup 3 --threads 1
-       --deterministic --shuffle on --data "$work/c_train_*.bin" --steps 30 --bucket-mb 0.03)
+model+=(--lr 1e-3 --warmup 3 --deterministic --shuffle on --steps 30 --bucket-mb 0.03)
 
 compare() { # name ref run
     "$py" "$src/tests/parallel/par_compare.py" "$work/$2.jsonl" "$work/$2.bin" "$work/$3.jsonl" \
@@ -48,28 +40,37 @@ for n in 2 4; do
             "$work/$s$n.out" || fail "$s at $n ranks: global batch line missing"
         compare "$s at $n ranks" single $s$n
     done
+    # dp: one process, a thread per device, under the same comparison
+    "$cohort" train "${model[@]}" --strategy dp --devices $n --batch $((8 / n)) \
+        --metrics "$work/dp$n.jsonl" --dump-params "$work/dp$n.bin" >"$work/dp$n.out" 2>&1 ||
+        fail "dp at $n devices: $(tail -3 "$work/dp$n.out")"
+    grep -q "global batch 8 sequences = micro-batch $((8 / n)) x accumulation 1 x data-parallel $n" \
+        "$work/dp$n.out" || fail "dp at $n devices: global batch line missing"
+    compare "dp at $n devices" single dp$n
 done
 
 # accumulation: global batch 8 = 4 x 2 x 1 = 2 x 2 x 2 (DDP skips the all-reduce on micro-step
 # 1; ZeRO-2/3 reduce-scatter every micro-step into their accumulator)
-"$cohort" train "${model[@]}" --batch 4 --accum 2 --metrics "$work/single_acc.jsonl" \
-    --dump-params "$work/single_acc.bin" >/dev/null 2>&1 || fail "single with accumulation"
+# (the reference is the floor run: single with batch 4 x accum 2)
 for s in ddp zero2 zero3; do
     "$cohort" run --nproc-per-node 2 "$cohort" train "${model[@]}" --strategy $s --batch 2 \
         --accum 2 --metrics "$work/${s}_acc.jsonl" --dump-params "$work/${s}_acc.bin" \
         >"$work/${s}_acc.out" 2>&1 || { fail "$s with accumulation: $(tail -3 "$work/${s}_acc.out")"; continue; }
-    compare "$s at 2 ranks, accum 2" single_acc ${s}_acc
+    compare "$s at 2 ranks, accum 2" floor ${s}_acc
 done
+"$cohort" train "${model[@]}" --strategy dp --devices 2 --batch 2 --accum 2 \
+    --metrics "$work/dp_acc.jsonl" --dump-params "$work/dp_acc.bin" >"$work/dp_acc.out" 2>&1 ||
+    fail "dp with accumulation: $(tail -3 "$work/dp_acc.out")"
+compare "dp at 2 devices, accum 2" floor dp_acc
 
 # only rank 0 writes the metrics: one line per step, not one per rank
 [ "$(wc -l < "$work/ddp4.jsonl")" -eq 30 ] || fail "metrics of 4 ranks have $(wc -l < "$work/ddp4.jsonl") lines, want 30"
 
 # a different global batch must not pass as equivalent: the comparison can fail
-"$cohort" run --nproc-per-node 2 "$cohort" train "${model[@]}" --strategy ddp --batch 2 \
-    --metrics "$work/other.jsonl" --dump-params "$work/other.bin" >/dev/null 2>&1
+"$cohort" train "${model[@]}" --batch 4 --metrics "$work/other.jsonl" \
+    --dump-params "$work/other.bin" >/dev/null 2>&1
 "$py" "$src/tests/parallel/par_compare.py" "$work/single.jsonl" "$work/single.bin" \
     "$work/other.jsonl" "$work/other.bin" $V $C $L $T 1e-5 >/dev/null &&
     fail "a run with global batch 4 compared equal to global batch 8"
 
-[ $fails -eq 0 ] && echo "all equivalence checks passed"
-exit $((fails > 0))
+par_done "all equivalence checks passed"

@@ -3,24 +3,14 @@
 # of a ddp and of a zero2 run under `cohort run --max-restarts 1` with --save-every: the job
 # restarts, resumes from the last checkpoint and ends with the final loss of an uninterrupted
 # run (--deterministic: bit for bit). A ZeRO checkpoint is one shard per rank plus an index,
-# only the newest set is kept, and it resumes under another dp size and stage with the same
-# final loss; a missing shard is refused with a clear error.
-set -u
-cohort=${COHORT:?}
-src=${COHORT_SOURCE_DIR:?}
-work=$(mktemp -d)
-launcher=
-trap '[ -n "$launcher" ] && kill -9 $launcher 2>/dev/null; rm -rf "$work"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-last_loss() { tail -1 "$1" | sed -E 's/.*"loss":([^,]+),.*/\1/'; }
-last_step() { tail -1 "$1" 2>/dev/null | sed -nE 's/.*"step":([0-9]+),.*/\1/p'; }
+# only the newest set is kept (also what a job killed mid-cleanup left), and it resumes under
+# another dp size and stage with the same final loss; a missing shard is refused with a clear
+# error.
+. "$(dirname "${BASH_SOURCE[0]}")/par_lib.sh"
 
-cat "$src"/README.md "$src"/include/cohort/*.h > "$work/corpus.txt"
-"$cohort" prepare --tokenizer byte --documents paragraph --out "$work/c" "$work/corpus.txt" \
-    >/dev/null || fail "prepare"
-model=(--vocab 256 --layers 2 --heads 2 --dim 64 --seq 64 --batch 4 --threads 1 --lr 1e-3
-       --deterministic --data "$work/c_train_*.bin" --steps 150 --bucket-mb 0.05)
+par_prepare
+par_model 256 2 2 64 64
+model+=(--batch 4 --lr 1e-3 --deterministic --steps 150 --bucket-mb 0.05)
 
 # the worker of rank $2 among the children of launcher $1
 rank_pid() {
@@ -64,11 +54,17 @@ ls "$work" | grep -q '^zero2.ck.zero150-0-of-2$' && ls "$work" | grep -q '^zero2
 [ "$(ls "$work" | grep -c '^zero2.ck.zero')" -eq 3 ] || fail "old shard sets kept: $(ls "$work")"
 
 # a ZeRO checkpoint written by 2 ranks resumes at 4 ranks (zero3) and in one process
-short=(--vocab 256 --layers 2 --heads 2 --dim 32 --seq 32 --threads 1 --deterministic
-       --data "$work/c_train_*.bin" --steps 12 --bucket-mb 0.03)
+par_model 256 2 2 32 32
+short=("${model[@]}" --deterministic --steps 12 --bucket-mb 0.03)
 "$cohort" train "${short[@]}" --batch 8 --metrics "$work/ref.jsonl" >/dev/null 2>&1
+# what a job killed while removing its previous set leaves: the save removes it, and only it
+touch "$work/x.ck.zero3-1-of-2" "$work/x.ck.zero3.index" "$work/x.ck.zero6-0-of-2.tmp.99" \
+    "$work/x.ck.zero3-1-of-2.keep"
 "$cohort" run --nproc-per-node 2 "$cohort" train "${short[@]}" --batch 4 --strategy zero1 \
     --stop-at 6 --save "$work/x.ck" >/dev/null 2>&1 || fail "zero1 save at 2 ranks"
+[ -e "$work/x.ck.zero3-1-of-2" ] || [ -e "$work/x.ck.zero3.index" ] ||
+    [ -e "$work/x.ck.zero6-0-of-2.tmp.99" ] || [ ! -e "$work/x.ck.zero3-1-of-2.keep" ] &&
+    fail "orphaned shard set not removed: $(ls "$work")"
 "$cohort" run --nproc-per-node 4 "$cohort" train "${short[@]}" --batch 2 --strategy zero3 \
     --resume "$work/x.ck" --metrics "$work/x4.jsonl" >"$work/x4.out" 2>&1 ||
     fail "zero3 at 4 ranks from a 2-rank checkpoint: $(tail -3 "$work/x4.out")"
@@ -86,5 +82,4 @@ rm "$work/x.ck.zero6-1-of-2"
 out=$("$cohort" run --nproc-per-node 2 "$cohort" train "${short[@]}" --batch 4 --strategy zero1 \
     --resume "$work/x.ck" 2>&1)
 [ $? -ne 0 ] && echo "$out" | grep -q "x.ck.zero6-1-of-2" || fail "missing shard not reported: $out"
-[ $fails -eq 0 ] && echo "fault tolerance and sharded checkpoints work"
-exit $((fails > 0))
+par_done "fault tolerance and sharded checkpoints work"

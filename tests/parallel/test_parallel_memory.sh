@@ -3,26 +3,26 @@
 # gradient pages, allocated AdamW moments, reported per rank in the metrics) matches the ZeRO
 # paper's formulas within 5% for zero1, zero2 and zero3, zero3 holds at most a third of ddp,
 # every rank reports its peak RSS, and the start-up line prints expected next to held bytes.
-set -u
-cohort=${COHORT:?}
-src=${COHORT_SOURCE_DIR:?}
-py=${COHORT_PYTHON:-/usr/bin/python3}
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+# Strategy dp at 4 devices reports each device (device 0: parameters, gradients and AdamW
+# moments; the others a replica and its gradients) within 5% of that, and their sum as its rank.
+. "$(dirname "${BASH_SOURCE[0]}")/par_lib.sh"
 
-cat "$src"/README.md "$src"/include/cohort/*.h > "$work/corpus.txt"
-"$cohort" prepare --tokenizer byte --documents paragraph --out "$work/c" "$work/corpus.txt" \
-    >/dev/null || fail "prepare"
+par_prepare
 # 1.7 M parameters: chunks of whole pages dominate, so page rounding stays far below 5%
-model=(--vocab 512 --layers 2 --heads 4 --dim 256 --seq 32 --batch 1 --threads 1 --steps 2
-       --data "$work/c_train_*.bin" --bucket-mb 1)
+par_model 512 2 4 256 32
+model+=(--batch 1 --steps 2 --bucket-mb 1)
 for s in ddp zero1 zero2 zero3; do
     "$cohort" run --nproc-per-node 4 "$cohort" train "${model[@]}" --strategy $s \
         --metrics "$work/$s.jsonl" >"$work/$s.out" 2>&1 || fail "$s: $(tail -3 "$work/$s.out")"
     grep -q "model state per rank: expected .* held at start" "$work/$s.out" ||
         fail "$s: no expected-vs-held line at start"
+done
+"$cohort" train "${model[@]}" --strategy dp --devices 4 --metrics "$work/dp.jsonl" \
+    >"$work/dp.out" 2>&1 || fail "dp: $(tail -3 "$work/dp.out")"
+for w in "at start" "at the optimizer step"; do
+    [ "$(grep -c "model state of dp device [0-3] $w: expected .*; held" "$work/dp.out")" -eq 4 ] &&
+        grep -q "model state of all 4 dp devices $w: expected .*; held" "$work/dp.out" ||
+        fail "dp: per-device lines $w missing: $(cat "$work/dp.out")"
 done
 
 "$py" - "$work" <<'PYEOF' || fail "memory figures"
@@ -51,9 +51,23 @@ for s, f in formula.items():
             print("  -> implausible peak rss"); ok = False
         total[s] = max(total.get(s, 0), sum(held))
 print("zero3 / ddp = %.3f" % (total["zero3"] / total["ddp"]))
+mem = json.loads(open("%s/dp.jsonl" % work).read().splitlines()[-1])["memory"]
+devs = mem[0].get("devices", []) if len(mem) == 1 else []
+if len(devs) != 4:
+    print("dp: %d devices reported, want 4 in one rank" % len(devs)); ok = False
+for d in devs:
+    f = (4 * P, 4 * P, 8 * P if d["device"] == 0 else 0)
+    held = (d["params_bytes"], d["grads_bytes"], d["optim_bytes"])
+    parts = [abs(h - e) / e if e else h for h, e in zip(held, f)]
+    print("dp device %d: held %d = %s, formula %d = %s, parts off %s" % (
+        d["device"], sum(held), held, sum(f), f, ["%.2f%%" % (100 * p) for p in parts]))
+    if max(parts) > 0.05:
+        print("  -> more than 5% off"); ok = False
+for key in ("params_bytes", "grads_bytes", "optim_bytes"):
+    if devs and mem[0][key] != sum(d[key] for d in devs):
+        print("dp: rank %s %d is not the devices' sum" % (key, mem[0][key])); ok = False
 if total["zero3"] * 3 > total["ddp"]:
     print("zero3 holds more than a third of ddp"); ok = False
 sys.exit(0 if ok else 1)
 PYEOF
-[ $fails -eq 0 ] && echo "memory matches the formulas"
-exit $((fails > 0))
+par_done "memory matches the formulas"

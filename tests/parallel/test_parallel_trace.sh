@@ -4,20 +4,11 @@
 # in every step some bucket's all-reduce starts before backward has finished (overlap). ZeRO-3
 # traces its per-layer parameter all-gathers. With --accum 2 ddp all-reduces once per step
 # (no_sync on the first micro-step) while zero2 reduce-scatters on both. A trace path that cannot be written is an error.
-set -u
-cohort=${COHORT:?}
-src=${COHORT_SOURCE_DIR:?}
-py=${COHORT_PYTHON:-/usr/bin/python3}
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+. "$(dirname "${BASH_SOURCE[0]}")/par_lib.sh"
 
-cat "$src"/README.md "$src"/include/cohort/*.h > "$work/corpus.txt"
-"$cohort" prepare --tokenizer byte --documents paragraph --out "$work/c" "$work/corpus.txt" \
-    >/dev/null || fail "prepare"
-model=(--vocab 256 --layers 4 --heads 2 --dim 64 --seq 32 --batch 4 --threads 1 --steps 3
-       --data "$work/c_train_*.bin" --bucket-mb 0.1)
+par_prepare
+par_model 256 4 2 64 32
+model+=(--batch 4 --steps 3 --bucket-mb 0.1)
 for s in ddp zero3; do
     "$cohort" run --nproc-per-node 2 "$cohort" train "${model[@]}" --strategy $s \
         --trace "$work/$s.json" >"$work/$s.out" 2>&1 || fail "$s: $(tail -3 "$work/$s.out")"
@@ -85,5 +76,4 @@ out=$("$cohort" train "${model[@]}" --trace "$work/no/such/dir/t.json" 2>&1)
 rc=$?
 [ $rc -eq 1 ] && echo "$out" | grep -q "cannot write trace file '$work/no/such/dir/t.json'" ||
     fail "unwritable trace: rc $rc: $out"
-[ $fails -eq 0 ] && echo "traces valid and overlapping"
-exit $((fails > 0))
+par_done "traces valid and overlapping"

@@ -1,8 +1,10 @@
 /* test_parallel_unit.c: the strategy layer's pieces in one process: strategy names, mesh
  * checks, ZeRO formulas, AdamW over ranges against the full AdamW, bucket planning, and the
- * single strategy through the parallel trainer against the engine's own trainer. */
+ * single strategy through the parallel trainer against the engine's own trainer, and what each
+ * dp device holds. */
 #include <math.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 
 #include "check.h"
@@ -41,6 +43,10 @@ static void test_formulas(void)
     CHECK(b.params == 4000 && b.grads == 1000 && b.optim == 2000);
     coh_zero_expected_bytes(COH_STRATEGY_ZERO3, 1000, 4, &b);
     CHECK(b.params == 1000 && b.grads == 1000 && b.optim == 2000);
+    coh_dp_expected_bytes(1000, 0, &b);
+    CHECK(b.params == 4000 && b.grads == 4000 && b.optim == 8000);
+    coh_dp_expected_bytes(1000, 3, &b);
+    CHECK(b.params == 4000 && b.grads == 4000 && b.optim == 0);
 }
 
 static void test_mesh(void)
@@ -195,6 +201,71 @@ static void test_single_is_engine(void)
     coh_comm_destroy(self);
 }
 
+static coh_status dp_batch(void *ctx, int32_t *in, int32_t *tg)
+{
+    int *k = ctx;
+    for (int i = 0; i < 3 * 8; i++) {
+        in[i] = (i * 7 + *k) % 256;
+        tg[i] = (i * 5 + 3 * *k) % 256;
+    }
+    (*k)++;
+    return COH_OK;
+}
+
+/* Strategy dp: device 0 holds parameters, gradients and AdamW moments, devices 1 and 2 a replica
+ * and its gradients (measured resident pages, within the two partial pages at an arena's ends),
+ * and the rank's figures are the three summed. */
+static void test_dp_device_memory(void)
+{
+    coh_comm *self;
+    coh_mesh *m;
+    CHECK_OK(coh_comm_create_self(&self));
+    CHECK_OK(coh_mesh_create(self, 1, 1, 1, &m));
+    coh_par_config pc = {.strategy = COH_STRATEGY_DP, .devices = 3};
+    coh_trainer_config_defaults(&pc.train);
+    pc.train.model = (coh_gpt_config){2, 2, 64, 256, 8}; /* 118 K parameters: 115 pages each */
+    pc.train.batch = 1;
+    pc.train.seq = 8;
+    pc.train.steps = 2;
+    coh_par_trainer *pt;
+    CHECK_OK(coh_par_trainer_create(&pc, m, &pt));
+    CHECK_INT(coh_par_trainer_devices(pt), 3);
+    int k = 0;
+    coh_step_stats st;
+    CHECK_OK(coh_par_trainer_step(pt, dp_batch, &k, &st));
+    uint64_t P = coh_gpt_param_count(&pc.train.model), page = (uint64_t)sysconf(_SC_PAGESIZE);
+    coh_model_state_bytes d, sum = {0}, rank, e;
+    for (int i = 0; i < 3; i++) {
+        CHECK_OK(coh_par_trainer_device_memory_peak(pt, i, &d));
+        coh_dp_expected_bytes(P, i, &e);
+        CHECK(d.params >= e.params && d.params <= e.params + 2 * page);
+        CHECK(d.grads >= e.grads && d.grads <= e.grads + 2 * page);
+        CHECK(d.optim == e.optim);
+        sum.params += d.params;
+        sum.grads += d.grads;
+        sum.optim += d.optim;
+    }
+    coh_par_trainer_memory_peak(pt, &rank);
+    CHECK(rank.params == sum.params && rank.grads == sum.grads && rank.optim == sum.optim);
+    CHECK(rank.optim == 8 * P);
+    CHECK_FAILS(coh_par_trainer_device_memory(pt, 3, &d), COH_ERR_INVALID,
+                "invalid device '3': this rank drives devices 0..2");
+    CHECK_FAILS(coh_par_trainer_device_memory_peak(pt, -1, &d), COH_ERR_INVALID,
+                "invalid device '-1'");
+    coh_par_trainer_destroy(pt);
+    /* every other strategy has one device: the rank */
+    pc.strategy = COH_STRATEGY_SINGLE;
+    pc.devices = 0;
+    CHECK_OK(coh_par_trainer_create(&pc, m, &pt));
+    CHECK_INT(coh_par_trainer_devices(pt), 1);
+    CHECK_OK(coh_par_trainer_device_memory(pt, 0, &d));
+    coh_par_trainer_memory(pt, &rank);
+    CHECK(d.params == rank.params && d.grads == rank.grads && d.optim == 8 * P);
+    coh_par_trainer_destroy(pt);
+    coh_mesh_destroy(m);
+    coh_comm_destroy(self);
+}
+
 int main(void)
 {
     RUN(test_strategy_names);
@@ -203,5 +274,6 @@ int main(void)
     RUN(test_adamw_ranges);
     RUN(test_buckets);
     RUN(test_single_is_engine);
+    RUN(test_dp_device_memory);
     return CHECK_REPORT();
 }

@@ -1,5 +1,6 @@
 /* test_train_ops.c: each op's backward against central finite differences of its forward. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -242,6 +243,60 @@ static void test_model(void)
     coh_gpt_destroy(g);
 }
 
+/* Offset of the first layer's QKV bias (3C: query, key, value thirds) in the arena. */
+static size_t qkv_bias_offset(const coh_gpt_config *cfg)
+{
+    coh_tensor_info ti;
+    for (int i = 0; i < coh_gpt_tensor_count(cfg); i++)
+        if (!coh_gpt_tensor(cfg, i, &ti) && !strcmp(ti.name, "transformer.h.0.attn.c_attn.bias"))
+            return ti.offset;
+    CHECK(0);
+    return 0;
+}
+
+/* The key bias moves every score of a query row by the same q . b_k, which softmax ignores: the
+ * loss stays put (finite differences of any size give 0) and the engine's gradient is exactly 0,
+ * while moving the query or value bias as much does change the loss. */
+static void test_key_bias(void)
+{
+    coh_gpt_config cfg = {2, 2, 8, 13, 6};
+    coh_gpt *g;
+    CHECK_OK(coh_gpt_create(&cfg, 2, 5, &g));
+    if (!g)
+        return;
+    coh_gpt_init_weights(g, 11);
+    size_t n, C = 8, kb = qkv_bias_offset(&cfg);
+    float *p = coh_gpt_params(g, &n), *gr = coh_gpt_grads(g, &n);
+    for (size_t i = 0; i < n; i++)
+        p[i] += urand() * 0.3f;
+    int32_t tok[10] = {1, 5, 7, 12, 0, 3, 3, 9, 2, 11}, tgt[10] = {5, 7, 12, 0, 3, 3, 9, 2, 11, 4};
+    float base, moved;
+    coh_gpt_zero_grad(g);
+    CHECK_OK(coh_gpt_step(g, tok, tgt, 2, 5, 1.0f, &base));
+    for (size_t j = C; j < 2 * C; j++)
+        CHECK(gr[kb + j] == 0.0f);
+    double worst_key = 0, least_other = INFINITY;
+    for (size_t j = 0; j < 3 * C; j++) {
+        float keep = p[kb + j];
+        for (int s = -1; s <= 1; s += 2) {
+            p[kb + j] = keep + 0.5f * (float)s;
+            CHECK_OK(coh_gpt_step(g, tok, tgt, 2, 5, 0.0f, &moved));
+            double d = fabs((double)moved - base);
+            if (j >= C && j < 2 * C)
+                worst_key = fmax(worst_key, d);
+            else
+                least_other = fmin(least_other, d);
+        }
+        p[kb + j] = keep;
+    }
+    fprintf(stderr, "key bias: loss %.7f, largest change from moving a key bias by 0.5: %.3g; "
+            "smallest from a query or value bias: %.3g\n", base, worst_key, least_other);
+    /* float rounding of a loss near 3 is ~3e-7; the other biases move it by orders more */
+    CHECK(worst_key <= 2e-6 * base);
+    CHECK(least_other > 1e-4 * base);
+    coh_gpt_destroy(g);
+}
+
 int main(void)
 {
     RUN(test_layernorm);
@@ -251,5 +306,6 @@ int main(void)
     RUN(test_encoder);
     RUN(test_head);
     RUN(test_model);
+    RUN(test_key_bias);
     return CHECK_REPORT();
 }

@@ -89,6 +89,9 @@ void op_matmul_forward(float *out, const float *inp, const float *w, const float
 /* dinp = dout @ w^T (overwritten, or added when accumulate), dw += inp^T @ dout, db += sum dout */
 void op_matmul_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
                         const float *w, size_t N, int IC, int OC, int accumulate);
+/* db (3C) += column sums of dqkv (N,3C) for the query and value thirds; the key third is set
+ * to its exact gradient, 0 (see ops_matmul.c) */
+void op_qkv_bias_backward(float *db, const float *dqkv, size_t N, int C);
 /* -1 when its per-thread scratch (T*T floats) could not be allocated */
 int op_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int C, int NH);
 /* dqkv overwritten; -1 when its per-thread scratch (2 T*T floats) could not be allocated */

@@ -45,7 +45,8 @@ static coh_status block_backward(coh_gpt *g, int l, const float *x, int B, int T
     op_matmul_backward(dtmp, gw->attprojw, gw->attprojb, dres, a->atty, w->attprojw, N, C, C, 0);
     if (op_attention_backward(dwide, dtmp, a->qkv, a->att_lse, B, T, C, NH))
         return coh_errf(COH_ERR_NOMEM, "out of memory in attention backward");
-    op_matmul_backward(dtmp, gw->qkvw, gw->qkvb, dwide, a->ln1, w->qkvw, N, C, 3 * C, 0);
+    op_matmul_backward(dtmp, gw->qkvw, NULL, dwide, a->ln1, w->qkvw, N, C, 3 * C, 0);
+    op_qkv_bias_backward(gw->qkvb, dwide, N, C);
     op_layernorm_backward(dres, gw->ln1w, gw->ln1b, dtmp, x, w->ln1w, a->ln1_mean, a->ln1_rstd,
                           N, C);
     return COH_OK;

@@ -47,15 +47,16 @@ void op_matmul_forward(float *out, const float *inp, const float *w, const float
               OC);
 }
 
-/* Column sums of dout into db, each column by one thread in row order. */
-static void bias_backward(float *db, const float *dout, size_t N, int OC)
+/* Column sums of dout (N rows of stride ld) into db (OC), each column by one thread in row
+ * order. */
+static void bias_backward(float *db, const float *dout, size_t N, int OC, int ld)
 {
 #pragma omp parallel
     {
         int c0, c1;
         par_range(OC, &c0, &c1);
         for (size_t i = 0; i < N; i++) {
-            const float *d = dout + i * OC;
+            const float *d = dout + i * ld;
             for (int c = c0; c < c1; c++)
                 db[c] += d[c];
         }
@@ -69,7 +70,20 @@ void op_matmul_backward(float *dinp, float *dw, float *db, const float *dout, co
               dinp, IC);
     par_sgemm(CblasTrans, CblasNoTrans, IC, OC, (int)N, inp, IC, dout, OC, 1.0f, dw, OC);
     if (db)
-        bias_backward(db, dout, N, OC);
+        bias_backward(db, dout, N, OC, OC);
+}
+
+/* The key third of the bias gets its exact gradient, zero, instead of the sum of dk: adding b_k
+ * to every key adds the same q_i . b_k to every score of query row i, and softmax is invariant
+ * to a constant added to a row (the causal mask drops whole entries, so it stays a constant).
+ * Summed in float, dk gives rounding noise (~1e-10) that AdamW's m / sqrt(v) would turn into
+ * lr-sized steps, different for every summation order: every way of splitting a batch would then
+ * end with different key biases. */
+void op_qkv_bias_backward(float *db, const float *dqkv, size_t N, int C)
+{
+    bias_backward(db, dqkv, N, C, 3 * C);
+    memset(db + C, 0, (size_t)C * sizeof *db);
+    bias_backward(db + 2 * C, dqkv + 2 * C, N, C, 3 * C);
 }
 
 /* Softmax cross-entropy of one row of logits; with dscale != 0 the row becomes its gradient

@@ -281,6 +281,11 @@ coh_status coh_dp_step(coh_dp *dp, coh_batch_fn next, void *ctx, coh_step_stats 
 coh_trainer *coh_dp_trainer(coh_dp *dp) { return dp->t; }
 int coh_dp_devices(const coh_dp *dp) { return dp->n; }
 
+coh_gpt *coh_dp_device_model(coh_dp *dp, int d)
+{
+    return d >= 0 && d < dp->n ? dp->dev[d].g : NULL;
+}
+
 int coh_dp_device_threads(const coh_dp *dp, int d)
 {
     return d >= 0 && d < dp->n ? dp->dev[d].threads_seen : 0;

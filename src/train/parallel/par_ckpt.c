@@ -3,6 +3,8 @@
  * weights, an index of which shard holds which arena ranges, and last the state file naming the
  * index; files carry the step in their names, so a crash mid-save leaves the previous set
  * whole. Resume: par_ckpt_load.c. */
+#include <ctype.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,15 +109,57 @@ static coh_status write_state(coh_par_trainer *t, const char *path, long step,
     return coh_state_save(sp, &s, NULL, 0, meta, 3);
 }
 
-static void remove_set(const char *path, long step, int n)
+/* 1 when `s` is ".tmp.<digits>", the name atomic_file gives a file being written. */
+static int tmp_suffix(const char *s)
 {
-    char name[4200];
-    for (int j = 0; j < n; j++) {
-        par_shard_name(name, sizeof name, path, step, j, n);
-        unlink(name);
+    if (strncmp(s, ".tmp.", 5) || !s[5])
+        return 0;
+    for (s += 5; isdigit((unsigned char)*s); s++)
+        ;
+    return !*s;
+}
+
+/* 1 when directory entry `name` is a shard or index of checkpoint `base` (par_shard_name,
+ * par_index_name) for a step other than `keep`, or such a file a killed process left half
+ * written (any step: once every rank has written the set, nothing of this job is writing one). */
+static int other_set_file(const char *name, const char *base, long keep)
+{
+    size_t bl = strlen(base);
+    if (strncmp(name, base, bl) || strncmp(name + bl, ".zero", 5) ||
+        !isdigit((unsigned char)name[bl + 5]))
+        return 0;
+    char *end;
+    long step = strtol(name + bl + 5, &end, 10);
+    int r, n, used = 0;
+    if (!strncmp(end, ".index", 6))
+        used = 6;
+    else if (sscanf(end, "-%d-of-%d%n", &r, &n, &used) != 2)
+        return 0;
+    if (tmp_suffix(end + used))
+        return 1;
+    return end[used] == '\0' && step != keep;
+}
+
+/* Rank 0, once every rank has written the set of step `keep`: removes every other set of the
+ * checkpoint, the previous one and any that a job killed while removing it left behind. */
+static void remove_other_sets(const char *path, long keep)
+{
+    const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+    char dir[4200], name[8400];
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else
+        snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (other_set_file(e->d_name, base, keep)) {
+            snprintf(name, sizeof name, "%s/%s", dir, e->d_name);
+            unlink(name);
+        }
     }
-    par_index_name(name, sizeof name, path, step);
-    unlink(name);
+    closedir(d);
 }
 
 static coh_status save_zero(coh_par_trainer *t, const char *path, const char *tokenizer,
@@ -133,10 +177,8 @@ static coh_status save_zero(coh_par_trainer *t, const char *path, const char *to
         par_release_params(t);
     coh_status s2 = coh_barrier(t->dp); /* every shard and the state exist before cleanup */
     st = st ? st : s2;
-    if (!st && t->rdp == 0 && t->saved_step >= 0 && t->saved_step != step)
-        remove_set(path, t->saved_step, t->saved_dp);
-    t->saved_step = step;
-    t->saved_dp = t->ndp;
+    if (!st && t->rdp == 0)
+        remove_other_sets(path, step);
     return st;
 }
 

@@ -219,11 +219,6 @@ coh_status coh_par_trainer_resume(coh_par_trainer *t, const char *path, coh_load
         coh_trainer_set_step(t->base, (long)s.step);
         *data = s.data;
         *threads = thr ? atoi(thr) : 0;
-        if (coh_st_meta_get(sf, "zero_index")) {
-            const char *sdp = coh_st_meta_get(sf, "zero_dp");
-            t->saved_step = (long)s.step;
-            t->saved_dp = sdp ? atoi(sdp) : 0;
-        }
     }
     coh_st_close(sf);
     coh_par_trainer_params_loaded(t);

@@ -67,16 +67,27 @@ static coh_status accumulate(coh_par_trainer *t, coh_batch_fn next, void *ctx, d
     return st;
 }
 
+static void max_into(coh_model_state_bytes *peak, const coh_model_state_bytes *m)
+{
+    if (m->params > peak->params)
+        peak->params = m->params;
+    if (m->grads > peak->grads)
+        peak->grads = m->grads;
+    if (m->optim > peak->optim)
+        peak->optim = m->optim;
+}
+
 static void sample_memory(coh_par_trainer *t)
 {
-    coh_model_state_bytes m;
-    coh_par_trainer_memory(t, &m);
-    if (m.params > t->peak.params)
-        t->peak.params = m.params;
-    if (m.grads > t->peak.grads)
-        t->peak.grads = m.grads;
-    if (m.optim > t->peak.optim)
-        t->peak.optim = m.optim;
+    coh_model_state_bytes m, sum = {0};
+    for (int d = 0; d < t->ndev; d++) {
+        coh_par_trainer_device_memory(t, d, &m);
+        max_into(&t->dev_peak[d], &m);
+        sum.params += m.params;
+        sum.grads += m.grads;
+        sum.optim += m.optim;
+    }
+    max_into(&t->peak, &sum);
 }
 
 /* AdamW on what this rank owns, then ZeRO-1/2 share the updated chunks. */
@@ -178,11 +189,52 @@ void coh_par_trainer_params_loaded(coh_par_trainer *t)
 
 void coh_par_trainer_memory(coh_par_trainer *t, coh_model_state_bytes *out)
 {
+    coh_model_state_bytes m;
+    *out = (coh_model_state_bytes){0};
+    for (int d = 0; d < t->ndev; d++) {
+        coh_par_trainer_device_memory(t, d, &m);
+        out->params += m.params;
+        out->grads += m.grads;
+        out->optim += m.optim;
+    }
+}
+
+int coh_par_trainer_devices(const coh_par_trainer *t) { return t->ndev; }
+
+static coh_status check_device(const coh_par_trainer *t, int d)
+{
+    if (d < 0 || d >= t->ndev)
+        return coh_errf(COH_ERR_INVALID, "invalid device '%d': this rank drives devices 0..%d", d,
+                        t->ndev - 1);
+    return COH_OK;
+}
+
+coh_status coh_par_trainer_device_memory(coh_par_trainer *t, int d, coh_model_state_bytes *out)
+{
+    coh_status st = check_device(t, d);
+    if (st)
+        return st;
     size_t m;
     coh_adamw_m(coh_trainer_optimizer(t->base), &m);
+    out->optim = d == 0 ? (uint64_t)m * 2 * sizeof(float) : 0; /* only device 0 updates */
+    if (t->threads) { /* dp: every device's own model, device 0's being t->model */
+        coh_gpt *g = coh_dp_device_model(t->threads, d);
+        out->params = par_resident(coh_gpt_params(g, NULL), 0, t->n);
+        out->grads = par_resident(coh_gpt_grads(g, NULL), 0, t->n);
+        return COH_OK;
+    }
     out->params = par_resident(t->params, 0, t->n);
     out->grads = par_resident(t->grads, 0, t->n) + (t->gacc ? t->own_total * sizeof(float) : 0);
-    out->optim = (uint64_t)m * 2 * sizeof(float);
+    return COH_OK;
+}
+
+coh_status coh_par_trainer_device_memory_peak(const coh_par_trainer *t, int d,
+                                              coh_model_state_bytes *out)
+{
+    coh_status st = check_device(t, d);
+    if (!st)
+        *out = t->dev_peak[d];
+    return st;
 }
 
 void coh_par_trainer_memory_peak(coh_par_trainer *t, coh_model_state_bytes *out)

@@ -131,10 +131,14 @@ coh_status coh_par_trainer_create(const coh_par_config *c, coh_mesh *mesh, coh_p
     t->dp = mesh->dp_comm;
     t->ndp = mesh->dp;
     t->rdp = mesh->dp_rank;
-    t->saved_step = -1;
     /* one rank owns everything: every stage is plain single-device training */
     t->stage = t->ndp > 1 ? coh_strategy_zero_stage(c->strategy) : 0;
-    if ((st = build(t)) || (st = start(t))) {
+    if (!(st = build(t))) {
+        t->ndev = t->threads ? coh_dp_devices(t->threads) : 1;
+        if (!(t->dev_peak = calloc((size_t)t->ndev, sizeof *t->dev_peak)))
+            st = coh_errf(COH_ERR_NOMEM, "out of memory allocating the parallel trainer");
+    }
+    if (st || (st = start(t))) {
         coh_par_trainer_destroy(t);
         return st;
     }
@@ -172,5 +176,6 @@ void coh_par_trainer_destroy(coh_par_trainer *t)
     free(t->need_ev);
     free(t->own_rb);
     free(t->own_re);
+    free(t->dev_peak);
     free(t);
 }

@@ -45,3 +45,11 @@ void coh_zero_expected_bytes(coh_strategy s, size_t nparams, int dp, coh_model_s
     out->grads = stage >= 2 ? 4 * p / d : 4 * p;
     out->optim = stage >= 1 ? 8 * p / d : 8 * p;
 }
+
+void coh_dp_expected_bytes(size_t nparams, int d, coh_model_state_bytes *out)
+{
+    uint64_t p = nparams;
+    out->params = 4 * p;
+    out->grads = 4 * p;
+    out->optim = d == 0 ? 8 * p : 0;
+}

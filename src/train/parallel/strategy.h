@@ -62,10 +62,10 @@ struct coh_par_trainer {
     int nseq, seqpos;
     par_trace *trace;
     coh_model_state_bytes peak;
+    coh_model_state_bytes *dev_peak; /* (ndev) each device's peak; dp has one per device */
+    int ndev;
     size_t *own_rb, *own_re; /* (nown) the optimizer's ranges in arena order */
     int nown;
-    long saved_step;         /* the ZeRO shard set on disk that the next save replaces */
-    int saved_dp;
 };
 
 /* buckets.c */

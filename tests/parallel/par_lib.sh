@@ -1,0 +1,47 @@
+# par_lib.sh: the setup every tests/parallel/test_*.sh shares, sourced (not a test itself):
+# strict variables, a work directory removed on exit, failure counting, corpus preparation and
+# the small-model arguments.
+set -u
+cohort=${COHORT:?}
+src=${COHORT_SOURCE_DIR:?}
+py=${COHORT_PYTHON:-/usr/bin/python3}
+work=$(mktemp -d)
+launcher= # a background job's pid, killed on exit if a test leaves it running
+trap '[ -n "$launcher" ] && kill -9 "$launcher" 2>/dev/null; rm -rf "$work"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+# par_prepare [--val-fraction F] [FILE...]: byte-tokenised shards $work/c_train_*.bin (and
+# c_val_* with a validation fraction) of FILE... (default: the README and the public headers),
+# one document per paragraph.
+par_prepare() {
+    local opts=()
+    if [ "${1:-}" = --val-fraction ]; then
+        opts=(--val-fraction "$2")
+        shift 2
+    fi
+    if [ $# -eq 0 ]; then
+        set -- "$src"/README.md "$src"/include/cohort/*.h
+    fi
+    cat "$@" > "$work/corpus.txt"
+    "$cohort" prepare --tokenizer byte --documents paragraph "${opts[@]}" --out "$work/c" \
+        "$work/corpus.txt" >/dev/null || fail "prepare"
+}
+
+# par_model VOCAB LAYERS HEADS DIM SEQ: sets the array `model` to a model of that shape trained
+# on the shards of par_prepare with one thread; tests append their own options.
+par_model() {
+    model=(--vocab "$1" --layers "$2" --heads "$3" --dim "$4" --seq "$5" --threads 1
+           --data "$work/c_train_*.bin")
+}
+
+# The "loss" of every line of a metrics file, and of the last one; the last "step".
+losses() { sed -E 's/.*"loss":([^,]+),.*/\1/' "$1"; }
+last_loss() { tail -1 "$1" | sed -E 's/.*"loss":([^,]+),.*/\1/'; }
+last_step() { tail -1 "$1" 2>/dev/null | sed -nE 's/.*"step":([0-9]+),.*/\1/p'; }
+
+# par_done MESSAGE: prints MESSAGE when nothing failed; exits 1 when something did.
+par_done() {
+    [ $fails -eq 0 ] && echo "$1"
+    exit $((fails > 0))
+}
