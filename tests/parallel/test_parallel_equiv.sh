@@ -2,8 +2,8 @@
 # test_parallel_equiv.sh: the central promise: with the same seed and global batch, 30 steps of
 # ddp, zero1, zero2 and zero3 at 2 and 4 ranks (under `cohort run`) and of dp at 2 and 4 devices
 # give the losses of `single` within 1e-5 relative error at every step and final parameters
-# within 1e-5 (every tensor's relative L2 error; every element within 1e-4 of its tensor's
-# scale, for the reason par_compare.py gives); also with gradient accumulation (no_sync, the
+# within 1e-5 (every tensor's relative L2 error, and every element's error relative to its
+# tensor's scale, for the reason par_compare.py gives); also with gradient accumulation (no_sync, the
 # ZeRO-2/3 accumulator, dp's reduction per micro-step).
 . "$(dirname "${BASH_SOURCE[0]}")/par_lib.sh"
 "$py" -c "import numpy" 2>/dev/null || { echo "numpy missing"; exit 77; }
