@@ -64,10 +64,13 @@ coh_status hier_agree(hier *h, const coh_op *op)
     if (!st)
         st = coh_fp_mismatch(all, h->size);
     free(all);
-    if (st && st != COH_ERR_MISMATCH) {
-        char d[160];
+    if (st && st != COH_ERR_MISMATCH) { /* name the caller's op, not the all-gather */
+        char d[160], rest[512];
         coh_fp_describe(&mine, d, sizeof d);
-        st = coh_err_prefix(st, "%s on rank %d", d, h->rank);
+        const char *m = coh_last_error(), *tail = strstr(m, " timed out");
+        snprintf(rest, sizeof rest, "%s", tail ? tail : m);
+        st = tail ? coh_errf(st, "%s on rank %d%s", d, h->rank, rest)
+                  : coh_err_prefix(st, "%s on rank %d", d, h->rank);
     }
     return st;
 }
