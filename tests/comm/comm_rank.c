@@ -1,6 +1,7 @@
 /* comm_rank.c: one rank of the multi-process comm tests, started N times by the launcher.
  * usage: comm_rank MODE [ARG]; modes:
  *   sweep       every op x type x size class, checked element by element
+ *   allreduce C,C,...  every all-reduce variant at the given counts, checked likewise
  *   split       sub-groups by parity (reversed keys, one rank without color) working beside
  *               the parent
  *   async       overlapping async all-reduces, test() polling, then a blocking op
@@ -248,7 +249,13 @@ int main(int argc, char **argv)
     int rank = coh_comm_rank(c), n = coh_comm_size(c);
     if (!strcmp(mode, "sweep"))
         bad += run_cases(c, 1);
-    else if (!strcmp(mode, "split"))
+    else if (!strcmp(mode, "allreduce") && argc > 2) {
+        size_t counts[16];
+        int k = 0;
+        for (char *p = argv[2]; *p && k < 16; p += *p == ',')
+            counts[k++] = strtoull(p, &p, 10);
+        bad += run_allreduce_cases(c, counts, k, 1);
+    } else if (!strcmp(mode, "split"))
         mode_split(c, rank, n);
     else if (!strcmp(mode, "async"))
         mode_async(c, rank, n);

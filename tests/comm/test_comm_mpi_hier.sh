@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# test_comm_mpi_hier.sh: the hierarchical transport under mpirun, with the nodes simulated by
+# COHORT_COMM_RANKS_PER_NODE on this one host: the full sweep on 4 ranks as 2 nodes of 2 and on
+# 3 ranks as unequal nodes (2+1), split, async, rounding, mismatch and a silent rank; the
+# debug log and the transport's name show that the hierarchy ran, and that COHORT_COMM_HIER=0
+# or a single node leave plain MPI. No segment may remain in /dev/shm.
+. "$(dirname "$0")/comm_lib.sh"
+command -v mpirun >/dev/null && [ -f "$build/libcohort_mpi.so" ] || {
+    echo "skipped: mpirun or libcohort_mpi.so missing"
+    exit 77
+}
+export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" # as in test_comm_mpi.sh
+export COHORT_COMM_TIMEOUT=${COHORT_COMM_TIMEOUT:-60} COHORT_LOG=debug
+unset COHORT_COMM_HIER COHORT_COMM_RANKS_PER_NODE
+launch() {
+    local n=$1
+    shift
+    job=hier # the node segments are named cohort-<user>-hier-<leader pid>-...
+    timeout 200 mpirun -x COHORT_COMM_TIMEOUT -x COHORT_LOG -x COHORT_COMM_HIER \
+        -x COHORT_COMM_RANKS_PER_NODE -np "$n" "$@"
+}
+log="$build/comm_last.log"
+
+# expect_in WHAT PATTERN COUNT: the last run's log holds COUNT lines matching PATTERN.
+expect_in() {
+    local got
+    got=$(grep -c -- "$2" "$log")
+    if [ "$got" -ne "$3" ]; then
+        echo "FAIL $1: $got lines match '$2', want $3"
+        tail -5 "$log"
+        fails=$((fails + 1))
+    fi
+}
+
+export COHORT_COMM_RANKS_PER_NODE=2
+expect_ok "hier sweep on 4 ranks as 2 nodes of 2" 4 "$rank_bin" sweep
+expect_in "4 ranks as 2+2" "hierarchical transport: 4 ranks on 2 nodes (2+2); all-reduce as shm reduce-scatter" 4
+expect_in "4 ranks as 2+2" "of 4 (hier): sweep passed" 4
+# counts that split evenly into the node's shards take the copy-free path
+expect_ok "hier all-reduce of even counts on 4 ranks" 4 "$rank_bin" allreduce 2,1010,65536,262144
+expect_in "even counts" "of 4 (hier): allreduce passed" 4
+expect_ok "hier sweep on 3 ranks as nodes of 2+1" 3 "$rank_bin" sweep
+expect_in "3 ranks as 2+1" "hierarchical transport: 3 ranks on 2 nodes (2+1); all-reduce as shm reduce to node leaders" 3
+expect_in "3 ranks as 2+1" "of 3 (hier): sweep passed" 3
+for n in 4 5; do
+    for mode in split async rounding mismatch; do
+        expect_ok "hier $mode on $n ranks" "$n" "$rank_bin" "$mode"
+        expect_in "hier $mode on $n ranks" "(hier): $mode passed" "$n"
+    done
+done
+COHORT_COMM_TIMEOUT=1 expect_ok "hier silent rank on 3 ranks" 3 "$rank_bin" silent
+expect_in "silent rank named" "allreduce(count=1, i32, sum) #1 on rank [01] timed out after 1 s.*rank 2 never arrived" 2
+
+COHORT_COMM_HIER=0 expect_ok "COHORT_COMM_HIER=0 on 4 ranks" 4 "$rank_bin" rounding
+expect_in "COHORT_COMM_HIER=0 leaves plain mpi" "of 4 (mpi): rounding passed" 4
+expect_in "COHORT_COMM_HIER=0 leaves plain mpi" "hierarchical" 0
+COHORT_COMM_RANKS_PER_NODE=1 expect_ok "one rank per node" 4 "$rank_bin" rounding
+expect_in "one rank per node is plain mpi" "flat mpi transport: 4 ranks on 4 nodes (1+1+1+1)" 4
+unset COHORT_COMM_RANKS_PER_NODE
+expect_ok "one host, no override" 2 "$rank_bin" rounding
+expect_in "one node is plain mpi" "flat mpi transport: 2 ranks on 1 nodes (2)" 2
+
+if COHORT_COMM_HIER=2 launch 2 "$rank_bin" rounding >"$log" 2>&1; then
+    echo "FAIL COHORT_COMM_HIER=2 was accepted"
+    fails=$((fails + 1))
+else
+    expect_in "COHORT_COMM_HIER=2 refused" "invalid COHORT_COMM_HIER '2': expected 0" 2
+    echo "ok   COHORT_COMM_HIER=2 refused"
+fi
+finish
