@@ -10,6 +10,7 @@
 
 #include "cohort/log.h"
 #include "comm/transport/hier_int.h"
+#include "comm/transport/shm_int.h"
 
 #define NAME_BYTES 64 /* host names and segment names as exchanged over MPI */
 
@@ -107,27 +108,25 @@ static coh_status flat_run(hier *h, coh_opkind k, const void *send, void *recv, 
     return h->mpi->run(h->flat, &o);
 }
 
-/* Node of every rank: COHORT_COMM_RANKS_PER_NODE=k groups ranks k by k; otherwise ranks with
- * the same host name share a node. Node indices count from 0 in order of first rank. */
+/* Node of every rank: ranks with the same host name share a node, unless
+ * COHORT_COMM_RANKS_PER_NODE=k groups them k by k. Node indices count from 0 in order of first
+ * rank. Also counts the ranks on this host (several simulated nodes may share it). */
 static coh_status find_nodes(hier *h, int per_node)
 {
-    if (per_node > 0) {
-        for (int r = 0; r < h->size; r++)
-            h->node_of[r] = r / per_node;
-        return COH_OK;
-    }
     char mine[NAME_BYTES] = "", *all = malloc((size_t)h->size * NAME_BYTES);
     if (!all)
         return coh_errf(COH_ERR_NOMEM, "out of memory");
     gethostname(mine, sizeof mine - 1);
     coh_status st = flat_run(h, COH_OP_ALLGATHER, mine, all, NAME_BYTES, COH_U8, COH_SUM);
     int next = 0;
+    h->host_ranks = 0;
     for (int r = 0; !st && r < h->size; r++) {
+        const char *name = all + (size_t)r * NAME_BYTES;
         int q = 0;
-        while (q < r && memcmp(all + (size_t)q * NAME_BYTES, all + (size_t)r * NAME_BYTES,
-                               NAME_BYTES))
+        while (q < r && memcmp(all + (size_t)q * NAME_BYTES, name, NAME_BYTES))
             q++;
-        h->node_of[r] = q < r ? h->node_of[q] : next++;
+        h->node_of[r] = per_node > 0 ? r / per_node : q < r ? h->node_of[q] : next++;
+        h->host_ranks += !memcmp(name, mine, NAME_BYTES);
     }
     free(all);
     return st;
@@ -158,6 +157,18 @@ static int layout(hier *h)
     return h->nnodes >= 2 && most >= 2;
 }
 
+/* The node's instance sizes its busy-wait by its own ranks; when simulated nodes share a host
+ * with more ranks than cpus, waiters must yield at every turn as shm does when oversubscribed
+ * (COHORT_SHM_SPIN, when set, still rules). */
+static void wait_politely(hier *h)
+{
+    shm *s = h->node;
+    if (h->host_ranks > sysconf(_SC_NPROCESSORS_ONLN) && !getenv("COHORT_SHM_SPIN")) {
+        s->spin = 100;
+        s->yield_every = 1;
+    }
+}
+
 /* The node's first rank picks a name unique on its host (pid, a counter, the clock); an
  * all-gather over MPI hands every rank its leader's pick. */
 static coh_status open_node(hier *h)
@@ -182,6 +193,8 @@ static coh_status open_node(hier *h)
         st = coh_shm_open(&ne, &h->node);
     }
     free(all);
+    if (!st)
+        wait_politely(h);
     /* A node that failed must not leave the others waiting in the splits that follow. */
     char msg[512];
     snprintf(msg, sizeof msg, "%s", st ? coh_last_error() : "");
@@ -302,6 +315,7 @@ static coh_status hier_split(void *self, int color, int key, const int *members,
         p->mpi->destroy(flat);
         return coh_errf(COH_ERR_NOMEM, "out of memory");
     }
+    h->host_ranks = p->host_ranks;
     /* The members' nodes are known from the parent: renumber them in order of first rank. */
     for (int i = 0, next = 0; i < nmembers; i++) {
         int q = 0;

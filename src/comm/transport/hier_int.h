@@ -15,6 +15,7 @@ typedef struct hier {
     void *cross;  /* equal nodes: the ranks with my local rank, one per node; unequal nodes:
                      the node leaders (NULL on other ranks) */
     int rank, size, local_rank, local_size, nnodes, equal;
+    int host_ranks; /* ranks on this host (simulated nodes may share one) */
     int *node_of; /* node index of every rank of the group, for split */
     double timeout;
     uint64_t node_seq, cross_seq; /* inner ops so far: shm needs them numbered in turn */
