@@ -52,6 +52,33 @@ done
 COHORT_COMM_TIMEOUT=1 expect_ok "hier silent rank on 3 ranks" 3 "$rank_bin" silent
 expect_in "silent rank named" "allreduce(count=1, i32, sum) #1 on rank [01] timed out after 1 s.*rank 2 never arrived" 2
 
+# kill -9 of a rank mid-all-reduce: mpirun ends the job (survivors get no PEER_LOST from MPI);
+# a node mate caught in the shared-memory step may report the death first, naming the world
+# rank. Nothing may hang or remain in /dev/shm.
+kill_under_mpirun() {
+    local pidfile="$build/comm_hier_kill.$$.pid" t0 rc
+    rm -f "$pidfile"
+    launch 4 "$rank_bin" kill "$pidfile" >"$log" 2>&1 &
+    local spawner=$!
+    for _ in $(seq 200); do [ -s "$pidfile" ] && break; sleep 0.05; done
+    sleep 0.3
+    t0=$(date +%s)
+    kill -9 "$(cat "$pidfile")"
+    wait "$spawner"
+    rc=$?
+    if [ "$rc" -eq 0 ] || [ $(($(date +%s) - t0)) -gt 60 ] || ! grep -q "exited on signal 9" "$log" ||
+        grep -q "check failed" "$log"; then
+        echo "FAIL kill -9 under mpirun (exit $rc)"
+        tail -20 "$log"
+        fails=$((fails + 1))
+    else
+        echo "ok   kill -9 under mpirun: job ended (exit $rc), $(grep -c 'peer lost at' "$log") node mate(s) reported it"
+    fi
+    check_no_shm "kill -9 under mpirun"
+    rm -f "$pidfile"
+}
+kill_under_mpirun
+
 COHORT_COMM_HIER=0 expect_ok "COHORT_COMM_HIER=0 on 4 ranks" 4 "$rank_bin" rounding
 expect_in "COHORT_COMM_HIER=0 leaves plain mpi" "of 4 (mpi): rounding passed" 4
 expect_in "COHORT_COMM_HIER=0 leaves plain mpi" "hierarchical" 0

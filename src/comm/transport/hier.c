@@ -14,14 +14,47 @@
 
 #define NAME_BYTES 64 /* host names and segment names as exchanged over MPI */
 
+/* World rank of the local_index-th rank of node `node`, or -1. */
+static int world_rank(const hier *h, int node, int local_index)
+{
+    for (int r = 0; r < h->size; r++)
+        if (h->node_of[r] == node && local_index-- == 0)
+            return r;
+    return -1;
+}
+
+/* An inner instance numbers its ranks its own way: rewrite every "rank N" (and lists
+ * "rank N, M") of its message as world ranks, then say where it happened. Node instances
+ * number a node's ranks in order; cross instances number nodes. */
+static coh_status in_world_ranks(hier *h, coh_status st, int cross, const char *where)
+{
+    const char *m = coh_last_error();
+    char out[1024];
+    size_t k = 0;
+    int in_list = 0;
+    while (*m && k < sizeof out - 24) {
+        int x, used = 0, at = !strncmp(m, "rank ", 5) ? 5 : in_list && !strncmp(m, ", ", 2) ? 2 : 0;
+        if (at && sscanf(m + at, "%d%n", &x, &used) == 1 && x >= 0) {
+            int w = cross ? world_rank(h, x, h->equal ? h->local_rank : 0)
+                          : world_rank(h, h->node_of[h->rank], x);
+            k += (size_t)snprintf(out + k, sizeof out - k, "%.*s%d", at, m, w);
+            m += at + used;
+            in_list = 1;
+        } else {
+            out[k++] = *m++;
+            in_list = 0;
+        }
+    }
+    out[k] = '\0';
+    return coh_errf(st, "%s (hierarchical all-reduce, %s)", out, where);
+}
+
 coh_status hier_node_run(hier *h, coh_opkind k, const void *send, void *recv, size_t count,
                          coh_dtype t, coh_redop op, int root)
 {
     coh_op o = {k, send, recv, count, t, op, root, ++h->node_seq};
     coh_status st = coh_shm_ops.run(h->node, &o);
-    return st ? coh_err_prefix(st, "hierarchical all-reduce, inside node %d (%d ranks, local "
-                               "rank %d)", h->node_of[h->rank], h->local_size, h->local_rank)
-              : st;
+    return st ? in_world_ranks(h, st, 0, "shared-memory step inside this node") : st;
 }
 
 coh_status hier_cross_run(hier *h, coh_opkind k, const void *send, void *recv, size_t count,
@@ -29,9 +62,7 @@ coh_status hier_cross_run(hier *h, coh_opkind k, const void *send, void *recv, s
 {
     coh_op o = {k, send, recv, count, t, op, -1, ++h->cross_seq};
     coh_status st = h->mpi->run(h->cross, &o);
-    return st ? coh_err_prefix(st, "hierarchical all-reduce, across %d nodes (ranks of local "
-                               "rank %d, numbered by node)", h->nnodes, h->local_rank)
-              : st;
+    return st ? in_world_ranks(h, st, 1, "mpi step across nodes") : st;
 }
 
 void *hier_scratch(hier *h, size_t bytes)
