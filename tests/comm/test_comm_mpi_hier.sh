@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_comm_mpi_hier.sh: the hierarchical transport under mpirun, with the nodes simulated by
 # COHORT_COMM_RANKS_PER_NODE on this one host: the full sweep on 4 ranks as 2 nodes of 2 and on
-# 3 ranks as unequal nodes (2+1), split, async, rounding, mismatch and a silent rank; the
+# 3 ranks as unequal nodes (2+1) (all-reduce and broadcast are the hierarchical ops), on 6 as
+# 2 nodes of 3, split, async, rounding, mismatch and a silent rank; the
 # debug log and the transport's name show that the hierarchy ran, and that COHORT_COMM_HIER=0
 # or a single node leave plain MPI. No segment may remain in /dev/shm.
 . "$(dirname "$0")/comm_lib.sh"
@@ -43,6 +44,8 @@ expect_in "even counts" "of 4 (hier): allreduce passed" 4
 expect_ok "hier sweep on 3 ranks as nodes of 2+1" 3 "$rank_bin" sweep
 expect_in "3 ranks as 2+1" "hierarchical transport: 3 ranks on 2 nodes (2+1); all-reduce as shm reduce to node leaders" 3
 expect_in "3 ranks as 2+1" "of 3 (hier): sweep passed" 3
+COHORT_COMM_RANKS_PER_NODE=3 expect_ok "hier sweep on 6 ranks as 2 nodes of 3" 6 "$rank_bin" sweep
+expect_in "6 ranks as 3+3" "of 6 (hier): sweep passed" 6
 for n in 4 5; do
     for mode in split async rounding mismatch; do
         expect_ok "hier $mode on $n ranks" "$n" "$rank_bin" "$mode"

@@ -1,7 +1,8 @@
 /* hier.c: the hierarchical transport: a shared-memory instance for the ranks of each node and
  * MPI instances across nodes, composed through the transport interface so that fingerprints,
  * deadlines, MISMATCH and PEER_LOST work as in the flat transports. All-reduce is split up
- * (hier_allreduce.c); every other op runs on the flat MPI instance. */
+ * (hier_allreduce.c), and so is broadcast (hier_broadcast.c); every other op runs on the flat MPI
+ * instance. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,7 +47,7 @@ static coh_status in_world_ranks(hier *h, coh_status st, int cross, const char *
         }
     }
     out[k] = '\0';
-    return coh_errf(st, "%s (hierarchical all-reduce, %s)", out, where);
+    return coh_errf(st, "%s (hierarchical collective, %s)", out, where);
 }
 
 coh_status hier_node_run(hier *h, coh_opkind k, const void *send, void *recv, size_t count,
@@ -58,9 +59,9 @@ coh_status hier_node_run(hier *h, coh_opkind k, const void *send, void *recv, si
 }
 
 coh_status hier_cross_run(hier *h, coh_opkind k, const void *send, void *recv, size_t count,
-                          coh_dtype t, coh_redop op)
+                          coh_dtype t, coh_redop op, int root)
 {
-    coh_op o = {k, send, recv, count, t, op, -1, ++h->cross_seq};
+    coh_op o = {k, send, recv, count, t, op, root, ++h->cross_seq};
     coh_status st = h->mpi->run(h->cross, &o);
     return st ? in_world_ranks(h, st, 1, "mpi step across nodes") : st;
 }
@@ -112,6 +113,8 @@ static coh_status hier_run(void *self, const coh_op *op)
     hier *h = self;
     if (h->node && op->kind == COH_OP_ALLREDUCE)
         return hier_allreduce(h, op);
+    if (h->node && op->kind == COH_OP_BROADCAST)
+        return hier_broadcast(h, op);
     return h->mpi->run(h->flat, op);
 }
 
@@ -408,7 +411,8 @@ coh_status coh_hier_wrap(double timeout_s, int rank, int size, const coh_transpo
         hier_destroy(h);
         return st;
     }
-    coh_debug("comm: hierarchical transport: %s; all-reduce %s", d,
+    coh_debug("comm: hierarchical transport: %s; all-reduce %s; broadcast across nodes, then "
+              "inside them", d,
               h->equal ? "as shm reduce-scatter, mpi all-reduce of shards, shm all-gather"
                        : "as shm reduce to node leaders, mpi all-reduce, shm broadcast");
     *ops = &coh_hier_ops;

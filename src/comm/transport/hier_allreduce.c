@@ -37,7 +37,7 @@ static coh_status equal_nodes(hier *h, const coh_op *op, coh_dtype w, coh_redop 
     char *shard = buf + (size_t)h->local_rank * b * wsz;
     coh_status st;
     if ((st = hier_node_run(h, COH_OP_REDUCE_SCATTER, send, shard, b, w, r, -1)) ||
-        (st = hier_cross_run(h, COH_OP_ALLREDUCE, shard, shard, b, w, r)) ||
+        (st = hier_cross_run(h, COH_OP_ALLREDUCE, shard, shard, b, w, r, -1)) ||
         (st = hier_node_run(h, COH_OP_ALLGATHER, shard, buf, b, w, r, -1)))
         return st;
     if (op->redop == COH_AVG) {
@@ -65,7 +65,7 @@ static coh_status unequal_nodes(hier *h, const coh_op *op, coh_dtype w, coh_redo
     }
     coh_status st = hier_node_run(h, COH_OP_REDUCE, send, buf, op->count, w, r, 0);
     if (!st && h->local_rank == 0)
-        st = hier_cross_run(h, COH_OP_ALLREDUCE, buf, buf, op->count, w, r);
+        st = hier_cross_run(h, COH_OP_ALLREDUCE, buf, buf, op->count, w, r, -1);
     if (!st)
         st = hier_node_run(h, COH_OP_BROADCAST, buf, buf, op->count, w, COH_SUM, 0);
     if (st)

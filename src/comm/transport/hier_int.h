@@ -28,7 +28,7 @@ typedef struct hier {
 coh_status hier_node_run(hier *h, coh_opkind k, const void *send, void *recv, size_t count,
                          coh_dtype t, coh_redop op, int root);
 coh_status hier_cross_run(hier *h, coh_opkind k, const void *send, void *recv, size_t count,
-                          coh_dtype t, coh_redop op);
+                          coh_dtype t, coh_redop op, int root);
 /* Scratch of at least `bytes`, in the node's shared arena when it fits there. */
 void *hier_scratch(hier *h, size_t bytes);
 /* Every rank of the group checks that all ranks made the same call (as the flat transports
@@ -36,5 +36,6 @@ void *hier_scratch(hier *h, size_t bytes);
 coh_status hier_agree(hier *h, const coh_op *op);
 
 coh_status hier_allreduce(hier *h, const coh_op *op);
+coh_status hier_broadcast(hier *h, const coh_op *op);
 
 #endif
