@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # hier.sh: the hierarchical all-reduce (shared memory inside a node, MPI across nodes) against
-# the flat MPI transport and Open MPI's own MPI_Allreduce, side by side in one run: 4 ranks
+# the flat MPI transport and Open MPI's own MPI_Allreduce (or the --op given: broadcast is
+# hierarchical too), side by side in one run: 4 ranks
 # under mpirun acting as 2 nodes of 2 (COHORT_COMM_RANKS_PER_NODE=2). Each round runs
 # `cohort bench comm --comm mpi` with COHORT_COMM_HIER=1, then =0, then the anchor
 # mpi_comm_bench, and the table gives per size the median time of each over the rounds.
@@ -53,12 +54,14 @@ def rows(kind):
 h, f, m = rows("hier"), rows("flat"), rows("ompi")
 f0 = next(iter(h.values()))[0][0]
 print(f"4 ranks as 2 nodes of 2, {f0[2]} {f0[3]} {f0[4]}, median of {rounds} alternating rounds")
-print("| size | count | hier us | busbw GB/s | flat mpi us | busbw GB/s | MPI_Allreduce us | "
+print(f"| size | count | hier us | busbw GB/s | flat mpi us | busbw GB/s | Open MPI us | "
       "busbw GB/s | hier/flat | hier/MPI | #wrong |")
 print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for size in sorted(h):
     th, tf, tm = (statistics.median(x[1] for x in d[size]) for d in (h, f, m))
-    bw = lambda t: size / (t * 1e-6) / 1e9 * 1.5  # all-reduce: 2(n-1)/n at 4 ranks
+    row = m[size][0][0]
+    fac = float(row[7]) / float(row[6]) if float(row[6]) else 1  # nccl-tests' busbw factor
+    bw = lambda t: size / (t * 1e-6) / 1e9 * fac
     wrong = sum(x[2] for d in (h, f, m) for x in d[size])
     print(f"| {size} | {h[size][0][0][1]} | {th:.1f} | {bw(th):.2f} | {tf:.1f} | {bw(tf):.2f} | "
           f"{tm:.1f} | {bw(tm):.2f} | {tf/th:.2f} | {tm/th:.2f} | {wrong} |")

@@ -91,6 +91,17 @@ unset COHORT_COMM_RANKS_PER_NODE
 expect_ok "one host, no override" 2 "$rank_bin" rounding
 expect_in "one node is plain mpi" "flat mpi transport: 2 ranks on 1 nodes (2)" 2
 
+# ranks that disagree on the simulated nodes all fail, saying so, rather than wait for each other
+if timeout 100 mpirun -x COHORT_COMM_TIMEOUT -np 1 env COHORT_COMM_RANKS_PER_NODE=2 "$rank_bin" rounding : \
+    -np 1 env COHORT_COMM_RANKS_PER_NODE=3 "$rank_bin" rounding >"$log" 2>&1; then
+    echo "FAIL ranks with different COHORT_COMM_RANKS_PER_NODE were accepted"
+    fails=$((fails + 1))
+else
+    expect_in "different COHORT_COMM_RANKS_PER_NODE refused" "COHORT_COMM_RANKS_PER_NODE differs between ranks: rank 0 has '2', rank 1 has '3'" 2
+    echo "ok   different COHORT_COMM_RANKS_PER_NODE refused on every rank"
+fi
+check_no_shm "different COHORT_COMM_RANKS_PER_NODE"
+
 if COHORT_COMM_HIER=2 launch 2 "$rank_bin" rounding >"$log" 2>&1; then
     echo "FAIL COHORT_COMM_HIER=2 was accepted"
     fails=$((fails + 1))

@@ -3,6 +3,8 @@
  * deadlines, MISMATCH and PEER_LOST work as in the flat transports. All-reduce is split up
  * (hier_allreduce.c), and so is broadcast (hier_broadcast.c); every other op runs on the flat MPI
  * instance. */
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,7 +15,7 @@
 #include "comm/transport/hier_int.h"
 #include "comm/transport/shm_int.h"
 
-#define NAME_BYTES 64 /* host names and segment names as exchanged over MPI */
+#define NAME_BYTES 64 /* segment names as exchanged over MPI */
 
 /* World rank of the local_index-th rank of node `node`, or -1. */
 static int world_rank(const hier *h, int node, int local_index)
@@ -35,9 +37,11 @@ static coh_status in_world_ranks(hier *h, coh_status st, int cross, const char *
     int in_list = 0;
     while (*m && k < sizeof out - 24) {
         int x, used = 0, at = !strncmp(m, "rank ", 5) ? 5 : in_list && !strncmp(m, ", ", 2) ? 2 : 0;
-        if (at && sscanf(m + at, "%d%n", &x, &used) == 1 && x >= 0) {
-            int w = cross ? world_rank(h, x, h->equal ? h->local_rank : 0)
-                          : world_rank(h, h->node_of[h->rank], x);
+        int w = -1;
+        if (at && sscanf(m + at, "%d%n", &x, &used) == 1 && x >= 0)
+            w = cross ? world_rank(h, x, h->equal ? h->local_rank : 0)
+                      : world_rank(h, h->node_of[h->rank], x);
+        if (w >= 0) {
             k += (size_t)snprintf(out + k, sizeof out - k, "%.*s%d", at, m, w);
             m += at + used;
             in_list = 1;
@@ -63,6 +67,8 @@ coh_status hier_cross_run(hier *h, coh_opkind k, const void *send, void *recv, s
 {
     coh_op o = {k, send, recv, count, t, op, root, ++h->cross_seq};
     coh_status st = h->mpi->run(h->cross, &o);
+    if (st == COH_ERR_TIMEOUT) /* MPI may still write the buffers: never unmap or reuse them */
+        h->abandoned = 1;
     return st ? in_world_ranks(h, st, 1, "mpi step across nodes") : st;
 }
 
@@ -96,7 +102,10 @@ coh_status hier_agree(hier *h, const coh_op *op)
     coh_status st = h->mpi->run(h->flat, &o);
     if (!st)
         st = coh_fp_mismatch(all, h->size);
-    free(all);
+    if (st == COH_ERR_TIMEOUT)
+        h->abandoned = 1; /* MPI may still write `all`: leave it allocated */
+    else
+        free(all);
     if (st && st != COH_ERR_MISMATCH) { /* name the caller's op, not the all-gather */
         char d[160], rest[512];
         coh_fp_describe(&mine, d, sizeof d);
@@ -142,25 +151,45 @@ static coh_status flat_run(hier *h, coh_opkind k, const void *send, void *recv, 
     return h->mpi->run(h->flat, &o);
 }
 
+/* What each rank says about where it is, gathered over MPI. */
+typedef struct host_id {
+    char name[120];   /* host name */
+    int32_t per_node; /* its COHORT_COMM_RANKS_PER_NODE, 0 when unset */
+    int32_t pad;
+} host_id;
+
+/* Every rank sees the same gathered values, so all fail alike: none is left waiting. */
+static coh_status check_per_node(const host_id *all, int n)
+{
+    for (int r = 1; r < n; r++)
+        if (all[r].per_node != all[0].per_node)
+            return coh_errf(COH_ERR_INVALID, "COHORT_COMM_RANKS_PER_NODE differs between ranks: "
+                            "rank 0 has '%d', rank %d has '%d' (0: unset); give every rank the "
+                            "same value (mpirun -x COHORT_COMM_RANKS_PER_NODE)",
+                            (int)all[0].per_node, r, (int)all[r].per_node);
+    return COH_OK;
+}
+
 /* Node of every rank: ranks with the same host name share a node, unless
  * COHORT_COMM_RANKS_PER_NODE=k groups them k by k. Node indices count from 0 in order of first
  * rank. Also counts the ranks on this host (several simulated nodes may share it). */
 static coh_status find_nodes(hier *h, int per_node)
 {
-    char mine[NAME_BYTES] = "", *all = malloc((size_t)h->size * NAME_BYTES);
+    host_id mine = {.per_node = per_node}, *all = malloc(sizeof *all * (size_t)h->size);
     if (!all)
         return coh_errf(COH_ERR_NOMEM, "out of memory");
-    gethostname(mine, sizeof mine - 1);
-    coh_status st = flat_run(h, COH_OP_ALLGATHER, mine, all, NAME_BYTES, COH_U8, COH_SUM);
+    gethostname(mine.name, sizeof mine.name - 1);
+    coh_status st = flat_run(h, COH_OP_ALLGATHER, &mine, all, sizeof mine, COH_U8, COH_SUM);
+    if (!st)
+        st = check_per_node(all, h->size);
     int next = 0;
     h->host_ranks = 0;
     for (int r = 0; !st && r < h->size; r++) {
-        const char *name = all + (size_t)r * NAME_BYTES;
         int q = 0;
-        while (q < r && memcmp(all + (size_t)q * NAME_BYTES, name, NAME_BYTES))
+        while (q < r && strcmp(all[q].name, all[r].name))
             q++;
         h->node_of[r] = per_node > 0 ? r / per_node : q < r ? h->node_of[q] : next++;
-        h->host_ranks += !memcmp(name, mine, NAME_BYTES);
+        h->host_ranks += !strcmp(all[r].name, mine.name);
     }
     free(all);
     return st;
@@ -207,7 +236,7 @@ static void wait_politely(hier *h)
  * all-gather over MPI hands every rank its leader's pick. */
 static coh_status open_node(hier *h)
 {
-    static unsigned counter;
+    static _Atomic unsigned counter;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     char mine[NAME_BYTES] = "", *all = malloc((size_t)h->size * NAME_BYTES);
@@ -274,6 +303,11 @@ static void hier_destroy(void *self)
     hier *h = self;
     if (!h)
         return;
+    if (h->abandoned) { /* a timed-out MPI step may still write the arena or the scratch */
+        h->node = NULL;
+        h->tmp = NULL;
+        h->tmp_in_arena = 0;
+    }
     if (h->tmp_in_arena)
         coh_shm_ops.free(h->node, h->tmp);
     else

@@ -22,6 +22,7 @@ typedef struct hier {
     void *tmp;                    /* scratch for padded or f32 copies */
     size_t tmp_bytes;
     int tmp_in_arena;
+    int abandoned; /* an MPI step timed out: its buffers are left mapped at destroy */
 } hier;
 
 /* Run one inner op on the node (shm) or cross (MPI) instance, numbered in turn. */
