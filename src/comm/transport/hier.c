@@ -395,6 +395,10 @@ static coh_status hier_split(void *self, int color, int key, const int *members,
         hier_destroy(h);
         return coh_err_prefix(st, "split (color %d, key %d)", color, key);
     }
+    char d[256];
+    describe(h, d, sizeof d);
+    coh_debug("comm: split (color %d): %s transport: %s", color, h->node ? "hierarchical" : "flat mpi",
+              d);
     *out = h;
     return COH_OK;
 }
