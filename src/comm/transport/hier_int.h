@@ -25,6 +25,14 @@ typedef struct hier {
     int abandoned; /* an MPI step timed out: its buffers are left mapped at destroy */
 } hier;
 
+hier *hier_new(const coh_transport_ops *mpi, void *flat, int rank, int size, double timeout);
+void hier_destroy(void *self);
+/* With node_of filled in: open the node's segment and the cross groups when they pay (else
+ * h->node stays NULL and every op goes flat). Collective over the group. */
+coh_status hier_build(hier *h);
+/* "4 ranks on 2 nodes (2+2)" */
+void hier_describe(const hier *h, char *buf, size_t n);
+
 /* Run one inner op on the node (shm) or cross (MPI) instance, numbered in turn. */
 coh_status hier_node_run(hier *h, coh_opkind k, const void *send, void *recv, size_t count,
                          coh_dtype t, coh_redop op, int root);
