@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_comm_mpi_hier.sh: the hierarchical transport under mpirun, with the nodes simulated by
 # COHORT_COMM_RANKS_PER_NODE on this one host: the full sweep on 4 ranks as 2 nodes of 2 and on
-# 3 ranks as unequal nodes (2+1) (all-reduce and broadcast are the hierarchical ops), on 6 as
+# 3 ranks as unequal nodes (2+1) (all-reduce, broadcast, and on equal nodes all-gather and
+# reduce-scatter are the hierarchical ops), on 6 as
 # 2 nodes of 3, split (with hierarchical sub-groups), async, rounding, mismatch and a silent rank; the
 # debug log and the transport's name show that the hierarchy ran, and that COHORT_COMM_HIER=0
 # or a single node leave plain MPI. No segment may remain in /dev/shm.
@@ -36,7 +37,7 @@ expect_in() {
 
 export COHORT_COMM_RANKS_PER_NODE=2
 expect_ok "hier sweep on 4 ranks as 2 nodes of 2" 4 "$rank_bin" sweep
-expect_in "4 ranks as 2+2" "hierarchical transport: 4 ranks on 2 nodes (2+2); all-reduce as shm reduce-scatter" 4
+expect_in "4 ranks as 2+2" "hierarchical transport: 4 ranks on 2 nodes (2+2); all-reduce as shm reduce-scatter.*all-gather and reduce-scatter in two steps" 4
 expect_in "4 ranks as 2+2" "of 4 (hier): sweep passed" 4
 # counts that split evenly into the node's shards take the copy-free path
 expect_ok "hier all-reduce of even counts on 4 ranks" 4 "$rank_bin" allreduce 2,1010,65536,262144

@@ -1,8 +1,9 @@
 /* hier.c: the hierarchical transport: a shared-memory instance for the ranks of each node and
  * MPI instances across nodes, composed through the transport interface so that fingerprints,
- * deadlines, MISMATCH and PEER_LOST work as in the flat transports. All-reduce is split up
- * (hier_allreduce.c), and so is broadcast (hier_broadcast.c); every other op runs on the flat MPI
- * instance. */
+ * deadlines, MISMATCH and PEER_LOST work as in the flat transports. All-reduce
+ * (hier_allreduce.c), broadcast (hier_broadcast.c), and on equal nodes all-gather and
+ * reduce-scatter (hier_gather.c) are split into node and cross-node steps; every other op runs
+ * on the flat MPI instance. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,6 +118,10 @@ static coh_status hier_run(void *self, const coh_op *op)
         return hier_allreduce(h, op);
     if (h->node && op->kind == COH_OP_BROADCAST)
         return hier_broadcast(h, op);
+    if (h->node && h->equal && op->kind == COH_OP_ALLGATHER)
+        return hier_allgather(h, op);
+    if (h->node && h->equal && op->kind == COH_OP_REDUCE_SCATTER)
+        return hier_reduce_scatter(h, op);
     return h->mpi->run(h->flat, op);
 }
 

@@ -241,9 +241,10 @@ coh_status coh_hier_wrap(double timeout_s, int rank, int size, const coh_transpo
         return st;
     }
     coh_debug("comm: hierarchical transport: %s; all-reduce %s; broadcast across nodes, then "
-              "inside them", d,
+              "inside them%s", d,
               h->equal ? "as shm reduce-scatter, mpi all-reduce of shards, shm all-gather"
-                       : "as shm reduce to node leaders, mpi all-reduce, shm broadcast");
+                       : "as shm reduce to node leaders, mpi all-reduce, shm broadcast",
+              h->equal ? "; all-gather and reduce-scatter in two steps" : "");
     *ops = &coh_hier_ops;
     *self = h;
     return COH_OK;

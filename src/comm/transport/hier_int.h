@@ -46,5 +46,7 @@ coh_status hier_agree(hier *h, const coh_op *op);
 
 coh_status hier_allreduce(hier *h, const coh_op *op);
 coh_status hier_broadcast(hier *h, const coh_op *op);
+coh_status hier_allgather(hier *h, const coh_op *op);      /* equal nodes only */
+coh_status hier_reduce_scatter(hier *h, const coh_op *op); /* equal nodes only */
 
 #endif
