@@ -49,13 +49,22 @@ static coh_status want_mpi(coh_comm_kind kind, const coh_comm_env *env, int *mpi
     return COH_OK;
 }
 
-static coh_status open_mpi(double timeout_s, const coh_transport_ops **ops, void **tp, int *rank,
-                           int *size)
+/* An MPI library that does not know the launcher initialises alone (rank 0 of 1): refuse that
+ * rather than let every rank run by itself. */
+static coh_status open_mpi(const coh_comm_env *env, const coh_transport_ops **ops, void **tp,
+                           int *rank, int *size)
 {
-    coh_status st = coh_mpi_load(timeout_s, ops, tp, rank, size);
+    coh_status st = coh_mpi_load(env->timeout_s, ops, tp, rank, size);
     if (st)
         return st;
-    if ((st = coh_hier_wrap(timeout_s, *rank, *size, ops, tp)))
+    if (*size != env->size)
+        st = coh_errf(COH_ERR_INVALID, "mpi sees %d rank(s) but the launcher (%s) started %d: "
+                      "start the job with the mpirun of the MPI that libcohort_mpi.so was built "
+                      "with, or use COHORT_COMM=shm on one node",
+                      *size, coh_launcher_name((coh_launcher_kind)env->launcher), env->size);
+    else
+        st = coh_hier_wrap(env->timeout_s, *rank, *size, ops, tp);
+    if (st)
         (*ops)->destroy(*tp);
     return st;
 }
@@ -72,7 +81,7 @@ coh_status coh_comm_create(coh_comm_kind kind, coh_comm **out)
     void *tp;
     int rank = env.rank, size = env.size;
     if (mpi) {
-        if ((st = open_mpi(env.timeout_s, &ops, &tp, &rank, &size)))
+        if ((st = open_mpi(&env, &ops, &tp, &rank, &size)))
             return st;
     } else if (env.size == 1) {
         ops = &coh_self_ops;

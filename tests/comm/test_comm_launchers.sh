@@ -2,7 +2,8 @@
 # test_comm_launchers.sh: a shared-memory communicator made from each launcher's variables
 # alone (as srun, Hydra's mpiexec and torchrun set them; the ranks are started here by hand):
 # 2 ranks run the sweep and report the shm transport, leaving nothing in /dev/shm; a launcher
-# without a job id gets the message saying to set COHORT_JOB_ID.
+# without a job id gets the message saying to set COHORT_JOB_ID, and a PMI launcher whose MPI
+# is not the one cohort's plugin was built with is refused.
 . "$(dirname "$0")/comm_lib.sh"
 for v in $(env | sed -n 's/^\(\(COHORT_[A-Z_]*\|OMPI_[A-Z_]*\|PMI_[A-Z_]*\|SLURM_[A-Z_]*\|TORCHELASTIC_[A-Z_]*\|RANK\|WORLD_SIZE\|LOCAL_RANK\|LOCAL_WORLD_SIZE\|GROUP_RANK\|GROUP_WORLD_SIZE\)\)=.*/\1/p'); do
     case $v in COHORT_BUILD_DIR | COHORT_SOURCE_DIR | COHORT_DATA_DIR | COHORT_PYTHON | COHORT) ;; *) unset "$v" ;; esac
@@ -55,5 +56,18 @@ if [ $? -ne 0 ] && grep -q "the launcher (pmi) gives no job id (PMI_JOBID is not
 else
     echo "FAIL pmi without a job id: $out"
     fails=$((fails + 1))
+fi
+# A PMI launcher (MPICH's mpiexec) with cohort's MPI plugin built on Open MPI: MPI starts alone
+# (rank 0 of 1); the rank must refuse instead of running as a one-rank job.
+if [ -f "$build/libcohort_mpi.so" ]; then
+    out=$(OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PMI_RANK=0 PMI_SIZE=2 \
+          ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" \
+          timeout 60 "$rank_bin" rounding 2>&1)
+    if [ $? -ne 0 ] && grep -q "mpi sees 1 rank(s) but the launcher (pmi) started 2" <<<"$out"; then
+        echo "ok   an MPI that does not know the launcher is refused"
+    else
+        echo "FAIL an MPI that does not know the launcher: $out"
+        fails=$((fails + 1))
+    fi
 fi
 finish
