@@ -108,6 +108,14 @@ else
 fi
 check_no_shm "different COHORT_COMM_RANKS_PER_NODE"
 
+if COHORT_COMM_RANKS_PER_NODE=0 launch 2 "$rank_bin" rounding >"$log" 2>&1; then
+    echo "FAIL COHORT_COMM_RANKS_PER_NODE=0 was accepted"
+    fails=$((fails + 1))
+else
+    expect_in "COHORT_COMM_RANKS_PER_NODE=0 refused" "invalid COHORT_COMM_RANKS_PER_NODE '0': expected a number of ranks from 1" 2
+    echo "ok   COHORT_COMM_RANKS_PER_NODE=0 refused"
+fi
+
 if COHORT_COMM_HIER=2 launch 2 "$rank_bin" rounding >"$log" 2>&1; then
     echo "FAIL COHORT_COMM_HIER=2 was accepted"
     fails=$((fails + 1))
