@@ -3,7 +3,7 @@
 # COHORT_COMM_RANKS_PER_NODE on this one host: the full sweep on 4 ranks as 2 nodes of 2 and on
 # 3 ranks as unequal nodes (2+1) (all-reduce, broadcast, and on equal nodes all-gather and
 # reduce-scatter are the hierarchical ops), on 6 as
-# 2 nodes of 3, split (with hierarchical sub-groups), async, rounding, mismatch and a silent rank; the
+# 2 nodes of 3, on sub-groups whose nodes are interleaved, split (with hierarchical sub-groups), async, rounding, mismatch and a silent rank; the
 # debug log and the transport's name show that the hierarchy ran, and that COHORT_COMM_HIER=0
 # or a single node leave plain MPI. No segment may remain in /dev/shm.
 . "$(dirname "$0")/comm_lib.sh"
@@ -58,6 +58,11 @@ done
 COHORT_COMM_RANKS_PER_NODE=4 expect_ok "hier split on 8 ranks as 2 nodes of 4" 8 "$rank_bin" split
 expect_in "hierarchical sub-group 2+2" "split (color 0): hierarchical transport: 4 ranks on 2 nodes (2+2)" 4
 expect_in "hierarchical sub-group 1+2" "split (color 1): hierarchical transport: 3 ranks on 2 nodes (1+2)" 3
+# a sub-group in which the nodes' ranks are interleaved (even ranks first): the sweep on it
+for pn in 2 3; do
+    COHORT_COMM_RANKS_PER_NODE=$pn expect_ok "hier sweep on interleaved nodes of $pn" $((2 * pn)) "$rank_bin" reorder
+    expect_in "interleaved nodes of $pn" "split (color 0): hierarchical transport: $((2 * pn)) ranks on 2 nodes ($pn+$pn)" $((2 * pn))
+done
 COHORT_COMM_TIMEOUT=1 expect_ok "hier silent rank on 3 ranks" 3 "$rank_bin" silent
 expect_in "silent rank named" "allreduce(count=1, i32, sum) #1 on rank [01] timed out after 1 s.*rank 2 never arrived" 2
 
