@@ -107,13 +107,18 @@ coh_status coh_async_submit(coh_comm *c, const coh_op *op, coh_comm_req **req);
 coh_status coh_async_drain(coh_comm *c);
 void coh_async_stop(coh_comm *c);
 
-/* Environment of this rank. */
+/* Environment of this rank, from the launcher API (coh_launch_env_read). */
 typedef struct coh_comm_env {
-    int rank, size, local_rank, local_size, nnodes;
-    char job[128];     /* COHORT_JOB_ID (+ restart count), or a fallback for mpirun */
+    int launcher;      /* coh_launcher_kind */
+    int rank, size, local_rank, local_size;
+    int nnodes;        /* -1 when the launcher does not say */
+    char job[128];     /* the launcher's job id (or COHORT_JOB_ID) + "-r<restart>"; "" when
+                          the launcher gives none */
     double timeout_s;
 } coh_comm_env;
 coh_status coh_comm_env_read(coh_comm_env *env);
+/* COH_ERR_INVALID saying that env has no job id and how to give one. */
+coh_status coh_comm_env_no_job(const coh_comm_env *env);
 double coh_now(void);
 
 extern const coh_transport_host coh_host;
@@ -125,5 +130,12 @@ coh_status coh_self_open(void **self);
 extern const coh_transport_ops coh_self_ops;
 coh_status coh_mpi_load(double timeout_s, const coh_transport_ops **ops, void **self, int *rank,
                         int *size);
+/* Put the hierarchical transport (shared memory inside a node, MPI across nodes) in front of
+ * the MPI instance *self when ranks share nodes and the job spans several (COHORT_COMM_HIER,
+ * COHORT_COMM_RANKS_PER_NODE); otherwise leave *ops and *self as they are. On error the MPI
+ * instance is still the caller's. */
+coh_status coh_hier_wrap(double timeout_s, int rank, int size, const coh_transport_ops **ops,
+                         void **self);
+extern const coh_transport_ops coh_hier_ops;
 
 #endif

@@ -1,10 +1,12 @@
-/* env.c: reads a rank's place in the job (launcher or mpirun variables) and the deadline. */
-#include <errno.h>
+/* env.c: a rank's place in the job for the comm layer: rank, world and node from the launcher
+ * API (coh_launch_env_read: cohort run, torchrun, Open MPI, PMI, Slurm), the deadline, and the
+ * job name that shared-memory segments are called after. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "cohort/launch.h"
 #include "comm/comm_int.h"
 
 double coh_now(void)
@@ -12,59 +14,6 @@ double coh_now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* Integer variable in [lo, hi]; *out untouched and 0 returned when unset. */
-static coh_status env_int(const char *name, long lo, long hi, int *out, int *found)
-{
-    const char *s = getenv(name);
-    *found = s != NULL;
-    if (!s)
-        return COH_OK;
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (!*s || *end || errno || v < lo || v > hi)
-        return coh_errf(COH_ERR_INVALID, "invalid %s '%s': expected an integer from %ld to %ld",
-                        name, s, lo, hi);
-    *out = (int)v;
-    return COH_OK;
-}
-
-static coh_status env_place(coh_comm_env *env)
-{
-    int found;
-    coh_status st;
-    const int big = 1 << 20;
-    if (getenv("OMPI_COMM_WORLD_RANK")) {
-        if ((st = env_int("OMPI_COMM_WORLD_RANK", 0, big, &env->rank, &found)) ||
-            (st = env_int("OMPI_COMM_WORLD_SIZE", 1, big, &env->size, &found)) ||
-            (st = env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0, big, &env->local_rank, &found)) ||
-            (st = env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1, big, &env->local_size, &found)))
-            return st;
-        env->nnodes = env->size == env->local_size ? 1 : 2;
-        return COH_OK;
-    }
-    int have_rank, have_size;
-    env->rank = 0; /* neither set: a single process */
-    env->size = 1;
-    if ((st = env_int("RANK", 0, big, &env->rank, &have_rank)) ||
-        (st = env_int("WORLD_SIZE", 1, big, &env->size, &have_size)))
-        return st;
-    if (have_rank != have_size)
-        return coh_errf(COH_ERR_INVALID, "%s is set but %s is not: set both (as 'cohort run' does)",
-                        have_rank ? "RANK" : "WORLD_SIZE", have_rank ? "WORLD_SIZE" : "RANK");
-    env->local_rank = env->rank;
-    env->local_size = env->size;
-    env->nnodes = 1;
-    if ((st = env_int("LOCAL_RANK", 0, big, &env->local_rank, &found)) ||
-        (st = env_int("LOCAL_WORLD_SIZE", 1, big, &env->local_size, &found)) ||
-        (st = env_int("COHORT_NNODES", 1, big, &env->nnodes, &found)))
-        return st;
-    if (env->rank >= env->size)
-        return coh_errf(COH_ERR_INVALID, "invalid RANK '%d': must be below WORLD_SIZE %d",
-                        env->rank, env->size);
-    return COH_OK;
 }
 
 static coh_status env_timeout(coh_comm_env *env)
@@ -82,32 +31,40 @@ static coh_status env_timeout(coh_comm_env *env)
     return COH_OK;
 }
 
-/* The shared-memory name must be equal on all ranks and differ between jobs and restarts. */
-static coh_status env_job(coh_comm_env *env)
+/* The variable a launcher's job id comes from, for messages. */
+static const char *job_var(coh_launcher_kind k)
 {
-    const char *job = getenv("COHORT_JOB_ID");
-    int restart = 0, found;
-    coh_status st = env_int("COHORT_RESTART_COUNT", 0, 1 << 30, &restart, &found);
-    if (st)
-        return st;
-    if (!job && getenv("OMPI_COMM_WORLD_RANK"))
-        job = getenv("OMPI_MCA_ess_base_jobid");
-    if (!job) {
-        if (env->size == 1)
-            job = "single";
-        else
-            return coh_errf(COH_ERR_INVALID,
-                            "COHORT_JOB_ID is not set: start the ranks with 'cohort run'");
+    switch (k) {
+    case COH_LAUNCHER_TORCHRUN: return "TORCHELASTIC_RUN_ID";
+    case COH_LAUNCHER_OPENMPI: return "OMPI_MCA_ess_base_jobid";
+    case COH_LAUNCHER_PMI: return "PMI_JOBID";
+    case COH_LAUNCHER_SLURM: return "SLURM_JOB_ID";
+    default: return "COHORT_JOB_ID";
     }
+}
+
+/* The shared-memory name must be equal on all ranks of a node and differ between jobs and
+ * restarts: the launcher's job id plus its restart count. COHORT_JOB_ID, when set, names the
+ * job for launchers that give no id (PMI without PMI_JOBID, torchrun without a run id). */
+static coh_status env_job(coh_comm_env *env, const coh_launch_env *le)
+{
+    const char *job = getenv("COHORT_JOB_ID"), *var = "COHORT_JOB_ID";
+    if (!job || !*job) {
+        job = le->job_id;
+        var = job_var(le->launcher);
+    }
+    if (!*job && env->size == 1)
+        job = "single";
+    if (!*job)
+        return COH_OK; /* only shared memory needs one: coh_comm_env_no_job says so */
     for (const char *p = job; *p; p++)
         if (!(*p >= 'a' && *p <= 'z') && !(*p >= 'A' && *p <= 'Z') && !(*p >= '0' && *p <= '9') &&
             *p != '-' && *p != '_' && *p != '.')
             return coh_errf(COH_ERR_INVALID,
-                            "invalid COHORT_JOB_ID '%s': expected letters, digits, '-', '_', '.'",
-                            job);
-    int n = snprintf(env->job, sizeof env->job, "%s-r%d", job, restart);
+                            "invalid %s '%s': expected letters, digits, '-', '_', '.'", var, job);
+    int n = snprintf(env->job, sizeof env->job, "%s-r%d", job, le->restart_count);
     if (n < 0 || (size_t)n >= sizeof env->job)
-        return coh_errf(COH_ERR_INVALID, "invalid COHORT_JOB_ID '%s': longer than 100 bytes",
+        return coh_errf(COH_ERR_INVALID, "invalid %s '%.40s...': longer than 100 bytes", var,
                         job);
     return COH_OK;
 }
@@ -115,8 +72,28 @@ static coh_status env_job(coh_comm_env *env)
 coh_status coh_comm_env_read(coh_comm_env *env)
 {
     memset(env, 0, sizeof *env);
-    coh_status st;
-    if ((st = env_place(env)) || (st = env_timeout(env)) || (st = env_job(env)))
+    coh_launch_env le;
+    coh_status st = coh_launch_env_read(&le);
+    if (st)
+        return st;
+    env->launcher = (int)le.launcher;
+    env->rank = le.rank;
+    env->size = le.world_size;
+    env->local_rank = le.local_rank;
+    env->local_size = le.local_world_size;
+    env->nnodes = le.nnodes;
+    if ((st = env_timeout(env)) || (st = env_job(env, &le)))
         return st;
     return COH_OK;
+}
+
+coh_status coh_comm_env_no_job(const coh_comm_env *env)
+{
+    coh_launcher_kind k = (coh_launcher_kind)env->launcher;
+    return coh_errf(COH_ERR_INVALID,
+                    "the launcher (%s) gives no job id (%s is not set), and shared memory "
+                    "needs one: set COHORT_JOB_ID on every rank to a name unique to this job "
+                    "(for example 'export COHORT_JOB_ID=train-$(date +%%s)' before starting), "
+                    "or start the ranks with 'cohort run'",
+                    coh_launcher_name(k), job_var(k));
 }

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cohort/launch.h"
 #include "cohort/log.h"
 #include "comm/comm_int.h"
 #include "comm/reduce.h"
@@ -31,7 +32,9 @@ static coh_status comm_wrap(const coh_transport_ops *ops, void *tp, int rank, in
     return COH_OK;
 }
 
-static coh_status want_mpi(coh_comm_kind kind, int *mpi)
+/* COHORT_COMM=auto picks MPI when an MPI launcher started the job, or when srun started one
+ * that spans nodes (shared memory reaches one node only). */
+static coh_status want_mpi(coh_comm_kind kind, const coh_comm_env *env, int *mpi)
 {
     const char *s = getenv("COHORT_COMM");
     *mpi = kind == COH_COMM_MPI;
@@ -39,8 +42,31 @@ static coh_status want_mpi(coh_comm_kind kind, int *mpi)
         return COH_OK;
     if (s && strcmp(s, "mpi") && strcmp(s, "shm") && strcmp(s, "auto"))
         return coh_errf(COH_ERR_INVALID, "invalid COHORT_COMM '%s': expected shm, mpi or auto", s);
-    *mpi = (s && !strcmp(s, "mpi")) || ((!s || !strcmp(s, "auto")) && getenv("OMPI_COMM_WORLD_RANK"));
+    int spans = env->local_size != env->size;
+    int mpi_launcher = env->launcher == COH_LAUNCHER_OPENMPI || env->launcher == COH_LAUNCHER_PMI ||
+                       (env->launcher == COH_LAUNCHER_SLURM && spans);
+    *mpi = (s && !strcmp(s, "mpi")) || ((!s || !strcmp(s, "auto")) && mpi_launcher);
     return COH_OK;
+}
+
+/* An MPI library that does not know the launcher initialises alone (rank 0 of 1): refuse that
+ * rather than let every rank run by itself. */
+static coh_status open_mpi(const coh_comm_env *env, const coh_transport_ops **ops, void **tp,
+                           int *rank, int *size)
+{
+    coh_status st = coh_mpi_load(env->timeout_s, ops, tp, rank, size);
+    if (st)
+        return st;
+    if (*size != env->size)
+        st = coh_errf(COH_ERR_INVALID, "mpi sees %d rank(s) but the launcher (%s) started %d: "
+                      "start the job with the mpirun of the MPI that libcohort_mpi.so was built "
+                      "with, or use COHORT_COMM=shm on one node",
+                      *size, coh_launcher_name((coh_launcher_kind)env->launcher), env->size);
+    else
+        st = coh_hier_wrap(env->timeout_s, *rank, *size, ops, tp);
+    if (st)
+        (*ops)->destroy(*tp);
+    return st;
 }
 
 coh_status coh_comm_create(coh_comm_kind kind, coh_comm **out)
@@ -49,13 +75,13 @@ coh_status coh_comm_create(coh_comm_kind kind, coh_comm **out)
     coh_comm_env env;
     int mpi;
     coh_status st;
-    if ((st = want_mpi(kind, &mpi)) || (st = coh_comm_env_read(&env)))
+    if ((st = coh_comm_env_read(&env)) || (st = want_mpi(kind, &env, &mpi)))
         return st;
     const coh_transport_ops *ops;
     void *tp;
     int rank = env.rank, size = env.size;
     if (mpi) {
-        if ((st = coh_mpi_load(env.timeout_s, &ops, &tp, &rank, &size)))
+        if ((st = open_mpi(&env, &ops, &tp, &rank, &size)))
             return st;
     } else if (env.size == 1) {
         ops = &coh_self_ops;
@@ -64,7 +90,10 @@ coh_status coh_comm_create(coh_comm_kind kind, coh_comm **out)
     } else if (env.nnodes > 1 || env.local_size != env.size) {
         return coh_errf(COH_ERR_UNSUPPORTED,
                         "the job spans %d nodes but shared memory reaches one node: start it "
-                        "with mpirun or set COHORT_COMM=mpi", env.nnodes > 1 ? env.nnodes : 2);
+                        "with mpirun or srun, or set COHORT_COMM=mpi",
+                        env.nnodes > 1 ? env.nnodes : 2);
+    } else if (!env.job[0]) {
+        return coh_comm_env_no_job(&env);
     } else {
         ops = &coh_shm_ops;
         if ((st = coh_shm_open(&env, &tp)))

@@ -1,8 +1,11 @@
 /* comm_rank.c: one rank of the multi-process comm tests, started N times by the launcher.
  * usage: comm_rank MODE [ARG]; modes:
  *   sweep       every op x type x size class, checked element by element
+ *   allreduce C,C,...  every all-reduce variant at the given counts, checked likewise
  *   split       sub-groups by parity (reversed keys, one rank without color) working beside
  *               the parent
+ *   reorder     one sub-group of all ranks, even ranks first: nodes of consecutive ranks end
+ *               up interleaved in it; the sweep on it
  *   async       overlapping async all-reduces, test() polling, then a blocking op
  *   rounding    bf16/f16 sums are reduced in f32 and rounded once, to nearest even
  *   kill FILE   all-reduce in a loop; the last rank writes its pid to FILE to be killed;
@@ -71,6 +74,20 @@ static int mode_split(coh_comm *c, int rank, int n)
     int64_t one = 1, total = 0; /* the parent still works after the split */
     st = coh_allreduce(c, &one, &total, 1, COH_I64, COH_SUM);
     EXPECT(st == COH_OK && total == n, "parent sum %lld after split", (long long)total);
+    coh_comm_destroy(sub);
+    return 0;
+}
+
+static int mode_reorder(coh_comm *c, int rank, int n)
+{
+    coh_comm *sub = NULL;
+    coh_status st = coh_comm_split(c, 0, (rank % 2) * n + rank, &sub);
+    EXPECT(st == COH_OK, "split: %s", coh_last_error());
+    if (st)
+        return 1;
+    int want = rank % 2 ? (n + 1) / 2 + rank / 2 : rank / 2;
+    EXPECT(coh_comm_rank(sub) == want, "sub rank %d, want %d", coh_comm_rank(sub), want);
+    bad += run_cases(sub, 0);
     coh_comm_destroy(sub);
     return 0;
 }
@@ -248,8 +265,16 @@ int main(int argc, char **argv)
     int rank = coh_comm_rank(c), n = coh_comm_size(c);
     if (!strcmp(mode, "sweep"))
         bad += run_cases(c, 1);
-    else if (!strcmp(mode, "split"))
+    else if (!strcmp(mode, "allreduce") && argc > 2) {
+        size_t counts[16];
+        int k = 0;
+        for (char *p = argv[2]; *p && k < 16; p += *p == ',')
+            counts[k++] = strtoull(p, &p, 10);
+        bad += run_allreduce_cases(c, counts, k, 1);
+    } else if (!strcmp(mode, "split"))
         mode_split(c, rank, n);
+    else if (!strcmp(mode, "reorder"))
+        mode_reorder(c, rank, n);
     else if (!strcmp(mode, "async"))
         mode_async(c, rank, n);
     else if (!strcmp(mode, "rounding"))

@@ -16,5 +16,7 @@ void put_typed(void *p, size_t i, coh_dtype t, int64_t v);
 int64_t expect_reduced(size_t i, coh_redop op, coh_dtype t, int n);
 /* Run every op x type x size class; returns the number of wrong results. */
 int run_cases(coh_comm *c, int verbose);
+/* Every type x reduction x in-place/out-of-place x arena/plain all-reduce at the given counts. */
+int run_allreduce_cases(coh_comm *c, const size_t *counts, int ncounts, int verbose);
 
 #endif

@@ -264,3 +264,23 @@ int run_cases(coh_comm *c, int verbose)
         printf("rank %d: %d ops checked, %d wrong\n", k.rank, ops, k.wrong);
     return k.wrong;
 }
+
+int run_allreduce_cases(coh_comm *c, const size_t *counts, int ncounts, int verbose)
+{
+    tcase k = {.c = c, .n = coh_comm_size(c), .rank = coh_comm_rank(c), .verbose = verbose};
+    int ops = 0;
+    for (int t = 0; t < COH_DTYPE_COUNT; t++)
+        for (int z = 0; z < ncounts; z++)
+            for (int mode = 0; mode < 4; mode++) {
+                k.t = (coh_dtype)t;
+                k.esz = coh_dtype_size(k.t);
+                k.count = counts[z];
+                k.inplace = mode & 1;
+                k.arena = (mode >> 1) & 1;
+                for (int op = 0; op < COH_REDOP_COUNT; op++, ops++)
+                    case_allreduce(&k, (coh_redop)op);
+            }
+    if (verbose)
+        printf("rank %d: %d all-reduces checked, %d wrong\n", k.rank, ops, k.wrong);
+    return k.wrong;
+}

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "comm_env_clear.h"
 #include "cohort/comm.h"
 #include "comm/comm_int.h"
 #include "comm/reduce.h"
@@ -198,15 +199,6 @@ static void test_names(void)
     CHECK_INT(coh_dtype_size((coh_dtype)99), 0);
 }
 
-static void clear_env(void)
-{
-    const char *vars[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "COHORT_JOB_ID",
-                          "COHORT_COMM_TIMEOUT", "COHORT_COMM", "COHORT_NNODES",
-                          "OMPI_COMM_WORLD_RANK", "COHORT_RESTART_COUNT", "COHORT_SHM_ARENA"};
-    for (size_t i = 0; i < sizeof vars / sizeof *vars; i++)
-        unsetenv(vars[i]);
-}
-
 static void test_env_errors(void)
 {
     coh_comm *c = NULL;
@@ -220,17 +212,18 @@ static void test_env_errors(void)
                 "RANK is set but WORLD_SIZE is not");
     setenv("WORLD_SIZE", "x2", 1);
     CHECK_FAILS(coh_comm_create(COH_COMM_AUTO, &c), COH_ERR_INVALID,
-                "invalid WORLD_SIZE 'x2': expected an integer");
+                "invalid WORLD_SIZE 'x2': expected a non-negative integer");
     setenv("WORLD_SIZE", "2", 1);
     setenv("RANK", "2", 1);
     CHECK_FAILS(coh_comm_create(COH_COMM_AUTO, &c), COH_ERR_INVALID, "invalid RANK '2'");
     setenv("RANK", "1", 1);
     CHECK_FAILS(coh_comm_create(COH_COMM_AUTO, &c), COH_ERR_INVALID,
-                "COHORT_JOB_ID is not set: start the ranks with 'cohort run'");
+                "the launcher (torchrun) gives no job id (TORCHELASTIC_RUN_ID is not set)");
+    CHECK_FAILS(coh_comm_create(COH_COMM_AUTO, &c), COH_ERR_INVALID, "set COHORT_JOB_ID");
     setenv("COHORT_JOB_ID", "a/b", 1);
     CHECK_FAILS(coh_comm_create(COH_COMM_AUTO, &c), COH_ERR_INVALID, "invalid COHORT_JOB_ID 'a/b'");
     setenv("COHORT_JOB_ID", "job1", 1);
-    setenv("COHORT_NNODES", "2", 1);
+    setenv("LOCAL_WORLD_SIZE", "1", 1);
     CHECK_FAILS(coh_comm_create(COH_COMM_SHM, &c), COH_ERR_UNSUPPORTED, "spans 2 nodes");
     clear_env();
     setenv("COHORT_COMM", "nccl", 1);

@@ -1,7 +1,7 @@
-/* fuzz_comm_env.c: libFuzzer target for the variables a communicator is made from (RANK,
- * WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, COHORT_COMM_TIMEOUT, COHORT_JOB_ID,
- * COHORT_RESTART_COUNT, one per input line) and the type and reduction names: parse or fail
- * with a message, and whatever parses is consistent. */
+/* fuzz_comm_env.c: libFuzzer target for the variables a communicator is made from (torchrun's
+ * RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, then COHORT_COMM_TIMEOUT, COHORT_JOB_ID,
+ * COHORT_RESTART_COUNT, then Slurm's and PMI's, one per input line) and the type and reduction
+ * names: parse or fail with a message, and whatever parses is consistent. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +10,10 @@
 #include "comm/comm_int.h"
 
 static const char *const vars[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
-                                   "COHORT_COMM_TIMEOUT", "COHORT_JOB_ID", "COHORT_RESTART_COUNT"};
+                                   "COHORT_COMM_TIMEOUT", "COHORT_JOB_ID", "COHORT_RESTART_COUNT",
+                                   "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
+                                   "SLURM_NODEID", "SLURM_TASKS_PER_NODE", "SLURM_JOB_ID",
+                                   "PMI_RANK", "PMI_SIZE", "PMI_JOBID"};
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -20,7 +23,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(text, data, size);
     text[size] = '\0';
     unsetenv("OMPI_COMM_WORLD_RANK");
-    unsetenv("COHORT_NNODES");
+    unsetenv("COHORT_RANK");
     char *line = text;
     for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
         char *nl = line ? strchr(line, '\n') : NULL;
@@ -37,7 +40,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     coh_status st = coh_comm_env_read(&env);
     if (st == COH_OK) {
         if (env.rank < 0 || env.size < 1 || env.rank >= env.size || !(env.timeout_s > 0) ||
-            !env.job[0] || strchr(env.job, '/'))
+            env.local_rank < 0 || env.local_rank >= env.local_size || env.local_size > env.size ||
+            (env.size == 1 && !env.job[0]) || strchr(env.job, '/'))
+            abort();
+        if (!env.job[0] && coh_comm_env_no_job(&env) != COH_ERR_INVALID)
             abort();
     } else if (!coh_last_error()[0]) {
         abort(); /* every failure explains itself */

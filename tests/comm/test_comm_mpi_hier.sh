@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# test_comm_mpi_hier.sh: the hierarchical transport under mpirun, with the nodes simulated by
+# COHORT_COMM_RANKS_PER_NODE on this one host: the full sweep on 4 ranks as 2 nodes of 2 and on
+# 3 ranks as unequal nodes (2+1) (all-reduce, broadcast, and on equal nodes all-gather and
+# reduce-scatter are the hierarchical ops), on sub-groups whose nodes are interleaved (2+2 and
+# 3+3), split (with hierarchical sub-groups), async, rounding, mismatch and a silent rank; the
+# debug log and the transport's name show that the hierarchy ran, and that COHORT_COMM_HIER=0
+# or a single node leave plain MPI. No segment may remain in /dev/shm.
+. "$(dirname "$0")/comm_lib.sh"
+command -v mpirun >/dev/null && [ -f "$build/libcohort_mpi.so" ] || {
+    echo "skipped: mpirun or libcohort_mpi.so missing"
+    exit 77
+}
+export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" # as in test_comm_mpi.sh
+export COHORT_COMM_TIMEOUT=${COHORT_COMM_TIMEOUT:-60} COHORT_LOG=debug
+unset COHORT_COMM_HIER COHORT_COMM_RANKS_PER_NODE
+launch() {
+    local n=$1
+    shift
+    job=hier # the node segments are named cohort-<user>-hier-<leader pid>-...
+    timeout 200 mpirun -x COHORT_COMM_TIMEOUT -x COHORT_LOG -x COHORT_COMM_HIER \
+        -x COHORT_COMM_RANKS_PER_NODE -np "$n" "$@"
+}
+log="$build/comm_last.log"
+
+# expect_in WHAT PATTERN COUNT: the last run's log holds COUNT lines matching PATTERN.
+expect_in() {
+    local got
+    got=$(grep -c -- "$2" "$log")
+    if [ "$got" -ne "$3" ]; then
+        echo "FAIL $1: $got lines match '$2', want $3"
+        tail -5 "$log"
+        fails=$((fails + 1))
+    fi
+}
+
+export COHORT_COMM_RANKS_PER_NODE=2
+expect_ok "hier sweep on 4 ranks as 2 nodes of 2" 4 "$rank_bin" sweep
+expect_in "4 ranks as 2+2" "hierarchical transport: 4 ranks on 2 nodes (2+2); all-reduce as shm reduce-scatter.*all-gather and reduce-scatter in two steps" 4
+expect_in "4 ranks as 2+2" "of 4 (hier): sweep passed" 4
+# counts that split evenly into the node's shards take the copy-free path
+expect_ok "hier all-reduce of even counts on 4 ranks" 4 "$rank_bin" allreduce 2,1010,65536,262144
+expect_in "even counts" "of 4 (hier): allreduce passed" 4
+expect_ok "hier sweep on 3 ranks as nodes of 2+1" 3 "$rank_bin" sweep
+expect_in "3 ranks as 2+1" "hierarchical transport: 3 ranks on 2 nodes (2+1); all-reduce as shm reduce to node leaders" 3
+expect_in "3 ranks as 2+1" "of 3 (hier): sweep passed" 3
+for run in "4 async" "4 rounding" "4 mismatch" "5 rounding" "5 mismatch"; do
+    set -- $run
+    expect_ok "hier $2 on $1 ranks" "$1" "$rank_bin" "$2"
+    expect_in "hier $2 on $1 ranks" "(hier): $2 passed" "$1"
+done
+# sub-groups that still share nodes are hierarchical again (8 ranks as 2 nodes of 4, split by
+# parity with rank 7 left out: 2+2 and 1+2), and pass the sweep
+COHORT_COMM_RANKS_PER_NODE=4 expect_ok "hier split on 8 ranks as 2 nodes of 4" 8 "$rank_bin" split
+expect_in "hierarchical sub-group 2+2" "split (color 0): hierarchical transport: 4 ranks on 2 nodes (2+2)" 4
+expect_in "hierarchical sub-group 1+2" "split (color 1): hierarchical transport: 3 ranks on 2 nodes (1+2)" 3
+# a sub-group in which the nodes' ranks are interleaved (even ranks first): the sweep on it
+for pn in 2 3; do
+    COHORT_COMM_RANKS_PER_NODE=$pn expect_ok "hier sweep on interleaved nodes of $pn" $((2 * pn)) "$rank_bin" reorder
+    expect_in "interleaved nodes of $pn" "split (color 0): hierarchical transport: $((2 * pn)) ranks on 2 nodes ($pn+$pn)" $((2 * pn))
+done
+COHORT_COMM_TIMEOUT=1 expect_ok "hier silent rank on 3 ranks" 3 "$rank_bin" silent
+expect_in "silent rank named" "allreduce(count=1, i32, sum) #1 on rank [01] timed out after 1 s.*rank 2 never arrived" 2
+
+# kill -9 of a rank mid-all-reduce: mpirun ends the job (survivors get no PEER_LOST from MPI);
+# a node mate caught in the shared-memory step may report the death first, naming the world
+# rank. Nothing may hang or remain in /dev/shm.
+kill_under_mpirun() {
+    local pidfile="$build/comm_hier_kill.$$.pid" t0 rc
+    rm -f "$pidfile"
+    launch 4 "$rank_bin" kill "$pidfile" >"$log" 2>&1 &
+    local spawner=$!
+    for _ in $(seq 200); do [ -s "$pidfile" ] && break; sleep 0.05; done
+    sleep 0.3
+    t0=$(date +%s)
+    kill -9 "$(cat "$pidfile")"
+    wait "$spawner"
+    rc=$?
+    if [ "$rc" -eq 0 ] || [ $(($(date +%s) - t0)) -gt 60 ] || ! grep -q "exited on signal 9" "$log" ||
+        grep -q "check failed" "$log"; then
+        echo "FAIL kill -9 under mpirun (exit $rc)"
+        tail -20 "$log"
+        fails=$((fails + 1))
+    else
+        echo "ok   kill -9 under mpirun: job ended (exit $rc), $(grep -c 'peer lost at' "$log") node mate(s) reported it"
+    fi
+    check_no_shm "kill -9 under mpirun"
+    rm -f "$pidfile"
+}
+kill_under_mpirun
+
+COHORT_COMM_HIER=0 expect_ok "COHORT_COMM_HIER=0 on 4 ranks" 4 "$rank_bin" rounding
+expect_in "COHORT_COMM_HIER=0 leaves plain mpi" "of 4 (mpi): rounding passed" 4
+expect_in "COHORT_COMM_HIER=0 leaves plain mpi" "hierarchical" 0
+COHORT_COMM_RANKS_PER_NODE=1 expect_ok "one rank per node" 4 "$rank_bin" rounding
+expect_in "one rank per node is plain mpi" "flat mpi transport: 4 ranks on 4 nodes (1+1+1+1)" 4
+unset COHORT_COMM_RANKS_PER_NODE
+expect_ok "one host, no override" 2 "$rank_bin" rounding
+expect_in "one node is plain mpi" "flat mpi transport: 2 ranks on 1 nodes (2)" 2
+
+# ranks that disagree on the simulated nodes all fail, saying so, rather than wait for each other
+if timeout 100 mpirun -x COHORT_COMM_TIMEOUT -np 1 env COHORT_COMM_RANKS_PER_NODE=2 "$rank_bin" rounding : \
+    -np 1 env COHORT_COMM_RANKS_PER_NODE=3 "$rank_bin" rounding >"$log" 2>&1; then
+    echo "FAIL ranks with different COHORT_COMM_RANKS_PER_NODE were accepted"
+    fails=$((fails + 1))
+else
+    expect_in "different COHORT_COMM_RANKS_PER_NODE refused" "COHORT_COMM_RANKS_PER_NODE differs between ranks: rank 0 has '2', rank 1 has '3'" 2
+    echo "ok   different COHORT_COMM_RANKS_PER_NODE refused on every rank"
+fi
+check_no_shm "different COHORT_COMM_RANKS_PER_NODE"
+
+if COHORT_COMM_RANKS_PER_NODE=0 launch 2 "$rank_bin" rounding >"$log" 2>&1; then
+    echo "FAIL COHORT_COMM_RANKS_PER_NODE=0 was accepted"
+    fails=$((fails + 1))
+else
+    expect_in "COHORT_COMM_RANKS_PER_NODE=0 refused" "invalid COHORT_COMM_RANKS_PER_NODE '0': expected a number of ranks from 1" 2
+    echo "ok   COHORT_COMM_RANKS_PER_NODE=0 refused"
+fi
+
+if COHORT_COMM_HIER=2 launch 2 "$rank_bin" rounding >"$log" 2>&1; then
+    echo "FAIL COHORT_COMM_HIER=2 was accepted"
+    fails=$((fails + 1))
+else
+    expect_in "COHORT_COMM_HIER=2 refused" "invalid COHORT_COMM_HIER '2': expected 0" 2
+    echo "ok   COHORT_COMM_HIER=2 refused"
+fi
+finish
