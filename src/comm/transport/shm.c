@@ -217,12 +217,13 @@ static coh_status shm_new(int rank, int n, double timeout, const char *name, int
     snprintf(s->name, sizeof s->name, "%s", name);
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     /* Oversubscribed, a waiter yields at every turn so that the peer it awaits can run, and
-     * sleeps after ~100 turns; otherwise it spins ~100 us, yielding now and then. */
-    s->spin = n <= cpus ? 4000 : 100;
-    s->yield_every = n <= cpus ? 64 : 1;
+     * sleeps after 100 turns; otherwise it spins up to 1 ms (COHORT_SHM_SPIN, shm_wait.c). */
+    s->oversubscribed = n > cpus;
+    s->spin_turns = 100;
+    s->spin_s = 1e-3;
     const char *spin = getenv("COHORT_SHM_SPIN");
     if (spin)
-        s->spin = atoi(spin);
+        s->spin_s = atoi(spin) * 1e-6;
     if (create && (st = seg_create(name, bytes))) {
         free(s);
         return st;

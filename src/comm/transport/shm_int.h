@@ -49,8 +49,9 @@ typedef struct shm {
     double timeout, deadline, next_check;
     uint32_t arrived; /* mirror of my slot's arrive */
     uint64_t round;   /* staging rounds so far: round & 1 picks the half */
-    int spin;         /* busy-wait iterations before sleeping */
-    int yield_every;  /* iterations between sched_yield calls while spinning */
+    int oversubscribed; /* more ranks than cores: waiters yield at every turn */
+    int spin_turns;     /* oversubscribed: yielding turns before sleeping */
+    double spin_s;      /* otherwise: seconds of busy-waiting before sleeping */
     const coh_op *op; /* op in progress, for error messages */
     shm_extent *ext;  /* this rank's arena allocations, sorted by offset */
     size_t next_ext, cap_ext;

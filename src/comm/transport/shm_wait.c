@@ -104,7 +104,18 @@ static coh_status timeout_error(shm *s, int peer, const char *what)
                     "arrived", d, s->rank, s->timeout, what, missing);
 }
 
-/* Between sleeps: the lost flag, the deadline, and every 100 ms the peers' pids. */
+/* In a sync (peer < 0), the ranks that have not reached this rank's phase yet. A rank that
+ * did may have finished its last op and exited: that is no fault. */
+static int awaited(shm *s, int r, int peer)
+{
+    if (r == s->rank)
+        return 0;
+    if (peer >= 0)
+        return r == peer;
+    return !reached(atomic_load(&shm_slot_of(s, r)->arrive), s->arrived);
+}
+
+/* Between sleeps: the lost flag, the deadline, and every 100 ms the awaited peers' pids. */
 static coh_status check_faults(shm *s, int peer, const char *what, double now)
 {
     if (atomic_load(&s->ctl->lost))
@@ -112,8 +123,7 @@ static coh_status check_faults(shm *s, int peer, const char *what, double now)
     if (now >= s->next_check) {
         s->next_check = now + 0.1;
         for (int r = 0; r < s->n; r++)
-            if (r != s->rank && (peer < 0 || r == peer) &&
-                pid_dead(atomic_load(&shm_slot_of(s, r)->pid))) {
+            if (awaited(s, r, peer) && pid_dead(atomic_load(&shm_slot_of(s, r)->pid))) {
                 raise_lost(s, r);
                 return lost_error(s, what);
             }
@@ -123,17 +133,45 @@ static coh_status check_faults(shm *s, int peer, const char *what, double now)
     return COH_OK;
 }
 
-coh_status shm_wait(shm *s, _Atomic uint32_t *w, uint32_t target, int peer, const char *what)
+/* The spin before sleeping. A sched_yield costs about a microsecond and a futex wake-up some
+ * tens of microseconds (more in a virtual machine): a waiter that yields or sleeps sooner than
+ * that makes itself late for the next op, its peer waits for it in turn, and both settle into
+ * a pattern where every op pays the cost. So with a core per rank a waiter only pauses for the
+ * first 20 us, then yields now and then, and sleeps after spin_s (default 1 ms). When ranks
+ * outnumber cores, the peer needs this core to make progress: yield at every turn. */
+#define PURE_SPIN_S 20e-6
+
+static int spin_until(shm *s, _Atomic uint32_t *w, uint32_t target)
 {
-    /* Spin briefly, yielding now and then so that a peer waiting for this core can run. */
-    for (int i = 0; i < s->spin; i++) {
+    if (s->oversubscribed) {
+        for (int i = 0; i < s->spin_turns; i++) {
+            if (reached(atomic_load_explicit(w, memory_order_acquire), target))
+                return 1;
+            sched_yield();
+        }
+        return 0;
+    }
+    double start = 0;
+    for (unsigned i = 1;; i++) {
         if (reached(atomic_load_explicit(w, memory_order_acquire), target))
-            return COH_OK;
+            return 1;
         cpu_relax();
-        if (i % s->yield_every == s->yield_every - 1)
+        if (i % 64)
+            continue;
+        double now = coh_now();
+        if (!start)
+            start = now;
+        else if (now - start >= s->spin_s)
+            return 0;
+        else if (now - start >= PURE_SPIN_S)
             sched_yield();
     }
-    sched_yield();
+}
+
+coh_status shm_wait(shm *s, _Atomic uint32_t *w, uint32_t target, int peer, const char *what)
+{
+    if (spin_until(s, w, target))
+        return COH_OK;
     for (;;) {
         uint32_t v = atomic_load(w);
         if (reached(v, target))
