@@ -48,6 +48,7 @@ char *shm_stage(shm *s, int r)
     return s->base + off_stage(s->n) + s->ctl->half * (2 * (size_t)r + (s->round & 1));
 }
 void shm_next_round(shm *s) { s->round++; }
+void shm_undo_round(shm *s) { s->round--; }
 char *shm_arena(shm *s, int r)
 {
     return s->base + off_arena(s->n, s->ctl->half) + s->ctl->arena_bytes * (size_t)r;

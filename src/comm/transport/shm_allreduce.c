@@ -51,6 +51,8 @@ static coh_status one_phase(shm *s, const coh_op *op, int root)
     if (bytes)
         memcpy(shm_stage(s, s->rank), op->send, bytes);
     coh_status st = shm_sync_first(s, op, NULL, NULL, 0, 0);
+    if (st)
+        shm_undo_round(s);
     if (st || (root >= 0 && root != s->rank) || !bytes)
         return st;
     const void *src[256];

@@ -48,12 +48,35 @@ coh_status shm_broadcast(shm *s, const coh_op *op)
     return COH_OK;
 }
 
+/* Small blocks in one round: the copy into the staging half goes before the announce sync,
+ * which then also publishes the data (one sync per op). */
+static coh_status allgather_small(shm *s, const coh_op *op)
+{
+    size_t bytes = op->count * coh_dtype_size(op->dtype);
+    char *recv = op->recv;
+    shm_next_round(s);
+    if (bytes)
+        memcpy(shm_stage(s, s->rank), op->send, bytes);
+    coh_status st = shm_sync_first(s, op, NULL, NULL, 0, 0);
+    if (st) {
+        shm_undo_round(s);
+        return st;
+    }
+    for (int k = 0; k < s->n && bytes; k++) {
+        int j = (s->rank + k) % s->n;
+        memcpy(recv + (size_t)j * bytes, shm_stage(s, j), bytes);
+    }
+    return COH_OK;
+}
+
 coh_status shm_allgather(shm *s, const coh_op *op)
 {
     size_t esz = coh_dtype_size(op->dtype), bytes = op->count * esz;
     const char *send = op->send;
     char *recv = op->recv;
     int par = (int)(op->seq & 1);
+    if (bytes <= SHM_SMALL_GATHER && bytes <= s->ctl->half)
+        return allgather_small(s, op);
     coh_status st = shm_sync_first(s, op, send, NULL, bytes, 0);
     if (st)
         return st;
@@ -61,7 +84,8 @@ coh_status shm_allgather(shm *s, const coh_op *op)
     for (int j = 0; j < s->n; j++)
         arena &= shm_slot_of(s, j)->send_off[par] != SHM_NONE;
     if (arena) {
-        for (int j = 0; j < s->n && bytes; j++) {
+        for (int k = 0; k < s->n; k++) {
+            int j = (s->rank + k) % s->n;
             const char *src = j == s->rank ? send
                                            : shm_arena(s, j) + shm_slot_of(s, j)->send_off[par];
             if (recv + (size_t)j * bytes != src)
@@ -69,7 +93,7 @@ coh_status shm_allgather(shm *s, const coh_op *op)
         }
         return shm_sync(s);
     }
-    if (bytes > s->ctl->half && shm_all_cma(s))
+    if (shm_all_cma(s))
         return shm_allgather_cma(s, op);
     size_t w = shm_piece(s, esz, 1);
     for (size_t k = 0; k < rounds_of(op->count, w); k++) {

@@ -11,6 +11,9 @@
 
 #define SHM_MAGIC 0x636f686f72747368ull /* "cohortsh" */
 #define SHM_NONE UINT64_MAX            /* "buffer not in the arena" */
+/* All-gather blocks up to this size go through the staging halves in one round; larger ones
+ * are read from the peers' buffers. */
+#define SHM_SMALL_GATHER (16u << 10)
 
 /* Segment: [ctl][slot x n][chan x n*n][stage 2 halves x n][chan buffers x n*n][arena x n] */
 typedef struct shm_ctl {
@@ -62,8 +65,11 @@ shm_chan *shm_chan_of(shm *s, int from, int to);
 char *shm_chan_buf(shm *s, int from, int to);
 /* Staging half of rank r for the current round. */
 char *shm_stage(shm *s, int r);
-/* Start the next staging round (flips the half). */
+/* Start the next staging round (flips the half). An op that writes its half before the
+ * announce sync takes the round back when that sync fails, so that every rank keeps the same
+ * round (a mismatched peer may not have started one). */
 void shm_next_round(shm *s);
+void shm_undo_round(shm *s);
 char *shm_arena(shm *s, int r);
 /* Offset of [p, p + bytes) in this rank's arena, or SHM_NONE. */
 uint64_t shm_arena_off(shm *s, const void *p, size_t bytes);
