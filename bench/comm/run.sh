@@ -22,11 +22,14 @@ python=${COHORT_PYTHON:-/usr/bin/python3}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
-# cohort ranks are started by the launcher; MPI's by mpirun.
+# cohort ranks are started by the launcher; MPI's by mpirun. Open MPI binds each rank to a
+# core when there are no more ranks than cores (and to nothing when oversubscribed): cohort's
+# ranks get the same, or the scheduler may stack both on one core while the other is busy.
 launch_cohort() {
-    local n=$1
+    local n=$1 bind=none
     shift
-    "$build/cohort" run --standalone --nproc-per-node "$n" --prefix '' -- "$@" 2>/dev/null
+    [ "$n" -le "$(nproc)" ] && bind=cores
+    "$build/cohort" run --standalone --nproc-per-node "$n" --cpu-bind "$bind" --prefix '' -- "$@" 2>/dev/null
 }
 # --oversubscribe only when ranks outnumber cores: it makes Open MPI yield when idle.
 launch_mpi() {

@@ -222,6 +222,7 @@ static coh_status shm_new(int rank, int n, double timeout, const char *name, int
     s->oversubscribed = n > cpus;
     s->spin_turns = 100;
     s->spin_s = 1e-3;
+    s->pure_s = 20e-6;
     const char *spin = getenv("COHORT_SHM_SPIN");
     if (spin)
         s->spin_s = atoi(spin) * 1e-6;

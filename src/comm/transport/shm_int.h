@@ -54,7 +54,8 @@ typedef struct shm {
     uint64_t round;   /* staging rounds so far: round & 1 picks the half */
     int oversubscribed; /* more ranks than cores: waiters yield at every turn */
     int spin_turns;     /* oversubscribed: yielding turns before sleeping */
-    double spin_s;      /* otherwise: seconds of busy-waiting before sleeping */
+    double spin_s;      /* otherwise: seconds of spinning before sleeping */
+    double pure_s;      /* of which the first, without yielding (adapts: shm_wait.c) */
     const coh_op *op; /* op in progress, for error messages */
     shm_extent *ext;  /* this rank's arena allocations, sorted by offset */
     size_t next_ext, cap_ext;

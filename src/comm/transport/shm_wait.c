@@ -136,35 +136,57 @@ static coh_status check_faults(shm *s, int peer, const char *what, double now)
 /* The spin before sleeping. A sched_yield costs about a microsecond and a futex wake-up some
  * tens of microseconds (more in a virtual machine): a waiter that yields or sleeps sooner than
  * that makes itself late for the next op, its peer waits for it in turn, and both settle into
- * a pattern where every op pays the cost. So with a core per rank a waiter only pauses for the
- * first 20 us, then yields now and then, and sleeps after spin_s (default 1 ms). When ranks
- * outnumber cores, the peer needs this core to make progress: yield at every turn. */
-#define PURE_SPIN_S 20e-6
+ * a pattern where every op pays the cost. So with a core per rank a waiter only pauses, for up
+ * to s->pure_s (20 us), then yields now and then, and sleeps after s->spin_s (1 ms).
+ * But when the scheduler has put the awaited peer on this very core, pausing only delays it:
+ * a wait that ends right after a yield that gave the core away (the yield took long) halves
+ * the pause budget, down to 1 us; a wait that ends while pausing proves the peer runs
+ * elsewhere and restores it. When ranks outnumber cores, yield at every turn. */
+#define PURE_SPIN_MAX_S 20e-6
+#define PURE_SPIN_MIN_S 1e-6
+#define YIELD_RAN_OTHER_S 5e-6 /* a yield this long ran another task */
+
+static int reached_now(_Atomic uint32_t *w, uint32_t target)
+{
+    return reached(atomic_load_explicit(w, memory_order_acquire), target);
+}
+
+static int spin_oversubscribed(shm *s, _Atomic uint32_t *w, uint32_t target)
+{
+    for (int i = 0; i < s->spin_turns; i++) {
+        if (reached_now(w, target))
+            return 1;
+        sched_yield();
+    }
+    return 0;
+}
 
 static int spin_until(shm *s, _Atomic uint32_t *w, uint32_t target)
 {
-    if (s->oversubscribed) {
-        for (int i = 0; i < s->spin_turns; i++) {
-            if (reached(atomic_load_explicit(w, memory_order_acquire), target))
-                return 1;
-            sched_yield();
-        }
-        return 0;
-    }
+    if (s->oversubscribed)
+        return spin_oversubscribed(s, w, target);
     double start = 0;
     for (unsigned i = 1;; i++) {
-        if (reached(atomic_load_explicit(w, memory_order_acquire), target))
+        if (reached_now(w, target)) {
+            if (i > 64)
+                s->pure_s = PURE_SPIN_MAX_S;
             return 1;
+        }
         cpu_relax();
         if (i % 64)
             continue;
         double now = coh_now();
         if (!start)
             start = now;
-        else if (now - start >= s->spin_s)
+        if (now - start >= s->spin_s)
             return 0;
-        else if (now - start >= PURE_SPIN_S)
-            sched_yield();
+        if (now - start < s->pure_s)
+            continue;
+        sched_yield();
+        if (coh_now() - now > YIELD_RAN_OTHER_S && reached_now(w, target)) {
+            s->pure_s = s->pure_s / 2 > PURE_SPIN_MIN_S ? s->pure_s / 2 : PURE_SPIN_MIN_S;
+            return 1;
+        }
     }
 }
 
