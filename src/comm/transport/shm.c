@@ -240,6 +240,7 @@ static coh_status shm_new(int rank, int n, double timeout, const char *name, int
         s->ctl->half = half;
         s->ctl->chan_bytes = CHAN_BYTES;
         s->ctl->arena_bytes = arena;
+        s->ctl->small_gather = s->oversubscribed ? half : SHM_SMALL_GATHER;
         s->ctl->n = (uint32_t)n;
         atomic_store(&s->ctl->magic, SHM_MAGIC);
     }

@@ -75,7 +75,7 @@ coh_status shm_allgather(shm *s, const coh_op *op)
     const char *send = op->send;
     char *recv = op->recv;
     int par = (int)(op->seq & 1);
-    if (bytes <= SHM_SMALL_GATHER && bytes <= s->ctl->half)
+    if (bytes <= s->ctl->small_gather && bytes <= s->ctl->half)
         return allgather_small(s, op);
     coh_status st = shm_sync_first(s, op, send, NULL, bytes, 0);
     if (st)

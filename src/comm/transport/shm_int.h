@@ -12,13 +12,15 @@
 #define SHM_MAGIC 0x636f686f72747368ull /* "cohortsh" */
 #define SHM_NONE UINT64_MAX            /* "buffer not in the arena" */
 /* All-gather blocks up to this size go through the staging halves in one round; larger ones
- * are read from the peers' buffers. */
+ * are read from the peers' buffers. With more ranks than cores every sync costs context
+ * switches, so there blocks up to a whole staging half take the one-sync path. */
 #define SHM_SMALL_GATHER (16u << 10)
 
 /* Segment: [ctl][slot x n][chan x n*n][stage 2 halves x n][chan buffers x n*n][arena x n] */
 typedef struct shm_ctl {
     _Atomic uint64_t magic; /* set last by the creator */
     uint64_t bytes, half, chan_bytes, arena_bytes;
+    uint64_t small_gather; /* all-gather blocks up to this take one sync (same on all ranks) */
     uint32_t n;
     _Atomic uint32_t mapped;   /* ranks that mapped the segment; the last one unlinks it */
     _Atomic uint32_t sleepers; /* waiters in futex_wait: posters wake only when > 0 */
