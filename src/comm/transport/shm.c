@@ -241,6 +241,7 @@ static coh_status shm_new(int rank, int n, double timeout, const char *name, int
         s->ctl->chan_bytes = CHAN_BYTES;
         s->ctl->arena_bytes = arena;
         s->ctl->small_gather = s->oversubscribed ? half : SHM_SMALL_GATHER;
+        s->ctl->one_phase = s->oversubscribed ? SHM_ONE_PHASE_OVER : SHM_ONE_PHASE;
         s->ctl->n = (uint32_t)n;
         atomic_store(&s->ctl->magic, SHM_MAGIC);
     }

@@ -1,6 +1,7 @@
 /* shm_allreduce.c: all-reduce and reduce over shared memory, three algorithms:
  *
- * one phase (up to 16 KiB): every rank reduces every input itself.
+ * one phase (up to 16 KiB, 64 KiB with more ranks than cores): every rank reduces every input
+ * itself.
  *     rank r:  copy in -> stage[r] | sync | recv = stage[0] op ... op stage[n-1]
  *
  * reduce-scatter + all-gather, staged (plain buffers): the vector is cut into n blocks and
@@ -26,8 +27,6 @@
 
 #include "comm/reduce.h"
 #include "comm/transport/shm_int.h"
-
-#define ONE_PHASE_BYTES (16u << 10)
 
 typedef struct range { size_t lo, hi; } range;
 
@@ -154,7 +153,7 @@ static int all_in_arena(shm *s, const coh_op *op)
 coh_status shm_allreduce(shm *s, const coh_op *op)
 {
     size_t bytes = op->count * coh_dtype_size(op->dtype);
-    if (bytes <= ONE_PHASE_BYTES && bytes <= s->ctl->half)
+    if (bytes <= s->ctl->one_phase && bytes <= s->ctl->half)
         return one_phase(s, op, -1);
     coh_status st = shm_sync_first(s, op, op->send, op->recv, bytes, bytes);
     if (st)
@@ -169,7 +168,7 @@ coh_status shm_allreduce(shm *s, const coh_op *op)
 coh_status shm_reduce(shm *s, const coh_op *op)
 {
     size_t bytes = op->count * coh_dtype_size(op->dtype);
-    if (bytes <= ONE_PHASE_BYTES && bytes <= s->ctl->half)
+    if (bytes <= s->ctl->one_phase && bytes <= s->ctl->half)
         return one_phase(s, op, op->root);
     coh_status st = shm_sync_first(s, op, NULL, NULL, 0, 0);
     return st ? st : staged(s, op, op->root);

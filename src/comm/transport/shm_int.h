@@ -12,15 +12,20 @@
 #define SHM_MAGIC 0x636f686f72747368ull /* "cohortsh" */
 #define SHM_NONE UINT64_MAX            /* "buffer not in the arena" */
 /* All-gather blocks up to this size go through the staging halves in one round; larger ones
- * are read from the peers' buffers. With more ranks than cores every sync costs context
- * switches, so there blocks up to a whole staging half take the one-sync path. */
+ * are read from the peers' buffers. All-reduces up to SHM_ONE_PHASE take one phase. With
+ * more ranks than cores every sync costs context switches, so there all-gather blocks up to a
+ * whole staging half and all-reduces up to SHM_ONE_PHASE_OVER take the one-sync paths. */
 #define SHM_SMALL_GATHER (16u << 10)
+#define SHM_ONE_PHASE (16u << 10)
+#define SHM_ONE_PHASE_OVER (64u << 10)
 
 /* Segment: [ctl][slot x n][chan x n*n][stage 2 halves x n][chan buffers x n*n][arena x n] */
 typedef struct shm_ctl {
     _Atomic uint64_t magic; /* set last by the creator */
     uint64_t bytes, half, chan_bytes, arena_bytes;
-    uint64_t small_gather; /* all-gather blocks up to this take one sync (same on all ranks) */
+    /* Decided by the creator so that every rank takes the same path: all-gather blocks and
+     * all-reduce vectors up to these sizes take one sync through the staging halves. */
+    uint64_t small_gather, one_phase;
     uint32_t n;
     _Atomic uint32_t mapped;   /* ranks that mapped the segment; the last one unlinks it */
     _Atomic uint32_t sleepers; /* waiters in futex_wait: posters wake only when > 0 */
