@@ -99,17 +99,19 @@ coh_status shm_allgather_cma(shm *s, const coh_op *op)
         if (st)
             return st;
     }
+    /* done with the peers' buffers: the copy of the own block can overlap the wait for them */
+    shm_sync_arrive(s);
     char *own = recv + (size_t)s->rank * bytes;
     const char *send = op->send;
-    if (own + bytes <= send || own >= send + bytes) {
-        if (bytes * (size_t)s->n >= STREAM_RECV_BYTES)
-            coh_copy_stream(own, send, bytes);
-        else
-            memcpy(own, send, bytes);
-    } else if (own != send) {
+    int apart = own + bytes <= send || own >= send + bytes;
+    if (apart && bytes * (size_t)s->n >= STREAM_RECV_BYTES)
+        coh_copy_stream(own, send, bytes);
+    else if (apart)
+        memcpy(own, send, bytes);
+    coh_status st = shm_sync_wait(s);
+    if (!st && !apart && own != send) /* overlapping: only once no peer reads send any more */
         memmove(own, send, bytes);
-    }
-    return shm_sync(s);
+    return st;
 }
 
 coh_status shm_broadcast_cma(shm *s, const coh_op *op)

@@ -84,14 +84,21 @@ coh_status shm_allgather(shm *s, const coh_op *op)
     for (int j = 0; j < s->n; j++)
         arena &= shm_slot_of(s, j)->send_off[par] != SHM_NONE;
     if (arena) {
-        for (int k = 0; k < s->n; k++) {
+        for (int k = 1; k < s->n && bytes; k++) {
             int j = (s->rank + k) % s->n;
-            const char *src = j == s->rank ? send
-                                           : shm_arena(s, j) + shm_slot_of(s, j)->send_off[par];
-            if (recv + (size_t)j * bytes != src)
-                memmove(recv + (size_t)j * bytes, src, bytes);
+            memcpy(recv + (size_t)j * bytes,
+                   shm_arena(s, j) + shm_slot_of(s, j)->send_off[par], bytes);
         }
-        return shm_sync(s);
+        /* done with the peers' buffers: the own block's copy can overlap the wait for them */
+        shm_sync_arrive(s);
+        char *own = recv + (size_t)s->rank * bytes;
+        int apart = own + bytes <= send || own >= send + bytes;
+        if (apart)
+            memcpy(own, send, bytes);
+        st = shm_sync_wait(s);
+        if (!st && !apart && own != send) /* overlapping: once no peer reads send any more */
+            memmove(own, send, bytes);
+        return st;
     }
     if (shm_all_cma(s))
         return shm_allgather_cma(s, op);

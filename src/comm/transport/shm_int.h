@@ -84,6 +84,9 @@ uint64_t shm_arena_off(shm *s, const void *p, size_t bytes);
 
 /* Arrive at the next phase and wait for every rank to reach it. */
 coh_status shm_sync(shm *s);
+/* The same in two halves, so that work which peers do not depend on can fill the wait. */
+void shm_sync_arrive(shm *s);
+coh_status shm_sync_wait(shm *s);
 /* Publish this op's fingerprint and arena offsets, sync, and check every rank's fingerprint:
  * COH_ERR_MISMATCH on all ranks when they differ. */
 coh_status shm_sync_first(shm *s, const coh_op *op, const void *send, const void *recv,

@@ -210,10 +210,20 @@ coh_status shm_wait(shm *s, _Atomic uint32_t *w, uint32_t target, int peer, cons
     }
 }
 
-coh_status shm_sync(shm *s)
+void shm_sync_arrive(shm *s)
 {
     shm_post(s, &shm_slot_of(s, s->rank)->arrive);
     s->arrived++;
+}
+
+coh_status shm_sync(shm *s)
+{
+    shm_sync_arrive(s);
+    return shm_sync_wait(s);
+}
+
+coh_status shm_sync_wait(shm *s)
+{
     for (int r = 0; r < s->n; r++) {
         if (r == s->rank)
             continue;
