@@ -22,6 +22,10 @@ coh_status coh_reduce_isa_set(coh_isa isa);
 coh_isa coh_reduce_isa(void);
 const char *coh_isa_name(coh_isa isa);
 
+/* memcpy with non-temporal stores, for copies much larger than the caches; dst and src must
+ * not overlap. */
+void coh_copy_stream(void *dst, const void *src, size_t bytes);
+
 float coh_bf16_to_f32(uint16_t h);
 uint16_t coh_f32_to_bf16(float f);
 float coh_f16_to_f32(uint16_t h);

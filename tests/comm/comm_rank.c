@@ -186,6 +186,34 @@ static int mode_kill(coh_comm *c, int rank, int n, const char *pidfile)
     return 0;
 }
 
+/* The last rank calls all-reduce (gather 0) or all-gather with 5 elements, the others with
+ * many; then a matching all-reduce large enough for several staging rounds is checked. */
+static int mismatch_small_large(coh_comm *c, int rank, int n, int gather)
+{
+    enum { BIG = 200003 };
+    int fails = 0, last = rank == n - 1;
+    float *big = malloc(sizeof(float) * BIG), *sum = malloc(sizeof(float) * BIG);
+    for (int i = 0; i < BIG; i++)
+        big[i] = (float)(rank + i % 5);
+    coh_status st = gather ? coh_allgather(c, big, sum, last ? 5 : BIG / n, COH_F32)
+                           : coh_allreduce(c, big, sum, last ? 5 : BIG, COH_F32, COH_SUM);
+    if (st != COH_ERR_MISMATCH) {
+        fprintf(stderr, "rank %d: %s small beside large: got %s\n", rank,
+                gather ? "all-gather" : "all-reduce", coh_status_name(st));
+        fails++;
+    }
+    st = coh_allreduce(c, big, sum, BIG, COH_F32, COH_SUM);
+    for (int i = 0; i < BIG && !fails; i++)
+        if (st || sum[i] != (float)(n * (n - 1) / 2 + n * (i % 5))) {
+            fprintf(stderr, "rank %d: all-reduce after a small-beside-large mismatch: element %d "
+                    "is %g: %s\n", rank, i, sum[i], st ? coh_last_error() : "wrong");
+            fails++;
+        }
+    free(big);
+    free(sum);
+    return fails;
+}
+
 static int mode_mismatch(coh_comm *c, int rank, int n)
 {
     float x[4] = {1, 2, 3, 4}, y[4];
@@ -204,6 +232,10 @@ static int mode_mismatch(coh_comm *c, int rank, int n)
     /* a mismatch is reported, not fatal: the next matching call works */
     st = coh_allreduce(c, x, y, 4, COH_F32, COH_SUM);
     EXPECT(st == COH_OK && y[3] == 4.0f * n, "after mismatch: %s", coh_last_error());
+    /* a small call beside large ones: the ranks take different paths up to the check, and
+     * the next large call (several staging rounds) must still see the right halves */
+    bad += mismatch_small_large(c, rank, n, 0);
+    bad += mismatch_small_large(c, rank, n, 1);
     /* point to point: the receiver learns that the sender's count differs */
     if (rank == 0)
         EXPECT(coh_send(c, x, 4, COH_F32, 1) == COH_OK, "send: %s", coh_last_error());

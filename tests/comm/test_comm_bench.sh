@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
 # test_comm_bench.sh: `cohort bench comm` on 2 and 3 ranks: one verified row per size for every
-# op (#wrong 0, busbw = algbw x the nccl-tests factor), --json rows, and usage errors (exit 2,
-# the bad value named).
+# op (#wrong 0, busbw = algbw x the nccl-tests factor), 32 MiB all-reduce and all-gather rows
+# (the streaming copies), --json rows, and usage errors (exit 2, the bad value named).
 . "$(dirname "$0")/comm_lib.sh"
 
 check_rows() { # FILE N OP: every data row has #wrong 0 and busbw = algbw * factor
-    awk -v n="$2" -v op="$3" '
+    check_rows_min "$1" "$2" "$3" 3
+}
+check_rows_min() { # FILE N OP MIN_ROWS
+    awk -v n="$2" -v op="$3" -v min="$4" '
         /^#/ || NF == 0 { next }
         { rows++
           f = op == "allreduce" ? 2 * (n - 1) / n : (op ~ /allgather|reduce_scatter|alltoall/ ? (n - 1) / n : 1)
           if ($9 != 0 || $4 != op) bad++
           d = $8 - $7 * f  # both printed with 2 decimals
           if (d > 0.011 || d < -0.011) bad++ }
-        END { exit !(rows >= 3 && bad == 0) }' "$1"
+        END { exit !(rows >= min && bad == 0) }' "$1"
 }
 
 for n in 2 3; do
@@ -30,6 +33,22 @@ for n in 2 3; do
             fi
             check_no_shm "bench $op on $n ranks"
         done
+    done
+done
+
+# Results beyond 16 MiB take the streaming copies (arena all-reduce, plain all-gather).
+for op in allreduce allgather; do
+    for buffers in arena plain; do
+        out="$build/comm_bench.big.$op.$buffers"
+        if launch 2 "$cohort" bench comm --op "$op" --buffers "$buffers" --min-bytes 32M \
+                --max-bytes 32M --iters 1 --warmup 0 >"$out" 2>"$out.err" &&
+           check_rows_min "$out" 2 "$op" 1; then
+            echo "ok   bench $op $buffers on 2 ranks, 32 MiB"
+        else
+            echo "FAIL bench $op $buffers on 2 ranks, 32 MiB"
+            cat "$out" "$out.err"
+            fails=$((fails + 1))
+        fi
     done
 done
 

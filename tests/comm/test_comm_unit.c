@@ -337,6 +337,32 @@ static void test_shm_segment(void)
     coh_shm_ops.destroy(tp);
 }
 
+/* The streaming copy equals memcpy for every alignment of both ends and every tail length,
+ * and writes nothing outside the destination. */
+static void test_copy_stream(void)
+{
+    enum { MAX = 1000, PAD = 128 };
+    unsigned char *src = malloc(MAX + PAD), *dst = malloc(MAX + 2 * PAD);
+    for (int i = 0; i < MAX + PAD; i++)
+        src[i] = (unsigned char)(i * 7 + 3);
+    int bad = 0;
+    for (size_t so = 0; so < 64; so += 5)
+        for (size_t d = 0; d < 64; d += 3)
+            for (size_t len = 0; len < MAX; len += len < 140 ? 1 : 97) {
+                memset(dst, 0xee, MAX + 2 * PAD);
+                coh_copy_stream(dst + PAD + d, src + so, len);
+                bad += memcmp(dst + PAD + d, src + so, len) != 0;
+                for (size_t i = 0; i < MAX + 2 * PAD; i++)
+                    if ((i < PAD + d || i >= PAD + d + len) && dst[i] != 0xee) {
+                        bad++;
+                        break;
+                    }
+            }
+    CHECK_INT(bad, 0);
+    free(src);
+    free(dst);
+}
+
 int main(void)
 {
     RUN(test_bf16_rounding);
@@ -347,5 +373,6 @@ int main(void)
     RUN(test_env_errors);
     RUN(test_self_comm);
     RUN(test_shm_segment);
+    RUN(test_copy_stream);
     return CHECK_REPORT();
 }

@@ -48,6 +48,7 @@ char *shm_stage(shm *s, int r)
     return s->base + off_stage(s->n) + s->ctl->half * (2 * (size_t)r + (s->round & 1));
 }
 void shm_next_round(shm *s) { s->round++; }
+void shm_undo_round(shm *s) { s->round--; }
 char *shm_arena(shm *s, int r)
 {
     return s->base + off_arena(s->n, s->ctl->half) + s->ctl->arena_bytes * (size_t)r;
@@ -217,12 +218,14 @@ static coh_status shm_new(int rank, int n, double timeout, const char *name, int
     snprintf(s->name, sizeof s->name, "%s", name);
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     /* Oversubscribed, a waiter yields at every turn so that the peer it awaits can run, and
-     * sleeps after ~100 turns; otherwise it spins ~100 us, yielding now and then. */
-    s->spin = n <= cpus ? 4000 : 100;
-    s->yield_every = n <= cpus ? 64 : 1;
+     * sleeps after 100 turns; otherwise it spins up to 1 ms (COHORT_SHM_SPIN, shm_wait.c). */
+    s->oversubscribed = n > cpus;
+    s->spin_turns = 100;
+    s->spin_s = 1e-3;
+    s->pure_s = 20e-6;
     const char *spin = getenv("COHORT_SHM_SPIN");
     if (spin)
-        s->spin = atoi(spin);
+        s->spin_s = atoi(spin) * 1e-6;
     if (create && (st = seg_create(name, bytes))) {
         free(s);
         return st;
@@ -237,6 +240,8 @@ static coh_status shm_new(int rank, int n, double timeout, const char *name, int
         s->ctl->half = half;
         s->ctl->chan_bytes = CHAN_BYTES;
         s->ctl->arena_bytes = arena;
+        s->ctl->small_gather = s->oversubscribed ? half : SHM_SMALL_GATHER;
+        s->ctl->one_phase = s->oversubscribed ? SHM_ONE_PHASE_OVER : SHM_ONE_PHASE;
         s->ctl->n = (uint32_t)n;
         atomic_store(&s->ctl->magic, SHM_MAGIC);
     }

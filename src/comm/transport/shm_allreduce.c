@@ -1,6 +1,7 @@
 /* shm_allreduce.c: all-reduce and reduce over shared memory, three algorithms:
  *
- * one phase (up to 16 KiB): every rank reduces every input itself.
+ * one phase (up to 16 KiB, 64 KiB with more ranks than cores): every rank reduces every input
+ * itself.
  *     rank r:  copy in -> stage[r] | sync | recv = stage[0] op ... op stage[n-1]
  *
  * reduce-scatter + all-gather, staged (plain buffers): the vector is cut into n blocks and
@@ -12,9 +13,12 @@
  * for plain buffers from four staging halves (1 MiB) when every rank may read its peers.
  *
  * reduce-scatter + all-gather in the arena (both buffers of every rank in its arena): no copy
- * in; ranks read each other's buffers directly.
- *     rank r:  announce | recv.block[r] = op over send[*].block[r] | sync
- *              | recv.block[b] <- recv[b].block[b] for b != r | sync
+ * in; ranks read each other's inputs directly and write their block of the result straight
+ * into every rank's output, a cached piece at a time (one sync after the announce).
+ *     rank r:  announce | for each piece p of block r: recv.p = op over send[*].p,
+ *                         recv[b].p <- recv.p for b != r | sync
+ * In place this is safe because block r of every buffer is read and written by rank r only,
+ * each piece read before it is written.
  *
  * Every result is folded in rank order, so all ranks hold bit-identical results. Staging
  * halves alternate between rounds: a rank rewrites a half only after a later sync proved
@@ -23,8 +27,6 @@
 
 #include "comm/reduce.h"
 #include "comm/transport/shm_int.h"
-
-#define ONE_PHASE_BYTES (16u << 10)
 
 typedef struct range { size_t lo, hi; } range;
 
@@ -51,6 +53,8 @@ static coh_status one_phase(shm *s, const coh_op *op, int root)
     if (bytes)
         memcpy(shm_stage(s, s->rank), op->send, bytes);
     coh_status st = shm_sync_first(s, op, NULL, NULL, 0, 0);
+    if (st)
+        shm_undo_round(s);
     if (st || (root >= 0 && root != s->rank) || !bytes)
         return st;
     const void *src[256];
@@ -101,29 +105,39 @@ static coh_status staged(shm *s, const coh_op *op, int root)
     return COH_OK;
 }
 
+/* Reduced in pieces small enough to be still cached when they are copied to the peers. */
+#define PUSH_PIECE_BYTES (32u << 10)
+/* Beyond this the results cannot stay cached: pushed with streaming stores. */
+#define PUSH_STREAM_BYTES (16u << 20)
+
 static coh_status in_arena(shm *s, const coh_op *op)
 {
     size_t esz = coh_dtype_size(op->dtype), bc = block_elems(op->count, s->n);
+    size_t step = PUSH_PIECE_BYTES / esz, bytes = op->count * esz;
     int par = (int)(op->seq & 1);
     range me = clip(s->rank * bc, bc, op->count);
-    char *recv = op->recv;
-    if (me.hi > me.lo) {
+    char *recv = op->recv, *dst[256];
+    const char *from[256];
+    for (int j = 0; j < s->n; j++) {
+        from[j] = shm_arena(s, j) + shm_slot_of(s, j)->send_off[par];
+        dst[j] = shm_arena(s, j) + shm_slot_of(s, j)->recv_off[par];
+    }
+    for (size_t lo = me.lo; lo < me.hi; lo += step) {
+        size_t len = me.hi - lo < step ? me.hi - lo : step;
         const void *src[256];
         for (int j = 0; j < s->n; j++)
-            src[j] = shm_arena(s, j) + shm_slot_of(s, j)->send_off[par] + me.lo * esz;
-        coh_reduce_n(recv + me.lo * esz, src, s->n, me.hi - me.lo, op->dtype, op->redop, s->n);
+            src[j] = from[j] + lo * esz;
+        coh_reduce_n(recv + lo * esz, src, s->n, len, op->dtype, op->redop, s->n);
+        for (int k = 1; k < s->n; k++) {
+            char *to = dst[(s->rank + k) % s->n] + lo * esz;
+            if (bytes >= PUSH_STREAM_BYTES)
+                coh_copy_stream(to, recv + lo * esz, len * esz);
+            else
+                memcpy(to, recv + lo * esz, len * esz);
+        }
     }
-    coh_status st = shm_sync(s);
-    if (st)
-        return st;
-    for (int b = 0; b < s->n; b++) {
-        range r = clip(b * bc, bc, op->count);
-        if (b != s->rank && r.hi > r.lo)
-            memcpy(recv + r.lo * esz,
-                   shm_arena(s, b) + shm_slot_of(s, b)->recv_off[par] + r.lo * esz,
-                   (r.hi - r.lo) * esz);
-    }
-    return shm_sync(s); /* peers are done reading my buffers before I return them */
+    /* every block has reached every rank, and no one reads my buffers any more */
+    return shm_sync(s);
 }
 
 static int all_in_arena(shm *s, const coh_op *op)
@@ -139,7 +153,7 @@ static int all_in_arena(shm *s, const coh_op *op)
 coh_status shm_allreduce(shm *s, const coh_op *op)
 {
     size_t bytes = op->count * coh_dtype_size(op->dtype);
-    if (bytes <= ONE_PHASE_BYTES && bytes <= s->ctl->half)
+    if (bytes <= s->ctl->one_phase && bytes <= s->ctl->half)
         return one_phase(s, op, -1);
     coh_status st = shm_sync_first(s, op, op->send, op->recv, bytes, bytes);
     if (st)
@@ -154,7 +168,7 @@ coh_status shm_allreduce(shm *s, const coh_op *op)
 coh_status shm_reduce(shm *s, const coh_op *op)
 {
     size_t bytes = op->count * coh_dtype_size(op->dtype);
-    if (bytes <= ONE_PHASE_BYTES && bytes <= s->ctl->half)
+    if (bytes <= s->ctl->one_phase && bytes <= s->ctl->half)
         return one_phase(s, op, op->root);
     coh_status st = shm_sync_first(s, op, NULL, NULL, 0, 0);
     return st ? st : staged(s, op, op->root);

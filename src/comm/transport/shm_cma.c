@@ -82,21 +82,36 @@ coh_status shm_reduce_scatter_cma(shm *s, const coh_op *op)
     return st ? st : shm_sync(s);
 }
 
+/* Beyond half the last-level cache the gathered result cannot stay cached: the own block is
+ * then copied with streaming stores, which spare reading the destination first. */
+#define STREAM_RECV_BYTES (16u << 20)
+
 coh_status shm_allgather_cma(shm *s, const coh_op *op)
 {
     size_t bytes = op->count * coh_dtype_size(op->dtype);
     int par = (int)(op->seq & 1);
     char *recv = op->recv;
-    for (int j = 0; j < s->n && bytes; j++) {
-        coh_status st = COH_OK;
-        if (j != s->rank)
-            st = shm_peer_read(s, j, recv + (size_t)j * bytes, shm_slot_of(s, j)->send_va[par], bytes);
-        else if (recv + (size_t)j * bytes != (const char *)op->send)
-            memmove(recv + (size_t)j * bytes, op->send, bytes);
+    /* peers first, each rank starting after itself so that no rank is read by all at once */
+    for (int k = 1; k < s->n && bytes; k++) {
+        int j = (s->rank + k) % s->n;
+        coh_status st = shm_peer_read(s, j, recv + (size_t)j * bytes,
+                                      shm_slot_of(s, j)->send_va[par], bytes);
         if (st)
             return st;
     }
-    return shm_sync(s);
+    /* done with the peers' buffers: the copy of the own block can overlap the wait for them */
+    shm_sync_arrive(s);
+    char *own = recv + (size_t)s->rank * bytes;
+    const char *send = op->send;
+    int apart = own + bytes <= send || own >= send + bytes;
+    if (apart && bytes * (size_t)s->n >= STREAM_RECV_BYTES)
+        coh_copy_stream(own, send, bytes);
+    else if (apart)
+        memcpy(own, send, bytes);
+    coh_status st = shm_sync_wait(s);
+    if (!st && !apart && own != send) /* overlapping: only once no peer reads send any more */
+        memmove(own, send, bytes);
+    return st;
 }
 
 coh_status shm_broadcast_cma(shm *s, const coh_op *op)

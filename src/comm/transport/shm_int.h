@@ -11,11 +11,21 @@
 
 #define SHM_MAGIC 0x636f686f72747368ull /* "cohortsh" */
 #define SHM_NONE UINT64_MAX            /* "buffer not in the arena" */
+/* All-gather blocks up to this size go through the staging halves in one round; larger ones
+ * are read from the peers' buffers. All-reduces up to SHM_ONE_PHASE take one phase. With
+ * more ranks than cores every sync costs context switches, so there all-gather blocks up to a
+ * whole staging half and all-reduces up to SHM_ONE_PHASE_OVER take the one-sync paths. */
+#define SHM_SMALL_GATHER (16u << 10)
+#define SHM_ONE_PHASE (16u << 10)
+#define SHM_ONE_PHASE_OVER (64u << 10)
 
 /* Segment: [ctl][slot x n][chan x n*n][stage 2 halves x n][chan buffers x n*n][arena x n] */
 typedef struct shm_ctl {
     _Atomic uint64_t magic; /* set last by the creator */
     uint64_t bytes, half, chan_bytes, arena_bytes;
+    /* Decided by the creator so that every rank takes the same path: all-gather blocks and
+     * all-reduce vectors up to these sizes take one sync through the staging halves. */
+    uint64_t small_gather, one_phase;
     uint32_t n;
     _Atomic uint32_t mapped;   /* ranks that mapped the segment; the last one unlinks it */
     _Atomic uint32_t sleepers; /* waiters in futex_wait: posters wake only when > 0 */
@@ -49,8 +59,10 @@ typedef struct shm {
     double timeout, deadline, next_check;
     uint32_t arrived; /* mirror of my slot's arrive */
     uint64_t round;   /* staging rounds so far: round & 1 picks the half */
-    int spin;         /* busy-wait iterations before sleeping */
-    int yield_every;  /* iterations between sched_yield calls while spinning */
+    int oversubscribed; /* more ranks than cores: waiters yield at every turn */
+    int spin_turns;     /* oversubscribed: yielding turns before sleeping */
+    double spin_s;      /* otherwise: seconds of spinning before sleeping */
+    double pure_s;      /* of which the first, without yielding (adapts: shm_wait.c) */
     const coh_op *op; /* op in progress, for error messages */
     shm_extent *ext;  /* this rank's arena allocations, sorted by offset */
     size_t next_ext, cap_ext;
@@ -61,14 +73,20 @@ shm_chan *shm_chan_of(shm *s, int from, int to);
 char *shm_chan_buf(shm *s, int from, int to);
 /* Staging half of rank r for the current round. */
 char *shm_stage(shm *s, int r);
-/* Start the next staging round (flips the half). */
+/* Start the next staging round (flips the half). An op that writes its half before the
+ * announce sync takes the round back when that sync fails, so that every rank keeps the same
+ * round (a mismatched peer may not have started one). */
 void shm_next_round(shm *s);
+void shm_undo_round(shm *s);
 char *shm_arena(shm *s, int r);
 /* Offset of [p, p + bytes) in this rank's arena, or SHM_NONE. */
 uint64_t shm_arena_off(shm *s, const void *p, size_t bytes);
 
 /* Arrive at the next phase and wait for every rank to reach it. */
 coh_status shm_sync(shm *s);
+/* The same in two halves, so that work which peers do not depend on can fill the wait. */
+void shm_sync_arrive(shm *s);
+coh_status shm_sync_wait(shm *s);
 /* Publish this op's fingerprint and arena offsets, sync, and check every rank's fingerprint:
  * COH_ERR_MISMATCH on all ranks when they differ. */
 coh_status shm_sync_first(shm *s, const coh_op *op, const void *send, const void *recv,

@@ -104,7 +104,18 @@ static coh_status timeout_error(shm *s, int peer, const char *what)
                     "arrived", d, s->rank, s->timeout, what, missing);
 }
 
-/* Between sleeps: the lost flag, the deadline, and every 100 ms the peers' pids. */
+/* In a sync (peer < 0), the ranks that have not reached this rank's phase yet. A rank that
+ * did may have finished its last op and exited: that is no fault. */
+static int awaited(shm *s, int r, int peer)
+{
+    if (r == s->rank)
+        return 0;
+    if (peer >= 0)
+        return r == peer;
+    return !reached(atomic_load(&shm_slot_of(s, r)->arrive), s->arrived);
+}
+
+/* Between sleeps: the lost flag, the deadline, and every 100 ms the awaited peers' pids. */
 static coh_status check_faults(shm *s, int peer, const char *what, double now)
 {
     if (atomic_load(&s->ctl->lost))
@@ -112,8 +123,7 @@ static coh_status check_faults(shm *s, int peer, const char *what, double now)
     if (now >= s->next_check) {
         s->next_check = now + 0.1;
         for (int r = 0; r < s->n; r++)
-            if (r != s->rank && (peer < 0 || r == peer) &&
-                pid_dead(atomic_load(&shm_slot_of(s, r)->pid))) {
+            if (awaited(s, r, peer) && pid_dead(atomic_load(&shm_slot_of(s, r)->pid))) {
                 raise_lost(s, r);
                 return lost_error(s, what);
             }
@@ -123,17 +133,67 @@ static coh_status check_faults(shm *s, int peer, const char *what, double now)
     return COH_OK;
 }
 
+/* The spin before sleeping. A sched_yield costs about a microsecond and a futex wake-up some
+ * tens of microseconds (more in a virtual machine): a waiter that yields or sleeps sooner than
+ * that makes itself late for the next op, its peer waits for it in turn, and both settle into
+ * a pattern where every op pays the cost. So with a core per rank a waiter only pauses, for up
+ * to s->pure_s (20 us), then yields now and then, and sleeps after s->spin_s (1 ms).
+ * But when the scheduler has put the awaited peer on this very core, pausing only delays it:
+ * a wait that ends right after a yield that gave the core away (the yield took long) halves
+ * the pause budget, down to 1 us; a wait that ends while pausing proves the peer runs
+ * elsewhere and restores it. When ranks outnumber cores, yield at every turn. */
+#define PURE_SPIN_MAX_S 20e-6
+#define PURE_SPIN_MIN_S 1e-6
+#define YIELD_RAN_OTHER_S 5e-6 /* a yield this long ran another task */
+
+static int reached_now(_Atomic uint32_t *w, uint32_t target)
+{
+    return reached(atomic_load_explicit(w, memory_order_acquire), target);
+}
+
+static int spin_oversubscribed(shm *s, _Atomic uint32_t *w, uint32_t target)
+{
+    for (int i = 0; i < s->spin_turns; i++) {
+        if (reached_now(w, target))
+            return 1;
+        sched_yield();
+    }
+    return 0;
+}
+
+static int spin_until(shm *s, _Atomic uint32_t *w, uint32_t target)
+{
+    if (s->oversubscribed)
+        return spin_oversubscribed(s, w, target);
+    double start = 0;
+    for (unsigned i = 1;; i++) {
+        if (reached_now(w, target)) {
+            if (i > 64)
+                s->pure_s = PURE_SPIN_MAX_S;
+            return 1;
+        }
+        cpu_relax();
+        if (i % 64)
+            continue;
+        double now = coh_now();
+        if (!start)
+            start = now;
+        if (now - start >= s->spin_s)
+            return 0;
+        if (now - start < s->pure_s)
+            continue;
+        sched_yield();
+        if (coh_now() - now > YIELD_RAN_OTHER_S && reached_now(w, target)) {
+            s->pure_s = s->pure_s / 2 > PURE_SPIN_MIN_S ? s->pure_s / 2 : PURE_SPIN_MIN_S;
+            return 1;
+        }
+    }
+}
+
 coh_status shm_wait(shm *s, _Atomic uint32_t *w, uint32_t target, int peer, const char *what)
 {
-    /* Spin briefly, yielding now and then so that a peer waiting for this core can run. */
-    for (int i = 0; i < s->spin; i++) {
-        if (reached(atomic_load_explicit(w, memory_order_acquire), target))
-            return COH_OK;
-        cpu_relax();
-        if (i % s->yield_every == s->yield_every - 1)
-            sched_yield();
-    }
-    sched_yield();
+    if (spin_until(s, w, target))
+        return COH_OK;
     for (;;) {
         uint32_t v = atomic_load(w);
         if (reached(v, target))
@@ -150,10 +210,20 @@ coh_status shm_wait(shm *s, _Atomic uint32_t *w, uint32_t target, int peer, cons
     }
 }
 
-coh_status shm_sync(shm *s)
+void shm_sync_arrive(shm *s)
 {
     shm_post(s, &shm_slot_of(s, s->rank)->arrive);
     s->arrived++;
+}
+
+coh_status shm_sync(shm *s)
+{
+    shm_sync_arrive(s);
+    return shm_sync_wait(s);
+}
+
+coh_status shm_sync_wait(shm *s)
+{
     for (int r = 0; r < s->n; r++) {
         if (r == s->rank)
             continue;
