@@ -113,8 +113,8 @@ static void wait_politely(hier *h)
 {
     shm *s = h->node;
     if (h->host_ranks > sysconf(_SC_NPROCESSORS_ONLN) && !getenv("COHORT_SHM_SPIN")) {
-        s->spin = 100;
-        s->yield_every = 1;
+        s->oversubscribed = 1;
+        s->spin_turns = 100;
     }
 }
 
