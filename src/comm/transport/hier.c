@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cohort/log.h"
+#include "comm/reduce.h"
 #include "comm/transport/hier_int.h"
 
 /* World rank of the local_index-th rank of node `node`, or -1. */
@@ -64,6 +65,28 @@ coh_status hier_cross_run(hier *h, coh_opkind k, const void *send, void *recv, s
     if (st == COH_ERR_TIMEOUT) /* MPI may still write the buffers: never unmap or reuse them */
         h->abandoned = 1;
     return st ? in_world_ranks(h, st, 1, "mpi step across nodes") : st;
+}
+
+hier_work hier_work_of(const coh_op *op)
+{
+    hier_work w = {op->dtype == COH_BF16 || op->dtype == COH_F16, op->dtype, op->redop};
+    if (w.half)
+        w.t = COH_F32;
+    if (w.r == COH_AVG)
+        w.r = COH_SUM;
+    return w;
+}
+
+void hier_finish(hier *h, const coh_op *op, hier_work w, void *recv, void *res, size_t count)
+{
+    if (op->redop == COH_AVG) {
+        const void *src[1] = {res};
+        coh_reduce_n(res, src, 1, count, w.t, COH_AVG, h->size);
+    }
+    if (w.half)
+        coh_from_f32(recv, (const float *)res, count, op->dtype);
+    else if (recv != res)
+        memcpy(recv, res, count * coh_dtype_size(w.t));
 }
 
 void *hier_scratch(hier *h, size_t bytes)

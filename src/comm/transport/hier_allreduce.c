@@ -17,8 +17,11 @@
 
 /* Padded or f32 copies are needed unless the type is its own working type and the count
  * splits evenly into the node's shards. */
-static coh_status equal_nodes(hier *h, const coh_op *op, coh_dtype w, coh_redop r, int half)
+static coh_status equal_nodes(hier *h, const coh_op *op, hier_work hw)
 {
+    coh_dtype w = hw.t;
+    coh_redop r = hw.r;
+    int half = hw.half;
     size_t L = (size_t)h->local_size, wsz = coh_dtype_size(w);
     size_t b = (op->count + L - 1) / L;
     int direct = !half && op->count % L == 0;
@@ -40,19 +43,15 @@ static coh_status equal_nodes(hier *h, const coh_op *op, coh_dtype w, coh_redop 
         (st = hier_cross_run(h, COH_OP_ALLREDUCE, shard, shard, b, w, r, -1)) ||
         (st = hier_node_run(h, COH_OP_ALLGATHER, shard, buf, b, w, r, -1)))
         return st;
-    if (op->redop == COH_AVG) {
-        const void *src[1] = {buf};
-        coh_reduce_n(buf, src, 1, op->count, w, COH_AVG, h->size);
-    }
-    if (half)
-        coh_from_f32(op->recv, (const float *)buf, op->count, op->dtype);
-    else if (!direct)
-        memcpy(op->recv, buf, op->count * wsz);
+    hier_finish(h, op, hw, op->recv, buf, op->count);
     return COH_OK;
 }
 
-static coh_status unequal_nodes(hier *h, const coh_op *op, coh_dtype w, coh_redop r, int half)
+static coh_status unequal_nodes(hier *h, const coh_op *op, hier_work hw)
 {
+    coh_dtype w = hw.t;
+    coh_redop r = hw.r;
+    int half = hw.half;
     size_t wsz = coh_dtype_size(w);
     char *buf = half ? hier_scratch(h, op->count * wsz) : op->recv;
     if (!buf)
@@ -70,12 +69,7 @@ static coh_status unequal_nodes(hier *h, const coh_op *op, coh_dtype w, coh_redo
         st = hier_node_run(h, COH_OP_BROADCAST, buf, buf, op->count, w, COH_SUM, 0);
     if (st)
         return st;
-    if (op->redop == COH_AVG) {
-        const void *src[1] = {buf};
-        coh_reduce_n(buf, src, 1, op->count, w, COH_AVG, h->size);
-    }
-    if (half)
-        coh_from_f32(op->recv, (const float *)buf, op->count, op->dtype);
+    hier_finish(h, op, hw, op->recv, buf, op->count);
     return COH_OK;
 }
 
@@ -84,8 +78,6 @@ coh_status hier_allreduce(hier *h, const coh_op *op)
     coh_status st = hier_agree(h, op);
     if (st || !op->count)
         return st;
-    int half = op->dtype == COH_BF16 || op->dtype == COH_F16;
-    coh_dtype w = half ? COH_F32 : op->dtype;
-    coh_redop r = op->redop == COH_AVG ? COH_SUM : op->redop;
-    return h->equal ? equal_nodes(h, op, w, r, half) : unequal_nodes(h, op, w, r, half);
+    hier_work w = hier_work_of(op);
+    return h->equal ? equal_nodes(h, op, w) : unequal_nodes(h, op, w);
 }

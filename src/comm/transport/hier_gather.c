@@ -55,9 +55,10 @@ coh_status hier_reduce_scatter(hier *h, const coh_op *op)
     coh_status st = hier_agree(h, op);
     if (st || !op->count)
         return st;
-    int half = op->dtype == COH_BF16 || op->dtype == COH_F16;
-    coh_dtype w = half ? COH_F32 : op->dtype;
-    coh_redop r = op->redop == COH_AVG ? COH_SUM : op->redop;
+    hier_work hw = hier_work_of(op);
+    int half = hw.half;
+    coh_dtype w = hw.t;
+    coh_redop r = hw.r;
     size_t c = op->count, nc = (size_t)h->size * c, N = (size_t)h->nnodes, wsz = coh_dtype_size(w);
     /* scratch: [f32 copy of send, for bf16/f16] [blocks in (l, j) order] [my result] */
     char *s = hier_scratch(h, ((half ? 2 : 1) * nc + c) * wsz);
@@ -74,13 +75,6 @@ coh_status hier_reduce_scatter(hier *h, const coh_op *op)
     if ((st = hier_node_run(h, COH_OP_REDUCE_SCATTER, s, seg, N * c, w, r, -1)) ||
         (st = hier_cross_run(h, COH_OP_REDUCE_SCATTER, seg, mine, c, w, r, -1)))
         return st;
-    if (op->redop == COH_AVG) {
-        const void *one[1] = {mine};
-        coh_reduce_n(mine, one, 1, c, w, COH_AVG, h->size);
-    }
-    if (half)
-        coh_from_f32(op->recv, (const float *)mine, c, op->dtype);
-    else
-        memcpy(op->recv, mine, c * wsz);
+    hier_finish(h, op, hw, op->recv, mine, c);
     return COH_OK;
 }

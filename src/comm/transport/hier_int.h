@@ -44,6 +44,18 @@ void *hier_scratch(hier *h, size_t bytes);
  * do): COH_ERR_MISMATCH describing rank 0's and the first different rank's call. */
 coh_status hier_agree(hier *h, const coh_op *op);
 
+/* How a reduction travels: bf16/f16 as f32 (rounded once at the end), avg as a sum divided at
+ * the end, so that the hierarchy gives what a flat reduction gives. */
+typedef struct hier_work {
+    int half;    /* op->dtype is bf16 or f16 */
+    coh_dtype t; /* the type on the wire */
+    coh_redop r; /* the reduction on the wire */
+} hier_work;
+hier_work hier_work_of(const coh_op *op);
+/* The last step: divides an avg, then writes count elements of res (the wire type) to recv in
+ * op->dtype (res may be recv itself when no conversion is needed). */
+void hier_finish(hier *h, const coh_op *op, hier_work w, void *recv, void *res, size_t count);
+
 coh_status hier_allreduce(hier *h, const coh_op *op);
 coh_status hier_broadcast(hier *h, const coh_op *op);
 coh_status hier_allgather(hier *h, const coh_op *op);      /* equal nodes only */
