@@ -51,15 +51,16 @@ static uint64_t grad_bucket_peak(const par_bucket *bk, int nbk)
 }
 
 /* DDP/ZeRO-1 all-reduce each bucket in place in the shared arena (the transport's rs+ag over
- * blocks of ceil(m / dp) rounded to 64 elements): a rank reads block r of every peer's bucket,
- * then each peer's own block b, so it maps two blocks of every peer's gradients. */
+ * blocks of ceil(m / dp) rounded to 64 elements): rank r reads block r of every peer's bucket
+ * and writes the reduced block r back into every peer's, so it maps one block of every peer's
+ * gradients. */
 static uint64_t peer_pieces(const par_bucket *bk, int nbk, int dp)
 {
     uint64_t sum = 0;
     for (int k = 0; k < nbk; k++) {
         uint64_t m = bk[k].end - bk[k].begin, blk = ((m + dp - 1) / dp + 63) / 64 * 64;
         if (m * sizeof(float) > ((uint64_t)16 << 10)) /* smaller ones go through staging */
-            sum += (uint64_t)(dp - 1) * (2 * blk < m ? 2 * blk : m) * sizeof(float);
+            sum += (uint64_t)(dp - 1) * (blk < m ? blk : m) * sizeof(float);
     }
     return sum;
 }
