@@ -6,6 +6,10 @@ rank_bin="$build/comm_rank"
 user=$(id -un)
 fails=0
 job=""
+# Logs live in a directory of this script's own: ctest runs several comm tests at once.
+comm_tmp=$(mktemp -d)
+trap 'rm -rf "$comm_tmp"' EXIT
+log="$comm_tmp/last.log" # output of the last expect_ok
 
 cohort=${COHORT:?run through ctest}
 
@@ -38,11 +42,11 @@ check_no_shm() {
 expect_ok() {
     local what=$1
     shift
-    if launch "$@" >"$build/comm_last.log" 2>&1; then
+    if launch "$@" >"$log" 2>&1; then
         echo "ok   $what"
     else
         echo "FAIL $what"
-        tail -20 "$build/comm_last.log"
+        tail -20 "$log"
         fails=$((fails + 1))
     fi
     check_no_shm "$what"

@@ -21,7 +21,7 @@ check_rows_min() { # FILE N OP MIN_ROWS
 for n in 2 3; do
     for op in allreduce reduce broadcast allgather reduce_scatter alltoall; do
         for buffers in arena plain; do
-            out="$build/comm_bench.$n.$op.$buffers"
+            out="$comm_tmp/comm_bench.$n.$op.$buffers"
             if launch "$n" "$cohort" bench comm --op "$op" --buffers "$buffers" --min-bytes 4K \
                     --max-bytes 1M --step-factor 16 --iters 2 --warmup 1 --dtype bf16 >"$out" 2>"$out.err" &&
                check_rows "$out" "$n" "$op"; then
@@ -39,7 +39,7 @@ done
 # Results beyond 16 MiB take the streaming copies (arena all-reduce, plain all-gather).
 for op in allreduce allgather; do
     for buffers in arena plain; do
-        out="$build/comm_bench.big.$op.$buffers"
+        out="$comm_tmp/comm_bench.big.$op.$buffers"
         if launch 2 "$cohort" bench comm --op "$op" --buffers "$buffers" --min-bytes 32M \
                 --max-bytes 32M --iters 1 --warmup 0 >"$out" 2>"$out.err" &&
            check_rows_min "$out" 2 "$op" 1; then
@@ -52,7 +52,7 @@ for op in allreduce allgather; do
     done
 done
 
-json="$build/comm_bench.json"
+json="$comm_tmp/comm_bench.json"
 launch 2 "$cohort" bench comm --json --min-bytes 64K --max-bytes 64K --iters 2 >"$json" 2>"$json.err"
 if [ "$(wc -l <"$json")" -eq 1 ] && grep -q '"op":"allreduce"' "$json" && grep -q '"wrong":0' "$json"; then
     echo "ok   bench --json"

@@ -7,7 +7,7 @@
 . "$(dirname "$0")/comm_lib.sh"
 
 kill_test() {
-    local n=$1 pidfile="$build/comm_kill.$$.pid" log="$build/comm_kill.log"
+    local n=$1 pidfile="$comm_tmp/kill.pid" log="$comm_tmp/kill.log"
     rm -f "$pidfile"
     new_job
     launch "$n" "$rank_bin" kill "$pidfile" >"$log" 2>&1 &

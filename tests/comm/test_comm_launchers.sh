@@ -12,7 +12,7 @@ export COHORT_COMM_TIMEOUT=60
 
 # by_hand WHAT JOBNAME VARS-OF-RANK-0 -- VARS-OF-RANK-1: both ranks run the sweep.
 by_hand() {
-    local what=$1 log="$build/comm_launchers.log"
+    local what=$1 log="$comm_tmp/launchers.log"
     job=$2
     shift 2
     local r0=() r1=()

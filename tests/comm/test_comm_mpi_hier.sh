@@ -22,7 +22,6 @@ launch() {
     timeout 200 mpirun -x COHORT_COMM_TIMEOUT -x COHORT_LOG -x COHORT_COMM_HIER \
         -x COHORT_COMM_RANKS_PER_NODE -np "$n" "$@"
 }
-log="$build/comm_last.log"
 
 # expect_in WHAT PATTERN COUNT: the last run's log holds COUNT lines matching PATTERN.
 expect_in() {
@@ -67,7 +66,7 @@ expect_in "silent rank named" "allreduce(count=1, i32, sum) #1 on rank [01] time
 # a node mate caught in the shared-memory step may report the death first, naming the world
 # rank. Nothing may hang or remain in /dev/shm.
 kill_under_mpirun() {
-    local pidfile="$build/comm_hier_kill.$$.pid" t0 rc
+    local pidfile="$comm_tmp/hier_kill.pid" t0 rc
     rm -f "$pidfile"
     launch 4 "$rank_bin" kill "$pidfile" >"$log" 2>&1 &
     local spawner=$!
