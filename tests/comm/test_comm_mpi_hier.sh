@@ -109,19 +109,17 @@ else
 fi
 check_no_shm "different COHORT_COMM_RANKS_PER_NODE"
 
-if COHORT_COMM_RANKS_PER_NODE=0 launch 2 "$rank_bin" rounding >"$log" 2>&1; then
-    echo "FAIL COHORT_COMM_RANKS_PER_NODE=0 was accepted"
-    fails=$((fails + 1))
-else
-    expect_in "COHORT_COMM_RANKS_PER_NODE=0 refused" "invalid COHORT_COMM_RANKS_PER_NODE '0': expected a number of ranks from 1" 2
-    echo "ok   COHORT_COMM_RANKS_PER_NODE=0 refused"
-fi
-
-if COHORT_COMM_HIER=2 launch 2 "$rank_bin" rounding >"$log" 2>&1; then
-    echo "FAIL COHORT_COMM_HIER=2 was accepted"
-    fails=$((fails + 1))
-else
-    expect_in "COHORT_COMM_HIER=2 refused" "invalid COHORT_COMM_HIER '2': expected 0" 2
-    echo "ok   COHORT_COMM_HIER=2 refused"
-fi
+# expect_refused VAR VALUE MESSAGE: 2 ranks started with VAR=VALUE both fail with MESSAGE.
+expect_refused() {
+    if (export "$1=$2" && launch 2 "$rank_bin" rounding) >"$log" 2>&1; then
+        echo "FAIL $1=$2 was accepted"
+        fails=$((fails + 1))
+    else
+        expect_in "$1=$2 refused" "$3" 2
+        echo "ok   $1=$2 refused"
+    fi
+}
+expect_refused COHORT_COMM_RANKS_PER_NODE 0 \
+    "invalid COHORT_COMM_RANKS_PER_NODE '0': expected a number of ranks from 1"
+expect_refused COHORT_COMM_HIER 2 "invalid COHORT_COMM_HIER '2': expected 0"
 finish
