@@ -134,18 +134,31 @@ coh_status hier_agree(hier *h, const coh_op *op)
     return st;
 }
 
+/* The ops the hierarchy carries, as a function of this group; NULL: flat MPI. */
+static coh_status (*hier_op_of(const hier *h, coh_opkind k))(hier *, const coh_op *)
+{
+    if (!h->node)
+        return NULL;
+    switch (k) {
+    case COH_OP_ALLREDUCE: return hier_allreduce;
+    case COH_OP_BROADCAST: return hier_broadcast;
+    case COH_OP_ALLGATHER: return h->equal ? hier_allgather : NULL;
+    case COH_OP_REDUCE_SCATTER: return h->equal ? hier_reduce_scatter : NULL;
+    default: return NULL;
+    }
+}
+
+/* Every hierarchical op first agrees on the call over MPI; an empty one ends there. */
 static coh_status hier_run(void *self, const coh_op *op)
 {
     hier *h = self;
-    if (h->node && op->kind == COH_OP_ALLREDUCE)
-        return hier_allreduce(h, op);
-    if (h->node && op->kind == COH_OP_BROADCAST)
-        return hier_broadcast(h, op);
-    if (h->node && h->equal && op->kind == COH_OP_ALLGATHER)
-        return hier_allgather(h, op);
-    if (h->node && h->equal && op->kind == COH_OP_REDUCE_SCATTER)
-        return hier_reduce_scatter(h, op);
-    return h->mpi->run(h->flat, op);
+    coh_status (*run)(hier *, const coh_op *) = hier_op_of(h, op->kind);
+    if (!run)
+        return h->mpi->run(h->flat, op);
+    coh_status st = hier_agree(h, op);
+    if (st || !op->count)
+        return st;
+    return run(h, op);
 }
 
 /* ---- lifetime, sub-groups, the arena ------------------------------------------------------- */

@@ -75,9 +75,6 @@ static coh_status unequal_nodes(hier *h, const coh_op *op, hier_work hw)
 
 coh_status hier_allreduce(hier *h, const coh_op *op)
 {
-    coh_status st = hier_agree(h, op);
-    if (st || !op->count)
-        return st;
     hier_work w = hier_work_of(op);
     return h->equal ? equal_nodes(h, op, w) : unequal_nodes(h, op, w);
 }

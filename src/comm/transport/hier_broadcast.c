@@ -10,9 +10,7 @@
 
 coh_status hier_broadcast(hier *h, const coh_op *op)
 {
-    coh_status st = hier_agree(h, op);
-    if (st || !op->count)
-        return st;
+    coh_status st = COH_OK;
     int node = h->node_of[op->root], lr = 0, mine = h->node_of[h->rank] == node;
     for (int r = 0; r < op->root; r++)
         lr += h->node_of[r] == node;

@@ -35,9 +35,7 @@ static void permute(const hier *h, char *dst, const char *src, size_t c, size_t 
 
 coh_status hier_allgather(hier *h, const coh_op *op)
 {
-    coh_status st = hier_agree(h, op);
-    if (st || !op->count)
-        return st;
+    coh_status st;
     size_t c = op->count, esz = coh_dtype_size(op->dtype), N = (size_t)h->nnodes;
     char *s = hier_scratch(h, c * (size_t)h->size * esz);
     if (!s)
@@ -52,9 +50,7 @@ coh_status hier_allgather(hier *h, const coh_op *op)
 
 coh_status hier_reduce_scatter(hier *h, const coh_op *op)
 {
-    coh_status st = hier_agree(h, op);
-    if (st || !op->count)
-        return st;
+    coh_status st;
     hier_work hw = hier_work_of(op);
     int half = hw.half;
     coh_dtype w = hw.t;

@@ -56,6 +56,7 @@ hier_work hier_work_of(const coh_op *op);
  * op->dtype (res may be recv itself when no conversion is needed). */
 void hier_finish(hier *h, const coh_op *op, hier_work w, void *recv, void *res, size_t count);
 
+/* The hierarchical ops, called by hier_run after the ranks agreed on a non-empty call. */
 coh_status hier_allreduce(hier *h, const coh_op *op);
 coh_status hier_broadcast(hier *h, const coh_op *op);
 coh_status hier_allgather(hier *h, const coh_op *op);      /* equal nodes only */
