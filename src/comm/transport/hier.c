@@ -111,18 +111,16 @@ void *hier_scratch(hier *h, size_t bytes)
  * exchange names a rank that never arrives; this names a rank whose call differs. */
 coh_status hier_agree(hier *h, const coh_op *op)
 {
-    coh_fp mine, *all = malloc(sizeof *all * (size_t)h->size);
-    if (!all)
-        return coh_errf(COH_ERR_NOMEM, "out of memory");
+    coh_fp mine;
     coh_fp_of(op, &mine);
-    coh_op o = {COH_OP_ALLGATHER, &mine, all, sizeof mine, COH_U8, COH_SUM, -1, op->seq};
+    coh_op o = {COH_OP_ALLGATHER, &mine, h->fps, sizeof mine, COH_U8, COH_SUM, -1, op->seq};
     coh_status st = h->mpi->run(h->flat, &o);
     if (!st)
-        st = coh_fp_mismatch(all, h->size);
-    if (st == COH_ERR_TIMEOUT)
-        h->abandoned = 1; /* MPI may still write `all`: leave it allocated */
-    else
-        free(all);
+        st = coh_fp_mismatch(h->fps, h->size);
+    if (st == COH_ERR_TIMEOUT) {
+        h->abandoned = 1; /* MPI may still write the fingerprints: leave them allocated */
+        h->fps = NULL;
+    }
     if (st && st != COH_ERR_MISMATCH) { /* name the caller's op, not the all-gather */
         char d[160], rest[512];
         coh_fp_describe(&mine, d, sizeof d);
@@ -184,6 +182,7 @@ void hier_destroy(void *self)
     if (h->flat)
         h->mpi->destroy(h->flat);
     free(h->node_of);
+    free(h->fps);
     free(h);
 }
 
@@ -191,10 +190,12 @@ hier *hier_new(const coh_transport_ops *mpi, void *flat, int rank, int size,
                       double timeout)
 {
     hier *h = calloc(1, sizeof *h);
-    int *node_of = malloc(sizeof(int) * (size_t)size);
-    if (!h || !node_of) {
+    int *node_of = malloc(sizeof(int) * 2 * (size_t)size); /* node_of, then local_of */
+    coh_fp *fps = malloc(sizeof *fps * (size_t)size);
+    if (!h || !node_of || !fps) {
         free(h);
         free(node_of);
+        free(fps);
         return NULL;
     }
     h->mpi = mpi;
@@ -203,6 +204,8 @@ hier *hier_new(const coh_transport_ops *mpi, void *flat, int rank, int size,
     h->size = size;
     h->timeout = timeout;
     h->node_of = node_of;
+    h->local_of = node_of + size;
+    h->fps = fps;
     return h;
 }
 

@@ -11,9 +11,7 @@
 coh_status hier_broadcast(hier *h, const coh_op *op)
 {
     coh_status st = COH_OK;
-    int node = h->node_of[op->root], lr = 0, mine = h->node_of[h->rank] == node;
-    for (int r = 0; r < op->root; r++)
-        lr += h->node_of[r] == node;
+    int node = h->node_of[op->root], lr = h->local_of[op->root], mine = h->node_of[h->rank] == node;
     int from = h->equal ? lr : 0; /* the local rank that carries the data across */
     if (!h->equal && mine && lr != 0)
         st = hier_node_run(h, COH_OP_BROADCAST, op->recv, op->recv, op->count, op->dtype,

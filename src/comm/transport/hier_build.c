@@ -90,11 +90,14 @@ static int layout(hier *h)
     for (int r = 0; r < h->size; r++)
         if (h->node_of[r] + 1 > h->nnodes)
             h->nnodes = h->node_of[r] + 1;
-    h->local_rank = h->local_size = 0;
-    for (int r = 0; r < h->size; r++) {
-        h->local_rank += r < h->rank && h->node_of[r] == me;
+    h->local_size = 0;
+    for (int r = 0; r < h->size; r++) { /* quadratic, once: the ops index local_of */
+        h->local_of[r] = 0;
+        for (int q = 0; q < r; q++)
+            h->local_of[r] += h->node_of[q] == h->node_of[r];
         h->local_size += h->node_of[r] == me;
     }
+    h->local_rank = h->local_of[h->rank];
     for (int n = 0; n < h->nnodes; n++) {
         int k = 0;
         for (int r = 0; r < h->size; r++)
@@ -170,10 +173,7 @@ static coh_status open_cross(hier *h)
     if (!members)
         return coh_errf(COH_ERR_NOMEM, "out of memory");
     for (int r = 0; r < h->size; r++) {
-        int lr = 0;
-        for (int q = 0; q < r; q++)
-            lr += h->node_of[q] == h->node_of[r];
-        if (color >= 0 && lr == color) {
+        if (color >= 0 && h->local_of[r] == color) {
             me = r == h->rank ? m : me;
             members[m++] = r;
         }

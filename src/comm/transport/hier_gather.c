@@ -13,24 +13,15 @@
 #include "comm/reduce.h"
 #include "comm/transport/hier_int.h"
 
-/* World rank that holds block (l, j). */
-static int owner(const hier *h, int l, int j)
-{
-    for (int r = 0; r < h->size; r++)
-        if (h->node_of[r] == j && l-- == 0)
-            return r;
-    return -1;
-}
-
-/* dst[(l, j)] = src[owner(l, j)] when to_local, the reverse otherwise; blocks of c elements. */
+/* dst[(l, j)] = src[r] when to_local, the reverse otherwise, for every world rank r (local
+ * rank l of node j); blocks of c elements. */
 static void permute(const hier *h, char *dst, const char *src, size_t c, size_t esz, int to_local)
 {
-    size_t L = (size_t)h->local_size, N = (size_t)h->nnodes, b = c * esz;
-    for (size_t l = 0; l < L; l++)
-        for (size_t j = 0; j < N; j++) {
-            size_t local = (l * N + j) * b, world = (size_t)owner(h, (int)l, (int)j) * b;
-            memcpy(dst + (to_local ? local : world), src + (to_local ? world : local), b);
-        }
+    size_t N = (size_t)h->nnodes, b = c * esz;
+    for (int r = 0; r < h->size; r++) {
+        size_t local = ((size_t)h->local_of[r] * N + (size_t)h->node_of[r]) * b, world = (size_t)r * b;
+        memcpy(dst + (to_local ? local : world), src + (to_local ? world : local), b);
+    }
 }
 
 coh_status hier_allgather(hier *h, const coh_op *op)

@@ -16,7 +16,9 @@ typedef struct hier {
                      the node leaders (NULL on other ranks) */
     int rank, size, local_rank, local_size, nnodes, equal;
     int host_ranks; /* ranks on this host (simulated nodes may share one) */
-    int *node_of; /* node index of every rank of the group, for split */
+    int *node_of;  /* node index of every rank of the group, for split */
+    int *local_of; /* local index of every rank on its node (set by hier_build) */
+    coh_fp *fps;   /* every rank's fingerprint, for hier_agree */
     double timeout;
     uint64_t node_seq, cross_seq; /* inner ops so far: shm needs them numbered in turn */
     void *tmp;                    /* scratch for padded or f32 copies */
