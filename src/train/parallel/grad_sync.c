@@ -56,10 +56,12 @@ static coh_status finish(coh_par_trainer *t, int k)
         b->req[i] = NULL;
     }
     b->busy = 0;
-    char name[48];
-    snprintf(name, sizeof name, "%s bucket %d", t->stage >= 2 ? "reduce-scatter" : "all-reduce",
-             k);
-    par_trace_event(t->trace, name, "comm", 1, b->t_issue, par_now_us());
+    if (t->trace) { /* names are built only for a trace */
+        char name[48];
+        snprintf(name, sizeof name, "%s bucket %d",
+                 t->stage >= 2 ? "reduce-scatter" : "all-reduce", k);
+        par_trace_event(t->trace, name, "comm", 1, b->t_issue, par_now_us());
+    }
     if (!st && t->stage >= 2)
         keep_own(t, b);
     return st;

@@ -5,35 +5,13 @@
 
 #include "train/parallel/strategy.h"
 
-typedef struct batch_bufs {
-    int32_t *in, *tg;
-} batch_bufs;
-
-static coh_status bufs_alloc(const coh_par_trainer *t, batch_bufs *b)
-{
-    size_t n = (size_t)t->cfg.train.batch * t->cfg.train.seq;
-    b->in = malloc(n * sizeof *b->in);
-    b->tg = malloc(n * sizeof *b->tg);
-    if (b->in && b->tg)
-        return COH_OK;
-    free(b->in);
-    free(b->tg);
-    return coh_errf(COH_ERR_NOMEM, "out of memory allocating batch buffers");
-}
-
-static void bufs_free(batch_bufs *b)
-{
-    free(b->in);
-    free(b->tg);
-}
-
 /* Forward and backward of one micro-batch; the hooks start communication during backward. */
-static coh_status micro_step(coh_par_trainer *t, const batch_bufs *b, float scale, float *loss)
+static coh_status micro_step(coh_par_trainer *t, float scale, float *loss)
 {
     const coh_trainer_config *c = &t->cfg.train;
     par_reset_sequence(t, scale > 0.0f);
     t->err = COH_OK;
-    coh_status st = coh_gpt_step(t->model, b->in, b->tg, c->batch, c->seq, scale, loss);
+    coh_status st = coh_gpt_step(t->model, t->batch_in, t->batch_tg, c->batch, c->seq, scale, loss);
     if (!st)
         st = t->err;
     if (!st && t->ndp > 1)
@@ -44,10 +22,7 @@ static coh_status micro_step(coh_par_trainer *t, const batch_bufs *b, float scal
 static coh_status accumulate(coh_par_trainer *t, coh_batch_fn next, void *ctx, double *loss)
 {
     const coh_trainer_config *c = &t->cfg.train;
-    batch_bufs b;
-    coh_status st = bufs_alloc(t, &b);
-    if (st)
-        return st;
+    coh_status st = COH_OK;
     if (t->stage >= 2)
         par_release(t->grads, 0, t->n); /* zeroed, and not resident until backward writes it */
     else
@@ -58,11 +33,10 @@ static coh_status accumulate(coh_par_trainer *t, coh_batch_fn next, void *ctx, d
     for (int k = 0; !st && k < c->accum; k++) {
         float l = 0.0f;
         t->last_micro = k == c->accum - 1;
-        if (!(st = next(ctx, b.in, b.tg)))
-            st = micro_step(t, &b, 1.0f / (float)c->accum, &l);
+        if (!(st = next(ctx, t->batch_in, t->batch_tg)))
+            st = micro_step(t, 1.0f / (float)c->accum, &l);
         sum += l;
     }
-    bufs_free(&b);
     *loss = sum / c->accum;
     return st;
 }
@@ -146,16 +120,14 @@ coh_status coh_par_trainer_step(coh_par_trainer *t, coh_batch_fn next, void *ctx
 coh_status coh_par_trainer_eval(coh_par_trainer *t, coh_batch_fn next, void *ctx, long n,
                                 double *loss)
 {
-    batch_bufs b;
-    coh_status st = bufs_alloc(t, &b);
+    coh_status st = COH_OK;
     double sum = 0.0;
     for (long k = 0; !st && k < n; k++) {
         float l = 0.0f;
-        if (!(st = next(ctx, b.in, b.tg)))
-            st = micro_step(t, &b, 0.0f, &l);
+        if (!(st = next(ctx, t->batch_in, t->batch_tg)))
+            st = micro_step(t, 0.0f, &l);
         sum += l;
     }
-    bufs_free(&b);
     *loss = n > 0 ? sum / (double)n : 0.0;
     if (!st && t->ndp > 1)
         st = coh_allreduce(t->dp, loss, loss, 1, COH_F64, COH_AVG);

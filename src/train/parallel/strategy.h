@@ -48,6 +48,7 @@ struct coh_par_trainer {
     coh_gpt *model;
     float *params, *grads; /* the engine's arenas (n floats) */
     float *grads_shm;      /* DDP/ZeRO-1: grads moved into the transport's arena (owned) */
+    int32_t *batch_in, *batch_tg; /* one micro-batch (B, T), filled by the batch callback */
     size_t n;
     par_bucket *bk;        /* in backward order: bk[0] holds the last layers */
     int nbk;

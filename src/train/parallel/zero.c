@@ -31,7 +31,7 @@ coh_status par_wait_bucket(coh_par_trainer *t, int k)
             st = s2;
         b->preq[i] = NULL;
     }
-    if (b->pbusy) {
+    if (b->pbusy && t->trace) {
         char name[48];
         snprintf(name, sizeof name, "all-gather bucket %d", k);
         par_trace_event(t->trace, name, "comm", 2, b->t_pissue, par_now_us());
@@ -87,6 +87,8 @@ static coh_status need(coh_par_trainer *t, int layer)
 
 static void trace_layer(coh_par_trainer *t, int layer)
 {
+    if (!t->trace)
+        return;
     const char *what = t->need_ev[layer + 1] == COH_PARAM_NEED_BACKWARD ? "backward" : "forward";
     int L = coh_gpt_get_config(t->model)->layers;
     char name[48];
