@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cohort/train_ckpt.h"
+#include "train/gpt_ckpt_int.h"
 #include "train/parallel/strategy.h"
 
 /* Copy the parts of a source (m, v over ranges sr, k x 2) that this rank's optimizer covers;
@@ -155,7 +156,8 @@ static coh_status load_zero(coh_par_trainer *t, const char *path, const char *in
     return st;
 }
 
-static coh_status check_weights_step(const char *path, const char *sp, long step)
+/* The weights of the pair, read once: their step must be the state's. */
+static coh_status load_weights(coh_par_trainer *t, const char *path, const char *sp, long step)
 {
     coh_st_file *mf;
     coh_status st = coh_st_open(path, &mf);
@@ -166,6 +168,8 @@ static coh_status check_weights_step(const char *path, const char *sp, long step
         st = coh_errf(COH_ERR_MISMATCH, "checkpoint '%s' is at step %s but its state '%s' is at "
                       "step %ld: the pair is torn (a save was interrupted)", path,
                       ms ? ms : "?", sp, step);
+    if (!st)
+        st = gpt_load_from_file(t->model, mf, path);
     coh_st_close(mf);
     return st;
 }
@@ -175,9 +179,7 @@ static coh_status resume_any(coh_par_trainer *t, const char *path, const char *s
 {
     const char *index = coh_st_meta_get(sf, "zero_index"), *sdp = coh_st_meta_get(sf, "zero_dp");
     size_t got = 0, total = 0;
-    coh_status st = check_weights_step(path, sp, step);
-    if (!st)
-        st = coh_gpt_load(t->model, path);
+    coh_status st = load_weights(t, path, sp, step);
     for (int j = 0; j < t->nown; j++)
         total += t->own_re[j] - t->own_rb[j];
     if (!st && index) {
