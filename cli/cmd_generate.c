@@ -95,14 +95,6 @@ static coh_status make_tokenizer(const gen_opts *o, const char *recorded, coh_to
     return coh_tokenizer_gpt2_create(o->encoder, o->vocab, out);
 }
 
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 static int cmp_desc(const void *a, const void *b)
 {
     float x = *(const float *)a, y = *(const float *)b;
@@ -128,7 +120,7 @@ static int32_t sample(float *logits, float *scratch, int V, const gen_opts *o, u
         scratch[j] = logits[j] >= cut ? (float)exp((logits[j] - logits[best]) / o->temperature) : 0;
         sum += scratch[j];
     }
-    double u = (double)(rng_next(rng) >> 11) / 9007199254740992.0 * sum, acc = 0;
+    double u = (double)(coh_splitmix64(rng) >> 11) / 9007199254740992.0 * sum, acc = 0;
     for (int j = 0; j < V; j++)
         if ((acc += scratch[j]) > u)
             return j;

@@ -251,6 +251,16 @@ double coh_measure_sgemm_flops(int n);
 void coh_set_threads(int n);
 int coh_get_threads(void);
 
+/* splitmix64: the next number of the generator whose state is *state (weight initialisation,
+ * sampling and the data order all draw from it). */
+static inline uint64_t coh_splitmix64(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
 #ifdef __cplusplus
 }
 #endif

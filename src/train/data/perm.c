@@ -1,12 +1,10 @@
 /* perm.c: a Feistel-network permutation of 0..n-1 with cycle walking. */
+#include "cohort/train.h"
 #include "train/data/perm.h"
 
 uint64_t perm_mix64(uint64_t x)
 {
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
+    return coh_splitmix64(&x);
 }
 
 void perm_init(perm *p, uint64_t n, uint64_t seed, uint64_t epoch)

@@ -166,16 +166,8 @@ void coh_gpt_set_param_hook(coh_gpt *g, coh_param_hook_fn fn, void *ctx)
 
 void coh_gpt_zero_grad(coh_gpt *g) { memset(g->grads, 0, g->nparams * sizeof(float)); }
 
-/* splitmix64: a tiny, well-mixed generator; sequential use keeps init thread-independent. */
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static double rng_uniform(uint64_t *s) { return ((rng_next(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
+/* splitmix64, used sequentially, keeps the initialisation independent of thread counts. */
+static double rng_uniform(uint64_t *s) { return ((coh_splitmix64(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
 
 static void fill_normal(float *x, size_t n, double std, uint64_t *s)
 {
