@@ -36,6 +36,9 @@ typedef struct coh_launch_env {
 /* Name of a launcher kind ("cohort", "torchrun", "openmpi", "pmi", "slurm", "none"). */
 const char *coh_launcher_name(coh_launcher_kind k);
 
+/* The variable a launcher's job id comes from ("SLURM_JOB_ID"; "COHORT_JOB_ID" for none). */
+const char *coh_launcher_job_var(coh_launcher_kind k);
+
 /* Fill *out from this process's environment. The first launcher whose variables are present
  * wins, in the order cohort, torchrun, Open MPI, PMI, Slurm (the innermost launcher is the one
  * that set the most specific variables); with none, a single process (rank 0 of 1, job id

@@ -31,18 +31,6 @@ static coh_status env_timeout(coh_comm_env *env)
     return COH_OK;
 }
 
-/* The variable a launcher's job id comes from, for messages. */
-static const char *job_var(coh_launcher_kind k)
-{
-    switch (k) {
-    case COH_LAUNCHER_TORCHRUN: return "TORCHELASTIC_RUN_ID";
-    case COH_LAUNCHER_OPENMPI: return "OMPI_MCA_ess_base_jobid";
-    case COH_LAUNCHER_PMI: return "PMI_JOBID";
-    case COH_LAUNCHER_SLURM: return "SLURM_JOB_ID";
-    default: return "COHORT_JOB_ID";
-    }
-}
-
 /* The shared-memory name must be equal on all ranks of a node and differ between jobs and
  * restarts: the launcher's job id plus its restart count. COHORT_JOB_ID, when set, names the
  * job for launchers that give no id (PMI without PMI_JOBID, torchrun without a run id). */
@@ -51,7 +39,7 @@ static coh_status env_job(coh_comm_env *env, const coh_launch_env *le)
     const char *job = getenv("COHORT_JOB_ID"), *var = "COHORT_JOB_ID";
     if (!job || !*job) {
         job = le->job_id;
-        var = job_var(le->launcher);
+        var = coh_launcher_job_var(le->launcher);
     }
     if (!*job && env->size == 1)
         job = "single";
@@ -95,5 +83,5 @@ coh_status coh_comm_env_no_job(const coh_comm_env *env)
                     "needs one: set COHORT_JOB_ID on every rank to a name unique to this job "
                     "(for example 'export COHORT_JOB_ID=train-$(date +%%s)' before starting), "
                     "or start the ranks with 'cohort run'",
-                    coh_launcher_name(k), job_var(k));
+                    coh_launcher_name(k), coh_launcher_job_var(k));
 }

@@ -53,6 +53,14 @@ static const scheme schemes[] = {
      "SLURM_NNODES", "SLURM_RESTART_COUNT", "SLURM_JOB_ID"},
 };
 
+const char *coh_launcher_job_var(coh_launcher_kind k)
+{
+    for (size_t i = 0; i < sizeof schemes / sizeof schemes[0]; i++)
+        if (schemes[i].kind == k)
+            return schemes[i].job;
+    return "COHORT_JOB_ID";
+}
+
 /* Read an integer variable; absent leaves *out as is. */
 static coh_status get_int(const char *const *envp, const char *name, long max, int *out)
 {

@@ -95,6 +95,8 @@ static void test_slurm(void)
     CHECK_INT(e.launcher, COH_LAUNCHER_SLURM);
     check_place(&e, 5, 7, 1, 2, 2, 3); /* node 2 is the second of the "2(x2)" nodes */
     CHECK_STR(e.job_id, "slurm-991.4");
+    CHECK_STR(coh_launcher_job_var(e.launcher), "SLURM_JOB_ID");
+    CHECK_STR(coh_launcher_job_var(COH_LAUNCHER_NONE), "COHORT_JOB_ID");
     /* SLURM_NNODES without SLURM_NODEID: the node is unknown, not inconsistent. */
     const char *half[] = {"SLURM_PROCID=0", "SLURM_NTASKS=2", "SLURM_NNODES=2", NULL};
     e = env_of(half, COH_OK);
