@@ -30,6 +30,10 @@ int est_print_views(const est_request *r, const coh_estimate *e);
 /* Binary units (GiB), or decimal ones (GB) when si. Returns buf. */
 const char *est_fmt(uint64_t bytes, int si, char *buf, size_t cap);
 
+/* Names of the schedule, precision, recompute and offload choices, as typed and as printed. */
+extern const char *const est_sched_names[3], *const est_prec_names[3], *const est_recomp_names[3],
+    *const est_offload_names[3];
+
 /* Print what cohort's engine allocates for the request; returns a CLI exit code. */
 int est_print_engine(const est_request *r);
 

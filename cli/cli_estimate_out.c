@@ -10,10 +10,10 @@
 
 static const char *cmd = "estimate";
 static const char *const arch_names[] = {"gpt2", "llama", "counts"};
-static const char *const sched_names[] = {"1f1b", "gpipe", "interleaved"};
-static const char *const prec_names[] = {"fp32", "bf16-mixed", "fp16-mixed"};
-static const char *const recomp_names[] = {"none", "selective", "full"};
-static const char *const offload_names[] = {"none", "optimizer", "optimizer+params"};
+const char *const est_sched_names[3] = {"1f1b", "gpipe", "interleaved"};
+const char *const est_prec_names[3] = {"fp32", "bf16-mixed", "fp16-mixed"};
+const char *const est_recomp_names[3] = {"none", "selective", "full"};
+const char *const est_offload_names[3] = {"none", "optimizer", "optimizer+params"};
 
 /* Binary units by default (GiB, MiB), decimal ones (GB, MB) with --si, as papers use. */
 const char *est_fmt(uint64_t bytes, int si, char *buf, size_t cap)
@@ -57,9 +57,9 @@ static void print_model(const est_request *r, const coh_estimate *e)
 static void print_strategy(const coh_strategy *s, const coh_estimate *e)
 {
     printf("strategy     dp %d x tp %d x pp %d, ZeRO %d, %s", s->dp, s->tp, s->pp, s->zero,
-           prec_names[s->precision]);
+           est_prec_names[s->precision]);
     if (s->offload)
-        printf(", offload %s", offload_names[s->offload]);
+        printf(", offload %s", est_offload_names[s->offload]);
     printf("\n");
     if (!e->activations_known) {
         printf("activations  unknown: a bare parameter count has no shape (give --model, "
@@ -67,10 +67,10 @@ static void print_strategy(const coh_strategy *s, const coh_estimate *e)
         return;
     }
     printf("activations  micro batch %lld x seq %lld, recompute %s%s%s", (long long)s->micro_batch,
-           (long long)e->seq, recomp_names[s->recompute],
+           (long long)e->seq, est_recomp_names[s->recompute],
            s->sequence_parallel ? ", sequence parallel" : "", s->dropout ? "" : ", no dropout");
     if (s->pp > 1) {
-        printf(", %s, %lld microbatches", sched_names[s->schedule], (long long)e->microbatches);
+        printf(", %s, %lld microbatches", est_sched_names[s->schedule], (long long)e->microbatches);
         if (s->schedule == COH_SCHED_INTERLEAVED)
             printf(", %d virtual stages", s->virtual_stages);
     }
@@ -135,12 +135,12 @@ static void json_strategy(coh_jw *w, const coh_strategy *s, const coh_estimate *
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
         coh_jw_field_int(w, ints[i].k, ints[i].v);
     }
-    coh_jw_key(w, "schedule"); coh_jw_string(w, sched_names[s->schedule]);
-    coh_jw_key(w, "precision"); coh_jw_string(w, prec_names[s->precision]);
-    coh_jw_key(w, "recompute"); coh_jw_string(w, recomp_names[s->recompute]);
+    coh_jw_key(w, "schedule"); coh_jw_string(w, est_sched_names[s->schedule]);
+    coh_jw_key(w, "precision"); coh_jw_string(w, est_prec_names[s->precision]);
+    coh_jw_key(w, "recompute"); coh_jw_string(w, est_recomp_names[s->recompute]);
     coh_jw_key(w, "sequence_parallel"); coh_jw_bool(w, s->sequence_parallel);
     coh_jw_key(w, "dropout"); coh_jw_bool(w, s->dropout);
-    coh_jw_key(w, "offload"); coh_jw_string(w, offload_names[s->offload]);
+    coh_jw_key(w, "offload"); coh_jw_string(w, est_offload_names[s->offload]);
     coh_jw_object_end(w);
 }
 

@@ -151,17 +151,13 @@ static int choice(const char *opt, const char *text, const char *const *names, i
 
 static int parse_enum_option(int c, const char *arg, coh_strategy *s, est_request *r)
 {
-    static const char *const sched[] = {"1f1b", "gpipe", "interleaved"};
-    static const char *const prec[] = {"fp32", "bf16-mixed", "fp16-mixed"};
-    static const char *const recomp[] = {"none", "selective", "full"};
-    static const char *const offl[] = {"none", "optimizer", "optimizer+params"};
     static const char *const views[] = {"cohort", "accelerate", "deepspeed"};
     int v;
     switch (c) {
-    case O_SCHED: v = choice("schedule", arg, sched, 3); if (v >= 0) s->schedule = (coh_schedule)v; break;
-    case O_PREC: v = choice("precision", arg, prec, 3); if (v >= 0) s->precision = (coh_precision)v; break;
-    case O_RECOMP: v = choice("recompute", arg, recomp, 3); if (v >= 0) s->recompute = (coh_recompute)v; break;
-    case O_OFFLOAD: v = choice("offload", arg, offl, 3); if (v >= 0) s->offload = (coh_offload)v; break;
+    case O_SCHED: v = choice("schedule", arg, est_sched_names, 3); if (v >= 0) s->schedule = (coh_schedule)v; break;
+    case O_PREC: v = choice("precision", arg, est_prec_names, 3); if (v >= 0) s->precision = (coh_precision)v; break;
+    case O_RECOMP: v = choice("recompute", arg, est_recomp_names, 3); if (v >= 0) s->recompute = (coh_recompute)v; break;
+    case O_OFFLOAD: v = choice("offload", arg, est_offload_names, 3); if (v >= 0) s->offload = (coh_offload)v; break;
     default: v = choice("view", arg, views, 3); if (v >= 0) r->view = (est_view)v; break;
     }
     return v >= 0;
