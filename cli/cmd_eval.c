@@ -25,7 +25,7 @@ static void help(void)
            "  --seq T             tokens per sequence (default: min(256, context))\n"
            "  --batches N         batches to evaluate (default 10)\n"
            "  --heads N           heads, for checkpoints without cohort's metadata\n"
-           "  --threads N         threads (default: all cores)\n"
+           "  --threads N         threads (default: OMP_NUM_THREADS, else all cores)\n"
            "  --json              print one JSON object\n");
 }
 

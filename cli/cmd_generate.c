@@ -28,7 +28,7 @@ static void help(void)
            "  --encoder FILE        GPT-2 encoder.json (gpt2)\n"
            "  --vocab FILE          GPT-2 vocab.bpe (gpt2)\n"
            "  --heads N             heads, for checkpoints without cohort's metadata\n"
-           "  --threads N           threads (default: all cores)\n");
+           "  --threads N           threads (default: OMP_NUM_THREADS, else all cores)\n");
 }
 
 typedef struct gen_opts {

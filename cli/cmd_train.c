@@ -53,7 +53,7 @@ static void help(void)
            "  --grad-clip X         clip the global gradient norm, 0 = off (default 1.0)\n"
            "  --seed N              initialisation and shuffle seed (default 1337)\n"
            "  --deterministic       pin the thread count (checked on resume): bit-identical runs\n"
-           "  --threads N           threads (default: all cores)\n"
+           "  --threads N           threads (default: OMP_NUM_THREADS, else all cores)\n"
            "output:\n"
            "  --metrics FILE        JSON lines: step, loss, lr, tokens_per_s, mfu, elapsed_s,\n"
            "                        val_loss (when evaluated), memory per rank (model state,\n"

@@ -247,7 +247,8 @@ void coh_blas_ensure_best_kernel(void);
 /* Best of a few n x n sgemm runs using every thread, in FLOP/s: the peak MFU is measured against. */
 double coh_measure_sgemm_flops(int n);
 
-/* Threads for OpenMP and OpenBLAS (n < 1: the number of online CPUs). */
+/* Threads for OpenMP and OpenBLAS (n < 1: OMP_NUM_THREADS when it is a positive number, as
+ * `cohort run` sets it per rank, else the number of online CPUs). */
 void coh_set_threads(int n);
 int coh_get_threads(void);
 

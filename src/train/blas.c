@@ -128,8 +128,11 @@ void coh_blas_ensure_best_kernel(void)
 
 void coh_set_threads(int n)
 {
-    if (n < 1) {
-        long c = sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 1) { /* what the launcher gave this rank (cpus per rank), else every online cpu */
+        const char *e = getenv("OMP_NUM_THREADS");
+        char *end;
+        long v = e ? strtol(e, &end, 10) : 0;
+        long c = e && *e && !*end && v > 0 && v <= 4096 ? v : sysconf(_SC_NPROCESSORS_ONLN);
         n = c > 0 ? (int)c : 1;
     }
 #ifdef _OPENMP

@@ -56,6 +56,10 @@ cp "$work/ck.safetensors.state" "$work/ck5.safetensors.state"
 # a deterministic resume with another thread count is refused
 out=$("$cohort" train "${model[@]}" --threads 1 --steps 12 --resume "$work/ck5.safetensors" 2>&1)
 [ $? -ne 0 ] && echo "$out" | grep -q "trained with 2 threads" || fail "thread mismatch not refused: $out"
+# without --threads a run takes OMP_NUM_THREADS (what `cohort run` sets per rank)
+out=$(OMP_NUM_THREADS=1 "$cohort" train "${model[@]:0:16}" "${model[@]:18}" --steps 12 \
+    --resume "$work/ck5.safetensors" 2>&1)
+[ $? -ne 0 ] && echo "$out" | grep -q "this run has 1" || fail "OMP_NUM_THREADS not honoured: $out"
 
 # a torn pair (weights of step 12, state of step 5) is refused
 cp "$work/ck5.safetensors.state" "$work/ck.safetensors.state"
