@@ -13,7 +13,7 @@ typedef enum est_view { VIEW_COHORT, VIEW_ACCELERATE, VIEW_DEEPSPEED } est_view;
 /* Everything `cohort estimate` was asked, after parsing. */
 typedef struct est_request {
     coh_model_desc model;
-    coh_strategy strategy;
+    coh_parallel_config par;
     est_view view;
     int json;
     int si;                   /* print 10^n units (GB), as papers do */
@@ -21,7 +21,7 @@ typedef struct est_request {
     const char *device_from;  /* "--device-memory" or the inventory path */
     int engine;               /* --engine cohort: what cohort's engine allocates */
     int threads;              /* --threads for the engine's per-thread buffers; 0 = default */
-    uint64_t bucket_bytes;    /* --bucket-mb for the engine's gradient buckets; 0 = default */
+    int precision_given;      /* else the precision is cohort train's (fp32), said in the output */
 } est_request;
 
 /* Print the accelerate or DeepSpeed view of the estimate's counts; returns a CLI exit code. */
@@ -29,10 +29,6 @@ int est_print_views(const est_request *r, const coh_estimate *e);
 
 /* Binary units (GiB), or decimal ones (GB) when si. Returns buf. */
 const char *est_fmt(uint64_t bytes, int si, char *buf, size_t cap);
-
-/* Names of the schedule, precision, recompute and offload choices, as typed and as printed. */
-extern const char *const est_sched_names[3], *const est_prec_names[3], *const est_recomp_names[3],
-    *const est_offload_names[3];
 
 /* Print what cohort's engine allocates for the request; returns a CLI exit code. */
 int est_print_engine(const est_request *r);

@@ -2,21 +2,23 @@
  * rank for the configuration (single, ddp, ZeRO 1-3: the trainer's own prediction, from the
  * same bucket plan and shards it allocates), beside the published model for the same run. */
 #include <stdio.h>
+#include <string.h>
 
 #include "cli.h"
+#include "cli_config.h"
 #include "cli_estimate.h"
-#include "cli_estimate_par.h"
+#include "cohort/parallel.h"
 #include "cohort/json_writer.h"
 #include "cohort/train.h"
 
 static const char *cmd = "estimate";
 
-/* The trainer runs GPT-2 shapes in fp32 without dropout, data parallel only: refuse what it
- * cannot run, naming the value. */
-static int engine_config(const est_request *r, est_par_in *in)
+/* The trainer runs GPT-2 shapes in fp32 without dropout: refuse what it cannot run, naming the
+ * value, and describe the run as the trainer takes it. */
+static int engine_config(const est_request *r, coh_par_config *pc)
 {
     const coh_model_desc *m = &r->model;
-    const coh_strategy *s = &r->strategy;
+    const coh_parallel_config *s = &r->par;
     if (m->arch != COH_ARCH_GPT2)
         return cli_usage_error(cmd, "--engine cohort needs a GPT-2 model shape (--model, "
                                     "dimensions or a GPT-2 config), got '%s'", m->name);
@@ -25,28 +27,26 @@ static int engine_config(const est_request *r, est_par_in *in)
                                     "mlp of 4 x dim = %lld (got mlp %lld, %s embeddings)",
                                (long long)(4 * m->dim), (long long)m->ffn,
                                m->tied ? "tied" : "untied");
-    const char *what = s->tp > 1 ? "--tp" : s->pp > 1 ? "--pp" : s->offload ? "--offload"
-                     : s->recompute ? "--recompute" : s->sequence_parallel ? "--sequence-parallel"
-                                                                           : NULL;
-    if (what)
-        return cli_usage_error(cmd, "--engine cohort: the trainer in this build is data "
-                                    "parallel (--dp, --zero) without recompute or offload; '%s' "
-                                    "is not available", what);
-    if (m->layers > 1 << 20 || m->dim > 1 << 20 || m->vocab > 1 << 30 || m->positions > 1 << 30 ||
-        s->micro_batch > 1 << 30 || s->microbatches > 1 << 20)
+    char why[160];
+    if (!coh_parallel_config_runnable(s, why, sizeof why))
+        return cli_usage_error(cmd, "--engine cohort prices what cohort train runs: %s", why);
+    if (s->strategy == COH_STRATEGY_DP)
+        return cli_usage_error(cmd, "--engine cohort: strategy 'dp' has no per-rank memory "
+                                    "model; use single, ddp or zero1..3");
+    if (m->layers > 1 << 20 || m->dim > 1 << 20 || m->vocab > 1 << 30 || m->positions > 1 << 30)
         return cli_usage_error(cmd, "--engine cohort: model too large for the engine");
-    *in = (est_par_in){(int)m->layers, (int)m->heads, (int)m->dim, (int)m->vocab,
-                       (int)m->positions, (int)s->micro_batch,
-                       (int)(s->seq ? s->seq : m->positions),
-                       s->microbatches > 0 ? (int)s->microbatches : 1, s->dp, s->zero,
-                       (size_t)r->bucket_bytes};
+    memset(pc, 0, sizeof *pc);
+    pc->train.model = (coh_gpt_config){(int)m->layers, (int)m->heads, (int)m->dim, (int)m->vocab,
+                                       (int)m->positions};
+    pc->par = *s;
+    coh_par_config_apply(pc);
     return CLI_OK;
 }
 
 /* The published model for the same run: fp32 states 4 + 4 + 8, no dropout. */
 static uint64_t formula_total(const est_request *r, coh_estimate *e)
 {
-    coh_strategy s = r->strategy;
+    coh_parallel_config s = r->par;
     s.precision = COH_PREC_FP32;
     s.dropout = 0;
     return coh_estimate_memory(&r->model, &s, e) == COH_OK ? e->per_device.total_bytes : 0;
@@ -55,7 +55,8 @@ static uint64_t formula_total(const est_request *r, coh_estimate *e)
 typedef struct engine_view {
     const char *strategy;
     coh_train_memory tm; /* the engine's own buffers (one model replica's worth) */
-    est_par_bytes pb;    /* what the rank holding the most holds */
+    coh_par_memory pm;   /* what the rank holding the most holds */
+    int rank;            /* that rank */
     int threads;
 } engine_view;
 
@@ -64,22 +65,17 @@ static void kv(coh_jw *w, const char *k, uint64_t v)
     coh_jw_field_uint(w, k, v);
 }
 
-static void engine_json(const est_request *r, const engine_view *v, uint64_t formula,
-                        int64_t params)
+static void engine_json(const est_request *r, const engine_view *v, const coh_par_config *pc,
+                        uint64_t formula, int64_t params)
 {
     const coh_train_memory *tm = &v->tm;
-    const est_par_bytes *pb = &v->pb;
+    const coh_par_memory *pb = &v->pm;
     coh_jw w;
     coh_jw_init(&w, stdout, 1);
     coh_jw_object_begin(&w);
     coh_jw_key(&w, "parameters"); coh_jw_int(&w, params);
-    coh_jw_key(&w, "strategy");
-    coh_jw_object_begin(&w);
-    coh_jw_key(&w, "name"); coh_jw_string(&w, v->strategy);
-    coh_jw_key(&w, "dp"); coh_jw_int(&w, r->strategy.dp);
-    coh_jw_key(&w, "zero"); coh_jw_int(&w, r->strategy.dp > 1 ? r->strategy.zero : 0);
-    coh_jw_object_end(&w);
-    coh_jw_key(&w, "rank"); coh_jw_int(&w, pb->rank); /* the rank holding the most */
+    cli_config_json(&w, &pc->par, pc->train.seq, pc->train.accum);
+    coh_jw_key(&w, "rank"); coh_jw_int(&w, v->rank); /* the rank holding the most */
     coh_jw_key(&w, "engine");
     coh_jw_object_begin(&w);
     kv(&w, "params", tm->params); kv(&w, "grads", tm->grads); kv(&w, "adam_m", tm->adam_m);
@@ -90,11 +86,11 @@ static void engine_json(const est_request *r, const engine_view *v, uint64_t for
     coh_jw_object_end(&w);
     coh_jw_key(&w, "per_device");
     coh_jw_object_begin(&w);
-    kv(&w, "params_bytes", pb->params); kv(&w, "grads_bytes", pb->grads);
-    kv(&w, "optimizer_bytes", pb->optim); kv(&w, "activations_bytes", tm->activations);
+    kv(&w, "params_bytes", pb->state.params); kv(&w, "grads_bytes", pb->state.grads);
+    kv(&w, "optimizer_bytes", pb->state.optim); kv(&w, "activations_bytes", tm->activations);
     kv(&w, "temp_bytes", pb->engine - tm->activations + pb->gathered + pb->grad_buckets);
     kv(&w, "comm_bytes", pb->comm);
-    kv(&w, "model_state_bytes", pb->params + pb->grads + pb->optim);
+    kv(&w, "model_state_bytes", pb->state.params + pb->state.grads + pb->state.optim);
     kv(&w, "gathered_params_bytes", pb->gathered);
     kv(&w, "grad_buckets_bytes", pb->grad_buckets);
     kv(&w, "total_bytes", pb->total);
@@ -108,20 +104,21 @@ static void engine_json(const est_request *r, const engine_view *v, uint64_t for
     coh_jw_finish(&w);
 }
 
-static void engine_text(const est_request *r, const engine_view *v, const est_par_in *in,
+static void engine_text(const est_request *r, const engine_view *v, const coh_par_config *pc,
                         uint64_t formula, const coh_estimate *e)
 {
     const coh_train_memory *tm = &v->tm;
-    const est_par_bytes *pb = &v->pb;
+    const coh_par_memory *pb = &v->pm;
     char a[32], b[32];
     printf("model        %s: %lld layers, hidden %lld, %lld heads, vocab %lld, context %lld\n",
            r->model.name, (long long)r->model.layers, (long long)r->model.dim,
            (long long)r->model.heads, (long long)r->model.vocab, (long long)r->model.positions);
     printf("engine       cohort: %s over %d rank%s, fp32, no dropout, micro batch %d x seq %d, "
            "accumulation %d, %d threads\n\nwhat rank %d holds at its peak:\n", v->strategy,
-           in->dp, in->dp > 1 ? "s" : "", in->batch, in->T, in->accum, v->threads, pb->rank);
+           pc->par.dp, pc->par.dp > 1 ? "s" : "", pc->train.batch, pc->train.seq,
+           pc->train.accum, v->threads, v->rank);
     const struct { const char *name; uint64_t v; } rows[] = {
-        {"parameters", pb->params}, {"gradients", pb->grads}, {"AdamW m and v", pb->optim},
+        {"parameters", pb->state.params}, {"gradients", pb->state.grads}, {"AdamW m and v", pb->state.optim},
         {"activations", tm->activations}, {"activation grads", tm->act_grads},
         {"logits chunk", tm->logits}, {"attention", tm->attention * (uint64_t)v->threads},
         {"token buffers", pb->engine - (tm->total - 4 * tm->params)},
@@ -137,26 +134,40 @@ static void engine_text(const est_request *r, const engine_view *v, const est_pa
                r->device_from, pb->total <= r->device_bytes ? "fits" : "does not fit");
 }
 
+/* The rank holding the most (ranks differ only by the last one's shard tails). */
+static coh_status predict(const coh_par_config *pc, engine_view *v)
+{
+    int dp = pc->par.dp;
+    coh_par_memory last;
+    coh_status st = coh_par_memory_estimate(pc, dp, 0, &v->pm);
+    if (!st)
+        st = coh_par_memory_estimate(pc, dp, dp - 1, &last);
+    if (!st && last.total > v->pm.total) {
+        v->pm = last;
+        v->rank = dp - 1;
+    }
+    return st;
+}
+
 int est_print_engine(const est_request *r)
 {
-    est_par_in in;
-    int rc = engine_config(r, &in);
+    coh_par_config pc;
+    int rc = engine_config(r, &pc);
     if (rc != CLI_OK)
         return rc;
     if (r->threads > 0)
         coh_set_threads(r->threads);
-    engine_view v = {.threads = coh_get_threads()};
-    coh_gpt_config c = {in.layers, in.heads, in.dim, in.vocab, in.seq};
-    coh_status st = coh_train_memory_estimate(&c, in.batch, in.T, &v.tm);
+    engine_view v = {.threads = coh_get_threads(), .strategy = coh_strategy_name(pc.par.strategy)};
+    coh_status st = coh_train_memory_estimate(&pc.train.model, pc.train.batch, pc.train.seq, &v.tm);
     if (st == COH_OK)
-        st = est_par_predict(&in, &v.pb, &v.strategy);
+        st = predict(&pc, &v);
     if (st != COH_OK)
         return cli_fail(cmd, st);
     coh_estimate e;
     uint64_t formula = formula_total(r, &e);
     if (r->json)
-        engine_json(r, &v, formula, e.counts.total);
+        engine_json(r, &v, &pc, formula, e.counts.total);
     else
-        engine_text(r, &v, &in, formula, &e);
+        engine_text(r, &v, &pc, formula, &e);
     return CLI_OK;
 }

@@ -4,16 +4,13 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli_config.h"
 #include "cli_estimate.h"
 #include "cohort/json_writer.h"
 #include "cohort/size.h"
 
 static const char *cmd = "estimate";
 static const char *const arch_names[] = {"gpt2", "llama", "counts"};
-const char *const est_sched_names[3] = {"1f1b", "gpipe", "interleaved"};
-const char *const est_prec_names[3] = {"fp32", "bf16-mixed", "fp16-mixed"};
-const char *const est_recomp_names[3] = {"none", "selective", "full"};
-const char *const est_offload_names[3] = {"none", "optimizer", "optimizer+params"};
 
 /* Binary units by default (GiB, MiB), decimal ones (GB, MB) with --si, as papers use. */
 const char *est_fmt(uint64_t bytes, int si, char *buf, size_t cap)
@@ -54,12 +51,15 @@ static void print_model(const est_request *r, const coh_estimate *e)
     printf("\n");
 }
 
-static void print_strategy(const coh_strategy *s, const coh_estimate *e)
+static void print_strategy(const est_request *r, const coh_estimate *e)
 {
-    printf("strategy     dp %d x tp %d x pp %d, ZeRO %d, %s", s->dp, s->tp, s->pp, s->zero,
-           est_prec_names[s->precision]);
+    const coh_parallel_config *s = &r->par;
+    printf("strategy     dp %d x tp %d x pp %d, ZeRO %d, %s", s->dp, s->tp, s->pp,
+           coh_strategy_zero_stage(s->strategy), coh_precision_name(s->precision));
     if (s->offload)
-        printf(", offload %s", est_offload_names[s->offload]);
+        printf(", offload %s", coh_offload_name(s->offload));
+    if (!r->precision_given)
+        printf(" (what cohort train runs; --precision bf16-mixed for mixed precision)");
     printf("\n");
     if (!e->activations_known) {
         printf("activations  unknown: a bare parameter count has no shape (give --model, "
@@ -67,10 +67,10 @@ static void print_strategy(const coh_strategy *s, const coh_estimate *e)
         return;
     }
     printf("activations  micro batch %lld x seq %lld, recompute %s%s%s", (long long)s->micro_batch,
-           (long long)e->seq, est_recomp_names[s->recompute],
+           (long long)e->seq, coh_recompute_name(s->recompute),
            s->sequence_parallel ? ", sequence parallel" : "", s->dropout ? "" : ", no dropout");
     if (s->pp > 1) {
-        printf(", %s, %lld microbatches", est_sched_names[s->schedule], (long long)e->microbatches);
+        printf(", %s, %lld microbatches", coh_schedule_name(s->schedule), (long long)e->microbatches);
         if (s->schedule == COH_SCHED_INTERLEAVED)
             printf(", %d virtual stages", s->virtual_stages);
     }
@@ -82,8 +82,8 @@ static void print_breakdown(const est_request *r, const coh_estimate *e)
     const coh_device_mem *d = &e->per_device;
     char b[32], c[32];
     printf("\nper device");
-    if (r->strategy.pp > 1)
-        printf(" (pipeline stage %d of %d, the largest)", e->worst_stage, r->strategy.pp);
+    if (r->par.pp > 1)
+        printf(" (pipeline stage %d of %d, the largest)", e->worst_stage, r->par.pp);
     printf(": %s parameters, %lld layers\n", grouped(d->local_params, c, sizeof c),
            (long long)d->layers);
     const struct {
@@ -112,36 +112,19 @@ static int print_fit(const est_request *r, const coh_estimate *e)
     printf("does not fit: %s short\n", est_fmt(need - r->device_bytes, r->si, c, sizeof c));
     coh_remedy rem[8];
     int n;
-    coh_status st = coh_plan_remedies(&r->model, &r->strategy, r->device_bytes, rem, 8, &n);
+    coh_status st = coh_plan_remedies(&r->model, &r->par, r->device_bytes, rem, 8, &n);
     if (st != COH_OK)
         return cli_fail(cmd, st);
     if (n == 0)
         printf("no single change fits; combine them, or use devices with more memory\n");
     else
         printf("changes that fit, smallest first:\n");
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         printf("  %-48s %12s per device\n", rem[i].what, est_fmt(rem[i].total_bytes, r->si, b, sizeof b));
-    return CLI_OK;
-}
-
-static void json_strategy(coh_jw *w, const coh_strategy *s, const coh_estimate *e)
-{
-    coh_jw_key(w, "strategy");
-    coh_jw_object_begin(w);
-    const struct { const char *k; int64_t v; } ints[] = {
-        {"dp", s->dp}, {"tp", s->tp}, {"pp", s->pp}, {"zero", s->zero},
-        {"micro_batch", s->micro_batch}, {"seq", e->seq}, {"microbatches", e->microbatches},
-        {"virtual_stages", s->virtual_stages}};
-    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
-        coh_jw_field_int(w, ints[i].k, ints[i].v);
+        printf("  %-48s %s\n", "", rem[i].runnable ? "cohort train runs this today"
+                                                   : rem[i].missing);
     }
-    coh_jw_key(w, "schedule"); coh_jw_string(w, est_sched_names[s->schedule]);
-    coh_jw_key(w, "precision"); coh_jw_string(w, est_prec_names[s->precision]);
-    coh_jw_key(w, "recompute"); coh_jw_string(w, est_recomp_names[s->recompute]);
-    coh_jw_key(w, "sequence_parallel"); coh_jw_bool(w, s->sequence_parallel);
-    coh_jw_key(w, "dropout"); coh_jw_bool(w, s->dropout);
-    coh_jw_key(w, "offload"); coh_jw_string(w, est_offload_names[s->offload]);
-    coh_jw_object_end(w);
+    return CLI_OK;
 }
 
 static void json_device(coh_jw *w, const coh_device_mem *d)
@@ -193,11 +176,15 @@ static void json_fit(coh_jw *w, const est_request *r, const coh_estimate *e)
     coh_remedy rem[8];
     int n = 0;
     if (!fits)
-        coh_plan_remedies(&r->model, &r->strategy, r->device_bytes, rem, 8, &n);
+        coh_plan_remedies(&r->model, &r->par, r->device_bytes, rem, 8, &n);
     for (int i = 0; i < n; i++) {
         coh_jw_object_begin(w);
         coh_jw_key(w, "change"); coh_jw_string(w, rem[i].what);
         coh_jw_key(w, "total_bytes"); coh_jw_uint(w, rem[i].total_bytes);
+        coh_jw_key(w, "cohort_train_runs"); coh_jw_bool(w, rem[i].runnable);
+        if (!rem[i].runnable) {
+            coh_jw_key(w, "missing"); coh_jw_string(w, rem[i].missing);
+        }
         coh_jw_object_end(w);
     }
     coh_jw_array_end(w);
@@ -212,7 +199,7 @@ static void print_json(const est_request *r, const coh_estimate *e)
     coh_jw_key(&w, "parameters"); coh_jw_int(&w, e->counts.total);
     coh_jw_key(&w, "largest_layer_parameters"); coh_jw_int(&w, e->counts.largest_layer);
     coh_jw_key(&w, "largest_module_parameters"); coh_jw_int(&w, e->counts.largest_module);
-    json_strategy(&w, &r->strategy, e);
+    cli_config_json(&w, &r->par, e->seq, e->microbatches);
     coh_jw_key(&w, "activations_known"); coh_jw_bool(&w, e->activations_known);
     coh_jw_key(&w, "worst_stage"); coh_jw_int(&w, e->worst_stage);
     json_device(&w, &e->per_device);
@@ -227,7 +214,7 @@ static void print_json(const est_request *r, const coh_estimate *e)
 int est_print(const est_request *r)
 {
     coh_estimate e;
-    coh_status st = coh_estimate_memory(&r->model, &r->strategy, &e);
+    coh_status st = coh_estimate_memory(&r->model, &r->par, &e);
     if (st != COH_OK)
         return cli_fail(cmd, st);
     if (r->view != VIEW_COHORT)
@@ -237,7 +224,7 @@ int est_print(const est_request *r)
         return CLI_OK;
     }
     print_model(r, &e);
-    print_strategy(&r->strategy, &e);
+    print_strategy(r, &e);
     print_breakdown(r, &e);
     return print_fit(r, &e);
 }

@@ -18,8 +18,8 @@ typedef struct ds_row {
  * of the optimizer, of nothing, each with and without zero.Init. */
 static int ds_rows(const est_request *r, const coh_estimate *e, ds_row *rows)
 {
-    int nodes = r->strategy.nodes ? r->strategy.nodes : 1;
-    int gpn = r->strategy.gpus_per_node ? r->strategy.gpus_per_node : 1;
+    int nodes = r->par.nodes ? r->par.nodes : 1;
+    int gpn = r->par.gpus_per_node ? r->par.gpus_per_node : 1;
     double total = (double)e->counts.total, largest = (double)e->counts.largest_module;
     int n = 0;
     for (int off = 1; off >= 0; off--, n++) {
@@ -45,8 +45,8 @@ static double in_unit(uint64_t bytes, int si)
 
 static void ds_text(const est_request *r, const coh_estimate *e, const ds_row *rows, int n)
 {
-    int nodes = r->strategy.nodes ? r->strategy.nodes : 1;
-    int gpn = r->strategy.gpus_per_node ? r->strategy.gpus_per_node : 1;
+    int nodes = r->par.nodes ? r->par.nodes : 1;
+    int gpn = r->par.gpus_per_node ? r->par.gpus_per_node : 1;
     const char *u = r->si ? "GB" : "GiB";
     printf("Estimated memory needed for params, optim states and gradients (DeepSpeed's "
            "formulas, additional_buffer_factor %.1f) for a:\n",

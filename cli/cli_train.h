@@ -4,6 +4,7 @@
 
 #include <stdint.h>
 
+#include "cli_config.h"
 #include "cohort/parallel.h"
 #include "cohort/train.h"
 
@@ -11,28 +12,21 @@
 
 /* Everything `cohort train` was asked to do. */
 typedef struct train_opts {
-    coh_trainer_config tc;
-    const char *preset, *data[MAX_SHARDS], *val[MAX_SHARDS];
+    coh_trainer_config tc;     /* batch, seq and accum resolved from cfg.par */
+    cli_config cfg;            /* the model shape and parallel options shared with estimate */
+    const char *data[MAX_SHARDS], *val[MAX_SHARDS];
     int ndata, nval;
-    long layers, heads, dim, vocab, seq;
-    long val_every, val_batches, log_every, save_every, stop_at, threads;
+    long val_every, val_batches, log_every, save_every, stop_at;
     const char *save, *resume, *init_from, *metrics, *tokenizer;
-    int shuffle, deterministic, blas_info;
-    coh_strategy strategy;     /* --strategy, parsed by coh_strategy_parse */
-    size_t bucket_bytes;       /* --bucket-mb */
+    int shuffle, deterministic, blas_info, dry_run, json;
     const char *trace;         /* --trace FILE.json (per rank: FILE.rankN.json when N > 1) */
     const char *dump_params;   /* --dump-params FILE: final parameters as raw f32 (rank 0) */
-    long devices;              /* --devices: dp's devices in this process (0 when not dp) */
+    long devices;              /* strategy dp: its devices in this process (cfg.par.dp), else 0 */
+    int world;                 /* ranks of the job, from the launcher's environment */
 } train_opts;
 
 /* Run the training described by o (model config already resolved); returns the exit code. */
 int cli_train_run(const train_opts *o);
-
-/* Parse a whole decimal integer in [lo, hi]; on failure print a usage error naming `opt` and
- * return 0. */
-int cli_parse_long(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out);
-int cli_parse_float(const char *cmd, const char *opt, const char *s, double lo, double hi,
-                    float *out);
 
 /* Called first by commands that run the engine: BLAS kernel check (may re-exec) and threads. */
 void cli_engine_setup(int threads);

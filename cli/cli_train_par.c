@@ -13,17 +13,15 @@ coh_status cli_par_open(const train_opts *o, cli_par *p)
 {
     memset(p, 0, sizeof *p);
     coh_status st;
-    if (coh_strategy_is_multiprocess(o->strategy)) {
-        if (!getenv("WORLD_SIZE") && !getenv("OMPI_COMM_WORLD_SIZE"))
-            return coh_errf(COH_ERR_INVALID, "strategy '%s' needs one process per rank: start "
-                            "it with 'cohort run --nproc-per-node N cohort train ...'",
-                            coh_strategy_name(o->strategy));
+    /* cmd_train.c checked the strategy against the launcher's environment */
+    if (coh_strategy_is_multiprocess(o->cfg.par.strategy)) {
         st = coh_comm_create(COH_COMM_AUTO, &p->world);
     } else {
         st = coh_comm_create_self(&p->world);
     }
     if (!st)
-        st = coh_mesh_create(p->world, coh_comm_size(p->world), 1, 1, &p->mesh);
+        st = coh_mesh_create(p->world, coh_comm_size(p->world) / (o->cfg.par.pp * o->cfg.par.tp),
+                             o->cfg.par.pp, o->cfg.par.tp, &p->mesh);
     if (st)
         return st;
     p->rank = coh_comm_rank(p->world);
@@ -110,7 +108,7 @@ void cli_par_write_devices(coh_jw *w, coh_par_trainer *t)
 
 int cli_par_predict(const train_opts *o, const cli_par *p, coh_par_memory *out)
 {
-    coh_par_config pc = {.train = o->tc, .strategy = o->strategy, .bucket_bytes = o->bucket_bytes};
+    coh_par_config pc = {.train = o->tc, .par = o->cfg.par};
     if (coh_par_memory_estimate(&pc, p->world_size, p->rank, out) == COH_OK)
         return 1;
     memset(out, 0, sizeof *out);
@@ -127,13 +125,13 @@ void cli_par_print_start(const train_opts *o, const cli_par *p, coh_par_trainer 
         coh_info("strategy dp: %ld devices in this process, a thread each; device 0 scatters, "
                  "replicates, gathers the loss, reduces the gradients and updates", o->devices);
     coh_info("strategy %s on mesh %dx1x1 (dp x pp x tp); global batch %ld sequences = "
-             "micro-batch %d x accumulation %d x data-parallel %d", coh_strategy_name(o->strategy),
+             "micro-batch %d x accumulation %d x data-parallel %d", coh_strategy_name(o->cfg.par.strategy),
              dp, (long)c->batch * c->accum * width, c->batch, c->accum, width);
     coh_par_memory pm;
     char tot[24], eng[24], tr[24], base[24], st[128];
     if (!cli_par_predict(o, p, &pm))
         coh_info("model %.2fM parameters; no memory prediction for strategy %s",
-                 coh_gpt_param_count(&c->model) / 1e6, coh_strategy_name(o->strategy));
+                 coh_gpt_param_count(&c->model) / 1e6, coh_strategy_name(o->cfg.par.strategy));
     else
         fmt3(&pm.state, st, sizeof st);
     if (pm.total)
@@ -150,7 +148,7 @@ void cli_par_print_start(const train_opts *o, const cli_par *p, coh_par_trainer 
     }
     coh_model_state_bytes e, h;
     char eb[128], hb[128];
-    coh_zero_expected_bytes(o->strategy, coh_gpt_param_count(&c->model), dp, &e);
+    coh_zero_expected_bytes(o->cfg.par.strategy, coh_gpt_param_count(&c->model), dp, &e);
     coh_par_trainer_memory(t, &h);
     fmt3(&e, eb, sizeof eb);
     fmt3(&h, hb, sizeof hb);
@@ -168,7 +166,7 @@ void cli_par_print_peak(const cli_par *p, coh_par_trainer *t, const train_opts *
     coh_model_state_bytes e, h;
     coh_par_memory pm;
     char eb[128], hb[128], pb[128];
-    coh_zero_expected_bytes(o->strategy, coh_gpt_param_count(&o->tc.model),
+    coh_zero_expected_bytes(o->cfg.par.strategy, coh_gpt_param_count(&o->tc.model),
                             coh_par_trainer_mesh(t)->dp, &e);
     coh_par_trainer_memory_peak(t, &h);
     int predicted = cli_par_predict(o, p, &pm);

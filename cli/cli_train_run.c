@@ -61,9 +61,8 @@ static coh_status setup(run *r)
 {
     const train_opts *o = r->o;
     coh_status st = cli_par_open(o, &r->par);
-    coh_par_config pc = {.train = o->tc, .strategy = o->strategy, .bucket_bytes = o->bucket_bytes,
-                         .trace_path = r->par.trace_path[0] ? r->par.trace_path : NULL,
-                         .devices = (int)o->devices};
+    coh_par_config pc = {.train = o->tc, .par = o->cfg.par,
+                         .trace_path = r->par.trace_path[0] ? r->par.trace_path : NULL};
     if (!st) {
         r->par.base_rss = cli_rss_reset(); /* training's memory is what grows from here */
         st = coh_par_trainer_create(&pc, r->par.mesh, &r->pt);

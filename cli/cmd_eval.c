@@ -58,10 +58,10 @@ static int parse(eval_opts *o, int argc, char **argv)
             o->data[o->ndata++] = optarg;
             break;
         case 'b': ok = cli_parse_long(CMD, "--batch", optarg, 1, 1 << 20, &o->batch); break;
-        case 's': ok = cli_parse_long(CMD, "--seq", optarg, 1, 1 << 20, &o->seq); break;
+        case 's': ok = cli_parse_long(CMD, "--seq", optarg, 1, 1 << 24, &o->seq); break;
         case 'n': ok = cli_parse_long(CMD, "--batches", optarg, 1, 1L << 40, &o->batches); break;
         case 'H': ok = cli_parse_long(CMD, "--heads", optarg, 1, 4096, &o->heads); break;
-        case 't': ok = cli_parse_long(CMD, "--threads", optarg, 1, 1024, &o->threads); break;
+        case 't': ok = cli_parse_long(CMD, "--threads", optarg, 1, 4096, &o->threads); break;
         case 'j': o->json = 1; break;
         case 'h': help(); return -1;
         default:

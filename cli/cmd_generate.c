@@ -65,7 +65,7 @@ static int parse(gen_opts *o, int argc, char **argv)
         case 'e': o->encoder = optarg; break;
         case 'v': o->vocab = optarg; break;
         case 'H': ok = cli_parse_long(CMD, "--heads", optarg, 1, 4096, &o->heads); break;
-        case 't': ok = cli_parse_long(CMD, "--threads", optarg, 1, 1024, &o->threads); break;
+        case 't': ok = cli_parse_long(CMD, "--threads", optarg, 1, 4096, &o->threads); break;
         case 'h': help(); return -1;
         default:
             return cli_bad_option(CMD, argv);

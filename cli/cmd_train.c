@@ -7,7 +7,9 @@
 
 #include "cli.h"
 #include "cli_train.h"
+#include "cohort/launch.h"
 #include "cohort/parallel.h"
+#include "cohort/plan.h"
 #include "cohort/json_writer.h"
 #include "cohort/log.h"
 #include "cohort/size.h"
@@ -22,27 +24,19 @@ static void help(void)
 {
     printf("usage: cohort train --data SHARD [--data SHARD...] [options]\n\n"
            "Trains a GPT-2 model (pre-LayerNorm blocks, tied LM head) on llm.c token shards\n"
-           "(see 'cohort prepare'). Multi-process strategies run under 'cohort run'.\n\n"
-           "parallelism (docs/parallel.md):\n"
-           "  --strategy S          single (default), ddp, zero1, zero2, zero3 (one process per\n"
-           "                        rank: cohort run --nproc-per-node N cohort train ...), or dp\n"
-           "                        (one process, a thread per device; see --devices)\n"
-           "  --devices N           dp: devices, each with its own thread and replica (default 2);\n"
-           "                        --batch is per device\n"
-           "  --bucket-mb X         gradient bucket size in MiB (default 25)\n"
+           "(see 'cohort prepare'). Multi-process strategies run under 'cohort run'. Without\n"
+           "model options: 6 layers, 6 heads, dim 384, vocab 50257, seq 256.\n\n");
+    cli_config_help(stdout);
+    printf("  --devices N           strategy dp: devices, each with its own thread and replica\n"
+           "                        (default 2; the same as --dp N); --micro-batch is per device\n"
            "  --trace FILE.json     Chrome/Perfetto trace per rank (FILE.rankN.json for N > 1)\n"
-           "  --dump-params FILE    write the final parameters as raw little-endian f32\n\n"
-           "model:\n"
-           "  --model NAME          preset: gpt2, gpt2-medium, gpt2-large, gpt2-xl\n"
-           "  --layers N --heads N --dim N --vocab N\n"
-           "                        a custom model (defaults 6, 6, 384, 50257)\n"
+           "  --dump-params FILE    write the final parameters as raw little-endian f32\n"
+           "  --dry-run             print the configuration as the trainer would run it and exit\n"
+           "                        (with --json: as JSON); refusals exit 2 as a real run would\n"
+           "model and data:\n"
            "  --init-from FILE      start from weights in a safetensors file (HF GPT-2 names)\n"
-           "data and batch:\n"
            "  --data FILE           training shard (repeat, or a glob in quotes)\n"
            "  --val-data FILE       validation shard (repeat); adds val_loss to the metrics\n"
-           "  --batch B             sequences per micro-batch (default 8)\n"
-           "  --seq T               tokens per sequence, also the context size (default 256)\n"
-           "  --accum K             micro-batches per step (default 1)\n"
            "  --shuffle on|off      shuffle windows each epoch (default on)\n"
            "optimisation:\n"
            "  --steps N             optimizer steps (required)\n"
@@ -53,7 +47,6 @@ static void help(void)
            "  --grad-clip X         clip the global gradient norm, 0 = off (default 1.0)\n"
            "  --seed N              initialisation and shuffle seed (default 1337)\n"
            "  --deterministic       pin the thread count (checked on resume): bit-identical runs\n"
-           "  --threads N           threads (default: OMP_NUM_THREADS, else all cores)\n"
            "output:\n"
            "  --metrics FILE        JSON lines: step, loss, lr, tokens_per_s, mfu, elapsed_s,\n"
            "                        val_loss (when evaluated), memory per rank (model state,\n"
@@ -74,32 +67,26 @@ static void help(void)
 }
 
 enum {
-    O_MODEL = 256, O_LAYERS, O_HEADS, O_DIM, O_VOCAB, O_INIT, O_DATA, O_VAL, O_BATCH, O_SEQ,
-    O_ACCUM, O_SHUFFLE, O_STEPS, O_LR, O_MINLR, O_WARMUP, O_WD, O_CLIP, O_SEED, O_DET, O_THREADS,
-    O_METRICS, O_LOGEVERY, O_VALEVERY, O_VALBATCHES, O_SAVE, O_SAVEEVERY, O_RESUME, O_STOPAT,
-    O_TOKENIZER, O_BLASINFO, O_STRATEGY, O_BUCKET, O_TRACE, O_DUMP, O_DEVICES
+    O_INIT = 256, O_DATA, O_VAL, O_SHUFFLE, O_STEPS, O_LR, O_MINLR, O_WARMUP, O_WD, O_CLIP, O_SEED,
+    O_DET, O_METRICS, O_LOGEVERY, O_VALEVERY, O_VALBATCHES, O_SAVE, O_SAVEEVERY, O_RESUME,
+    O_STOPAT, O_TOKENIZER, O_BLASINFO, O_TRACE, O_DUMP, O_DEVICES, O_DRYRUN, O_JSON
 };
 
-static const struct option longopts[] = {
-    {"model", 1, 0, O_MODEL},         {"layers", 1, 0, O_LAYERS},
-    {"heads", 1, 0, O_HEADS},         {"dim", 1, 0, O_DIM},
-    {"vocab", 1, 0, O_VOCAB},         {"init-from", 1, 0, O_INIT},
-    {"data", 1, 0, O_DATA},           {"val-data", 1, 0, O_VAL},
-    {"batch", 1, 0, O_BATCH},         {"seq", 1, 0, O_SEQ},
-    {"accum", 1, 0, O_ACCUM},         {"shuffle", 1, 0, O_SHUFFLE},
+static const struct option own_options[] = {
+    {"init-from", 1, 0, O_INIT},      {"data", 1, 0, O_DATA},
+    {"val-data", 1, 0, O_VAL},        {"shuffle", 1, 0, O_SHUFFLE},
     {"steps", 1, 0, O_STEPS},         {"lr", 1, 0, O_LR},
     {"min-lr-frac", 1, 0, O_MINLR},   {"warmup", 1, 0, O_WARMUP},
     {"weight-decay", 1, 0, O_WD},     {"grad-clip", 1, 0, O_CLIP},
     {"seed", 1, 0, O_SEED},           {"deterministic", 0, 0, O_DET},
-    {"threads", 1, 0, O_THREADS},     {"metrics", 1, 0, O_METRICS},
-    {"log-every", 1, 0, O_LOGEVERY},  {"val-every", 1, 0, O_VALEVERY},
-    {"val-batches", 1, 0, O_VALBATCHES}, {"save", 1, 0, O_SAVE},
-    {"save-every", 1, 0, O_SAVEEVERY}, {"resume", 1, 0, O_RESUME},
-    {"stop-at", 1, 0, O_STOPAT},      {"tokenizer", 1, 0, O_TOKENIZER},
-    {"blas-info", 0, 0, O_BLASINFO},  {"help", 0, 0, 'h'},
-    {"strategy", 1, 0, O_STRATEGY},   {"bucket-mb", 1, 0, O_BUCKET},
-    {"trace", 1, 0, O_TRACE},         {"dump-params", 1, 0, O_DUMP},
-    {"devices", 1, 0, O_DEVICES},
+    {"metrics", 1, 0, O_METRICS},     {"log-every", 1, 0, O_LOGEVERY},
+    {"val-every", 1, 0, O_VALEVERY},  {"val-batches", 1, 0, O_VALBATCHES},
+    {"save", 1, 0, O_SAVE},           {"save-every", 1, 0, O_SAVEEVERY},
+    {"resume", 1, 0, O_RESUME},       {"stop-at", 1, 0, O_STOPAT},
+    {"tokenizer", 1, 0, O_TOKENIZER}, {"blas-info", 0, 0, O_BLASINFO},
+    {"help", 0, 0, 'h'},              {"trace", 1, 0, O_TRACE},
+    {"dump-params", 1, 0, O_DUMP},    {"devices", 1, 0, O_DEVICES},
+    {"dry-run", 0, 0, O_DRYRUN},      {"json", 0, 0, O_JSON},
     {0, 0, 0, 0},
 };
 
@@ -107,12 +94,10 @@ static int parse_value(train_opts *o, int c, const char *a)
 {
     const long BIG = 1L << 40;
     long v = 0;
+    int shared = cli_config_option(CMD, c, a, &o->cfg);
+    if (shared >= 0)
+        return shared;
     switch (c) {
-    case O_MODEL: o->preset = a; return 1;
-    case O_LAYERS: return cli_parse_long(CMD, "--layers", a, 1, 4096, &o->layers);
-    case O_HEADS: return cli_parse_long(CMD, "--heads", a, 1, 4096, &o->heads);
-    case O_DIM: return cli_parse_long(CMD, "--dim", a, 1, 1 << 16, &o->dim);
-    case O_VOCAB: return cli_parse_long(CMD, "--vocab", a, 2, 65536, &o->vocab);
     case O_INIT: o->init_from = a; return 1;
     case O_DATA:
     case O_VAL: {
@@ -125,12 +110,9 @@ static int parse_value(train_opts *o, int c, const char *a)
         dst[(*n)++] = a;
         return 1;
     }
-    case O_BATCH: return cli_parse_long(CMD, "--batch", a, 1, 1 << 20, &v) && (o->tc.batch = (int)v);
-    case O_SEQ: return cli_parse_long(CMD, "--seq", a, 1, 1 << 20, &o->seq);
-    case O_ACCUM: return cli_parse_long(CMD, "--accum", a, 1, 1 << 20, &v) && (o->tc.accum = (int)v);
     case O_SHUFFLE:
         if (strcmp(a, "on") && strcmp(a, "off")) {
-            cli_usage_error(CMD, "invalid --shuffle '%s': must be on or off", a);
+            cli_usage_error(CMD, "invalid --shuffle '%s': valid are on, off", a);
             return 0;
         }
         o->shuffle = !strcmp(a, "on");
@@ -147,7 +129,6 @@ static int parse_value(train_opts *o, int c, const char *a)
         o->tc.seed = (uint64_t)v;
         return 1;
     case O_DET: o->deterministic = 1; return 1;
-    case O_THREADS: return cli_parse_long(CMD, "--threads", a, 1, 1024, &o->threads);
     case O_METRICS: o->metrics = a; return 1;
     case O_LOGEVERY: return cli_parse_long(CMD, "--log-every", a, 1, BIG, &o->log_every);
     case O_VALEVERY: return cli_parse_long(CMD, "--val-every", a, 1, BIG, &o->val_every);
@@ -158,41 +139,50 @@ static int parse_value(train_opts *o, int c, const char *a)
     case O_STOPAT: return cli_parse_long(CMD, "--stop-at", a, 1, BIG, &o->stop_at);
     case O_TOKENIZER: o->tokenizer = a; return 1;
     case O_BLASINFO: o->blas_info = 1; return 1;
-    case O_STRATEGY:
-        if (coh_strategy_parse(a, &o->strategy)) {
-            cli_usage_error(CMD, "%s", coh_last_error());
-            return 0;
-        }
-        return 1;
-    case O_BUCKET: {
-        float mb;
-        if (!cli_parse_float(CMD, "--bucket-mb", a, 1e-3, 1 << 20, &mb))
-            return 0;
-        o->bucket_bytes = (size_t)((double)mb * (1 << 20));
-        return 1;
-    }
     case O_TRACE: o->trace = a; return 1;
     case O_DEVICES:
         return cli_parse_long(CMD, "--devices", a, 1, COH_DP_MAX_DEVICES, &o->devices);
     case O_DUMP: o->dump_params = a; return 1;
+    case O_DRYRUN: o->dry_run = 1; return 1;
+    case O_JSON: o->json = 1; return 1;
     }
     return 0;
 }
 
-/* Multi-process strategies need the launcher's environment; single must not be replicated. */
-static int check_strategy(const train_opts *o)
+/* The launcher decides how many ranks there are; the strategy must fit it: one place, every
+ * launcher (cohort run, torchrun, Open MPI, PMI, Slurm). */
+static int check_strategy(const train_opts *o, const coh_launch_env *env)
 {
-    const char *ws = getenv("WORLD_SIZE");
-    if (!ws)
-        ws = getenv("OMPI_COMM_WORLD_SIZE");
-    if (coh_strategy_is_multiprocess(o->strategy) && !ws)
+    coh_strategy s = o->cfg.par.strategy;
+    if (coh_strategy_is_multiprocess(s) && env->launcher == COH_LAUNCHER_NONE)
         return cli_usage_error(CMD, "strategy '%s' needs one process per rank: start it with "
                                "'cohort run --nproc-per-node N cohort train ...'",
-                               coh_strategy_name(o->strategy));
-    if (!coh_strategy_is_multiprocess(o->strategy) && ws && atoi(ws) > 1)
-        return cli_usage_error(CMD, "strategy '%s' runs one process but WORLD_SIZE is '%s': "
-                               "use --strategy ddp or zero1..zero3 under 'cohort run'",
-                               coh_strategy_name(o->strategy), ws);
+                               coh_strategy_name(s));
+    if (!coh_strategy_is_multiprocess(s) && env->world_size > 1)
+        return cli_usage_error(CMD, "strategy '%s' runs one process but %s started %d ranks: "
+                               "use --strategy ddp or zero1..zero3",
+                               coh_strategy_name(s), coh_launcher_name(env->launcher),
+                               env->world_size);
+    return 0;
+}
+
+/* strategy dp: --devices and --dp both name its device count. */
+static int settle_devices(train_opts *o)
+{
+    coh_parallel_config *p = &o->cfg.par;
+    if (p->strategy != COH_STRATEGY_DP) {
+        if (o->devices)
+            return cli_usage_error(CMD, "--devices '%ld' is for --strategy dp; other strategies "
+                                   "run one process per rank (cohort run --nproc-per-node N)",
+                                   o->devices);
+        return 0;
+    }
+    if (o->devices && o->cfg.dp_given && o->devices != p->dp)
+        return cli_usage_error(CMD, "--devices %ld and --dp %d disagree (both are strategy dp's "
+                               "device count)", o->devices, p->dp);
+    if (!o->devices)
+        o->devices = o->cfg.dp_given ? p->dp : 2;
+    p->dp = (int)o->devices;
     return 0;
 }
 
@@ -201,15 +191,19 @@ static int parse(train_opts *o, int argc, char **argv)
 {
     memset(o, 0, sizeof *o);
     coh_trainer_config_defaults(&o->tc);
-    o->tc.batch = 8;
+    cli_config_init(&o->cfg);
+    o->cfg.par.micro_batch = 8;
     o->shuffle = 1;
     o->log_every = 10;
     o->val_every = 100;
     o->val_batches = 10;
+    struct option options[80];
+    if (!cli_config_options(own_options, options, sizeof options / sizeof options[0]))
+        return cli_usage_error(CMD, "internal: option table too small");
     optind = 1;
     opterr = 0;
     int c;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "h", options, NULL)) != -1) {
         if (c == 'h') {
             help();
             return -1;
@@ -223,52 +217,115 @@ static int parse(train_opts *o, int argc, char **argv)
         return CLI_USAGE;
     if (o->blas_info)
         return 0;
-    if (!o->ndata)
+    if (!o->ndata && !o->dry_run)
         return cli_usage_error(CMD, "missing --data: give at least one training shard");
-    if (!o->tc.steps)
+    if (!o->tc.steps && !o->dry_run)
         return cli_usage_error(CMD, "missing --steps: give the number of optimizer steps");
     if (o->save_every && !o->save)
         return cli_usage_error(CMD, "--save-every needs --save FILE");
     if (o->resume && o->init_from)
         return cli_usage_error(CMD, "--resume and --init-from exclude each other");
-    if (o->devices && o->strategy != COH_STRATEGY_DP)
-        return cli_usage_error(CMD, "--devices '%ld' is for --strategy dp; other strategies run "
-                               "one process per rank (cohort run --nproc-per-node N)",
-                               o->devices);
-    if (o->strategy == COH_STRATEGY_DP && !o->devices)
-        o->devices = 2;
-    return check_strategy(o);
+    coh_launch_env env;
+    if (coh_launch_env_read(&env))
+        return cli_fail(CMD, COH_ERR_INVALID);
+    o->world = env.world_size;
+    int rc = cli_config_finish(CMD, &o->cfg, env.world_size);
+    if (!rc)
+        rc = settle_devices(o);
+    return rc ? rc : check_strategy(o, &env);
 }
 
 /* The model config from a preset, a checkpoint, or the custom options. */
 static int model_config(train_opts *o, coh_gpt_config *m)
 {
     coh_status st;
+    const cli_config *cfg = &o->cfg;
     const char *from = o->resume ? o->resume : o->init_from;
     if (from) {
-        if ((st = coh_gpt_checkpoint_config(from, (int)o->heads, m, NULL, 0)))
+        if ((st = coh_gpt_checkpoint_config(from, (int)cfg->heads, m, NULL, 0)))
             return cli_fail(CMD, st);
-    } else if (o->preset) {
-        if ((st = coh_gpt_preset(o->preset, m)))
+    } else if (cfg->preset) {
+        if ((st = coh_gpt_preset(cfg->preset, m)))
             return cli_fail(CMD, st);
     } else {
         *m = (coh_gpt_config){6, 6, 384, 50257, 256};
-        if (o->seq)
-            m->seq = (int)o->seq;
+        if (cfg->seq)
+            m->seq = (int)cfg->seq;
     }
     if (!from) {
-        if (o->layers) m->layers = (int)o->layers;
-        if (o->heads) m->heads = (int)o->heads;
-        if (o->dim) m->dim = (int)o->dim;
-        if (o->vocab) m->vocab = (int)o->vocab;
+        if (cfg->layers) m->layers = (int)cfg->layers;
+        if (cfg->heads) m->heads = (int)cfg->heads;
+        if (cfg->dim) m->dim = (int)cfg->dim;
+        if (cfg->vocab) m->vocab = (int)cfg->vocab;
     }
-    o->tc.seq = o->seq ? (int)o->seq : (m->seq < 256 ? m->seq : 256);
-    if (o->tc.seq > m->seq)
-        return cli_usage_error(CMD, "invalid --seq '%d': the model's context is %d", o->tc.seq,
-                               m->seq);
+    if (m->vocab > 65536)
+        return cli_usage_error(CMD, "invalid --vocab '%d': token shards hold 16-bit token ids, "
+                               "so at most 65536", m->vocab);
+    if (cfg->ffn && cfg->ffn != 4L * m->dim)
+        return cli_usage_error(CMD, "invalid --ffn '%ld': cohort's GPT has an MLP of 4 x dim = "
+                               "%d", cfg->ffn, 4 * m->dim);
+    long T = cfg->seq ? cfg->seq : (m->seq < 256 ? m->seq : 256);
+    if (T > m->seq)
+        return cli_usage_error(CMD, "invalid --seq '%ld': the model's context is %d", T, m->seq);
+    o->cfg.par.seq = T;
     if ((st = coh_gpt_config_check(m)))
         return cli_fail(CMD, st);
     return 0;
+}
+
+/* The configuration checked as the estimator checks it, then against what the trainer runs;
+ * the trainer config's batch shape resolved from it. */
+static int check_config(train_opts *o)
+{
+    const coh_gpt_config *m = &o->tc.model;
+    coh_model_desc desc;
+    coh_status st = coh_model_gpt(m->layers, m->dim, m->heads, m->vocab, m->seq, 0, &desc);
+    if (!st)
+        st = coh_parallel_config_check(&desc, &o->cfg.par);
+    if (st)
+        return cli_fail(CMD, st);
+    char why[160];
+    if (!coh_parallel_config_runnable(&o->cfg.par, why, sizeof why))
+        return cli_usage_error(CMD, "%s (see 'cohort estimate' for its memory)", why);
+    int rc = cli_config_place(CMD, &o->cfg, o->world);
+    if (rc)
+        return rc;
+    coh_par_config pc = {.train = o->tc, .par = o->cfg.par};
+    coh_par_config_apply(&pc);
+    o->tc = pc.train;
+    return 0;
+}
+
+/* --dry-run: the configuration the trainer would run, as text or JSON. */
+static int dry_run(const train_opts *o)
+{
+    const coh_parallel_config *p = &o->cfg.par;
+    const coh_gpt_config *m = &o->tc.model;
+    if (o->json) {
+        coh_jw w;
+        coh_jw_init(&w, stdout, 1);
+        coh_jw_object_begin(&w);
+        coh_jw_key(&w, "model");
+        coh_jw_object_begin(&w);
+        coh_jw_field_int(&w, "layers", m->layers);
+        coh_jw_field_int(&w, "heads", m->heads);
+        coh_jw_field_int(&w, "dim", m->dim);
+        coh_jw_field_int(&w, "vocab", m->vocab);
+        coh_jw_field_int(&w, "positions", m->seq);
+        coh_jw_object_end(&w);
+        cli_config_json(&w, p, o->tc.seq, o->tc.accum);
+        coh_jw_field_int(&w, "threads", o->cfg.threads);
+        coh_jw_object_end(&w);
+        coh_jw_finish(&w);
+        return CLI_OK;
+    }
+    printf("model     %d layers, %d heads, dim %d, vocab %d, context %d\n", m->layers, m->heads,
+           m->dim, m->vocab, m->seq);
+    printf("strategy  %s on dp %d x pp %d x tp %d, %s\n", coh_strategy_name(p->strategy), p->dp,
+           p->pp, p->tp, coh_precision_name(p->precision));
+    printf("batch     micro-batch %d x seq %d x accumulation %d x data-parallel %d\n",
+           o->tc.batch, o->tc.seq, o->tc.accum, p->dp);
+    return CLI_OK;
 }
 
 int cmd_train(int argc, char **argv)
@@ -277,12 +334,12 @@ int cmd_train(int argc, char **argv)
     int rc = parse(&o, argc, argv);
     if (rc)
         return rc < 0 ? CLI_OK : rc;
-    cli_engine_setup(o.threads ? (int)o.threads : 0);
+    cli_engine_setup((int)o.cfg.threads);
     if (o.blas_info) {
         printf("%s\n", coh_blas_kernel());
         return CLI_OK;
     }
-    if ((rc = model_config(&o, &o.tc.model)))
+    if ((rc = model_config(&o, &o.tc.model)) || (rc = check_config(&o)))
         return rc;
-    return cli_train_run(&o);
+    return o.dry_run ? dry_run(&o) : cli_train_run(&o);
 }

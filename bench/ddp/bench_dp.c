@@ -70,14 +70,19 @@ typedef struct bench {
 
 static coh_status setup(const opts *o, coh_strategy s, int ndev, bench *b)
 {
-    coh_par_config pc = {.strategy = s, .devices = ndev};
+    coh_par_config pc = {0};
+    coh_parallel_config_init(&pc.par);
+    pc.par.strategy = s;
+    pc.par.dp = ndev;
     coh_trainer_config_defaults(&pc.train);
     pc.train.model = (coh_gpt_config){o->L, o->NH, o->C, o->V, o->T};
-    pc.train.batch = o->B;
-    pc.train.seq = o->T;
+    pc.par.micro_batch = o->B;
+    pc.par.seq = o->T;
     pc.train.steps = o->steps + 1;
     coh_status st = coh_strategy_is_multiprocess(s) ? coh_comm_create(COH_COMM_AUTO, &b->world)
                                                     : coh_comm_create_self(&b->world);
+    if (!st && s != COH_STRATEGY_DP)
+        pc.par.dp = coh_comm_size(b->world);
     if (!st)
         st = coh_mesh_create(b->world, coh_comm_size(b->world), 1, 1, &b->mesh);
     if (!st)

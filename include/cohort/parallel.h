@@ -8,33 +8,13 @@
 
 #include "cohort/comm.h"
 #include "cohort/data.h"
+#include "cohort/parallel_config.h"
 #include "cohort/status.h"
 #include "cohort/train.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* ---- strategies ------------------------------------------------------------------------------ */
-
-typedef enum coh_strategy {
-    COH_STRATEGY_SINGLE = 0, /* one process, the mesh (1, 1, 1) */
-    COH_STRATEGY_DP,         /* one process, one thread per device (cohort/train_dp.h) */
-    COH_STRATEGY_DDP,        /* replicas, bucketed gradient all-reduce overlapping backward */
-    COH_STRATEGY_ZERO1,      /* + optimizer state sharded over dp */
-    COH_STRATEGY_ZERO2,      /* + gradients sharded (reduce-scatter per bucket) */
-    COH_STRATEGY_ZERO3,      /* + parameters sharded, gathered per layer just before use */
-    COH_STRATEGY_COUNT
-} coh_strategy;
-
-/* The one parser of `--strategy`: "single", "dp", "ddp", "zero1", "zero2", "zero3".
- * COH_ERR_INVALID naming the bad value and the valid ones. */
-coh_status coh_strategy_parse(const char *s, coh_strategy *out);
-const char *coh_strategy_name(coh_strategy s);
-/* 1 when the strategy runs one process per rank under `cohort run` (ddp, zero1..3). */
-int coh_strategy_is_multiprocess(coh_strategy s);
-/* ZeRO stage: 0 for single, dp and ddp. */
-int coh_strategy_zero_stage(coh_strategy s);
 
 /* ---- the mesh -------------------------------------------------------------------------------- */
 
@@ -84,8 +64,8 @@ typedef struct coh_par_memory {
 } coh_par_memory;
 
 struct coh_par_config;
-/* Prediction for rank `rank` of a data-parallel group of `dp` ranks training c (batch = micro
- * batch per rank, accum, bucket_bytes 0 = 25 MiB, strategy). Pure apart from reading the thread
+/* Prediction for rank `rank` of a data-parallel group of `dp` ranks training c (the batch
+ * shape, strategy and bucket size from c->par). Pure apart from reading the thread
  * count. COH_ERR_INVALID for a bad config, dp < 1 or rank outside 0..dp-1; COH_ERR_UNSUPPORTED
  * for strategy 'dp'. */
 coh_status coh_par_memory_estimate(const struct coh_par_config *c, int dp, int rank,
@@ -94,12 +74,17 @@ coh_status coh_par_memory_estimate(const struct coh_par_config *c, int dp, int r
 /* ---- the parallel trainer -------------------------------------------------------------------- */
 
 typedef struct coh_par_config {
-    coh_trainer_config train;  /* batch is the per-rank micro-batch */
-    coh_strategy strategy;
-    size_t bucket_bytes;       /* DDP/ZeRO-2/3 gradient bucket size; 0 = 25 MiB */
+    coh_trainer_config train;  /* model and optimisation; its batch, seq and accum are set from
+                                  par (micro_batch, seq, microbatches) by the trainer */
+    coh_parallel_config par;   /* the strategy, batch shape and bucket size; strategy dp: par.dp
+                                  is the device count of this one process */
     const char *trace_path;    /* Chrome trace events of this rank, NULL = off */
-    int devices;               /* dp only: devices (one thread each) of this process; 0 = 1 */
 } coh_par_config;
+
+/* The trainer's view of c->par's batch shape written into c->train (batch = micro_batch, seq =
+ * par.seq or the model's context, accum = microbatches or 1). The trainer and the memory
+ * prediction call it; callers need not. */
+void coh_par_config_apply(coh_par_config *c);
 
 typedef struct coh_par_trainer coh_par_trainer;
 

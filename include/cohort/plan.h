@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cohort/parallel_config.h"
 #include "cohort/status.h"
 
 #ifdef __cplusplus
@@ -76,39 +77,13 @@ typedef struct coh_param_count {
 
 coh_status coh_model_count(const coh_model_desc *m, coh_param_count *out);
 
-/* ---- the strategy --------------------------------------------------------------------------- */
+/* ---- the configuration against the model --------------------------------------------------- */
 
-typedef enum coh_precision { COH_PREC_FP32, COH_PREC_BF16_MIXED, COH_PREC_FP16_MIXED } coh_precision;
-typedef enum coh_recompute { COH_RECOMPUTE_NONE, COH_RECOMPUTE_SELECTIVE, COH_RECOMPUTE_FULL } coh_recompute;
-typedef enum coh_schedule { COH_SCHED_1F1B, COH_SCHED_GPIPE, COH_SCHED_INTERLEAVED } coh_schedule;
-typedef enum coh_offload {
-    COH_OFFLOAD_NONE,
-    COH_OFFLOAD_OPTIMIZER,       /* optimizer state (and fp32 master/grads) in host memory */
-    COH_OFFLOAD_OPTIMIZER_PARAMS /* ZeRO-3 only: the parameters too */
-} coh_offload;
-
-typedef struct coh_strategy {
-    int dp, tp, pp;           /* data, tensor, pipeline parallel degrees */
-    int zero;                 /* 0..3 */
-    int64_t micro_batch;      /* sequences per microbatch, b */
-    int64_t seq;              /* sequence length s; 0 = the model's context length */
-    int64_t microbatches;     /* per optimizer step (pipelines); 0 = pp */
-    coh_schedule schedule;
-    int virtual_stages;       /* interleaved schedule: model chunks per device, v */
-    coh_precision precision;
-    coh_recompute recompute;
-    int sequence_parallel;
-    int dropout;              /* 1: dropout masks are stored (Megatron's GPT) */
-    coh_offload offload;
-    int nodes, gpus_per_node; /* 0 = not given; when given dp*tp*pp must equal their product */
-} coh_strategy;
-
-/* Single device, no ZeRO, micro batch 1, bf16 mixed precision, dropout on, 1F1B. */
-void coh_strategy_init(coh_strategy *s);
-
-/* Refuse inconsistent strategies with a message naming the conflicting numbers.
+/* Refuse a configuration inconsistent with the model (or with itself), with a message naming
+ * the conflicting numbers: sizes out of range, tp not dividing the heads, pp larger than the
+ * layers, interleaving constraints, offload without ZeRO, devices not matching nodes x GPUs.
  * Errors: COH_ERR_INVALID. */
-coh_status coh_strategy_check(const coh_model_desc *m, const coh_strategy *s);
+coh_status coh_parallel_config_check(const coh_model_desc *m, const coh_parallel_config *s);
 
 /* ---- the estimate --------------------------------------------------------------------------- */
 
@@ -135,33 +110,35 @@ typedef struct coh_estimate {
     coh_device_mem per_device; /* that device */
 } coh_estimate;
 
-/* Estimate the memory per device. Checks the strategy first (coh_strategy_check).
+/* Estimate the memory per device. Checks the strategy first (coh_parallel_config_check).
  * Errors: COH_ERR_INVALID (inconsistent model or strategy). */
-coh_status coh_estimate_memory(const coh_model_desc *m, const coh_strategy *s, coh_estimate *out);
+coh_status coh_estimate_memory(const coh_model_desc *m, const coh_parallel_config *s, coh_estimate *out);
 
 /* The same for one pipeline stage (0 <= stage < pp). */
-coh_status coh_estimate_stage(const coh_model_desc *m, const coh_strategy *s, int stage,
+coh_status coh_estimate_stage(const coh_model_desc *m, const coh_parallel_config *s, int stage,
                               coh_device_mem *out);
 
 /* Activation bytes of one transformer layer for one microbatch (Korthikanti et al. 2022,
  * generalised to GQA and SwiGLU), for the strategy's tp, sequence parallelism, recompute,
  * dropout and precision. */
-uint64_t coh_activations_per_layer(const coh_model_desc *m, const coh_strategy *s);
+uint64_t coh_activations_per_layer(const coh_model_desc *m, const coh_parallel_config *s);
 
 /* ---- when it does not fit ------------------------------------------------------------------- */
 
 /* A change to the strategy that makes it fit. */
 typedef struct coh_remedy {
     char what[160];       /* "--zero 2", "--tp 4 (dp 2 x tp 4 x pp 1 = 8 devices)", ... */
-    coh_strategy strategy;
+    coh_parallel_config strategy;
     uint64_t total_bytes; /* per device with that change */
+    int runnable;         /* cohort's own trainer runs it today (coh_parallel_config_runnable) */
+    char missing[160];    /* else what it lacks, named by option */
 } coh_remedy;
 
 /* The changes that make the estimate fit device_bytes, cheapest knob first (ZeRO stage,
  * selective recompute, tp, pp, full recompute, offload), each at its smallest setting that fits;
  * when no single knob is enough, one combination that turns them up in that order. Fills up to
  * cap entries; *count is how many (0: nothing considered fits). */
-coh_status coh_plan_remedies(const coh_model_desc *m, const coh_strategy *s, uint64_t device_bytes,
+coh_status coh_plan_remedies(const coh_model_desc *m, const coh_parallel_config *s, uint64_t device_bytes,
                              coh_remedy *out, int cap, int *count);
 
 /* Memory of the first GPU listed in a device inventory file (the device layer's schema:

@@ -11,20 +11,20 @@ static uint64_t sat(u128 v)
     return v > (u128)UINT64_MAX ? UINT64_MAX : (uint64_t)v;
 }
 
-int64_t plan_seq(const coh_model_desc *m, const coh_strategy *s)
+int64_t plan_seq(const coh_model_desc *m, const coh_parallel_config *s)
 {
     if (s->seq > 0)
         return s->seq;
     return m->arch == COH_ARCH_COUNTS ? 0 : m->positions;
 }
 
-int64_t plan_microbatches(const coh_strategy *s)
+int64_t plan_microbatches(const coh_parallel_config *s)
 {
     return s->microbatches > 0 ? s->microbatches : s->pp;
 }
 
 /* Bytes of one stored activation element: the paper's 2 at 16-bit, 4 in fp32 training. */
-static u128 elem_bytes(const coh_strategy *s)
+static u128 elem_bytes(const coh_parallel_config *s)
 {
     return s->precision == COH_PREC_FP32 ? 4 : 2;
 }
@@ -39,7 +39,7 @@ struct layer_terms {
     u128 repl, shard, core;
 };
 
-static struct layer_terms layer_terms(const coh_model_desc *m, const coh_strategy *s)
+static struct layer_terms layer_terms(const coh_model_desc *m, const coh_parallel_config *s)
 {
     u128 E = elem_bytes(s), M = s->dropout ? 1 : 0;
     u128 T = (u128)s->micro_batch * (u128)plan_seq(m, s), h = (u128)m->dim;
@@ -55,14 +55,14 @@ static struct layer_terms layer_terms(const coh_model_desc *m, const coh_strateg
 }
 
 /* Stored bytes of one layer for one microbatch with no recompute. */
-static u128 layer_stored(const struct layer_terms *lt, const coh_strategy *s)
+static u128 layer_stored(const struct layer_terms *lt, const coh_parallel_config *s)
 {
     u128 t = (u128)s->tp;
     u128 repl = s->sequence_parallel ? lt->repl / t : lt->repl;
     return repl + lt->shard / t + lt->core / t;
 }
 
-uint64_t coh_activations_per_layer(const coh_model_desc *m, const coh_strategy *s)
+uint64_t coh_activations_per_layer(const coh_model_desc *m, const coh_parallel_config *s)
 {
     if (m->arch == COH_ARCH_COUNTS)
         return 0;
@@ -82,7 +82,7 @@ uint64_t coh_activations_per_layer(const coh_model_desc *m, const coh_strategy *
  * model-chunk microbatches, each covering layers / (pp * v) blocks). GPipe runs every forward
  * first; 1F1B holds pp - stage (Narayanan et al. 2021); the interleaved warm-up is Megatron's
  * (pp - stage - 1) * 2 + (v - 1) * pp, plus the one in progress. */
-static int64_t in_flight(const coh_strategy *s, int stage)
+static int64_t in_flight(const coh_parallel_config *s, int stage)
 {
     int64_t m = plan_microbatches(s), p = s->pp;
     if (p == 1)
@@ -96,7 +96,7 @@ static int64_t in_flight(const coh_strategy *s, int stage)
     return held < total ? held : total;
 }
 
-uint64_t plan_stage_activations(const coh_model_desc *m, const coh_strategy *s, int stage,
+uint64_t plan_stage_activations(const coh_model_desc *m, const coh_parallel_config *s, int stage,
                                 int64_t *in_flight_out, uint64_t *recompute_temp)
 {
     *in_flight_out = in_flight(s, stage);

@@ -5,19 +5,6 @@
 
 #include "plan/plan_int.h"
 
-void coh_strategy_init(coh_strategy *s)
-{
-    memset(s, 0, sizeof *s);
-    s->dp = s->tp = s->pp = 1;
-    s->micro_batch = 1;
-    s->schedule = COH_SCHED_1F1B;
-    s->virtual_stages = 1;
-    s->precision = COH_PREC_BF16_MIXED;
-    s->recompute = COH_RECOMPUTE_NONE;
-    s->dropout = 1;
-    s->offload = COH_OFFLOAD_NONE;
-}
-
 static coh_status check_degree(const char *what, int64_t v, int64_t max)
 {
     if (v < 1 || v > max)
@@ -26,7 +13,7 @@ static coh_status check_degree(const char *what, int64_t v, int64_t max)
     return COH_OK;
 }
 
-static coh_status check_tp(const coh_model_desc *m, const coh_strategy *s)
+static coh_status check_tp(const coh_model_desc *m, const coh_parallel_config *s)
 {
     if (m->arch == COH_ARCH_COUNTS || s->tp == 1)
         return COH_OK;
@@ -49,7 +36,7 @@ static coh_status check_tp(const coh_model_desc *m, const coh_strategy *s)
     return COH_OK;
 }
 
-static coh_status check_pipeline(const coh_model_desc *m, const coh_strategy *s)
+static coh_status check_pipeline(const coh_model_desc *m, const coh_parallel_config *s)
 {
     if (m->arch != COH_ARCH_COUNTS && s->pp > m->layers)
         return coh_errf(COH_ERR_INVALID, "pipeline parallel size %d is larger than the %lld layers",
@@ -81,7 +68,7 @@ static coh_status check_pipeline(const coh_model_desc *m, const coh_strategy *s)
     return COH_OK;
 }
 
-static coh_status check_devices(const coh_strategy *s)
+static coh_status check_devices(const coh_parallel_config *s)
 {
     if (!s->nodes && !s->gpus_per_node)
         return COH_OK;
@@ -98,16 +85,17 @@ static coh_status check_devices(const coh_strategy *s)
     return COH_OK;
 }
 
-static coh_status check_options(const coh_model_desc *m, const coh_strategy *s)
+static coh_status check_options(const coh_model_desc *m, const coh_parallel_config *s)
 {
-    if (s->zero < 0 || s->zero > 3)
-        return coh_errf(COH_ERR_INVALID, "invalid ZeRO stage '%d': must be 0, 1, 2 or 3", s->zero);
-    if (s->offload == COH_OFFLOAD_OPTIMIZER && s->zero < 1)
+    if ((unsigned)s->strategy >= COH_STRATEGY_COUNT)
+        return coh_errf(COH_ERR_INVALID, "invalid strategy '%d'", (int)s->strategy);
+    int zero = coh_strategy_zero_stage(s->strategy);
+    if (s->offload == COH_OFFLOAD_OPTIMIZER && zero < 1)
         return coh_errf(COH_ERR_INVALID, "optimizer offload needs ZeRO stage 1, 2 or 3 (got "
                                          "stage 0)");
-    if (s->offload == COH_OFFLOAD_OPTIMIZER_PARAMS && s->zero != 3)
+    if (s->offload == COH_OFFLOAD_OPTIMIZER_PARAMS && zero != 3)
         return coh_errf(COH_ERR_INVALID, "parameter offload needs ZeRO stage 3 (got stage %d)",
-                        s->zero);
+                        zero);
     if (m->arch == COH_ARCH_GPT2 && s->seq > m->positions)
         return coh_errf(COH_ERR_INVALID,
                         "sequence length %lld exceeds the model's %lld learned positions",
@@ -115,7 +103,7 @@ static coh_status check_options(const coh_model_desc *m, const coh_strategy *s)
     return COH_OK;
 }
 
-coh_status coh_strategy_check(const coh_model_desc *m, const coh_strategy *s)
+coh_status coh_parallel_config_check(const coh_model_desc *m, const coh_parallel_config *s)
 {
     coh_status st;
     if ((st = coh_model_validate(m)) != COH_OK ||
@@ -152,21 +140,21 @@ static uint64_t plus(uint64_t a, uint64_t b)
 /* Model states of one device: 2+2+12 bytes per parameter in mixed precision (fp16/bf16
  * parameters and gradients; fp32 master copy, Adam m and v), 4+4+8 in fp32; ZeRO stage k
  * partitions the first k of (optimizer, gradients, parameters) over the dp ranks. */
-static void model_states(const coh_model_desc *m, const coh_strategy *s, int64_t psi,
+static void model_states(const coh_model_desc *m, const coh_parallel_config *s, int64_t psi,
                          coh_device_mem *d)
 {
-    int mixed = s->precision != COH_PREC_FP32;
+    int mixed = s->precision != COH_PREC_FP32, zero = coh_strategy_zero_stage(s->strategy);
     uint64_t P = mixed ? 2 : 4, G = mixed ? 2 : 4, K = mixed ? 12 : 8;
     int64_t part = plan_ceil_div(psi, s->dp); /* equal partitions, the last one padded */
-    d->params_bytes = times(P, s->zero >= 3 ? part : psi);
-    d->grads_bytes = times(G, s->zero >= 2 ? part : psi);
-    d->optimizer_bytes = times(K, s->zero >= 1 ? part : psi);
+    d->params_bytes = times(P, zero >= 3 ? part : psi);
+    d->grads_bytes = times(G, zero >= 2 ? part : psi);
+    d->optimizer_bytes = times(K, zero >= 1 ? part : psi);
     if (s->offload != COH_OFFLOAD_NONE) {
         /* ZeRO-Offload: the optimizer step runs on the host over fp32 gradients; with stage
          * 2 and 3 the 16-bit gradients stream there as they are reduced. */
         d->host_bytes = plus(d->optimizer_bytes, mixed ? times(4, part) : 0);
         d->optimizer_bytes = 0;
-        if (s->zero >= 2) {
+        if (zero >= 2) {
             if (!mixed)
                 d->host_bytes = plus(d->host_bytes, d->grads_bytes);
             d->grads_bytes = 0;
@@ -176,15 +164,15 @@ static void model_states(const coh_model_desc *m, const coh_strategy *s, int64_t
         d->host_bytes = plus(d->host_bytes, d->params_bytes);
         d->params_bytes = 0;
     }
-    if (s->zero == 3) /* the layer being computed is gathered whole, with its gradient */
+    if (zero == 3) /* the layer being computed is gathered whole, with its gradient */
         d->temp_bytes = times(P + G, plan_largest_layer_local(m, s->tp));
 }
 
-coh_status coh_estimate_stage(const coh_model_desc *m, const coh_strategy *s, int stage,
+coh_status coh_estimate_stage(const coh_model_desc *m, const coh_parallel_config *s, int stage,
                               coh_device_mem *out)
 {
     memset(out, 0, sizeof *out);
-    coh_status st = coh_strategy_check(m, s);
+    coh_status st = coh_parallel_config_check(m, s);
     if (st != COH_OK)
         return st;
     if (stage < 0 || stage >= s->pp)
@@ -202,11 +190,11 @@ coh_status coh_estimate_stage(const coh_model_desc *m, const coh_strategy *s, in
     return COH_OK;
 }
 
-coh_status coh_estimate_memory(const coh_model_desc *m, const coh_strategy *s, coh_estimate *out)
+coh_status coh_estimate_memory(const coh_model_desc *m, const coh_parallel_config *s, coh_estimate *out)
 {
     memset(out, 0, sizeof *out);
     coh_status st = coh_model_count(m, &out->counts);
-    if (st != COH_OK || (st = coh_strategy_check(m, s)) != COH_OK)
+    if (st != COH_OK || (st = coh_parallel_config_check(m, s)) != COH_OK)
         return st;
     out->seq = plan_seq(m, s);
     out->microbatches = plan_microbatches(s);

@@ -45,7 +45,7 @@ coh_status coh_model_preset(const char *name, coh_model_desc *out)
         }
     }
     return coh_errf(COH_ERR_INVALID,
-                    "unknown model preset '%s' (known: gpt2, gpt2-medium, gpt2-large, gpt2-xl)",
+                    "unknown model preset '%s': valid are gpt2, gpt2-medium, gpt2-large, gpt2-xl",
                     name ? name : "");
 }
 
@@ -214,7 +214,7 @@ int64_t plan_largest_layer_local(const coh_model_desc *m, int tp)
     return emb > layer ? emb : layer;
 }
 
-int64_t plan_stage_layers(const coh_model_desc *m, const coh_strategy *s, int stage)
+int64_t plan_stage_layers(const coh_model_desc *m, const coh_parallel_config *s, int stage)
 {
     if (m->arch == COH_ARCH_COUNTS)
         return 0;
@@ -223,7 +223,7 @@ int64_t plan_stage_layers(const coh_model_desc *m, const coh_strategy *s, int st
     return base + (stage < extra ? 1 : 0);
 }
 
-int64_t plan_stage_params(const coh_model_desc *m, const coh_strategy *s, int stage)
+int64_t plan_stage_params(const coh_model_desc *m, const coh_parallel_config *s, int stage)
 {
     if (m->arch == COH_ARCH_COUNTS) /* no structure: an even split is all we can say */
         return plan_ceil_div(m->count_params, (int64_t)s->tp * s->pp);

@@ -8,22 +8,22 @@
 int64_t plan_layer_params_local(const coh_model_desc *m, int tp);
 
 /* Transformer blocks on pipeline stage `stage` (all model chunks of the stage). */
-int64_t plan_stage_layers(const coh_model_desc *m, const coh_strategy *s, int stage);
+int64_t plan_stage_layers(const coh_model_desc *m, const coh_parallel_config *s, int stage);
 
 /* Parameters one rank of pipeline stage `stage` holds (its tp shard), before ZeRO. */
-int64_t plan_stage_params(const coh_model_desc *m, const coh_strategy *s, int stage);
+int64_t plan_stage_params(const coh_model_desc *m, const coh_parallel_config *s, int stage);
 
 /* Largest layer held whole by one tp rank (what ZeRO-3 gathers at once). */
 int64_t plan_largest_layer_local(const coh_model_desc *m, int tp);
 
 /* Activation bytes of pipeline stage `stage` (all microbatches in flight) and the transient
  * working set of recomputing one layer; *in_flight gets the microbatches held. */
-uint64_t plan_stage_activations(const coh_model_desc *m, const coh_strategy *s, int stage,
+uint64_t plan_stage_activations(const coh_model_desc *m, const coh_parallel_config *s, int stage,
                                 int64_t *in_flight, uint64_t *recompute_temp);
 
 /* The sequence length and microbatch count the strategy resolves to. */
-int64_t plan_seq(const coh_model_desc *m, const coh_strategy *s);
-int64_t plan_microbatches(const coh_strategy *s);
+int64_t plan_seq(const coh_model_desc *m, const coh_parallel_config *s);
+int64_t plan_microbatches(const coh_parallel_config *s);
 
 /* a * b, saturating at INT64_MAX so hostile configs cannot overflow. */
 int64_t plan_mul(int64_t a, int64_t b);

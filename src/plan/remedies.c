@@ -14,13 +14,13 @@ enum { KNOB_ZERO, KNOB_SELECTIVE, KNOB_TP, KNOB_PP, KNOB_FULL, KNOB_OFFLOAD, KNO
 #define MAX_CANDIDATES 16
 
 typedef struct candidate {
-    coh_strategy s;
+    coh_parallel_config s;
     char what[64];
 } candidate;
 
 /* A larger tp (or pp) keeps the device count when one was given (dp shrinks), and adds devices
  * otherwise. */
-static int regroup(const coh_strategy *s, int tp, int pp, coh_strategy *c)
+static int regroup(const coh_parallel_config *s, int tp, int pp, coh_parallel_config *c)
 {
     *c = *s;
     c->tp = tp;
@@ -40,7 +40,7 @@ static int regroup(const coh_strategy *s, int tp, int pp, coh_strategy *c)
     return 1;
 }
 
-static int add(candidate *out, int n, const coh_strategy *s, const char *what)
+static int add(candidate *out, int n, const coh_parallel_config *s, const char *what)
 {
     if (n >= MAX_CANDIDATES)
         return n;
@@ -49,15 +49,15 @@ static int add(candidate *out, int n, const coh_strategy *s, const char *what)
     return n + 1;
 }
 
-static int parallel_candidates(const coh_model_desc *m, const coh_strategy *s, int tensor,
+static int parallel_candidates(const coh_model_desc *m, const coh_parallel_config *s, int tensor,
                                candidate *out)
 {
     int n = 0, cur = tensor ? s->tp : s->pp;
     for (int k = cur * 2; k <= 1024 && n < MAX_CANDIDATES; k *= 2) {
-        coh_strategy c;
+        coh_parallel_config c;
         if (!regroup(s, tensor ? k : s->tp, tensor ? s->pp : k, &c))
             break;
-        if (coh_strategy_check(m, &c) != COH_OK) {
+        if (coh_parallel_config_check(m, &c) != COH_OK) {
             coh_err_clear();
             if (tensor || c.pp > m->layers)
                 break;
@@ -71,15 +71,15 @@ static int parallel_candidates(const coh_model_desc *m, const coh_strategy *s, i
 }
 
 /* Settings of one knob stronger than the current one, weakest first. */
-static int candidates(const coh_model_desc *m, const coh_strategy *s, int knob, candidate *out)
+static int candidates(const coh_model_desc *m, const coh_parallel_config *s, int knob, candidate *out)
 {
     int n = 0;
-    coh_strategy c = *s;
+    coh_parallel_config c = *s;
     char what[64];
     switch (knob) {
     case KNOB_ZERO: /* ZeRO shards what dp replicates: nothing to gain without dp */
-        for (int z = s->zero + 1; z <= 3 && s->dp > 1; z++) {
-            c.zero = z;
+        for (int z = coh_strategy_zero_stage(s->strategy) + 1; z <= 3 && s->dp > 1; z++) {
+            c.strategy = coh_strategy_of_zero(z);
             snprintf(what, sizeof what, "--zero %d", z);
             if (c.offload != COH_OFFLOAD_OPTIMIZER_PARAMS || z == 3)
                 n = add(out, n, &c, what);
@@ -99,13 +99,14 @@ static int candidates(const coh_model_desc *m, const coh_strategy *s, int knob, 
     default:
         if (s->offload == COH_OFFLOAD_NONE) {
             c.offload = COH_OFFLOAD_OPTIMIZER;
-            c.zero = c.zero ? c.zero : 1;
-            snprintf(what, sizeof what, "--zero %d --offload optimizer", c.zero);
+            int z = coh_strategy_zero_stage(c.strategy);
+            c.strategy = coh_strategy_of_zero(z ? z : 1);
+            snprintf(what, sizeof what, "--zero %d --offload optimizer", z ? z : 1);
             n = add(out, n, &c, what);
         }
         if (s->offload != COH_OFFLOAD_OPTIMIZER_PARAMS) {
             c = *s;
-            c.zero = 3;
+            c.strategy = COH_STRATEGY_ZERO3;
             c.offload = COH_OFFLOAD_OPTIMIZER_PARAMS;
             n = add(out, n, &c, "--zero 3 --offload optimizer+params");
         }
@@ -114,7 +115,7 @@ static int candidates(const coh_model_desc *m, const coh_strategy *s, int knob, 
 }
 
 /* Per-device total of a strategy, or UINT64_MAX when it is not valid. */
-static uint64_t total_of(const coh_model_desc *m, const coh_strategy *s)
+static uint64_t total_of(const coh_model_desc *m, const coh_parallel_config *s)
 {
     coh_estimate e;
     if (coh_estimate_memory(m, s, &e) != COH_OK) {
@@ -125,14 +126,15 @@ static uint64_t total_of(const coh_model_desc *m, const coh_strategy *s)
 }
 
 /* Keep a remedy; when it regroups the devices, say into what. */
-static void record(coh_remedy *out, int cap, int *count, const coh_strategy *from,
-                   const coh_strategy *s, const char *what, uint64_t total)
+static void record(coh_remedy *out, int cap, int *count, const coh_parallel_config *from,
+                   const coh_parallel_config *s, const char *what, uint64_t total)
 {
     if (*count < cap) {
         coh_remedy *r = &out[*count];
         snprintf(r->what, sizeof r->what, "%s", what);
         r->strategy = *s;
         r->total_bytes = total;
+        r->runnable = coh_parallel_config_runnable(s, r->missing, sizeof r->missing);
         if (s->tp != from->tp || s->pp != from->pp)
             snprintf(r->what + strlen(r->what), sizeof r->what - strlen(r->what),
                      " (dp %d x tp %d x pp %d = %lld devices)", s->dp, s->tp, s->pp,
@@ -142,32 +144,31 @@ static void record(coh_remedy *out, int cap, int *count, const coh_strategy *fro
 }
 
 /* "--zero 3 --recompute selective --tp 2": the options in which `to` differs from `from`. */
-static void describe(const coh_strategy *from, const coh_strategy *to, char *buf, size_t cap)
+static void describe(const coh_parallel_config *from, const coh_parallel_config *to, char *buf, size_t cap)
 {
-    static const char *const recompute[] = {"none", "selective", "full"};
-    static const char *const offload[] = {"none", "optimizer", "optimizer+params"};
     size_t n = 0;
     buf[0] = '\0';
-    if (to->zero != from->zero)
-        n += (size_t)snprintf(buf + n, cap - n, " --zero %d", to->zero);
+    int zero = coh_strategy_zero_stage(to->strategy);
+    if (zero != coh_strategy_zero_stage(from->strategy))
+        n += (size_t)snprintf(buf + n, cap - n, " --zero %d", zero);
     if (n < cap && to->recompute != from->recompute)
-        n += (size_t)snprintf(buf + n, cap - n, " --recompute %s", recompute[to->recompute]);
+        n += (size_t)snprintf(buf + n, cap - n, " --recompute %s", coh_recompute_name(to->recompute));
     if (n < cap && to->tp != from->tp)
         n += (size_t)snprintf(buf + n, cap - n, " --tp %d", to->tp);
     if (n < cap && to->pp != from->pp)
         n += (size_t)snprintf(buf + n, cap - n, " --pp %d", to->pp);
     if (n < cap && to->offload != from->offload)
-        snprintf(buf + n, cap - n, " --offload %s", offload[to->offload]);
+        snprintf(buf + n, cap - n, " --offload %s", coh_offload_name(to->offload));
     memmove(buf, buf + (buf[0] == ' '), strlen(buf) + 1);
 }
 
 /* Undo every change of `c` (against `from`) that is not needed to stay within limit. */
-static void prune(const coh_model_desc *m, const coh_strategy *from, coh_strategy *c,
+static void prune(const coh_model_desc *m, const coh_parallel_config *from, coh_parallel_config *c,
                   uint64_t limit)
 {
-    coh_strategy t;
+    coh_parallel_config t;
     t = *c;
-    t.zero = from->zero;
+    t.strategy = from->strategy;
     if (t.offload == COH_OFFLOAD_NONE && total_of(m, &t) <= limit)
         *c = t;
     t = *c;
@@ -182,10 +183,10 @@ static void prune(const coh_model_desc *m, const coh_strategy *from, coh_strateg
 
 /* No single knob is enough: turn them up one after another, cheapest first (each to its
  * strongest setting until one fits), then undo what turned out not to be needed. */
-static void combined(const coh_model_desc *m, const coh_strategy *s, uint64_t limit,
+static void combined(const coh_model_desc *m, const coh_parallel_config *s, uint64_t limit,
                      coh_remedy *out, int cap, int *count)
 {
-    coh_strategy c = *s;
+    coh_parallel_config c = *s;
     for (int knob = 0; knob < KNOB_COUNT; knob++) {
         candidate cand[MAX_CANDIDATES];
         int n = candidates(m, &c, knob, cand);
@@ -204,12 +205,12 @@ static void combined(const coh_model_desc *m, const coh_strategy *s, uint64_t li
     }
 }
 
-coh_status coh_plan_remedies(const coh_model_desc *m, const coh_strategy *s, uint64_t device_bytes,
+coh_status coh_plan_remedies(const coh_model_desc *m, const coh_parallel_config *s, uint64_t device_bytes,
                              coh_remedy *out, int cap, int *count)
 {
     int found = 0;
     *count = 0;
-    coh_status st = coh_strategy_check(m, s);
+    coh_status st = coh_parallel_config_check(m, s);
     if (st != COH_OK)
         return st;
     for (int knob = 0; knob < KNOB_COUNT; knob++) {

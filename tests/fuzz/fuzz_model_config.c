@@ -15,8 +15,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort(); /* an accepted config must be countable */
     if (c.total < c.embedding || c.largest_layer > c.total || c.largest_module > c.total)
         abort();
-    coh_strategy s;
-    coh_strategy_init(&s);
+    coh_parallel_config s;
+    coh_parallel_config_init(&s);
     s.seq = 64;
     coh_estimate e;
     if (coh_estimate_memory(&m, &s, &e) == COH_OK && e.per_device.total_bytes < e.per_device.params_bytes)
@@ -24,7 +24,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     s.tp = 2;
     s.pp = 2;
     s.dp = 2;
-    s.zero = 3;
+    s.strategy = COH_STRATEGY_ZERO3;
     s.sequence_parallel = 1;
     s.recompute = COH_RECOMPUTE_SELECTIVE;
     (void)coh_estimate_memory(&m, &s, &e);

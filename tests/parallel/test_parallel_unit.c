@@ -122,7 +122,7 @@ static void test_buckets(void)
             int nbk = 0;
             for (int r = 0; r < ndp; r++) {
                 coh_par_trainer t = {.ndp = ndp, .rdp = r, .stage = stage, .model = g};
-                t.cfg.bucket_bytes = 2 * (le - lb) * sizeof(float); /* two blocks a bucket */
+                t.cfg.par.bucket_bytes = 2 * (le - lb) * sizeof(float); /* two blocks a bucket */
                 CHECK_OK(par_plan_buckets(&t));
                 size_t end = coh_gpt_param_count(&c);
                 for (int k = 0; k < t.nbk; k++) {
@@ -166,13 +166,16 @@ static void test_single_is_engine(void)
     coh_mesh *m;
     CHECK_OK(coh_comm_create_self(&self));
     CHECK_OK(coh_mesh_create(self, 1, 1, 1, &m));
-    coh_par_config pc = {.strategy = COH_STRATEGY_SINGLE};
+    coh_par_config pc = {0};
+    coh_parallel_config_init(&pc.par);
     coh_trainer_config_defaults(&pc.train);
     pc.train.model = TINY;
-    pc.train.batch = 2;
-    pc.train.seq = 8;
+    pc.par.micro_batch = 2;
+    pc.par.seq = 8;
     pc.train.steps = 4;
-    pc.train.accum = 2;
+    pc.par.microbatches = 2;
+    coh_par_config_apply(&pc); /* the engine's own trainer below gets the same batch shape */
+    CHECK(pc.train.batch == 2 && pc.train.seq == 8 && pc.train.accum == 2);
     coh_par_trainer *pt;
     coh_trainer *t;
     CHECK_OK(coh_par_trainer_create(&pc, m, &pt));
@@ -189,7 +192,7 @@ static void test_single_is_engine(void)
     float *q = malloc(n * sizeof *q);
     CHECK_OK(coh_par_trainer_gather_params(pt, q));
     CHECK(!memcmp(p, q, n * sizeof *q));
-    pc.strategy = COH_STRATEGY_DP; /* runs its device threads here, but has no trace */
+    pc.par.strategy = COH_STRATEGY_DP; /* runs its device threads here, but has no trace */
     pc.trace_path = "dp.json";
     coh_par_trainer *bad;
     CHECK_FAILS(coh_par_trainer_create(&pc, m, &bad), COH_ERR_UNSUPPORTED,
@@ -221,11 +224,14 @@ static void test_dp_device_memory(void)
     coh_mesh *m;
     CHECK_OK(coh_comm_create_self(&self));
     CHECK_OK(coh_mesh_create(self, 1, 1, 1, &m));
-    coh_par_config pc = {.strategy = COH_STRATEGY_DP, .devices = 3};
+    coh_par_config pc = {0};
+    coh_parallel_config_init(&pc.par);
+    pc.par.strategy = COH_STRATEGY_DP;
+    pc.par.dp = 3;
     coh_trainer_config_defaults(&pc.train);
     pc.train.model = (coh_gpt_config){2, 2, 64, 256, 8}; /* 118 K parameters: 115 pages each */
-    pc.train.batch = 1;
-    pc.train.seq = 8;
+    pc.par.micro_batch = 1;
+    pc.par.seq = 8;
     pc.train.steps = 2;
     coh_par_trainer *pt;
     CHECK_OK(coh_par_trainer_create(&pc, m, &pt));
@@ -254,8 +260,8 @@ static void test_dp_device_memory(void)
                 "invalid device '-1'");
     coh_par_trainer_destroy(pt);
     /* every other strategy has one device: the rank */
-    pc.strategy = COH_STRATEGY_SINGLE;
-    pc.devices = 0;
+    pc.par.strategy = COH_STRATEGY_SINGLE;
+    pc.par.dp = 1;
     CHECK_OK(coh_par_trainer_create(&pc, m, &pt));
     CHECK_INT(coh_par_trainer_devices(pt), 1);
     CHECK_OK(coh_par_trainer_device_memory(pt, 0, &d));

@@ -8,6 +8,15 @@
 #include "check.h"
 #include "cohort/plan.h"
 
+/* The published formulas' setting (Megatron's GPT): bf16 mixed precision, dropout masks
+ * stored; cohort's own default is what its trainer runs (fp32, no dropout). */
+static void paper_config(coh_parallel_config *s)
+{
+    coh_parallel_config_init(s);
+    s->precision = COH_PREC_BF16_MIXED;
+    s->dropout = 1;
+}
+
 /* GPT-3 175B as configured in the paper's Table 3: a = 96, h = 12288, L = 96, s = 2048,
  * v = 51200, t = 8, p = 8. */
 static coh_model_desc gpt3_175b(void)
@@ -17,10 +26,10 @@ static coh_model_desc gpt3_175b(void)
     return m;
 }
 
-static coh_strategy base(int tp, int sp, coh_recompute r)
+static coh_parallel_config base(int tp, int sp, coh_recompute r)
 {
-    coh_strategy s;
-    coh_strategy_init(&s);
+    coh_parallel_config s;
+    paper_config(&s);
     s.tp = tp;
     s.sequence_parallel = sp;
     s.recompute = r;
@@ -34,7 +43,7 @@ static void test_table2_per_layer(void)
     double sbh = 2048.0 * 1 * 12288, t = 8, k = 5.0 * 96 * 2048 / 12288;
     CHECK_NEAR(k, 80, 0);
     const struct {
-        coh_strategy s;
+        coh_parallel_config s;
         double expect;
     } rows[] = {
         {base(1, 0, COH_RECOMPUTE_NONE), sbh * (34 + k)},
@@ -55,7 +64,7 @@ static void test_first_stage_totals(void)
 {
     coh_model_desc m = gpt3_175b();
     double sbh = 2048.0 * 12288, L = 96, t = 8, p = 8, v = 51200, h = 12288, k = 80;
-    coh_strategy s = base(8, 1, COH_RECOMPUTE_NONE);
+    coh_parallel_config s = base(8, 1, COH_RECOMPUTE_NONE);
     s.pp = 8;
     s.microbatches = 64;
     coh_device_mem d;
@@ -90,8 +99,8 @@ static void test_five_times_claim(void)
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
         coh_model_desc m;
         CHECK_OK(coh_model_gpt(models[i].L, models[i].h, models[i].a, 51200, 2048, 0, &m));
-        coh_strategy tp_only = base(8, 0, COH_RECOMPUTE_NONE);
-        coh_strategy best = base(8, 1, COH_RECOMPUTE_SELECTIVE);
+        coh_parallel_config tp_only = base(8, 0, COH_RECOMPUTE_NONE);
+        coh_parallel_config best = base(8, 1, COH_RECOMPUTE_SELECTIVE);
         double ratio = (double)coh_activations_per_layer(&m, &tp_only) /
                        (double)coh_activations_per_layer(&m, &best);
         printf("  a=%lld h=%lld: tp-only / (sp + selective) = %.2f\n", models[i].a, models[i].h, ratio);
@@ -106,7 +115,7 @@ static void test_dropout_and_fp32(void)
     coh_model_desc m;
     CHECK_OK(coh_model_preset("gpt2", &m));
     double sbh = 1024.0 * 768, k = 12.0 * 1024 / 768;
-    coh_strategy s = base(1, 0, COH_RECOMPUTE_NONE);
+    coh_parallel_config s = base(1, 0, COH_RECOMPUTE_NONE);
     CHECK_INT(coh_activations_per_layer(&m, &s), (long long)(sbh * (34 + 5 * k)));
     s.dropout = 0;
     CHECK_INT(coh_activations_per_layer(&m, &s), (long long)(sbh * (32 + 2 * k)));
@@ -126,7 +135,7 @@ static void test_llama_blocks(void)
                       "\"max_position_embeddings\":4096,\"num_attention_heads\":32,"
                       "\"num_hidden_layers\":16,\"num_key_value_heads\":8,\"vocab_size\":128256}";
     CHECK_OK(coh_model_from_hf_json(cfg, strlen(cfg), &m));
-    coh_strategy s = base(1, 0, COH_RECOMPUTE_NONE);
+    coh_parallel_config s = base(1, 0, COH_RECOMPUTE_NONE);
     s.seq = 1024;
     double sb = 1024, h = 2048, f = 8192, kv = 8 * 64, a = 32;
     double expect = sb * h * 10 + sb * (2 * h + 4 * kv + 2 * h) + 6 * sb * f + 5 * a * 1024 * sb;
@@ -138,14 +147,14 @@ static void test_recompute_working_set(void)
 {
     coh_model_desc m;
     CHECK_OK(coh_model_preset("gpt2", &m));
-    coh_strategy none = base(1, 0, COH_RECOMPUTE_NONE), full = base(1, 0, COH_RECOMPUTE_FULL);
+    coh_parallel_config none = base(1, 0, COH_RECOMPUTE_NONE), full = base(1, 0, COH_RECOMPUTE_FULL);
     coh_device_mem d;
     CHECK_OK(coh_estimate_stage(&m, &full, 0, &d));
     CHECK_INT(d.temp_bytes, coh_activations_per_layer(&m, &none));
     /* held: 2sbh per layer, the embedding dropout mask sbh, and the output layer's
      * 4sbh (1 + v/h) = 4sbh + 4sbv */
     CHECK_INT(d.activations_bytes, (12 * 2 + 1 + 4) * 1024LL * 768 + 4LL * 1024 * 50257);
-    coh_strategy sel = base(1, 0, COH_RECOMPUTE_SELECTIVE);
+    coh_parallel_config sel = base(1, 0, COH_RECOMPUTE_SELECTIVE);
     CHECK_OK(coh_estimate_stage(&m, &sel, 0, &d));
     CHECK_INT(d.temp_bytes, 5LL * 12 * 1024 * 1024);
 }

@@ -47,7 +47,7 @@ PY
     fi
 }
 
-json_check --model gpt2 -- \
+json_check --model gpt2 --precision bf16-mixed -- \
     'j["parameters"] == 124439808' 'j["largest_layer_parameters"] == 38597376' \
     'all(k in j["per_device"] for k in ("params_bytes","grads_bytes","optimizer_bytes","activations_bytes","total_bytes"))' \
     'sum(j["per_device"][k] for k in ("params_bytes","grads_bytes","optimizer_bytes","activations_bytes","temp_bytes")) == j["per_device"]["total_bytes"]' \
@@ -62,7 +62,8 @@ json_check --params 2851e6 --largest-layer 32e6 --gpus-per-node 8 --view deepspe
 # The ZeRO paper's 7.5B / 64 GPUs example: 120 / 31.4 / 16.6 / 1.9 GB (10^9 bytes).
 zero_si=("120.00 GB" "31.41 GB" "16.64 GB" "1.88 GB")
 for z in 0 1 2 3; do
-    expect 0 "total                ${zero_si[$z]}" --params 7.5e9 --dp 64 --zero "$z" --si
+    expect 0 "total                ${zero_si[$z]}" --params 7.5e9 --dp 64 --zero "$z" --si \
+        --precision bf16-mixed
 done
 expect 0 "total               111.76 GiB" --params 7.5e9 --dp 64
 if "$COHORT" estimate --params 7.5e9 --dp 64 | grep -qE '[0-9] (GB|MB|kB)'; then
@@ -84,9 +85,22 @@ expect 0 "float32  |      16.02 MiB |       1.14 GiB |           4.54 GiB" "${ac
 expect 0 "float16  |       8.01 MiB |     581.20 MiB |           2.27 GiB" "${acc[@]}"
 expect 0 "int4" "${acc[@]}"
 
+# The default precision is what cohort train runs, and the output says so.
+expect 0 "ZeRO 0, fp32 (what cohort train runs; --precision bf16-mixed for mixed precision)" --model gpt2
+json_check --model gpt2 -- 'j["strategy"]["precision"] == "fp32"' 'j["per_device"]["params_bytes"] == 4 * 124439808'
+# Remedies say whether cohort train runs them today.
+json_check --model gpt2-xl --dp 4 --device-memory 16GiB -- \
+    'all("cohort_train_runs" in r for r in j["remedies"])' \
+    'any(r["cohort_train_runs"] for r in j["remedies"])' \
+    'all(r["cohort_train_runs"] or "not in cohort" in r["missing"] or "cohort" in r["missing"] for r in j["remedies"])' \
+    'all(not r["cohort_train_runs"] for r in j["remedies"] if "--tp" in r["change"] or "--offload" in r["change"])'
+expect 0 "cohort train runs this today" --model gpt2-xl --dp 4 --device-memory 16GiB
+expect 0 "pipeline parallelism is not in cohort's trainer yet" --model gpt2-xl --dp 4 --device-memory 16GiB
+
 # Fit verdicts.
 expect 0 "fits, " --model gpt2 --device-memory 80GiB
-expect 0 "does not fit: 15.76 GiB short" --model gpt2-xl --dp 4 --device-memory 16GiB
+expect 0 "does not fit: 15.76 GiB short" --model gpt2-xl --dp 4 --device-memory 16GiB \
+    --precision bf16-mixed --dropout
 expect 0 "--zero 3" --model gpt2-xl --dp 4 --device-memory 16GiB
 printf '{"gpus":[{"index":0,"memory_total_mib":16384}]}' >"$tmp/inv.json"
 expect 0 "device memory 16.00 GiB ($tmp/inv.json): does not fit" --model gpt2-xl --dp 4 --inventory "$tmp/inv.json"
@@ -115,7 +129,7 @@ expect 2 "dp 2 x tp 1 x pp 1 = 2 devices does not match 2 node(s) x 8 GPUs per n
 expect 2 "no model" --dp 2
 expect 2 "give only one model" --model gpt2 --params 1e9
 expect 2 "invalid --zero '4'" --model gpt2 --zero 4
-expect 2 "invalid --schedule 'zigzag': expected one of 1f1b, gpipe, interleaved" --model gpt2 --schedule zigzag
+expect 2 "invalid --schedule 'zigzag': valid are 1f1b, gpipe, interleaved, naive" --model gpt2 --schedule zigzag
 expect 2 "invalid size '10XB'" --model gpt2 --device-memory 10XB
 expect 2 "invalid parameter count 'lots'" --params lots
 expect 2 "a custom model needs --vocab" --layers 2 --dim 64 --heads 4 --seq 32
@@ -135,16 +149,16 @@ json_check --engine cohort --threads 2 --layers 4 --heads 8 --dim 512 --vocab 81
 # rank's tails (up to 3 elements x 16 B in each of the 6 layer buckets); measured against runs in
 # test_plan_engine_parallel.sh
 json_check --engine cohort --threads 2 --layers 4 --heads 8 --dim 512 --vocab 8192 --seq 256 --micro-batch 4 --dp 4 --zero 3 -- \
-    'j["strategy"] == {"name": "zero3", "dp": 4, "zero": 3}' \
+    '{k: j["strategy"][k] for k in ("name", "dp", "zero")} == {"name": "zero3", "dp": 4, "zero": 3}' \
     'abs(j["per_device"]["model_state_bytes"] - j["engine"]["params"]) <= 16 * 3 * 6' \
     'j["per_device"]["gathered_params_bytes"] > 0 and j["per_device"]["grad_buckets_bytes"] > 0'
 expect 0 "what rank 0 holds at its peak:" --model gpt2 --engine cohort --seq 128
 expect 0 "zero2 over 2 ranks" --model gpt2 --engine cohort --dp 2 --zero 2 --seq 128
-expect 2 "'--tp' is not available" --model gpt2 --engine cohort --tp 2
-expect 2 "'--recompute' is not available" --model gpt2 --engine cohort --recompute full
-expect 2 "invalid --bucket-mb 'x': expected MiB from 0.001 to 1048576" --model gpt2 --engine cohort --bucket-mb x
-expect 2 "--engine cohort trains in fp32 (got --precision bf16-mixed)" --model gpt2 --engine cohort --precision bf16-mixed
+expect 2 "--engine cohort prices what cohort train runs: --tp 2: tensor parallelism is not in cohort's trainer yet" --model gpt2 --engine cohort --tp 2
+expect 2 "--recompute full: cohort's trainer keeps every activation" --model gpt2 --engine cohort --recompute full
+expect 2 "invalid --bucket-mb 'x': must be a number from 0.001 to 1.04858e+06" --model gpt2 --engine cohort --bucket-mb x
+expect 2 "--precision bf16-mixed: cohort's trainer runs fp32" --model gpt2 --engine cohort --precision bf16-mixed
 expect 2 "--engine cohort needs a GPT-2 model shape" --config "$tmp/llama.json" --engine cohort
-expect 2 "invalid --engine 'deepspeed': expected cohort" --model gpt2 --engine deepspeed
+expect 2 "invalid --engine 'deepspeed': valid are cohort" --model gpt2 --engine deepspeed
 
 exit $fail

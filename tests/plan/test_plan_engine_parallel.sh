@@ -47,7 +47,7 @@ print("%-6s %-2s %-4s %14s %14s %7s %14s %14s %7s" % ("", "dp", "rank", "state p
 for r in runs:
     s, n, z = r.split(":")
     est = json.load(open("%s/%s-%s.est" % (work, s, n)))
-    if est["strategy"] != {"name": s, "dp": int(n), "zero": int(z)}:
+    if {k: est["strategy"][k] for k in ("name", "dp", "zero")} != {"name": s, "dp": int(n), "zero": int(z)}:
         print("%s x%s: estimate says %s" % (s, n, est["strategy"])); ok = False
     pd = est["per_device"]
     mem = json.loads(open("%s/%s-%s.jsonl" % (work, s, n)).read().splitlines()[-1])["memory"]

@@ -7,7 +7,16 @@
 #include "check.h"
 #include "cohort/plan.h"
 
-static coh_estimate estimate(const coh_model_desc *m, const coh_strategy *s)
+/* The published formulas' setting (Megatron's GPT): bf16 mixed precision, dropout masks
+ * stored; cohort's own default is what its trainer runs (fp32, no dropout). */
+static void paper_config(coh_parallel_config *s)
+{
+    coh_parallel_config_init(s);
+    s->precision = COH_PREC_BF16_MIXED;
+    s->dropout = 1;
+}
+
+static coh_estimate estimate(const coh_model_desc *m, const coh_parallel_config *s)
 {
     coh_estimate e;
     CHECK_OK(coh_estimate_memory(m, s, &e));
@@ -21,14 +30,14 @@ static void test_zero_paper_example(void)
 {
     coh_model_desc m;
     CHECK_OK(coh_model_counts(7500000000LL, 0, &m));
-    coh_strategy s;
-    coh_strategy_init(&s);
+    coh_parallel_config s;
+    paper_config(&s);
     s.dp = 64;
     const unsigned long long bytes[4] = {120000000000ULL, 31406250000ULL, 16640625000ULL,
                                          1875000000ULL};
     const char *paper[4] = {"120.0", "31.4", "16.6", "1.9"};
     for (int z = 0; z <= 3; z++) {
-        s.zero = z;
+        s.strategy = coh_strategy_of_zero(z);
         coh_estimate e = estimate(&m, &s);
         CHECK_INT(e.per_device.total_bytes, bytes[z]);
         char printed[32];
@@ -36,7 +45,7 @@ static void test_zero_paper_example(void)
         CHECK_STR(printed, paper[z]);
     }
     /* stage 1 = 4 Psi + 12 Psi / N, split as the paper does */
-    s.zero = 1;
+    s.strategy = coh_strategy_of_zero(1);
     coh_estimate e = estimate(&m, &s);
     CHECK_INT(e.per_device.params_bytes, 2 * 7500000000LL);
     CHECK_INT(e.per_device.grads_bytes, 2 * 7500000000LL);
@@ -48,15 +57,15 @@ static void test_fp32(void)
 {
     coh_model_desc m;
     CHECK_OK(coh_model_counts(1000000, 0, &m));
-    coh_strategy s;
-    coh_strategy_init(&s);
+    coh_parallel_config s;
+    paper_config(&s);
     s.precision = COH_PREC_FP32;
     coh_estimate e = estimate(&m, &s);
     CHECK_INT(e.per_device.params_bytes, 4000000);
     CHECK_INT(e.per_device.grads_bytes, 4000000);
     CHECK_INT(e.per_device.optimizer_bytes, 8000000);
     s.dp = 4;
-    s.zero = 3;
+    s.strategy = coh_strategy_of_zero(3);
     e = estimate(&m, &s);
     CHECK_INT(e.per_device.total_bytes, 16 * 250000);
     /* an odd count pads the last partition: each rank holds ceil(Psi / N) */
@@ -72,8 +81,8 @@ static void test_tensor_parallel_shards(void)
 {
     coh_model_desc m;
     CHECK_OK(coh_model_preset("gpt2", &m));
-    coh_strategy s;
-    coh_strategy_init(&s);
+    coh_parallel_config s;
+    paper_config(&s);
     s.tp = 2;
     coh_estimate e = estimate(&m, &s);
     long long h = 768, layer = (4 * h * h + 3 * h + 2 * h * 4 * h + 4 * h) / 2 + 6 * h;
@@ -90,8 +99,8 @@ static void test_pipeline_shards(void)
     coh_param_count c;
     CHECK_OK(coh_model_preset("gpt2-medium", &m));
     CHECK_OK(coh_model_count(&m, &c));
-    coh_strategy s;
-    coh_strategy_init(&s);
+    coh_parallel_config s;
+    paper_config(&s);
     s.pp = 5; /* 24 layers: stages of 5, 5, 5, 5, 4 */
     long long sum = 0;
     for (int i = 0; i < 5; i++) {
@@ -121,15 +130,15 @@ static void test_offload_matches_deepspeed(void)
     coh_model_desc m;
     double psi = 2851e6, largest = 32e6;
     CHECK_OK(coh_model_counts((int64_t)psi, (int64_t)largest, &m));
-    coh_strategy s;
-    coh_strategy_init(&s);
+    coh_parallel_config s;
+    paper_config(&s);
     s.dp = 8;
-    s.zero = 2;
+    s.strategy = coh_strategy_of_zero(2);
     s.offload = COH_OFFLOAD_OPTIMIZER;
     uint64_t cpu, gpu;
     coh_ds_zero2_mem(psi, 8, 1, 1, 1.5, &cpu, &gpu);
     CHECK_INT(estimate(&m, &s).per_device.total_bytes, gpu);
-    s.zero = 3;
+    s.strategy = coh_strategy_of_zero(3);
     coh_ds_zero3_mem(psi, largest, 8, 1, 1, 0, 1, 1.5, &cpu, &gpu);
     CHECK_INT(estimate(&m, &s).per_device.total_bytes, gpu);
     s.offload = COH_OFFLOAD_OPTIMIZER_PARAMS;
@@ -144,42 +153,42 @@ static void test_strategy_refusals(void)
 {
     coh_model_desc m;
     CHECK_OK(coh_model_preset("gpt2", &m));
-    coh_strategy s;
+    coh_parallel_config s;
     coh_estimate e;
-    coh_strategy_init(&s);
+    paper_config(&s);
     s.tp = 5;
     CHECK_FAILS(coh_estimate_memory(&m, &s, &e), COH_ERR_INVALID,
                 "tensor parallel size 5 does not divide the 12 attention heads");
-    coh_strategy_init(&s);
+    paper_config(&s);
     s.pp = 13;
     CHECK_FAILS(coh_estimate_memory(&m, &s, &e), COH_ERR_INVALID,
                 "pipeline parallel size 13 is larger than the 12 layers");
-    coh_strategy_init(&s);
+    paper_config(&s);
     s.dp = 2;
     s.tp = 2;
     s.nodes = 2;
     s.gpus_per_node = 8;
     CHECK_FAILS(coh_estimate_memory(&m, &s, &e), COH_ERR_INVALID,
                 "dp 2 x tp 2 x pp 1 = 4 devices does not match 2 node(s) x 8 GPUs per node = 16");
-    coh_strategy_init(&s);
+    paper_config(&s);
     s.pp = 2;
     s.schedule = COH_SCHED_INTERLEAVED;
     s.virtual_stages = 4;
     CHECK_FAILS(coh_estimate_memory(&m, &s, &e), COH_ERR_INVALID,
                 "12 layers to be divisible by pp 2 x virtual stages 4 = 8");
-    coh_strategy_init(&s);
+    paper_config(&s);
     s.offload = COH_OFFLOAD_OPTIMIZER;
     CHECK_FAILS(coh_estimate_memory(&m, &s, &e), COH_ERR_INVALID, "optimizer offload needs ZeRO");
-    coh_strategy_init(&s);
-    s.zero = 2;
+    paper_config(&s);
+    s.strategy = coh_strategy_of_zero(2);
     s.offload = COH_OFFLOAD_OPTIMIZER_PARAMS;
     CHECK_FAILS(coh_estimate_memory(&m, &s, &e), COH_ERR_INVALID,
                 "parameter offload needs ZeRO stage 3 (got stage 2)");
-    coh_strategy_init(&s);
+    paper_config(&s);
     s.seq = 2048;
     CHECK_FAILS(coh_estimate_memory(&m, &s, &e), COH_ERR_INVALID,
                 "sequence length 2048 exceeds the model's 1024 learned positions");
-    coh_strategy_init(&s);
+    paper_config(&s);
     s.tp = 4;
     s.seq = 1022;
     s.sequence_parallel = 1;
@@ -192,8 +201,8 @@ static void test_remedies(void)
 {
     coh_model_desc m;
     CHECK_OK(coh_model_preset("gpt2-xl", &m));
-    coh_strategy s;
-    coh_strategy_init(&s);
+    coh_parallel_config s;
+    paper_config(&s);
     s.dp = 4;
     uint64_t limit = (uint64_t)16 << 30;
     coh_remedy r[8];
@@ -207,7 +216,7 @@ static void test_remedies(void)
         CHECK_INT(e.per_device.total_bytes, r[i].total_bytes);
         CHECK(r[i].total_bytes <= limit);
     }
-    s.zero = 2;
+    s.strategy = coh_strategy_of_zero(2);
     CHECK_OK(coh_plan_remedies(&m, &s, limit, r, 8, &n));
     CHECK_STR(r[0].what, "--zero 3");
 }
@@ -221,8 +230,8 @@ static void test_combined_remedy(void)
                       "\"num_attention_heads\":32,\"num_hidden_layers\":32,\"vocab_size\":32000,"
                       "\"max_position_embeddings\":4096}";
     CHECK_OK(coh_model_from_hf_json(cfg, strlen(cfg), &m));
-    coh_strategy s;
-    coh_strategy_init(&s);
+    coh_parallel_config s;
+    paper_config(&s);
     s.dp = 2;
     s.nodes = 1;
     s.gpus_per_node = 2;

@@ -15,10 +15,10 @@ static coh_par_config config(coh_strategy s)
     coh_par_config c;
     memset(&c, 0, sizeof c);
     c.train.model = model;
-    c.train.batch = 2;
-    c.train.seq = 64;
-    c.train.accum = 1;
-    c.strategy = s;
+    coh_parallel_config_init(&c.par);
+    c.par.micro_batch = 2;
+    c.par.seq = 64;
+    c.par.strategy = s;
     return c;
 }
 
@@ -51,13 +51,13 @@ static void test_stages(void)
     coh_par_memory one, ddp, z1, z2, z3;
     coh_par_config c = config(COH_STRATEGY_SINGLE);
     CHECK_OK(coh_par_memory_estimate(&c, 1, 0, &one));
-    c.strategy = COH_STRATEGY_DDP;
+    c.par.strategy = COH_STRATEGY_DDP;
     CHECK_OK(coh_par_memory_estimate(&c, 4, 0, &ddp));
-    c.strategy = COH_STRATEGY_ZERO1;
+    c.par.strategy = COH_STRATEGY_ZERO1;
     CHECK_OK(coh_par_memory_estimate(&c, 4, 0, &z1));
-    c.strategy = COH_STRATEGY_ZERO2;
+    c.par.strategy = COH_STRATEGY_ZERO2;
     CHECK_OK(coh_par_memory_estimate(&c, 4, 0, &z2));
-    c.strategy = COH_STRATEGY_ZERO3;
+    c.par.strategy = COH_STRATEGY_ZERO3;
     CHECK_OK(coh_par_memory_estimate(&c, 4, 0, &z3));
     CHECK_INT(one.state.params + one.state.grads + one.state.optim, 16 * P);
     CHECK_INT(one.comm + one.gathered + one.grad_buckets, 0);
@@ -73,7 +73,7 @@ static void test_stages(void)
     CHECK_INT(one.engine, ddp.engine);
     CHECK(one.total < ddp.total && z1.total < ddp.total && z3.total < z2.total);
     /* accumulation adds the ZeRO-2/3 accumulator of the own chunks */
-    c.train.accum = 2;
+    c.par.microbatches = 2;
     coh_par_memory z3a;
     CHECK_OK(coh_par_memory_estimate(&c, 4, 0, &z3a));
     CHECK_INT(z3a.state.grads, 2 * z3.state.grads);
@@ -85,10 +85,10 @@ static void test_refused(void)
     coh_par_config c = config(COH_STRATEGY_DDP);
     CHECK_FAILS(coh_par_memory_estimate(&c, 2, 2, &m), COH_ERR_INVALID, "invalid rank '2'");
     CHECK_FAILS(coh_par_memory_estimate(&c, 0, 0, &m), COH_ERR_INVALID, "size '0'");
-    c.strategy = COH_STRATEGY_DP;
+    c.par.strategy = COH_STRATEGY_DP;
     CHECK_FAILS(coh_par_memory_estimate(&c, 2, 0, &m), COH_ERR_UNSUPPORTED, "strategy 'dp'");
     c = config(COH_STRATEGY_ZERO3);
-    c.train.seq = 65;
+    c.par.seq = 65;
     CHECK_FAILS(coh_par_memory_estimate(&c, 2, 0, &m), COH_ERR_INVALID, "sequence length '65'");
 }
 

@@ -96,7 +96,8 @@ def measure(dtype, drop, t):
 
 def estimate(*extra):
     args = [COHORT, "estimate", "--json", "--layers", str(L), "--dim", str(H), "--heads", str(A),
-            "--vocab", str(V), "--seq", str(S), "--ffn", str(FF), *extra]
+            "--vocab", str(V), "--seq", str(S), "--ffn", str(FF),
+            "--precision", "bf16-mixed", "--dropout", *extra]
     out = subprocess.run(args, capture_output=True, text=True, check=True)
     return json.loads(out.stdout)["per_device"]["activations_bytes"]
 

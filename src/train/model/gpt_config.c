@@ -3,29 +3,20 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cohort/plan.h"
 #include "cohort/train.h"
 #include "train/model/gpt_int.h"
 
-static const struct {
-    const char *name;
-    coh_gpt_config c;
-} presets[] = {
-    {"gpt2", {12, 12, 768, 50257, 1024}},
-    {"gpt2-medium", {24, 16, 1024, 50257, 1024}},
-    {"gpt2-large", {36, 20, 1280, 50257, 1024}},
-    {"gpt2-xl", {48, 25, 1600, 50257, 1024}},
-};
-
+/* The presets are the estimator's (one table of GPT-2 sizes). */
 coh_status coh_gpt_preset(const char *name, coh_gpt_config *out)
 {
-    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
-        if (name && !strcmp(name, presets[i].name)) {
-            *out = presets[i].c;
-            return COH_OK;
-        }
-    return coh_errf(COH_ERR_INVALID,
-                    "unknown model preset '%s': valid are gpt2, gpt2-medium, gpt2-large, gpt2-xl",
-                    name ? name : "(null)");
+    coh_model_desc m;
+    coh_status st = coh_model_preset(name, &m);
+    if (st)
+        return st;
+    *out = (coh_gpt_config){(int)m.layers, (int)m.heads, (int)m.dim, (int)m.vocab,
+                            (int)m.positions};
+    return COH_OK;
 }
 
 coh_status coh_gpt_config_check(const coh_gpt_config *c)

@@ -54,7 +54,7 @@ coh_status par_plan_buckets(coh_par_trainer *t)
     t->bucket_of = calloc((size_t)L + 2, sizeof *t->bucket_of);
     if (!t->bk || !t->bucket_of)
         return coh_errf(COH_ERR_NOMEM, "out of memory planning gradient buckets");
-    t->nbk = par_bucket_plan(c, t->stage, t->ndp, t->rdp, t->cfg.bucket_bytes, t->bk,
+    t->nbk = par_bucket_plan(c, t->stage, t->ndp, t->rdp, t->cfg.par.bucket_bytes, t->bk,
                              t->bucket_of, &t->own_total);
     return COH_OK;
 }

@@ -6,7 +6,7 @@
 
 coh_status par_dp_build(coh_par_trainer *t)
 {
-    int n = t->cfg.devices > 0 ? t->cfg.devices : 1;
+    int n = t->cfg.par.dp > 0 ? t->cfg.par.dp : 1;
     coh_status st = coh_dp_create(&t->cfg.train, n, &t->threads);
     if (st)
         return st;

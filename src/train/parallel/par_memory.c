@@ -80,12 +80,15 @@ static void fill(const coh_par_config *c, int stage, int dp, const par_bucket *b
         out->comm = (stage < 2 ? peer_pieces(bk, nbk, dp) : 0) + 2 * STAGE_HALF * (uint64_t)dp;
 }
 
-coh_status coh_par_memory_estimate(const coh_par_config *c, int dp, int rank,
+coh_status coh_par_memory_estimate(const coh_par_config *cfg, int dp, int rank,
                                    coh_par_memory *out)
 {
-    if (c->strategy == COH_STRATEGY_DP || (unsigned)c->strategy >= COH_STRATEGY_COUNT)
+    coh_par_config applied = *cfg;
+    const coh_par_config *c = &applied;
+    coh_par_config_apply(&applied);
+    if (c->par.strategy == COH_STRATEGY_DP || (unsigned)c->par.strategy >= COH_STRATEGY_COUNT)
         return coh_errf(COH_ERR_UNSUPPORTED, "strategy '%s' has no memory model: use single, "
-                        "ddp or zero1..3", coh_strategy_name(c->strategy));
+                        "ddp or zero1..3", coh_strategy_name(c->par.strategy));
     if (dp < 1 || rank < 0 || rank >= dp)
         return coh_errf(COH_ERR_INVALID, "invalid rank '%d' of data-parallel size '%d'", rank,
                         dp);
@@ -93,7 +96,7 @@ coh_status coh_par_memory_estimate(const coh_par_config *c, int dp, int rank,
     coh_status st = coh_train_memory_estimate(&c->train.model, c->train.batch, c->train.seq, &tm);
     if (st)
         return st;
-    int L = c->train.model.layers, stage = dp > 1 ? coh_strategy_zero_stage(c->strategy) : 0;
+    int L = c->train.model.layers, stage = dp > 1 ? coh_strategy_zero_stage(c->par.strategy) : 0;
     par_bucket *bk = calloc((size_t)L + 2, sizeof *bk);
     int *bucket_of = calloc((size_t)L + 2, sizeof *bucket_of);
     if (!bk || !bucket_of) {
@@ -101,7 +104,7 @@ coh_status coh_par_memory_estimate(const coh_par_config *c, int dp, int rank,
         free(bucket_of);
         return coh_errf(COH_ERR_NOMEM, "out of memory planning gradient buckets");
     }
-    size_t own = 0, bucket = c->bucket_bytes ? c->bucket_bytes : (size_t)25 << 20;
+    size_t own = 0, bucket = c->par.bucket_bytes ? c->par.bucket_bytes : (size_t)25 << 20;
     int nbk = par_bucket_plan(&c->train.model, stage, dp, rank, bucket, bk, bucket_of, &own);
     fill(c, stage, dp, bk, nbk, bucket_of, own, out);
     free(bk);

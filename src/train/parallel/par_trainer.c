@@ -6,20 +6,38 @@
 #include "cohort/log.h"
 #include "train/parallel/strategy.h"
 
+void coh_par_config_apply(coh_par_config *c)
+{
+    const coh_parallel_config *p = &c->par;
+    c->train.batch = (int)p->micro_batch;
+    c->train.seq = p->seq ? (int)p->seq : c->train.model.seq;
+    c->train.accum = p->microbatches > 0 ? (int)p->microbatches : 1;
+}
+
 static coh_status check(const coh_par_config *c, const coh_mesh *m)
 {
-    if (c->strategy == COH_STRATEGY_DP && m->dp != 1)
+    const coh_parallel_config *p = &c->par;
+    char why[160];
+    if ((unsigned)p->strategy >= COH_STRATEGY_COUNT)
+        return coh_errf(COH_ERR_INVALID, "invalid strategy '%d'", (int)p->strategy);
+    if (!coh_parallel_config_runnable(p, why, sizeof why))
+        return coh_errf(COH_ERR_UNSUPPORTED, "%s", why);
+    if (p->micro_batch < 1 || p->micro_batch > 1 << 20 || p->microbatches < 0 ||
+        p->microbatches > 1 << 20 || p->seq < 0 || p->seq > c->train.model.seq)
+        return coh_errf(COH_ERR_INVALID, "invalid batch shape: micro batch %lld, microbatches "
+                        "%lld, seq %lld (context %d)", (long long)p->micro_batch,
+                        (long long)p->microbatches, (long long)p->seq, c->train.model.seq);
+    if (p->strategy == COH_STRATEGY_DP && m->dp != 1)
         return coh_errf(COH_ERR_INVALID, "strategy 'dp' with %d ranks: it runs in one process "
                         "with a thread per device (--devices N); use ddp across processes", m->dp);
-    if (c->strategy == COH_STRATEGY_DP && c->trace_path)
+    if (p->strategy == COH_STRATEGY_DP && c->trace_path)
         return coh_errf(COH_ERR_UNSUPPORTED, "trace '%s': traces are not available for strategy "
                         "'dp'", c->trace_path);
-    if ((unsigned)c->strategy >= COH_STRATEGY_COUNT)
-        return coh_errf(COH_ERR_INVALID, "invalid strategy '%d'", (int)c->strategy);
-    if (m->pp != 1 || m->tp != 1)
-        return coh_errf(COH_ERR_UNSUPPORTED, "mesh '%dx%dx%d': pipeline and tensor parallelism "
-                        "are not available; use pp = tp = 1", m->dp, m->pp, m->tp);
-    if (c->strategy == COH_STRATEGY_SINGLE && m->dp != 1)
+    if (m->pp != p->pp || m->tp != p->tp || (p->strategy != COH_STRATEGY_DP && m->dp != p->dp))
+        return coh_errf(COH_ERR_INVALID, "mesh %dx%dx%d (dp x pp x tp) differs from the "
+                        "configuration's dp %d x pp %d x tp %d", m->dp, m->pp, m->tp, p->dp,
+                        p->pp, p->tp);
+    if (p->strategy == COH_STRATEGY_SINGLE && m->dp != 1)
         return coh_errf(COH_ERR_INVALID, "strategy 'single' with %d ranks: use ddp or zero1..3 "
                         "under 'cohort run', or run one process", m->dp);
     return COH_OK;
@@ -65,7 +83,7 @@ static coh_status build(coh_par_trainer *t)
     const coh_par_config *c = &t->cfg;
     coh_gpt *model;
     coh_adamw *opt = NULL;
-    if (c->strategy == COH_STRATEGY_DP) {
+    if (c->par.strategy == COH_STRATEGY_DP) {
         coh_status st = par_dp_build(t);
         return st ? st : alloc_state(t);
     }
@@ -128,14 +146,15 @@ coh_status coh_par_trainer_create(const coh_par_config *c, coh_mesh *mesh, coh_p
     if (!t)
         return coh_errf(COH_ERR_NOMEM, "out of memory allocating the parallel trainer");
     t->cfg = *c;
-    if (!t->cfg.bucket_bytes)
-        t->cfg.bucket_bytes = (size_t)25 << 20;
+    coh_par_config_apply(&t->cfg);
+    if (!t->cfg.par.bucket_bytes)
+        t->cfg.par.bucket_bytes = (size_t)25 << 20;
     t->mesh = mesh;
     t->dp = mesh->dp_comm;
     t->ndp = mesh->dp;
     t->rdp = mesh->dp_rank;
     /* one rank owns everything: every stage is plain single-device training */
-    t->stage = t->ndp > 1 ? coh_strategy_zero_stage(c->strategy) : 0;
+    t->stage = t->ndp > 1 ? coh_strategy_zero_stage(c->par.strategy) : 0;
     if (!(st = build(t))) {
         t->ndev = t->threads ? coh_dp_devices(t->threads) : 1;
         if (!(t->dev_peak = calloc((size_t)t->ndev, sizeof *t->dev_peak)))
