@@ -121,8 +121,7 @@ static int print_fit(const est_request *r, const coh_estimate *e)
         printf("changes that fit, smallest first:\n");
     for (int i = 0; i < n; i++) {
         printf("  %-48s %12s per device\n", rem[i].what, est_fmt(rem[i].total_bytes, r->si, b, sizeof b));
-        printf("  %-48s %s\n", "", rem[i].runnable ? "cohort train runs this today"
-                                                   : rem[i].missing);
+        printf("    cohort train: %s\n", rem[i].runnable ? "runs this today" : rem[i].missing);
     }
     return CLI_OK;
 }

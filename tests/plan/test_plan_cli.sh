@@ -94,7 +94,7 @@ json_check --model gpt2-xl --dp 4 --device-memory 16GiB -- \
     'any(r["cohort_train_runs"] for r in j["remedies"])' \
     'all(r["cohort_train_runs"] or "not in cohort" in r["missing"] or "cohort" in r["missing"] for r in j["remedies"])' \
     'all(not r["cohort_train_runs"] for r in j["remedies"] if "--tp" in r["change"] or "--offload" in r["change"])'
-expect 0 "cohort train runs this today" --model gpt2-xl --dp 4 --device-memory 16GiB
+expect 0 "cohort train: runs this today" --model gpt2-xl --dp 4 --device-memory 16GiB
 expect 0 "pipeline parallelism is not in cohort's trainer yet" --model gpt2-xl --dp 4 --device-memory 16GiB
 
 # Fit verdicts.
