@@ -137,6 +137,33 @@ void coh_gpt_set_param_hook(coh_gpt *g, coh_param_hook_fn fn, void *ctx);
 coh_status coh_gpt_step(coh_gpt *g, const int32_t *tokens, const int32_t *targets, int B, int T,
                         float grad_scale, float *loss);
 
+/* ---- pipeline stages: a range of layers, one micro-batch slot each ---- */
+
+/* Give the model `slots` sets of saved activations, one per micro-batch a pipeline stage keeps
+ * in flight, and make it able to run layer ranges (coh_gpt_stage_*). Only the layers a stage
+ * runs are written, so other layers' activations (and parameters, gradients) never become
+ * resident. Call once, before the first stage call. COH_ERR_INVALID for slots outside 1..4096
+ * or a second call; COH_ERR_NOMEM. */
+coh_status coh_gpt_set_slots(coh_gpt *g, int slots);
+
+/* Forward of blocks lo..hi-1 for the micro-batch in `slot`. The first stage (lo == 0) reads
+ * tokens (B, T) and runs the embeddings; a later one reads x_in (B, T, C), the previous stage's
+ * output. A stage before the last writes its output to x_out (B, T, C); the last (hi == L) runs
+ * the final LayerNorm and the fused head against targets, writes the mean loss, and with
+ * grad_scale > 0 keeps dL/dlnf for the backward and ADDS the head's part of the wte gradient.
+ * Hooks fire as in coh_gpt_step for the layers run. COH_ERR_INVALID for a bad range, slot,
+ * batch, id, or a missing buffer. */
+coh_status coh_gpt_stage_forward(coh_gpt *g, int slot, int lo, int hi, const int32_t *tokens,
+                                 const float *x_in, const int32_t *targets, int B, int T,
+                                 float grad_scale, float *x_out, float *loss);
+
+/* Backward of the same slot and range, after its forward with grad_scale > 0. A stage before
+ * the last reads dout (B, T, C), the gradient of its output (already scaled); the last starts
+ * from its loss. Gradients are ADDED to the arena and each finished layer is reported to the
+ * hook; a stage after the first writes the gradient of its input to dx_in (B, T, C). */
+coh_status coh_gpt_stage_backward(coh_gpt *g, int slot, int lo, int hi, const float *dout, int B,
+                                  int T, float *dx_in);
+
 /* Logits (V floats) of the next token after tokens[0..T-1] (one sequence, T <= seq). */
 coh_status coh_gpt_next_logits(coh_gpt *g, const int32_t *tokens, int T, float *logits);
 

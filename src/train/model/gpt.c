@@ -36,19 +36,18 @@ static void arena_views(const coh_gpt_config *c, float *arena, gpt_weights *w, g
     w->lnfb = arena + b + C;
 }
 
-/* Carve the saved-activation allocation in the order gpt_act_sizes counts it. */
-static void act_views(coh_gpt *g, int B, int T)
+/* Carve one slot's saved activations from p in the order gpt_act_sizes counts them. */
+static void slot_views(coh_gpt *g, gpt_slot *sl, float *p, int B, int T)
 {
     size_t BT = (size_t)B * T, C = (size_t)g->cfg.dim, NH = (size_t)g->cfg.heads;
-    float *p = g->acts;
 #define TAKE(dst, n) (dst = p, p += (n))
-    TAKE(g->encoded, BT * C);
-    TAKE(g->lnf, BT * C);
-    TAKE(g->lnf_mean, BT);
-    TAKE(g->lnf_rstd, BT);
-    TAKE(g->losses, BT);
+    TAKE(sl->encoded, BT * C);
+    TAKE(sl->lnf, BT * C);
+    TAKE(sl->lnf_mean, BT);
+    TAKE(sl->lnf_rstd, BT);
+    TAKE(sl->losses, BT);
     for (int l = 0; l < g->cfg.layers; l++) {
-        gpt_layer_acts *a = &g->la[l];
+        gpt_layer_acts *a = &sl->la[l];
         TAKE(a->ln1, BT * C);
         TAKE(a->ln1_mean, BT);
         TAKE(a->ln1_rstd, BT);
@@ -63,12 +62,16 @@ static void act_views(coh_gpt *g, int B, int T)
         TAKE(a->fch_gelu, BT * 4 * C);
         TAKE(a->res3, BT * C);
     }
-    g->tokens = (int32_t *)p; /* (B, T), int32 is float-sized */
-    p = g->dscratch;
-    TAKE(g->dres, BT * C);
-    TAKE(g->dtmp, BT * C);
-    TAKE(g->dwide, BT * 4 * C);
+    sl->tokens = (int32_t *)p; /* (B, T), int32 is float-sized */
 #undef TAKE
+}
+
+static void scratch_views(coh_gpt *g, int B, int T)
+{
+    size_t BTC = (size_t)B * T * (size_t)g->cfg.dim;
+    g->dres = g->dscratch;
+    g->dtmp = g->dres + BTC;
+    g->dwide = g->dtmp + BTC;
 }
 
 coh_status coh_gpt_create(const coh_gpt_config *c, int B, int T, coh_gpt **out)
@@ -92,11 +95,15 @@ coh_status coh_gpt_create(const coh_gpt_config *c, int B, int T, coh_gpt **out)
     g->grads = calloc(g->nparams, sizeof(float));
     g->blk = calloc((size_t)c->layers, sizeof *g->blk);
     g->gblk = calloc((size_t)c->layers, sizeof *g->gblk);
-    g->la = calloc((size_t)c->layers, sizeof *g->la);
+    g->nslots = 1;
+    g->slot = calloc(1, sizeof *g->slot);
+    if (g->slot)
+        g->slot[0].la = calloc((size_t)c->layers, sizeof *g->slot[0].la);
     g->acts = malloc(s.saved * sizeof(float));
     g->dscratch = malloc(s.grads * sizeof(float));
     g->logits = malloc(s.logits * sizeof(float));
-    if (!g->params || !g->grads || !g->blk || !g->gblk || !g->la || !g->acts || !g->dscratch ||
+    if (!g->params || !g->grads || !g->blk || !g->gblk || !g->slot || !g->slot[0].la || !g->acts ||
+        !g->dscratch ||
         !g->logits) {
         coh_gpt_destroy(g);
         char buf[32];
@@ -105,7 +112,8 @@ coh_status coh_gpt_create(const coh_gpt_config *c, int B, int T, coh_gpt **out)
     }
     arena_views(c, g->params, &g->w, g->blk);
     arena_views(c, g->grads, &g->gw, g->gblk);
-    act_views(g, B, T);
+    slot_views(g, &g->slot[0], g->acts, B, T);
+    scratch_views(g, B, T);
     *out = g;
     return COH_OK;
 }
@@ -119,7 +127,10 @@ void coh_gpt_destroy(coh_gpt *g)
         free(g->grads);
     free(g->blk);
     free(g->gblk);
-    free(g->la);
+    for (int i = 0; g->slot && i < g->nslots; i++)
+        free(g->slot[i].la);
+    free(g->slot);
+    free(g->slot_acts);
     free(g->acts);
     free(g->dscratch);
     free(g->logits);
@@ -127,6 +138,45 @@ void coh_gpt_destroy(coh_gpt *g)
 }
 
 const coh_gpt_config *coh_gpt_get_config(const coh_gpt *g) { return &g->cfg; }
+
+coh_status coh_gpt_set_slots(coh_gpt *g, int slots)
+{
+    if (slots < 1 || slots > 4096)
+        return coh_errf(COH_ERR_INVALID, "invalid slot count '%d': must be 1..4096", slots);
+    if (g->slot_acts)
+        return coh_errf(COH_ERR_INVALID, "the model's slots are already set");
+    gpt_act_sizes_t s;
+    gpt_act_sizes(&g->cfg, g->maxB, g->maxT, &s);
+    size_t BTC = (size_t)g->maxB * g->maxT * (size_t)g->cfg.dim;
+    gpt_slot *sl = calloc((size_t)slots, sizeof *sl);
+    /* calloc: untouched pages (layers of other stages, slots never used) stay unresident */
+    float *acts = calloc((size_t)(slots - 1) * s.saved + (size_t)slots * 2 * BTC, sizeof(float));
+    int ok = sl && acts;
+    for (int i = 0; ok && i < slots; i++)
+        ok = (sl[i].la = calloc((size_t)g->cfg.layers, sizeof *sl[i].la)) != NULL;
+    if (!ok) {
+        for (int i = 0; sl && i < slots; i++)
+            free(sl[i].la);
+        free(sl);
+        free(acts);
+        return coh_errf(COH_ERR_NOMEM, "out of memory for %d activation slots", slots);
+    }
+    float *p = acts;
+    for (int i = 0; i < slots; i++) {
+        slot_views(g, &sl[i], i ? p : g->acts, g->maxB, g->maxT);
+        if (i)
+            p += s.saved;
+        sl[i].xin = p;
+        sl[i].dlnf = p + BTC;
+        p += 2 * BTC;
+    }
+    free(g->slot[0].la);
+    free(g->slot);
+    g->slot = sl;
+    g->nslots = slots;
+    g->slot_acts = acts;
+    return COH_OK;
+}
 
 float *coh_gpt_params(coh_gpt *g, size_t *count)
 {

@@ -49,6 +49,19 @@ typedef struct gpt_layer_acts {
     float *res3;                      /* (B,T,C) block output */
 } gpt_layer_acts;
 
+/* What one micro-batch keeps from its forward pass for its backward pass. A pipeline stage
+ * holds one slot per micro-batch in flight; the whole model on one device uses slot 0. Only the
+ * layers a stage runs are ever written, so the others' pages are never resident. */
+typedef struct gpt_slot {
+    float *encoded;        /* (B,T,C) */
+    float *lnf, *lnf_mean, *lnf_rstd; /* (B,T,C), (B,T), (B,T) */
+    float *losses;         /* (B,T) */
+    int32_t *tokens;       /* (B,T) copy for the embedding backward */
+    gpt_layer_acts *la;    /* (L) */
+    float *xin;            /* (B,T,C) a stage's input from the previous stage (stages only) */
+    float *dlnf;           /* (B,T,C) the fused head's dL/dlnf until backward (stages only) */
+} gpt_slot;
+
 struct coh_gpt {
     coh_gpt_config cfg;
     int maxB, maxT;
@@ -57,12 +70,10 @@ struct coh_gpt {
     int grads_borrowed;    /* grads is the caller's (coh_gpt_set_grad_arena) */
     gpt_weights w, gw;
     gpt_block *blk, *gblk; /* (L) views into params and grads */
-    float *acts;           /* saved activations */
-    float *encoded;        /* (B,T,C) */
-    float *lnf, *lnf_mean, *lnf_rstd; /* (B,T,C), (B,T), (B,T) */
-    float *losses;         /* (B,T) */
-    int32_t *tokens;       /* (B,T) copy for the embedding backward */
-    gpt_layer_acts *la;    /* (L) */
+    float *acts;           /* saved activations of slot 0 */
+    gpt_slot *slot;        /* (nslots) */
+    int nslots;
+    float *slot_acts;      /* saved activations of slots 1.. and every slot's xin, dlnf */
     float *dscratch;       /* backward scratch */
     float *dres, *dtmp, *dwide; /* (B,T,C), (B,T,C), (B,T,4C) */
     float *logits;         /* (chunk, V) */

@@ -1,17 +1,19 @@
-/* gpt_step.c: one forward pass with the fused loss, and the backward pass that follows it,
- * block by block in reverse, reporting each block's finished gradients to the hook. */
+/* gpt_step.c: forward and backward over a range of layers (a pipeline stage: from tokens or an
+ * incoming activation, to an outgoing activation or the fused loss), and the whole model's
+ * step as the one stage that holds every layer, reporting each block's finished gradients to
+ * the hook. */
 #include <math.h>
 #include <string.h>
 
 #include "cohort/train.h"
 #include "train/model/gpt_int.h"
 
-static coh_status block_forward(coh_gpt *g, int l, const float *x, int B, int T)
+static coh_status block_forward(coh_gpt *g, gpt_slot *sl, int l, const float *x, int B, int T)
 {
     int C = g->cfg.dim, NH = g->cfg.heads;
     size_t N = (size_t)B * T;
     const gpt_block *w = &g->blk[l];
-    gpt_layer_acts *a = &g->la[l];
+    gpt_layer_acts *a = &sl->la[l];
     op_layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, w->ln1w, w->ln1b, N, C);
     op_matmul_forward(a->qkv, a->ln1, w->qkvw, w->qkvb, N, C, 3 * C);
     if (op_attention_forward(a->atty, a->att_lse, a->qkv, B, T, C, NH))
@@ -28,13 +30,13 @@ static coh_status block_forward(coh_gpt *g, int l, const float *x, int B, int T)
 }
 
 /* dres holds dL/d(block output) on entry and dL/d(block input) on return. */
-static coh_status block_backward(coh_gpt *g, int l, const float *x, int B, int T)
+static coh_status block_backward(coh_gpt *g, gpt_slot *sl, int l, const float *x, int B, int T)
 {
     int C = g->cfg.dim, NH = g->cfg.heads;
     size_t N = (size_t)B * T;
     const gpt_block *w = &g->blk[l];
     gpt_block *gw = &g->gblk[l];
-    gpt_layer_acts *a = &g->la[l];
+    gpt_layer_acts *a = &sl->la[l];
     float *dres = g->dres, *dtmp = g->dtmp, *dwide = g->dwide;
     op_matmul_backward(dwide, gw->fcprojw, gw->fcprojb, dres, a->fch_gelu, w->fcprojw, N, 4 * C,
                        C, 0);
@@ -70,9 +72,26 @@ static void params(coh_gpt *g, int layer, coh_param_event ev)
     g->phook(g->phook_ctx, layer, ev, b, e);
 }
 
-static coh_status check_batch(const coh_gpt *g, const int32_t *tok, const int32_t *tgt, int B,
-                              int T)
+static coh_status check_ids(const coh_gpt *g, const int32_t *ids, size_t n, const char *what)
 {
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= g->cfg.vocab)
+            return coh_errf(COH_ERR_INVALID, "invalid %s id '%d' at %zu: vocab is 0..%d", what,
+                            ids[i], i, g->cfg.vocab - 1);
+    return COH_OK;
+}
+
+static coh_status check_stage(const coh_gpt *g, int slot, int lo, int hi, int B, int T)
+{
+    if (slot < 0 || slot >= g->nslots)
+        return coh_errf(COH_ERR_INVALID, "invalid slot '%d': the model has 0..%d", slot,
+                        g->nslots - 1);
+    if (lo < 0 || hi > g->cfg.layers || lo >= hi)
+        return coh_errf(COH_ERR_INVALID, "invalid layer range %d..%d: the model has layers "
+                        "0..%d", lo, hi - 1, g->cfg.layers - 1);
+    if ((lo > 0 || hi < g->cfg.layers) && !g->slot_acts)
+        return coh_errf(COH_ERR_INVALID, "layer range %d..%d: a stage needs coh_gpt_set_slots",
+                        lo, hi - 1);
     if (B < 1 || B > g->maxB)
         return coh_errf(COH_ERR_INVALID, "invalid batch '%d': the model was created for 1..%d",
                         B, g->maxB);
@@ -80,94 +99,158 @@ static coh_status check_batch(const coh_gpt *g, const int32_t *tok, const int32_
         return coh_errf(COH_ERR_INVALID,
                         "invalid sequence length '%d': the model was created for 1..%d", T,
                         g->maxT);
-    for (size_t i = 0; i < (size_t)B * T; i++) {
-        if (tok[i] < 0 || tok[i] >= g->cfg.vocab)
-            return coh_errf(COH_ERR_INVALID, "invalid token id '%d' at %zu: vocab is 0..%d",
-                            tok[i], i, g->cfg.vocab - 1);
-        if (tgt && (tgt[i] < 0 || tgt[i] >= g->cfg.vocab))
-            return coh_errf(COH_ERR_INVALID, "invalid target id '%d' at %zu: vocab is 0..%d",
-                            tgt[i], i, g->cfg.vocab - 1);
-    }
     return COH_OK;
 }
 
-/* Forward through the final LayerNorm; leaves g->lnf (B,T,C). */
-static coh_status forward_trunk(coh_gpt *g, const int32_t *tok, int B, int T)
+/* The final LayerNorm and the fused head: the mean loss, and with grad_scale > 0 dL/dlnf into
+ * dlnf and the head's part of dwte. */
+static void head_forward(coh_gpt *g, gpt_slot *sl, const int32_t *targets, int B, int T,
+                         float grad_scale, float *dlnf, float *loss)
 {
     int C = g->cfg.dim, L = g->cfg.layers;
     size_t N = (size_t)B * T;
-    memcpy(g->tokens, tok, N * sizeof *tok);
+    params(g, L, COH_PARAM_NEED_FORWARD);
+    op_layernorm_forward(sl->lnf, sl->lnf_mean, sl->lnf_rstd, sl->la[L - 1].res3, g->w.lnfw,
+                         g->w.lnfb, N, C);
     params(g, -1, COH_PARAM_NEED_FORWARD);
-    op_encoder_forward(g->encoded, tok, g->w.wte, g->w.wpe, B, T, C);
+    op_head_loss(sl->losses, grad_scale > 0.0f ? dlnf : NULL, g->gw.wte, g->logits,
+                 g->chunk_rows, sl->lnf, g->w.wte, targets, N, C, g->cfg.vocab, grad_scale);
     params(g, -1, COH_PARAM_DONE);
-    for (int l = 0; l < L; l++) {
+    double sum = 0.0;
+    for (size_t i = 0; i < N; i++)
+        sum += sl->losses[i];
+    *loss = (float)(sum / (double)N);
+    if (grad_scale <= 0.0f)
+        params(g, L, COH_PARAM_DONE);
+}
+
+coh_status coh_gpt_stage_forward(coh_gpt *g, int slot, int lo, int hi, const int32_t *tokens,
+                                 const float *x_in, const int32_t *targets, int B, int T,
+                                 float grad_scale, float *x_out, float *loss)
+{
+    coh_status st = check_stage(g, slot, lo, hi, B, T);
+    int C = g->cfg.dim, L = g->cfg.layers;
+    size_t N = (size_t)B * T;
+    gpt_slot *sl = &g->slot[slot];
+    if (!st && lo == 0 && !tokens)
+        st = coh_errf(COH_ERR_INVALID, "the first stage needs tokens");
+    if (!st && lo > 0 && !x_in)
+        st = coh_errf(COH_ERR_INVALID, "a stage after the first needs its input activation");
+    if (!st && hi == L && !targets)
+        st = coh_errf(COH_ERR_INVALID, "targets are required for a training or eval step");
+    if (!st && hi < L && !x_out)
+        st = coh_errf(COH_ERR_INVALID, "a stage before the last needs a buffer for its output");
+    if (!st && lo == 0)
+        st = check_ids(g, tokens, N, "token");
+    if (!st && hi == L)
+        st = check_ids(g, targets, N, "target");
+    if (st)
+        return st;
+    const float *x = x_in;
+    if (lo == 0) {
+        memcpy(sl->tokens, tokens, N * sizeof *tokens);
+        params(g, -1, COH_PARAM_NEED_FORWARD);
+        op_encoder_forward(sl->encoded, tokens, g->w.wte, g->w.wpe, B, T, C);
+        params(g, -1, COH_PARAM_DONE);
+        x = sl->encoded;
+    } else {
+        memcpy(sl->xin, x_in, N * C * sizeof *x_in); /* block lo's backward reads its input */
+        x = sl->xin;
+    }
+    for (int l = lo; l < hi; l++) {
         params(g, l, COH_PARAM_NEED_FORWARD);
-        coh_status st = block_forward(g, l, l ? g->la[l - 1].res3 : g->encoded, B, T);
+        st = block_forward(g, sl, l, l > lo ? sl->la[l - 1].res3 : x, B, T);
         params(g, l, COH_PARAM_DONE);
         if (st)
             return st;
     }
-    params(g, L, COH_PARAM_NEED_FORWARD);
-    op_layernorm_forward(g->lnf, g->lnf_mean, g->lnf_rstd, g->la[L - 1].res3, g->w.lnfw,
-                         g->w.lnfb, N, C);
+    if (hi < L) {
+        memcpy(x_out, sl->la[hi - 1].res3, N * C * sizeof *x_out);
+        return COH_OK;
+    }
+    /* the whole model on one device keeps dL/dlnf in dtmp until the backward right after */
+    head_forward(g, sl, targets, B, T, grad_scale, g->slot_acts ? sl->dlnf : g->dtmp, loss);
+    return COH_OK;
+}
+
+coh_status coh_gpt_stage_backward(coh_gpt *g, int slot, int lo, int hi, const float *dout, int B,
+                                  int T, float *dx_in)
+{
+    coh_status st = check_stage(g, slot, lo, hi, B, T);
+    int C = g->cfg.dim, L = g->cfg.layers;
+    size_t N = (size_t)B * T;
+    if (!st && hi < L && !dout)
+        st = coh_errf(COH_ERR_INVALID, "a stage before the last needs its output's gradient");
+    if (!st && lo > 0 && !dx_in)
+        st = coh_errf(COH_ERR_INVALID, "a stage after the first needs a buffer for its input's "
+                      "gradient");
+    if (st)
+        return st;
+    gpt_slot *sl = &g->slot[slot];
+    if (hi == L) {
+        memset(g->dres, 0, N * C * sizeof(float));
+        op_layernorm_backward(g->dres, g->gw.lnfw, g->gw.lnfb, g->slot_acts ? sl->dlnf : g->dtmp,
+                              sl->la[L - 1].res3, g->w.lnfw, sl->lnf_mean, sl->lnf_rstd, N, C);
+        params(g, L, COH_PARAM_DONE);
+        report(g, L);
+    } else {
+        memcpy(g->dres, dout, N * C * sizeof *dout);
+    }
+    const float *x = lo == 0 ? sl->encoded : sl->xin;
+    for (int l = hi - 1; l >= lo; l--) {
+        params(g, l, COH_PARAM_NEED_BACKWARD);
+        st = block_backward(g, sl, l, l > lo ? sl->la[l - 1].res3 : x, B, T);
+        params(g, l, COH_PARAM_DONE);
+        if (st)
+            return st;
+        report(g, l);
+    }
+    if (lo == 0) {
+        op_encoder_backward(g->gw.wte, g->gw.wpe, g->dres, sl->tokens, B, T, C);
+        report(g, -1);
+    } else {
+        memcpy(dx_in, g->dres, N * C * sizeof *dx_in);
+    }
     return COH_OK;
 }
 
 coh_status coh_gpt_step(coh_gpt *g, const int32_t *tokens, const int32_t *targets, int B, int T,
                         float grad_scale, float *loss)
 {
-    coh_status st = check_batch(g, tokens, targets, B, T);
-    if (st)
+    int L = g->cfg.layers;
+    coh_status st = coh_gpt_stage_forward(g, 0, 0, L, tokens, NULL, targets, B, T, grad_scale,
+                                          NULL, loss);
+    if (st || grad_scale <= 0.0f)
         return st;
-    if (!targets)
-        return coh_errf(COH_ERR_INVALID, "targets are required for a training or eval step");
-    int C = g->cfg.dim, L = g->cfg.layers;
-    size_t N = (size_t)B * T;
-    if ((st = forward_trunk(g, tokens, B, T)))
-        return st;
-    int train = grad_scale > 0.0f;
-    params(g, -1, COH_PARAM_NEED_FORWARD);
-    /* the fused head writes dL/dlnf into dtmp and adds the LM-head part of dwte */
-    op_head_loss(g->losses, train ? g->dtmp : NULL, g->gw.wte, g->logits, g->chunk_rows, g->lnf,
-                 g->w.wte, targets, N, C, g->cfg.vocab, grad_scale);
-    params(g, -1, COH_PARAM_DONE);
-    double sum = 0.0;
-    for (size_t i = 0; i < N; i++)
-        sum += g->losses[i];
-    *loss = (float)(sum / (double)N);
-    if (!train) {
-        params(g, L, COH_PARAM_DONE);
-        return COH_OK;
-    }
-    memset(g->dres, 0, N * C * sizeof(float));
-    op_layernorm_backward(g->dres, g->gw.lnfw, g->gw.lnfb, g->dtmp, g->la[L - 1].res3, g->w.lnfw,
-                          g->lnf_mean, g->lnf_rstd, N, C);
-    params(g, L, COH_PARAM_DONE);
-    report(g, L);
-    for (int l = L - 1; l >= 0; l--) {
-        params(g, l, COH_PARAM_NEED_BACKWARD);
-        st = block_backward(g, l, l ? g->la[l - 1].res3 : g->encoded, B, T);
-        params(g, l, COH_PARAM_DONE);
-        if (st)
-            return st;
-        report(g, l);
-    }
-    op_encoder_backward(g->gw.wte, g->gw.wpe, g->dres, g->tokens, B, T, C);
-    report(g, -1);
-    return COH_OK;
+    return coh_gpt_stage_backward(g, 0, 0, L, NULL, B, T, NULL);
 }
 
 coh_status coh_gpt_next_logits(coh_gpt *g, const int32_t *tokens, int T, float *logits)
 {
-    coh_status st = check_batch(g, tokens, NULL, 1, T);
+    int C = g->cfg.dim, L = g->cfg.layers;
+    coh_status st = check_stage(g, 0, 0, L, 1, T);
+    if (!st)
+        st = check_ids(g, tokens, (size_t)T, "token");
     if (st)
         return st;
-    if ((st = forward_trunk(g, tokens, 1, T)))
-        return st;
+    gpt_slot *sl = &g->slot[0];
+    memcpy(sl->tokens, tokens, (size_t)T * sizeof *tokens);
     params(g, -1, COH_PARAM_NEED_FORWARD);
-    op_head_logits(logits, g->lnf + (size_t)(T - 1) * g->cfg.dim, g->w.wte, g->cfg.dim,
-                   g->cfg.vocab);
+    op_encoder_forward(sl->encoded, tokens, g->w.wte, g->w.wpe, 1, T, C);
     params(g, -1, COH_PARAM_DONE);
-    params(g, g->cfg.layers, COH_PARAM_DONE);
+    for (int l = 0; l < L; l++) {
+        params(g, l, COH_PARAM_NEED_FORWARD);
+        st = block_forward(g, sl, l, l ? sl->la[l - 1].res3 : sl->encoded, 1, T);
+        params(g, l, COH_PARAM_DONE);
+        if (st)
+            return st;
+    }
+    params(g, L, COH_PARAM_NEED_FORWARD);
+    op_layernorm_forward(sl->lnf, sl->lnf_mean, sl->lnf_rstd, sl->la[L - 1].res3, g->w.lnfw,
+                         g->w.lnfb, (size_t)T, C);
+    params(g, -1, COH_PARAM_NEED_FORWARD);
+    op_head_logits(logits, sl->lnf + (size_t)(T - 1) * C, g->w.wte, C, g->cfg.vocab);
+    params(g, -1, COH_PARAM_DONE);
+    params(g, L, COH_PARAM_DONE);
     return COH_OK;
 }

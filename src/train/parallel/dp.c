@@ -218,7 +218,7 @@ static double gather_loss(coh_dp *dp)
 {
     size_t bt = (size_t)dp->cfg.batch * dp->cfg.seq, all = bt * dp->n;
     for (int i = 0; i < dp->n; i++)
-        memcpy(dp->glosses + i * bt, dp->dev[i].g->losses, bt * sizeof *dp->glosses);
+        memcpy(dp->glosses + i * bt, dp->dev[i].g->slot[0].losses, bt * sizeof *dp->glosses);
     double sum = 0.0;
     for (size_t k = 0; k < all; k++)
         sum += dp->glosses[k];
