@@ -80,7 +80,14 @@ coh_status coh_model_count(const coh_model_desc *m, coh_param_count *out);
 
 typedef enum coh_precision { COH_PREC_FP32, COH_PREC_BF16_MIXED, COH_PREC_FP16_MIXED } coh_precision;
 typedef enum coh_recompute { COH_RECOMPUTE_NONE, COH_RECOMPUTE_SELECTIVE, COH_RECOMPUTE_FULL } coh_recompute;
-typedef enum coh_schedule { COH_SCHED_1F1B, COH_SCHED_GPIPE, COH_SCHED_INTERLEAVED } coh_schedule;
+/* Pipeline schedules (cohort/pipeline.h builds their action lists). NAIVE, one microbatch through
+ * every stage at a time, is last so that the others keep their values. */
+typedef enum coh_schedule {
+    COH_SCHED_1F1B,
+    COH_SCHED_GPIPE,
+    COH_SCHED_INTERLEAVED,
+    COH_SCHED_NAIVE
+} coh_schedule;
 typedef enum coh_offload {
     COH_OFFLOAD_NONE,
     COH_OFFLOAD_OPTIMIZER,       /* optimizer state (and fp32 master/grads) in host memory */
