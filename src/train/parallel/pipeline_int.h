@@ -1,5 +1,5 @@
-/* pipeline_int.h: what the pipeline schedule files (schedule.c, pipe_sim.c, pipe_draw.c) and
- * their tests share: every stage's list at once, the warm-up count and the list simulator. */
+/* pipeline_int.h: what the pipeline schedule files and their tests share: every stage's list at
+ * once, the warm-up count and the list simulator. */
 #ifndef COHORT_PIPELINE_INT_H
 #define COHORT_PIPELINE_INT_H
 
