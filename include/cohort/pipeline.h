@@ -1,7 +1,8 @@
 /* pipeline.h: pipeline-parallel schedules as data: each stage's ordered list of actions (forward,
- * backward, send, receive) as a pure function of the schedule and its sizes, and a simulator
- * that runs the lists against each other to count the bubble. Every function here is pure (no
- * state but the calling thread's error message) and thread-safe. */
+ * backward, send, receive) as a pure function of the schedule and its sizes, a simulator that
+ * runs the lists against each other to count the bubble, and an ASCII drawing of the timeline.
+ * docs/pipeline.md shows the four schedules drawn from these lists. Every function here is pure
+ * (no state but the calling thread's error message) and thread-safe. */
 #ifndef COHORT_PIPELINE_H
 #define COHORT_PIPELINE_H
 
@@ -127,6 +128,19 @@ typedef struct coh_pipe_sim {
  * and a receive do not match (a bug; the message names the stage, action and message). */
 coh_status coh_pipeline_simulate(const coh_pipe_shape *shape, double t_fwd, double t_bwd,
                                  coh_pipe_sim *out, coh_pipe_stage_stats *stages);
+
+/* ---- drawing -------------------------------------------------------------------------------- */
+
+/* The simulated timeline as text, one line per stage, "stage S: " then one cell per time unit
+ * joined by spaces: a compute's label in its first cell ("F3" forward of microbatch 3, "B3"
+ * backward; interleaved adds the chunk as a letter, "F3a" chunk 0, "F3b" chunk 1), '-' in the
+ * cells it goes on for, '.' where the stage is idle; cells are as wide as the widest label.
+ * A chunk's forward takes fwd_cells cells and its backward bwd_cells (1 .. 16 each); trailing
+ * blanks are trimmed and each line ends with '\n'.
+ * Ownership: *out is a new NUL-terminated string; the caller frees it with free().
+ * Errors: those of coh_pipeline_simulate; COH_ERR_INVALID for cells outside 1 .. 16, more than
+ * 26 chunks, or a drawing over 16 MiB. */
+coh_status coh_pipeline_draw(const coh_pipe_shape *shape, int fwd_cells, int bwd_cells, char **out);
 
 #ifdef __cplusplus
 }
