@@ -115,7 +115,8 @@ typedef struct coh_pipe_sim {
     double ideal;       /* the busiest stage's compute time: the step with no bubble */
     double bubble;      /* (makespan - ideal) / ideal: a stage's idle time over its compute
                            time, Narayanan et al.'s bubble fraction: (p - 1) / m for GPipe and
-                           1F1B, (p - 1) / (v * m) for interleaved, p - 1 for naive */
+                           1F1B, (p - 1) / (v * m) for interleaved, p - 1 for naive, whatever
+                           t_fwd and t_bwd */
     int peak_in_flight; /* the largest over stages */
 } coh_pipe_sim;
 
