@@ -14,7 +14,7 @@ coh_status cli_par_open(const train_opts *o, cli_par *p)
     memset(p, 0, sizeof *p);
     coh_status st;
     /* cmd_train.c checked the strategy against the launcher's environment */
-    if (coh_strategy_is_multiprocess(o->cfg.par.strategy)) {
+    if (coh_strategy_is_multiprocess(o->cfg.par.strategy) || o->world > 1) {
         st = coh_comm_create(COH_COMM_AUTO, &p->world);
     } else {
         st = coh_comm_create_self(&p->world);
@@ -108,6 +108,10 @@ void cli_par_write_devices(coh_jw *w, coh_par_trainer *t)
 
 int cli_par_predict(const train_opts *o, const cli_par *p, coh_par_memory *out)
 {
+    if (o->cfg.par.pp > 1) { /* the trainer's own prediction covers data parallelism only */
+        memset(out, 0, sizeof *out);
+        return 0;
+    }
     coh_par_config pc = {.train = o->tc, .par = o->cfg.par};
     if (coh_par_memory_estimate(&pc, p->world_size, p->rank, out) == COH_OK)
         return 1;

@@ -51,7 +51,8 @@ static coh_status open_loader(const run *r, const char *const *paths, int n, int
     int rows = o->tc.batch * (eval || o->devices < 1 ? 1 : (int)o->devices);
     coh_loader_config lc = {
         .paths = paths, .npaths = (size_t)n, .batch = rows, .seq = o->tc.seq,
-        .rank = r->par.rank, .world = r->par.world_size, .shuffle = o->shuffle, .seed = o->tc.seed,
+        .rank = r->par.mesh->dp_rank, .world = r->par.mesh->dp, .shuffle = o->shuffle,
+        .seed = o->tc.seed,
         .mode = eval ? COH_LOADER_EVAL : COH_LOADER_TRAIN, .vocab = o->tc.model.vocab,
     };
     return coh_loader_create(&lc, out);
@@ -172,7 +173,7 @@ static coh_status save(run *r)
 static coh_status loop(run *r)
 {
     const train_opts *o = r->o;
-    double tokens = (double)o->tc.batch * o->tc.seq * o->tc.accum * r->par.world_size *
+    double tokens = (double)o->tc.batch * o->tc.seq * o->tc.accum * r->par.mesh->dp *
                     (o->devices > 0 ? o->devices : 1);
     int lead = r->par.rank == 0;
     for (long step = r->first_step; step < r->last_step; step++) {
@@ -250,7 +251,7 @@ int cli_train_run(const train_opts *o)
         coh_info("done: %ld steps in %.1fs, %.0f tokens/s; peak rss %s, %s over the start "
                  "(engine predicted %s)", steps, el,
                  el > 0 ? steps * (double)o->tc.batch * o->tc.seq * o->tc.accum *
-                              r.par.world_size * (o->devices > 0 ? o->devices : 1) / el : 0.0,
+                              r.par.mesh->dp * (o->devices > 0 ? o->devices : 1) / el : 0.0,
                  coh_size_format(peak, rss, sizeof rss),
                  coh_size_format(peak > r.par.base_rss ? peak - r.par.base_rss : 0, grow,
                                  sizeof grow),

@@ -158,7 +158,7 @@ static int check_strategy(const train_opts *o, const coh_launch_env *env)
         return cli_usage_error(CMD, "strategy '%s' needs one process per rank: start it with "
                                "'cohort run --nproc-per-node N cohort train ...'",
                                coh_strategy_name(s));
-    if (!coh_strategy_is_multiprocess(s) && env->world_size > 1)
+    if (!coh_strategy_is_multiprocess(s) && env->world_size > 1 && o->cfg.par.dp != 1)
         return cli_usage_error(CMD, "strategy '%s' runs one process but %s started %d ranks: "
                                "use --strategy ddp or zero1..zero3",
                                coh_strategy_name(s), coh_launcher_name(env->launcher),
@@ -290,6 +290,10 @@ static int check_config(train_opts *o)
     int rc = cli_config_place(CMD, &o->cfg, o->world);
     if (rc)
         return rc;
+    if (o->cfg.par.pp > 1 && (o->save || o->resume || o->init_from))
+        return cli_usage_error(CMD, "%s with --pp %d: a pipeline's checkpoints are not written "
+                               "or read yet", o->save ? "--save" : o->resume ? "--resume"
+                               : "--init-from", o->cfg.par.pp);
     coh_par_config pc = {.train = o->tc, .par = o->cfg.par};
     coh_par_config_apply(&pc);
     o->tc = pc.train;

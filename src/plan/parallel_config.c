@@ -90,9 +90,13 @@ int coh_parallel_config_runnable(const coh_parallel_config *c, char *why, size_t
     if (c->tp > 1)
         snprintf(buf, sizeof buf, "--tp %d: tensor parallelism is not in cohort's trainer yet",
                  c->tp);
-    else if (c->pp > 1)
-        snprintf(buf, sizeof buf, "--pp %d: pipeline parallelism is not in cohort's trainer yet",
-                 c->pp);
+    else if (c->pp > 1 && c->strategy != COH_STRATEGY_SINGLE && c->strategy != COH_STRATEGY_DDP)
+        snprintf(buf, sizeof buf, "--strategy %s with --pp %d: cohort's pipeline runs its dp axis "
+                 "as single or ddp (ZeRO with pp > 1 is not in cohort's trainer yet)",
+                 coh_strategy_name(c->strategy), c->pp);
+    else if (c->pp > 1 && c->recompute != COH_RECOMPUTE_NONE)
+        snprintf(buf, sizeof buf, "--recompute %s with --pp %d: cohort's pipeline keeps every "
+                 "activation", coh_recompute_name(c->recompute), c->pp);
     else if (c->precision != COH_PREC_FP32)
         snprintf(buf, sizeof buf, "--precision %s: cohort's trainer runs fp32",
                  coh_precision_name(c->precision));

@@ -1,6 +1,8 @@
 /* test_train_stages.c: the engine's pipeline-stage entry points against the whole model: a model
  * run as stages (layer ranges, micro-batches in slots, forwards before backwards) computes the
  * same loss and gradients as one coh_gpt_step per micro-batch, bit for bit. */
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,10 +20,12 @@ static void batch(int k, int32_t *tok, int32_t *tgt)
     }
 }
 
-/* Three micro-batches through stages [0,1) [1,3) [3,4) in GPipe order (all forwards, then the
- * backwards in reverse), against coh_gpt_step on each in turn: the gradient sums differ only in
- * order, so the test runs the whole model's backwards in the same reverse order. */
-static void test_stages_equal_whole(void)
+/* Three micro-batches through stages [0,1) [1,3) [3,4), each in its own slot, against
+ * coh_gpt_step on each in turn. In the naive order (each micro-batch forward then backward) the
+ * gradient sums run in the same order: bit for bit. In GPipe's order (all forwards, then the
+ * backwards in reverse) the head's part of the tied embedding's gradient, which the fused head
+ * adds during the forward, is summed in another order: equal within float rounding. */
+static void run_stages(int gpipe, float *max_rel)
 {
     coh_gpt *whole, *st;
     CHECK_OK(coh_gpt_create(&CFG, B, T, &whole));
@@ -31,17 +35,23 @@ static void test_stages_equal_whole(void)
     CHECK_OK(coh_gpt_set_slots(st, MB));
     coh_gpt_zero_grad(whole);
     coh_gpt_zero_grad(st);
-    int32_t tok[MB][B * T], tgt[MB][B * T];
-    float x1[MB][B * T * 16], x2[MB][B * T * 16], d2[B * T * 16], d1[B * T * 16];
+    static int32_t tok[MB][B * T], tgt[MB][B * T];
+    static float x1[MB][B * T * 16], x2[MB][B * T * 16], d2[B * T * 16], d1[B * T * 16];
     float lw[MB], ls[MB];
     const float scale = 1.0f / MB;
-    for (int k = 0; k < MB; k++) {
-        batch(k, tok[k], tgt[k]);
-        CHECK_OK(coh_gpt_stage_forward(st, k, 0, 1, tok[k], NULL, NULL, B, T, scale, x1[k], NULL));
-        CHECK_OK(coh_gpt_stage_forward(st, k, 1, 3, NULL, x1[k], NULL, B, T, scale, x2[k], NULL));
-        CHECK_OK(coh_gpt_stage_forward(st, k, 3, 4, NULL, x2[k], tgt[k], B, T, scale, NULL, &ls[k]));
-    }
-    for (int k = MB - 1; k >= 0; k--) {
+    for (int i = 0; i < 2 * MB; i++) {
+        int fwd = gpipe ? i < MB : i % 2 == 0;
+        int k = gpipe ? (fwd ? i : 2 * MB - 1 - i) : i / 2;
+        if (fwd) {
+            batch(k, tok[k], tgt[k]);
+            CHECK_OK(coh_gpt_stage_forward(st, k, 0, 1, tok[k], NULL, NULL, B, T, scale, x1[k],
+                                           NULL));
+            CHECK_OK(coh_gpt_stage_forward(st, k, 1, 3, NULL, x1[k], NULL, B, T, scale, x2[k],
+                                           NULL));
+            CHECK_OK(coh_gpt_stage_forward(st, k, 3, 4, NULL, x2[k], tgt[k], B, T, scale, NULL,
+                                           &ls[k]));
+            continue;
+        }
         CHECK_OK(coh_gpt_stage_backward(st, k, 3, 4, NULL, B, T, d2));
         CHECK_OK(coh_gpt_stage_backward(st, k, 1, 3, d2, B, T, d1));
         CHECK_OK(coh_gpt_stage_backward(st, k, 0, 1, d1, B, T, NULL));
@@ -51,13 +61,25 @@ static void test_stages_equal_whole(void)
         CHECK(lw[k] == ls[k]);
     size_t n;
     float *gw = coh_gpt_grads(whole, &n), *gs = coh_gpt_grads(st, NULL);
-    CHECK(!memcmp(gw, gs, n * sizeof *gw));
-    float norm = 0.0f;
-    for (size_t i = 0; i < n; i++)
-        norm += gw[i] * gw[i];
-    CHECK(norm > 0.0f); /* gradients were computed at all */
+    float big = 0.0f, diff = 0.0f;
+    for (size_t i = 0; i < n; i++) {
+        big = fabsf(gw[i]) > big ? fabsf(gw[i]) : big;
+        diff = fabsf(gw[i] - gs[i]) > diff ? fabsf(gw[i] - gs[i]) : diff;
+    }
+    CHECK(big > 0.0f); /* gradients were computed at all */
+    *max_rel = diff / big;
     coh_gpt_destroy(whole);
     coh_gpt_destroy(st);
+}
+
+static void test_stages_equal_whole(void)
+{
+    float rel;
+    run_stages(0, &rel);
+    CHECK(rel == 0.0f);
+    run_stages(1, &rel);
+    printf("gpipe order: largest gradient difference %.2e of the largest gradient\n", rel);
+    CHECK(rel < 1e-6f);
 }
 
 /* A stage's errors name the bad value before anything runs. */

@@ -150,7 +150,7 @@ coh_status coh_gpt_set_slots(coh_gpt *g, int slots)
     size_t BTC = (size_t)g->maxB * g->maxT * (size_t)g->cfg.dim;
     gpt_slot *sl = calloc((size_t)slots, sizeof *sl);
     /* calloc: untouched pages (layers of other stages, slots never used) stay unresident */
-    float *acts = calloc((size_t)(slots - 1) * s.saved + (size_t)slots * 2 * BTC, sizeof(float));
+    float *acts = calloc((size_t)(slots - 1) * s.saved + (size_t)slots * BTC, sizeof(float));
     int ok = sl && acts;
     for (int i = 0; ok && i < slots; i++)
         ok = (sl[i].la = calloc((size_t)g->cfg.layers, sizeof *sl[i].la)) != NULL;
@@ -166,9 +166,8 @@ coh_status coh_gpt_set_slots(coh_gpt *g, int slots)
         slot_views(g, &sl[i], i ? p : g->acts, g->maxB, g->maxT);
         if (i)
             p += s.saved;
-        sl[i].xin = p;
-        sl[i].dlnf = p + BTC;
-        p += 2 * BTC;
+        sl[i].dlnf = p;
+        p += BTC;
     }
     free(g->slot[0].la);
     free(g->slot);

@@ -58,7 +58,6 @@ typedef struct gpt_slot {
     float *losses;         /* (B,T) */
     int32_t *tokens;       /* (B,T) copy for the embedding backward */
     gpt_layer_acts *la;    /* (L) */
-    float *xin;            /* (B,T,C) a stage's input from the previous stage (stages only) */
     float *dlnf;           /* (B,T,C) the fused head's dL/dlnf until backward (stages only) */
 } gpt_slot;
 
@@ -73,7 +72,7 @@ struct coh_gpt {
     float *acts;           /* saved activations of slot 0 */
     gpt_slot *slot;        /* (nslots) */
     int nslots;
-    float *slot_acts;      /* saved activations of slots 1.. and every slot's xin, dlnf */
+    float *slot_acts;      /* saved activations of slots 1.. and every slot's dlnf */
     float *dscratch;       /* backward scratch */
     float *dres, *dtmp, *dwide; /* (B,T,C), (B,T,C), (B,T,4C) */
     float *logits;         /* (chunk, V) */

@@ -146,20 +146,20 @@ coh_status coh_gpt_stage_forward(coh_gpt *g, int slot, int lo, int hi, const int
         st = check_ids(g, targets, N, "target");
     if (st)
         return st;
-    const float *x = x_in;
     if (lo == 0) {
         memcpy(sl->tokens, tokens, N * sizeof *tokens);
         params(g, -1, COH_PARAM_NEED_FORWARD);
         op_encoder_forward(sl->encoded, tokens, g->w.wte, g->w.wpe, B, T, C);
         params(g, -1, COH_PARAM_DONE);
-        x = sl->encoded;
     } else {
-        memcpy(sl->xin, x_in, N * C * sizeof *x_in); /* block lo's backward reads its input */
-        x = sl->xin;
+        /* the input lands where the whole model keeps block lo - 1's output (another stage's
+         * layer, so its place in this slot is free), and block lo's backward reads it there;
+         * each model chunk of a rank keeps its own input */
+        memcpy(sl->la[lo - 1].res3, x_in, N * C * sizeof *x_in);
     }
     for (int l = lo; l < hi; l++) {
         params(g, l, COH_PARAM_NEED_FORWARD);
-        st = block_forward(g, sl, l, l > lo ? sl->la[l - 1].res3 : x, B, T);
+        st = block_forward(g, sl, l, l ? sl->la[l - 1].res3 : sl->encoded, B, T);
         params(g, l, COH_PARAM_DONE);
         if (st)
             return st;
@@ -196,10 +196,9 @@ coh_status coh_gpt_stage_backward(coh_gpt *g, int slot, int lo, int hi, const fl
     } else {
         memcpy(g->dres, dout, N * C * sizeof *dout);
     }
-    const float *x = lo == 0 ? sl->encoded : sl->xin;
     for (int l = hi - 1; l >= lo; l--) {
         params(g, l, COH_PARAM_NEED_BACKWARD);
-        st = block_backward(g, sl, l, l > lo ? sl->la[l - 1].res3 : x, B, T);
+        st = block_backward(g, sl, l, l ? sl->la[l - 1].res3 : sl->encoded, B, T);
         params(g, l, COH_PARAM_DONE);
         if (st)
             return st;

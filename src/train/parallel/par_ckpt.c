@@ -185,6 +185,9 @@ static coh_status save_zero(coh_par_trainer *t, const char *path, const char *to
 coh_status coh_par_trainer_save(coh_par_trainer *t, const char *path, const char *tokenizer,
                                 const coh_loader_pos *data, int threads)
 {
+    if (t->pipe)
+        return coh_errf(COH_ERR_UNSUPPORTED, "checkpoint '%s': a pipeline's (pp > 1) checkpoints "
+                        "are not written yet", path);
     if (t->stage >= 1)
         return save_zero(t, path, tokenizer, data, threads);
     coh_status st = t->rdp == 0 ? coh_trainer_save(t->base, path, tokenizer, data, threads)

@@ -202,6 +202,9 @@ coh_status coh_par_trainer_resume(coh_par_trainer *t, const char *path, coh_load
                                   int *threads)
 {
     char sp[4200];
+    if (t->pipe)
+        return coh_errf(COH_ERR_UNSUPPORTED, "checkpoint '%s': a pipeline (pp > 1) does not "
+                        "resume yet", path);
     if ((size_t)snprintf(sp, sizeof sp, "%s.state", path) >= sizeof sp)
         return coh_errf(COH_ERR_INVALID, "checkpoint path '%s' is too long", path);
     coh_train_state s;

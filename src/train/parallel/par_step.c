@@ -98,11 +98,12 @@ coh_status coh_par_trainer_step(coh_par_trainer *t, coh_batch_fn next, void *ctx
         return st;
     }
     double loss, t0 = par_now_us();
-    coh_status st = accumulate(t, next, ctx, &loss);
+    coh_status st = t->pipe ? par_pipe_forward_backward(t, next, ctx, &loss)
+                            : accumulate(t, next, ctx, &loss);
     if (st)
         return st;
     par_trace_event(t->trace, "forward+backward", "step", 0, t0, par_now_us());
-    out->grad_norm = par_clip(t);
+    out->grad_norm = t->pipe ? par_pipe_clip(t) : par_clip(t);
     if (t->err)
         return t->err;
     out->lr = coh_lr_schedule(coh_trainer_get_step(t->base), c->warmup, c->steps, c->lr,
@@ -121,6 +122,12 @@ coh_status coh_par_trainer_eval(coh_par_trainer *t, coh_batch_fn next, void *ctx
                                 double *loss)
 {
     coh_status st = COH_OK;
+    if (t->pipe) {
+        st = par_pipe_eval(t, next, ctx, n, loss);
+        if (!st && t->ndp > 1)
+            st = coh_allreduce(t->dp, loss, loss, 1, COH_F64, COH_AVG);
+        return st;
+    }
     double sum = 0.0;
     for (long k = 0; !st && k < n; k++) {
         float l = 0.0f;
@@ -136,6 +143,8 @@ coh_status coh_par_trainer_eval(coh_par_trainer *t, coh_batch_fn next, void *ctx
 
 coh_status coh_par_trainer_gather_params(coh_par_trainer *t, float *out)
 {
+    if (t->pipe)
+        return par_pipe_gather(t, out);
     if (t->stage != 3) {
         memcpy(out, t->params, t->n * sizeof *out);
         return COH_OK;

@@ -37,6 +37,10 @@ static coh_status check(const coh_par_config *c, const coh_mesh *m)
         return coh_errf(COH_ERR_INVALID, "mesh %dx%dx%d (dp x pp x tp) differs from the "
                         "configuration's dp %d x pp %d x tp %d", m->dp, m->pp, m->tp, p->dp,
                         p->pp, p->tp);
+    if (m->pp > 1 && p->strategy != COH_STRATEGY_SINGLE && p->strategy != COH_STRATEGY_DDP)
+        return coh_errf(COH_ERR_UNSUPPORTED, "strategy '%s' with pp %d: the pipeline's dp axis "
+                        "runs single or ddp (ZeRO with pp > 1 is not in cohort's trainer yet)",
+                        coh_strategy_name(p->strategy), m->pp);
     if (p->strategy == COH_STRATEGY_SINGLE && m->dp != 1)
         return coh_errf(COH_ERR_INVALID, "strategy 'single' with %d ranks: use ddp or zero1..3 "
                         "under 'cohort run', or run one process", m->dp);
@@ -78,6 +82,33 @@ static coh_status alloc_state(coh_par_trainer *t)
     return COH_OK;
 }
 
+/* pp > 1: the whole arena is reserved but only this stage's ranges are ever written (and
+ * resident), its optimizer covers them, and its activations have one slot per micro-batch the
+ * schedule keeps in flight. */
+static coh_status build_pipeline(coh_par_trainer *t, coh_gpt *model, coh_adamw **opt)
+{
+    const coh_gpt_config *c = &t->cfg.train.model;
+    coh_status st = par_pipe_create(t, &t->pipe);
+    if (st)
+        return st;
+    int v = t->cfg.par.schedule == COH_SCHED_INTERLEAVED ? t->cfg.par.virtual_stages : 1;
+    t->own_rb = malloc(((size_t)v + 1) * sizeof *t->own_rb);
+    t->own_re = malloc(((size_t)v + 1) * sizeof *t->own_re);
+    if (!t->own_rb || !t->own_re)
+        return coh_errf(COH_ERR_NOMEM, "out of memory for the stage's ranges");
+    t->nown = par_pipe_ranges(t->pipe, c, t->own_rb, t->own_re);
+    size_t n, kept = 0;
+    float *params = coh_gpt_params(model, &n);
+    for (int k = 0; k <= t->nown; k++) { /* give back what other stages hold */
+        size_t e = k < t->nown ? t->own_rb[k] : n;
+        par_release(params, kept, e);
+        kept = k < t->nown ? t->own_re[k] : n;
+    }
+    if ((st = coh_gpt_set_slots(model, par_pipe_slots(t->pipe))))
+        return st;
+    return coh_adamw_create_ranges(c, t->own_rb, t->own_re, t->nown, opt);
+}
+
 static coh_status build(coh_par_trainer *t)
 {
     const coh_par_config *c = &t->cfg;
@@ -92,7 +123,11 @@ static coh_status build(coh_par_trainer *t)
         return st;
     t->model = model;
     coh_gpt_init_weights(model, c->train.seed);
-    if ((st = par_plan_buckets(t)) || (st = make_optimizer(t, &opt))) {
+    if (t->mesh->pp > 1)
+        st = build_pipeline(t, model, &opt);
+    else if (!(st = par_plan_buckets(t)))
+        st = make_optimizer(t, &opt);
+    if (st) {
         coh_gpt_destroy(model);
         t->model = NULL;
         return st;
@@ -111,6 +146,12 @@ static coh_status start(coh_par_trainer *t)
     coh_status st = COH_OK;
     if (t->cfg.trace_path && (st = par_trace_open(t->cfg.trace_path, t->rdp, &t->trace)))
         return st;
+    if (t->pipe) { /* a stage's replicas start from dp rank 0's ranges; gradients stay private */
+        for (int k = 0; t->ndp > 1 && !st && k < t->nown; k++)
+            st = coh_broadcast(t->dp, t->params + t->own_rb[k], t->own_re[k] - t->own_rb[k],
+                               COH_F32, 0);
+        return st;
+    }
     /* the same seed gives the same weights, but --init-from / resume may differ per rank */
     if (t->ndp > 1 && (st = coh_broadcast(t->dp, t->params, t->n, COH_F32, 0)))
         return st;
@@ -188,6 +229,7 @@ void coh_par_trainer_destroy(coh_par_trainer *t)
         t->base = NULL;
     }
     coh_trainer_destroy(t->base);
+    par_pipe_destroy(t->pipe);
     if (t->grads_shm)
         coh_comm_free(t->dp, t->grads_shm);
     free(t->bk);

@@ -20,9 +20,11 @@
 #include <stdio.h>
 
 #include "cohort/parallel.h"
+#include "cohort/pipeline.h"
 #include "cohort/train_dp.h"
 
 typedef struct par_trace par_trace;
+typedef struct par_pipe par_pipe;
 
 typedef struct par_bucket {
     size_t begin, end;     /* arena range */
@@ -67,6 +69,7 @@ struct coh_par_trainer {
     int ndev;
     size_t *own_rb, *own_re; /* (nown) the optimizer's ranges in arena order */
     int nown;
+    par_pipe *pipe;          /* pp > 1: this rank's stage and its schedule */
 };
 
 /* buckets.c */
@@ -88,6 +91,23 @@ double par_clip(coh_par_trainer *t);
 
 /* par_dp.c: strategy dp, device 0's trainer as the base (stage 0, one rank) */
 coh_status par_dp_build(coh_par_trainer *t);
+
+/* pipe_exec.c: pipeline parallelism (pp > 1) */
+coh_status par_pipe_create(coh_par_trainer *t, par_pipe **out); /* *out set even on failure */
+void par_pipe_destroy(par_pipe *pp);
+int par_pipe_slots(const par_pipe *pp);
+/* This rank's arena ranges (sorted; at most virtual stages + 1 of them) into rb, re. */
+int par_pipe_ranges(const par_pipe *pp, const coh_gpt_config *c, size_t *rb, size_t *re);
+/* Blocks 0..L-1 in u contiguous virtual stages: bounds[0..u], balanced by estimated compute
+ * (the last carries the LM head), or even. */
+void par_pipe_split(const coh_gpt_config *c, int T, int u, int even, int *bounds);
+coh_status par_pipe_forward_backward(coh_par_trainer *t, coh_batch_fn next, void *ctx,
+                                     double *loss);
+double par_pipe_clip(coh_par_trainer *t);
+coh_status par_pipe_eval(coh_par_trainer *t, coh_batch_fn next, void *ctx, long n, double *loss);
+coh_status par_pipe_gather(coh_par_trainer *t, float *out);
+/* "0-2" or, with chunks, "0-0,4-4": the layers this rank holds. */
+void par_pipe_describe(const par_pipe *pp, char *buf, size_t cap);
 
 /* zero.c */
 void par_param_hook(void *ctx, int layer, coh_param_event ev, size_t begin, size_t end);

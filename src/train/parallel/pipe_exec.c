@@ -1,0 +1,530 @@
+/* pipe_exec.c: the pipeline-parallel step: this rank's stage (its model chunks' layer ranges),
+ * one executor that runs any schedule's action list (schedule.c) with sends on a thread of
+ * their own, the tied embedding's gradient summed between the first and last stage, the loss
+ * and the clipping norm reduced over the pipeline, and dp replicas of each stage averaged.
+ *
+ * Point to point runs on two-rank communicators, one per direction of each neighbouring pair:
+ * the sender thread uses the ones this rank sends on, the step the ones it receives on, so no
+ * communicator is used by two threads, and a send never waits for the receiver's schedule to
+ * reach its receive (which is what deadlocks 1F1B with blocking sends). */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cohort/log.h"
+#include "train/parallel/strategy.h"
+
+/* ---- the sender thread ------------------------------------------------------------------- */
+
+typedef struct pipe_msg {
+    struct pipe_msg *next;
+    coh_comm *comm;
+    size_t count;
+    float data[];
+} pipe_msg;
+
+struct par_pipe {
+    coh_pipe_shape shape;
+    int stage, p, v, m, L;
+    int lo[COH_PIPE_MAX_VIRTUAL], hi[COH_PIPE_MAX_VIRTUAL]; /* layer ranges of the chunks */
+    coh_pipe_action *acts, *eval_acts;
+    int nacts, neval;
+    int *slot_of;             /* (m) activation slot of each micro-batch, -1 when none */
+    int *chunks_live;         /* (m) chunks forwarded and not yet backwarded */
+    int nslots;
+    coh_comm *next_send, *next_recv, *prev_send, *prev_recv; /* 2-rank, sender is rank 0 */
+    coh_comm **owned;         /* every 2-rank communicator this rank belongs to */
+    int nowned;
+    coh_comm *embed;          /* stages 0 and p - 1 (the tied wte), NULL when p == 1 */
+    int32_t *tok, *tgt;       /* (m, B*T) this step's micro-batches */
+    float *xbuf, *ybuf;       /* (B*T*C) received, and to send */
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pipe_msg *head, *tail;
+    int busy, quit, started;
+    coh_status send_err;
+};
+
+static void *sender(void *arg)
+{
+    par_pipe *pp = arg;
+    pthread_mutex_lock(&pp->mu);
+    for (;;) {
+        while (!pp->head && !pp->quit)
+            pthread_cond_wait(&pp->cv, &pp->mu);
+        if (!pp->head)
+            break;
+        pipe_msg *msg = pp->head;
+        pp->head = msg->next;
+        if (!pp->head)
+            pp->tail = NULL;
+        pp->busy = 1;
+        pthread_mutex_unlock(&pp->mu);
+        coh_status st = pp->send_err ? pp->send_err
+                                     : coh_send(msg->comm, msg->data, msg->count, COH_F32, 1);
+        free(msg);
+        pthread_mutex_lock(&pp->mu);
+        if (st && !pp->send_err) {
+            pp->send_err = st;
+            coh_warn("pipeline send failed: %s", coh_last_error());
+        }
+        pp->busy = 0;
+        pthread_cond_broadcast(&pp->cv);
+    }
+    pthread_mutex_unlock(&pp->mu);
+    return NULL;
+}
+
+/* Queue a copy of data for the sender thread. */
+static coh_status pipe_send(par_pipe *pp, coh_comm *comm, const float *data, size_t count)
+{
+    pipe_msg *msg = malloc(sizeof *msg + count * sizeof(float));
+    if (!msg)
+        return coh_errf(COH_ERR_NOMEM, "out of memory queueing a pipeline send");
+    msg->next = NULL;
+    msg->comm = comm;
+    msg->count = count;
+    memcpy(msg->data, data, count * sizeof(float));
+    pthread_mutex_lock(&pp->mu);
+    coh_status st = pp->send_err;
+    if (pp->tail)
+        pp->tail->next = msg;
+    else
+        pp->head = msg;
+    pp->tail = msg;
+    pthread_cond_broadcast(&pp->cv);
+    pthread_mutex_unlock(&pp->mu);
+    return st;
+}
+
+/* Wait until every queued send has been taken by its receiver's channel. */
+static coh_status pipe_flush(par_pipe *pp)
+{
+    pthread_mutex_lock(&pp->mu);
+    while (pp->head || pp->busy)
+        pthread_cond_wait(&pp->cv, &pp->mu);
+    coh_status st = pp->send_err;
+    pthread_mutex_unlock(&pp->mu);
+    return st ? coh_errf(st, "a pipeline send failed (see the warning above)") : COH_OK;
+}
+
+/* ---- set-up -------------------------------------------------------------------------------- */
+
+/* Split the L blocks into u virtual stages, contiguous, at least one block each, minimising the
+ * largest estimated compute: a block costs its forward FLOPs per token, and the last virtual
+ * stage also carries the LM head (2 V C), which on small models weighs several blocks. The
+ * interleaved schedule splits evenly (the estimator requires L divisible by p x v). */
+void par_pipe_split(const coh_gpt_config *c, int T, int u, int even, int *bounds)
+{
+    int L = c->layers;
+    if (even) {
+        for (int i = 0; i <= u; i++)
+            bounds[i] = (int)((long)L * i / u);
+        return;
+    }
+    double blk = 24.0 * c->dim * (double)c->dim + 4.0 * T * (double)c->dim;
+    double head = 2.0 * c->vocab * (double)c->dim;
+    /* best[i][k]: the smallest largest cost of blocks 0..k-1 in i parts; cut[i][k] where part i
+     * begins */
+    double *best = malloc(sizeof(double) * (size_t)(u + 1) * (L + 1));
+    int *cut = malloc(sizeof(int) * (size_t)(u + 1) * (L + 1));
+    if (!best || !cut) { /* fall back to even parts */
+        free(best);
+        free(cut);
+        par_pipe_split(c, T, u, 1, bounds);
+        return;
+    }
+#define B_(i, k) best[(size_t)(i) * (L + 1) + (k)]
+#define C_(i, k) cut[(size_t)(i) * (L + 1) + (k)]
+    for (int i = 0; i <= u; i++)
+        for (int k = 0; k <= L; k++)
+            B_(i, k) = 1e300;
+    B_(0, 0) = 0.0;
+    for (int i = 1; i <= u; i++)
+        for (int k = i; k <= L - (u - i); k++)
+            for (int j = i - 1; j < k; j++) {
+                double part = (k - j) * blk + (i == u ? head : 0.0);
+                double worst = B_(i - 1, j) > part ? B_(i - 1, j) : part;
+                if (worst < B_(i, k)) {
+                    B_(i, k) = worst;
+                    C_(i, k) = j;
+                }
+            }
+    bounds[u] = L;
+    for (int i = u; i > 0; i--)
+        bounds[i - 1] = C_(i, bounds[i]);
+#undef B_
+#undef C_
+    free(best);
+    free(cut);
+}
+
+/* The slots a stage needs: the most micro-batches with a chunk forwarded and not backwarded. */
+static int count_slots(const coh_pipe_action *a, int n, int m)
+{
+    int *live = calloc((size_t)m, sizeof *live), open = 0, peak = 1;
+    if (!live)
+        return -1;
+    for (int i = 0; i < n; i++) {
+        if (a[i].op == COH_PIPE_FORWARD && live[a[i].mb]++ == 0 && ++open > peak)
+            peak = open;
+        if (a[i].op == COH_PIPE_BACKWARD && --live[a[i].mb] == 0)
+            open--;
+    }
+    free(live);
+    return peak;
+}
+
+/* One two-rank communicator per direction of each neighbouring pair (i -> i + 1 and i + 1 -> i,
+ * around the ring when chunks wrap), each made by a split of the pipeline communicator. */
+static coh_status make_links(par_pipe *pp, coh_comm *pc)
+{
+    int p = pp->p, s = pp->stage, pairs = pp->v > 1 ? p : p - 1;
+    pp->owned = calloc(4, sizeof *pp->owned);
+    if (!pp->owned)
+        return coh_errf(COH_ERR_NOMEM, "out of memory for pipeline links");
+    for (int dir = 0; dir < 2; dir++) {
+        for (int i = 0; i < pairs; i++) {
+            int a = i, b = (i + 1) % p; /* dir 0 carries a -> b, dir 1 b -> a */
+            int from = dir ? b : a, to = dir ? a : b;
+            int in = s == from || s == to;
+            coh_comm *c = NULL;
+            coh_status st = coh_comm_split(pc, in ? 0 : COH_COMM_NO_COLOR, s == from ? 0 : 1, &c);
+            if (st)
+                return st;
+            if (!c)
+                continue;
+            pp->owned[pp->nowned++] = c;
+            if (dir == 0 && s == from)
+                pp->next_send = c;
+            else if (dir == 0)
+                pp->next_recv = c;
+            else if (s == from)
+                pp->prev_send = c;
+            else
+                pp->prev_recv = c;
+        }
+    }
+    if (p > 1) {
+        int in = s == 0 || s == p - 1;
+        return coh_comm_split(pc, in ? 0 : COH_COMM_NO_COLOR, s, &pp->embed);
+    }
+    return COH_OK;
+}
+
+/* Forward-only lists for evaluation: each chunk receives, runs and passes on each batch. */
+static coh_status eval_list(par_pipe *pp)
+{
+    int p = pp->p, s = pp->stage, v = pp->v, n = 0;
+    pp->eval_acts = malloc(sizeof *pp->eval_acts * 3 * (size_t)v);
+    if (!pp->eval_acts)
+        return coh_errf(COH_ERR_NOMEM, "out of memory for the evaluation schedule");
+    for (int c = 0; c < v; c++) {
+        int u = c * p + s;
+        if (u > 0)
+            pp->eval_acts[n++] = (coh_pipe_action){COH_PIPE_RECV_ACT, 0, c, (s - 1 + p) % p};
+        pp->eval_acts[n++] = (coh_pipe_action){COH_PIPE_FORWARD, 0, c, -1};
+        if (u < p * v - 1)
+            pp->eval_acts[n++] = (coh_pipe_action){COH_PIPE_SEND_ACT, 0, c, (s + 1) % p};
+    }
+    pp->neval = n;
+    return COH_OK;
+}
+
+coh_status par_pipe_create(coh_par_trainer *t, par_pipe **out)
+{
+    const coh_par_config *c = &t->cfg;
+    const coh_mesh *mesh = t->mesh;
+    par_pipe *pp = calloc(1, sizeof *pp);
+    if (!pp)
+        return coh_errf(COH_ERR_NOMEM, "out of memory for the pipeline");
+    *out = pp;
+    pthread_mutex_init(&pp->mu, NULL);
+    pthread_cond_init(&pp->cv, NULL);
+    pp->p = mesh->pp;
+    pp->stage = mesh->pp_rank;
+    pp->v = c->par.schedule == COH_SCHED_INTERLEAVED ? c->par.virtual_stages : 1;
+    pp->m = c->train.accum;
+    pp->L = c->train.model.layers;
+    pp->shape = (coh_pipe_shape){c->par.schedule, pp->p, pp->m, pp->v};
+    int bounds[COH_PIPE_MAX_STAGES * 4 + 1], u = pp->p * pp->v;
+    if (u > COH_PIPE_MAX_STAGES * 4 || u > pp->L)
+        return coh_errf(COH_ERR_INVALID, "pipeline of %d virtual stages for %d layers", u, pp->L);
+    par_pipe_split(&c->train.model, c->train.seq, u, pp->v > 1, bounds);
+    for (int k = 0; k < pp->v; k++) {
+        pp->lo[k] = bounds[k * pp->p + pp->stage];
+        pp->hi[k] = bounds[k * pp->p + pp->stage + 1];
+    }
+    coh_status st = coh_pipeline_schedule(&pp->shape, pp->stage, &pp->acts, &pp->nacts);
+    if (!st)
+        st = eval_list(pp);
+    if (st)
+        return st;
+    pp->nslots = count_slots(pp->acts, pp->nacts, pp->m);
+    size_t bt = (size_t)c->train.batch * c->train.seq, btc = bt * (size_t)c->train.model.dim;
+    pp->slot_of = malloc((size_t)pp->m * sizeof *pp->slot_of);
+    pp->chunks_live = calloc((size_t)pp->m, sizeof *pp->chunks_live);
+    pp->tok = malloc((size_t)pp->m * bt * sizeof *pp->tok);
+    pp->tgt = malloc((size_t)pp->m * bt * sizeof *pp->tgt);
+    pp->xbuf = malloc(btc * sizeof *pp->xbuf);
+    pp->ybuf = malloc(btc * sizeof *pp->ybuf);
+    if (pp->nslots < 1 || !pp->slot_of || !pp->chunks_live || !pp->tok || !pp->tgt || !pp->xbuf ||
+        !pp->ybuf)
+        return coh_errf(COH_ERR_NOMEM, "out of memory for the pipeline");
+    if ((st = make_links(pp, mesh->pp_comm)))
+        return st;
+    if (pthread_create(&pp->thread, NULL, sender, pp))
+        return coh_errf(COH_ERR_SYSTEM, "cannot start the pipeline's sender thread");
+    pp->started = 1;
+    return COH_OK;
+}
+
+void par_pipe_destroy(par_pipe *pp)
+{
+    if (!pp)
+        return;
+    if (pp->started) {
+        pthread_mutex_lock(&pp->mu);
+        pp->quit = 1;
+        pthread_cond_broadcast(&pp->cv);
+        pthread_mutex_unlock(&pp->mu);
+        pthread_join(pp->thread, NULL);
+    }
+    while (pp->head) {
+        pipe_msg *n = pp->head->next;
+        free(pp->head);
+        pp->head = n;
+    }
+    for (int i = 0; i < pp->nowned; i++)
+        coh_comm_destroy(pp->owned[i]);
+    coh_comm_destroy(pp->embed);
+    pthread_mutex_destroy(&pp->mu);
+    pthread_cond_destroy(&pp->cv);
+    free(pp->owned);
+    free(pp->acts);
+    free(pp->eval_acts);
+    free(pp->slot_of);
+    free(pp->chunks_live);
+    free(pp->tok);
+    free(pp->tgt);
+    free(pp->xbuf);
+    free(pp->ybuf);
+    free(pp);
+}
+
+int par_pipe_slots(const par_pipe *pp) { return pp->nslots; }
+
+/* The arena ranges this rank's optimizer and clipping own, sorted: its blocks, the embeddings
+ * on the first stage, the final LayerNorm and (tied) wte on the last. wte counts as the first
+ * stage's for the norm; `norm_wte` says whether this rank counts it. At most v + 2 ranges. */
+int par_pipe_ranges(const par_pipe *pp, const coh_gpt_config *c, size_t *rb, size_t *re)
+{
+    size_t b, e, eb, ee;
+    int n = 0;
+    coh_gpt_layer_range(c, -1, &eb, &ee);
+    int last = pp->hi[pp->v - 1] == pp->L, first = pp->lo[0] == 0;
+    if (!first && last) { /* the head's copy of wte */
+        rb[n] = 0;
+        re[n++] = (size_t)c->vocab * c->dim;
+    }
+    for (int k = 0; k < pp->v; k++) {
+        coh_gpt_layer_range(c, pp->lo[k] == 0 ? -1 : pp->lo[k], &b, &e);
+        size_t begin = b;
+        coh_gpt_layer_range(c, pp->hi[k] == pp->L ? pp->L : pp->hi[k] - 1, &b, &e);
+        if (n && re[n - 1] == begin)
+            re[n - 1] = e;
+        else {
+            rb[n] = begin;
+            re[n++] = e;
+        }
+    }
+    return n;
+}
+
+/* ---- the step ------------------------------------------------------------------------------ */
+
+static int slot_take(par_pipe *pp, int mb)
+{
+    if (pp->chunks_live[mb]++ > 0)
+        return pp->slot_of[mb];
+    /* the lowest slot no live micro-batch holds */
+    for (int s = 0; s < pp->nslots; s++) {
+        int used = 0;
+        for (int k = 0; k < pp->m && !used; k++)
+            used = k != mb && pp->chunks_live[k] > 0 && pp->slot_of[k] == s;
+        if (!used)
+            return pp->slot_of[mb] = s;
+    }
+    return pp->slot_of[mb] = -1; /* count_slots bounds the live ones: cannot happen */
+}
+
+/* Run one action list over micro-batches (train: forward with the gradient's scale, then
+ * backward; eval: forward only). *loss: the last stage's summed micro-batch losses. */
+static coh_status run_list(coh_par_trainer *t, const coh_pipe_action *a, int n, int mb0,
+                           float scale, double *loss)
+{
+    par_pipe *pp = t->pipe;
+    const coh_trainer_config *c = &t->cfg.train;
+    int B = c->batch, T = c->seq;
+    size_t bt = (size_t)B * T, btc = bt * (size_t)c->model.dim;
+    coh_status st = COH_OK;
+    for (int i = 0; !st && i < n; i++) {
+        int mb = a[i].mb + mb0, k = a[i].chunk, lo = pp->lo[k], hi = pp->hi[k];
+        double t0 = par_now_us();
+        switch (a[i].op) {
+        case COH_PIPE_RECV_ACT:
+            st = coh_recv(pp->next_recv, pp->xbuf, btc, COH_F32, 0);
+            par_trace_event(t->trace, "recv activation", "comm", 1, t0, par_now_us());
+            break;
+        case COH_PIPE_RECV_GRAD:
+            st = coh_recv(pp->prev_recv, pp->xbuf, btc, COH_F32, 0);
+            par_trace_event(t->trace, "recv gradient", "comm", 1, t0, par_now_us());
+            break;
+        case COH_PIPE_SEND_ACT:
+            st = pipe_send(pp, pp->next_send, pp->ybuf, btc);
+            break;
+        case COH_PIPE_SEND_GRAD:
+            st = pipe_send(pp, pp->prev_send, pp->ybuf, btc);
+            break;
+        case COH_PIPE_FORWARD: {
+            float l = 0.0f;
+            int slot = scale > 0.0f ? slot_take(pp, a[i].mb) : 0;
+            st = coh_gpt_stage_forward(t->model, slot, lo, hi, pp->tok + (size_t)mb * bt,
+                                       pp->xbuf, pp->tgt + (size_t)mb * bt, B, T, scale,
+                                       pp->ybuf, &l);
+            if (hi == pp->L)
+                *loss += l;
+            par_trace_event(t->trace, "forward", "compute", 0, t0, par_now_us());
+            break;
+        }
+        case COH_PIPE_BACKWARD:
+            st = coh_gpt_stage_backward(t->model, pp->slot_of[a[i].mb], lo, hi, pp->xbuf, B, T,
+                                        pp->ybuf);
+            pp->chunks_live[a[i].mb]--;
+            par_trace_event(t->trace, "backward", "compute", 0, t0, par_now_us());
+            break;
+        }
+    }
+    return st;
+}
+
+/* The gradient all-reduces after the pipeline: the tied wte between the first and last stage
+ * (Megatron's embedding group), then each range over this stage's dp replicas. */
+static coh_status reduce_grads(coh_par_trainer *t)
+{
+    par_pipe *pp = t->pipe;
+    const coh_gpt_config *c = &t->cfg.train.model;
+    size_t V_C = (size_t)c->vocab * c->dim;
+    coh_status st = COH_OK;
+    if (pp->embed)
+        st = coh_allreduce(pp->embed, t->grads, t->grads, V_C, COH_F32, COH_SUM);
+    for (int k = 0; !st && t->ndp > 1 && k < t->nown; k++)
+        st = coh_allreduce(t->dp, t->grads + t->own_rb[k], t->grads + t->own_rb[k],
+                           t->own_re[k] - t->own_rb[k], COH_F32, COH_AVG);
+    return st;
+}
+
+double par_pipe_clip(coh_par_trainer *t)
+{
+    par_pipe *pp = t->pipe;
+    int head_copy = pp->lo[0] != 0 && pp->hi[pp->v - 1] == pp->L; /* counted on stage 0 */
+    double sum = 0.0;
+    for (int k = 0; k < t->nown; k++) {
+        size_t b = t->own_rb[k];
+        if (head_copy && b == 0)
+            continue;
+        for (size_t i = b; i < t->own_re[k]; i++)
+            sum += (double)t->grads[i] * t->grads[i];
+    }
+    coh_status st = coh_allreduce(t->mesh->pp_comm, &sum, &sum, 1, COH_F64, COH_SUM);
+    if (st && !t->err)
+        t->err = st;
+    double norm = sqrt(sum), clip = t->cfg.train.grad_clip;
+    if (clip > 0.0 && norm > clip) {
+        float f = (float)(clip / (norm + 1e-6));
+        for (int k = 0; k < t->nown; k++)
+            for (size_t i = t->own_rb[k]; i < t->own_re[k]; i++)
+                t->grads[i] *= f;
+    }
+    return norm;
+}
+
+/* All ranks read the step's micro-batches, so every loader stays where single's would be. */
+static coh_status read_batches(coh_par_trainer *t, coh_batch_fn next, void *ctx, int count)
+{
+    par_pipe *pp = t->pipe;
+    size_t bt = (size_t)t->cfg.train.batch * t->cfg.train.seq;
+    coh_status st = COH_OK;
+    for (int k = 0; !st && k < count; k++)
+        st = next(ctx, pp->tok + (size_t)k * bt, pp->tgt + (size_t)k * bt);
+    return st;
+}
+
+coh_status par_pipe_forward_backward(coh_par_trainer *t, coh_batch_fn next, void *ctx,
+                                     double *loss)
+{
+    par_pipe *pp = t->pipe;
+    for (int k = 0; k < t->nown; k++)
+        memset(t->grads + t->own_rb[k], 0, (t->own_re[k] - t->own_rb[k]) * sizeof(float));
+    memset(pp->chunks_live, 0, (size_t)pp->m * sizeof *pp->chunks_live);
+    double sum = 0.0;
+    coh_status st = read_batches(t, next, ctx, pp->m);
+    if (!st)
+        st = run_list(t, pp->acts, pp->nacts, 0, 1.0f / (float)pp->m, &sum);
+    coh_status fl = pipe_flush(pp);
+    if (!st)
+        st = fl;
+    if (!st)
+        st = reduce_grads(t);
+    /* the last stage has the loss; everyone gets it */
+    sum /= pp->m;
+    if (!st)
+        st = coh_allreduce(t->mesh->pp_comm, &sum, &sum, 1, COH_F64, COH_SUM);
+    *loss = sum;
+    return st;
+}
+
+coh_status par_pipe_eval(coh_par_trainer *t, coh_batch_fn next, void *ctx, long n, double *loss)
+{
+    par_pipe *pp = t->pipe;
+    double sum = 0.0;
+    coh_status st = COH_OK;
+    for (long k = 0; !st && k < n; k++) {
+        if (!(st = read_batches(t, next, ctx, 1)))
+            st = run_list(t, pp->eval_acts, pp->neval, 0, 0.0f, &sum);
+    }
+    coh_status fl = pipe_flush(pp);
+    if (!st)
+        st = fl;
+    sum = n > 0 ? sum / (double)n : 0.0;
+    if (!st)
+        st = coh_allreduce(t->mesh->pp_comm, &sum, &sum, 1, COH_F64, COH_SUM);
+    *loss = sum;
+    return st;
+}
+
+/* Full parameters on every rank: each stage gives its ranges (wte from the first stage only),
+ * summed over the pipeline. */
+coh_status par_pipe_gather(coh_par_trainer *t, float *out)
+{
+    par_pipe *pp = t->pipe;
+    int head_copy = pp->lo[0] != 0 && pp->hi[pp->v - 1] == pp->L;
+    memset(out, 0, t->n * sizeof *out);
+    for (int k = 0; k < t->nown; k++)
+        if (!(head_copy && t->own_rb[k] == 0))
+            memcpy(out + t->own_rb[k], t->params + t->own_rb[k],
+                   (t->own_re[k] - t->own_rb[k]) * sizeof *out);
+    return coh_allreduce(t->mesh->pp_comm, out, out, t->n, COH_F32, COH_SUM);
+}
+
+void par_pipe_describe(const par_pipe *pp, char *buf, size_t cap)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int k = 0; k < pp->v && n < cap; k++)
+        n += (size_t)snprintf(buf + n, cap - n, "%s%d-%d", k ? "," : "", pp->lo[k],
+                              pp->hi[k] - 1);
+}
