@@ -7,6 +7,7 @@
 
 #include "cli_train_par.h"
 #include "cohort/log.h"
+#include "cohort/pipeline.h"
 #include "cohort/size.h"
 
 coh_status cli_par_open(const train_opts *o, cli_par *p)
@@ -119,10 +120,51 @@ int cli_par_predict(const train_opts *o, const cli_par *p, coh_par_memory *out)
     return 0;
 }
 
+/* The pipeline at start: its schedule and bubble (simulated from the action lists with a
+ * backward twice a forward), and what each stage holds. */
+static void print_pipeline(const train_opts *o, coh_par_trainer *t)
+{
+    const coh_parallel_config *par = &o->cfg.par;
+    coh_par_config pc = {.train = o->tc, .par = *par};
+    int v = par->schedule == COH_SCHED_INTERLEAVED ? par->virtual_stages : 1;
+    coh_pipe_shape shape = {par->schedule, par->pp, o->tc.accum, v};
+    coh_pipe_sim sim = {0};
+    if (coh_pipeline_simulate(&shape, 1.0, 2.0, &sim, NULL))
+        coh_err_clear();
+    coh_info("pipeline: %d stages x %d replicas, schedule %s%s, %d microbatches per step; "
+             "bubble %.1f%% of the ideal step (simulated from the schedule's lists)", par->pp,
+             coh_par_trainer_mesh(t)->dp, coh_schedule_name(par->schedule),
+             v > 1 ? " (2+ chunks per stage)" : "", o->tc.accum, 100.0 * sim.bubble);
+    for (int s = 0; s < par->pp; s++) {
+        coh_pipe_stage st;
+        if (coh_par_pipe_stage(&pc, s, &st))
+            return;
+        char layers[256] = "", state[24];
+        size_t n = 0;
+        for (int k = 0; k < st.chunks && n < sizeof layers; k++)
+            n += (size_t)snprintf(layers + n, sizeof layers - n, "%s%d-%d", k ? "," : "",
+                                  st.lo[k], st.hi[k] - 1);
+        coh_info("stage %d: blocks %s%s%s; %.2fM parameters, model state %s (fp32 params, "
+                 "grads, AdamW m and v)", s, layers, st.lo[0] == 0 ? " + embeddings" : "",
+                 st.hi[st.chunks - 1] == o->tc.model.layers ? " + final LayerNorm and head"
+                                                          : "",
+                 st.params / 1e6, coh_size_format(16 * (uint64_t)st.params, state, sizeof state));
+    }
+}
+
 void cli_par_print_start(const train_opts *o, const cli_par *p, coh_par_trainer *t)
 {
     if (p->rank != 0)
         return;
+    if (o->cfg.par.pp > 1) {
+        const coh_mesh *m = coh_par_trainer_mesh(t);
+        coh_info("strategy %s on mesh %dx%dx%d (dp x pp x tp); global batch %ld sequences = "
+                 "micro-batch %d x microbatches %d x data-parallel %d",
+                 coh_strategy_name(o->cfg.par.strategy), m->dp, m->pp, m->tp,
+                 (long)o->tc.batch * o->tc.accum * m->dp, o->tc.batch, o->tc.accum, m->dp);
+        print_pipeline(o, t);
+        return;
+    }
     const coh_trainer_config *c = &o->tc;
     int dp = coh_par_trainer_mesh(t)->dp, width = dp * (o->devices > 0 ? (int)o->devices : 1);
     if (o->devices > 0)
@@ -163,6 +205,14 @@ void cli_par_print_peak(const cli_par *p, coh_par_trainer *t, const train_opts *
 {
     if (p->rank != 0)
         return;
+    if (o->cfg.par.pp > 1) {
+        coh_model_state_bytes h;
+        char hb[128];
+        coh_par_trainer_memory_peak(t, &h);
+        fmt3(&h, hb, sizeof hb);
+        coh_info("model state of stage 0 at the optimizer step: held %s", hb);
+        return;
+    }
     if (o->devices > 0) {
         print_devices(t, o, 1);
         return;

@@ -235,6 +235,9 @@ int cli_train_run(const train_opts *o)
         cli_par_print_start(o, &r.par, r.pt);
         r.t_start = now();
         st = loop(&r);
+        if (!st && o->cfg.par.pp > 1 && !(st = coh_par_trainer_check_tied(r.pt)) &&
+            r.par.rank == 0)
+            coh_info("tied embedding: the first and last stage's copies are bit-identical");
         if (!st)
             cli_par_print_peak(&r.par, r.pt, o);
         if (!st && o->dump_params)

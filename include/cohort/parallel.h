@@ -155,6 +155,31 @@ coh_status coh_par_trainer_resume(coh_par_trainer *t, const char *path, coh_load
 coh_trainer *coh_par_trainer_base(coh_par_trainer *t);
 const coh_mesh *coh_par_trainer_mesh(const coh_par_trainer *t);
 
+/* ---- pipeline stages ------------------------------------------------------------------------ */
+
+#define COH_PIPE_STAGE_MAX_CHUNKS 64
+
+/* What pipeline stage `stage` of c (c->par.pp stages, c->par.virtual_stages chunks each with
+ * the interleaved schedule) holds. Blocks are split into contiguous virtual stages balanced by
+ * estimated compute, the last one carrying the LM head (evenly for the interleaved schedule).
+ * The first stage holds the embeddings, the last the final LayerNorm and a copy of the tied
+ * token embedding for its head. */
+typedef struct coh_pipe_stage {
+    int chunks;                            /* model chunks on this stage */
+    int lo[COH_PIPE_STAGE_MAX_CHUNKS], hi[COH_PIPE_STAGE_MAX_CHUNKS]; /* blocks lo..hi-1 */
+    int nranges;                           /* arena ranges held (parameters, gradients, AdamW) */
+    size_t begin[COH_PIPE_STAGE_MAX_CHUNKS + 1], end[COH_PIPE_STAGE_MAX_CHUNKS + 1];
+    int tied_copy;                         /* holds the head's copy of wte */
+    size_t params;                         /* elements over the ranges */
+} coh_pipe_stage;
+
+/* Pure. COH_ERR_INVALID for a stage outside 0..pp-1 or more virtual stages than blocks. */
+coh_status coh_par_pipe_stage(const coh_par_config *c, int stage, coh_pipe_stage *out);
+
+/* The tied embedding's two copies (first and last stage) are bit-identical; COH_OK without a
+ * pipeline. COH_ERR_INTERNAL naming how many elements differ. Collective over the pipeline. */
+coh_status coh_par_trainer_check_tied(coh_par_trainer *t);
+
 #ifdef __cplusplus
 }
 #endif

@@ -91,12 +91,14 @@ static coh_status build_pipeline(coh_par_trainer *t, coh_gpt *model, coh_adamw *
     coh_status st = par_pipe_create(t, &t->pipe);
     if (st)
         return st;
-    int v = t->cfg.par.schedule == COH_SCHED_INTERLEAVED ? t->cfg.par.virtual_stages : 1;
-    t->own_rb = malloc(((size_t)v + 1) * sizeof *t->own_rb);
-    t->own_re = malloc(((size_t)v + 1) * sizeof *t->own_re);
+    const coh_pipe_stage *lay = par_pipe_layout(t->pipe);
+    t->nown = lay->nranges;
+    t->own_rb = malloc((size_t)t->nown * sizeof *t->own_rb);
+    t->own_re = malloc((size_t)t->nown * sizeof *t->own_re);
     if (!t->own_rb || !t->own_re)
         return coh_errf(COH_ERR_NOMEM, "out of memory for the stage's ranges");
-    t->nown = par_pipe_ranges(t->pipe, c, t->own_rb, t->own_re);
+    memcpy(t->own_rb, lay->begin, (size_t)t->nown * sizeof *t->own_rb);
+    memcpy(t->own_re, lay->end, (size_t)t->nown * sizeof *t->own_re);
     size_t n, kept = 0;
     float *params = coh_gpt_params(model, &n);
     for (int k = 0; k <= t->nown; k++) { /* give back what other stages hold */

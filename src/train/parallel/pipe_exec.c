@@ -28,7 +28,8 @@ typedef struct pipe_msg {
 struct par_pipe {
     coh_pipe_shape shape;
     int stage, p, v, m, L;
-    int lo[COH_PIPE_MAX_VIRTUAL], hi[COH_PIPE_MAX_VIRTUAL]; /* layer ranges of the chunks */
+    coh_pipe_stage layout;    /* this rank's chunks and arena ranges */
+    int lo[COH_PIPE_STAGE_MAX_CHUNKS], hi[COH_PIPE_STAGE_MAX_CHUNKS]; /* chunks' blocks */
     coh_pipe_action *acts, *eval_acts;
     int nacts, neval;
     int *slot_of;             /* (m) activation slot of each micro-batch, -1 when none */
@@ -112,55 +113,6 @@ static coh_status pipe_flush(par_pipe *pp)
 }
 
 /* ---- set-up -------------------------------------------------------------------------------- */
-
-/* Split the L blocks into u virtual stages, contiguous, at least one block each, minimising the
- * largest estimated compute: a block costs its forward FLOPs per token, and the last virtual
- * stage also carries the LM head (2 V C), which on small models weighs several blocks. The
- * interleaved schedule splits evenly (the estimator requires L divisible by p x v). */
-void par_pipe_split(const coh_gpt_config *c, int T, int u, int even, int *bounds)
-{
-    int L = c->layers;
-    if (even) {
-        for (int i = 0; i <= u; i++)
-            bounds[i] = (int)((long)L * i / u);
-        return;
-    }
-    double blk = 24.0 * c->dim * (double)c->dim + 4.0 * T * (double)c->dim;
-    double head = 2.0 * c->vocab * (double)c->dim;
-    /* best[i][k]: the smallest largest cost of blocks 0..k-1 in i parts; cut[i][k] where part i
-     * begins */
-    double *best = malloc(sizeof(double) * (size_t)(u + 1) * (L + 1));
-    int *cut = malloc(sizeof(int) * (size_t)(u + 1) * (L + 1));
-    if (!best || !cut) { /* fall back to even parts */
-        free(best);
-        free(cut);
-        par_pipe_split(c, T, u, 1, bounds);
-        return;
-    }
-#define B_(i, k) best[(size_t)(i) * (L + 1) + (k)]
-#define C_(i, k) cut[(size_t)(i) * (L + 1) + (k)]
-    for (int i = 0; i <= u; i++)
-        for (int k = 0; k <= L; k++)
-            B_(i, k) = 1e300;
-    B_(0, 0) = 0.0;
-    for (int i = 1; i <= u; i++)
-        for (int k = i; k <= L - (u - i); k++)
-            for (int j = i - 1; j < k; j++) {
-                double part = (k - j) * blk + (i == u ? head : 0.0);
-                double worst = B_(i - 1, j) > part ? B_(i - 1, j) : part;
-                if (worst < B_(i, k)) {
-                    B_(i, k) = worst;
-                    C_(i, k) = j;
-                }
-            }
-    bounds[u] = L;
-    for (int i = u; i > 0; i--)
-        bounds[i - 1] = C_(i, bounds[i]);
-#undef B_
-#undef C_
-    free(best);
-    free(cut);
-}
 
 /* The slots a stage needs: the most micro-batches with a chunk forwarded and not backwarded. */
 static int count_slots(const coh_pipe_action *a, int n, int m)
@@ -250,15 +202,12 @@ coh_status par_pipe_create(coh_par_trainer *t, par_pipe **out)
     pp->m = c->train.accum;
     pp->L = c->train.model.layers;
     pp->shape = (coh_pipe_shape){c->par.schedule, pp->p, pp->m, pp->v};
-    int bounds[COH_PIPE_MAX_STAGES * 4 + 1], u = pp->p * pp->v;
-    if (u > COH_PIPE_MAX_STAGES * 4 || u > pp->L)
-        return coh_errf(COH_ERR_INVALID, "pipeline of %d virtual stages for %d layers", u, pp->L);
-    par_pipe_split(&c->train.model, c->train.seq, u, pp->v > 1, bounds);
-    for (int k = 0; k < pp->v; k++) {
-        pp->lo[k] = bounds[k * pp->p + pp->stage];
-        pp->hi[k] = bounds[k * pp->p + pp->stage + 1];
-    }
-    coh_status st = coh_pipeline_schedule(&pp->shape, pp->stage, &pp->acts, &pp->nacts);
+    coh_status st = coh_par_pipe_stage(c, pp->stage, &pp->layout);
+    if (st)
+        return st;
+    memcpy(pp->lo, pp->layout.lo, sizeof pp->lo);
+    memcpy(pp->hi, pp->layout.hi, sizeof pp->hi);
+    st = coh_pipeline_schedule(&pp->shape, pp->stage, &pp->acts, &pp->nacts);
     if (!st)
         st = eval_list(pp);
     if (st)
@@ -316,33 +265,7 @@ void par_pipe_destroy(par_pipe *pp)
 }
 
 int par_pipe_slots(const par_pipe *pp) { return pp->nslots; }
-
-/* The arena ranges this rank's optimizer and clipping own, sorted: its blocks, the embeddings
- * on the first stage, the final LayerNorm and (tied) wte on the last. wte counts as the first
- * stage's for the norm; `norm_wte` says whether this rank counts it. At most v + 2 ranges. */
-int par_pipe_ranges(const par_pipe *pp, const coh_gpt_config *c, size_t *rb, size_t *re)
-{
-    size_t b, e, eb, ee;
-    int n = 0;
-    coh_gpt_layer_range(c, -1, &eb, &ee);
-    int last = pp->hi[pp->v - 1] == pp->L, first = pp->lo[0] == 0;
-    if (!first && last) { /* the head's copy of wte */
-        rb[n] = 0;
-        re[n++] = (size_t)c->vocab * c->dim;
-    }
-    for (int k = 0; k < pp->v; k++) {
-        coh_gpt_layer_range(c, pp->lo[k] == 0 ? -1 : pp->lo[k], &b, &e);
-        size_t begin = b;
-        coh_gpt_layer_range(c, pp->hi[k] == pp->L ? pp->L : pp->hi[k] - 1, &b, &e);
-        if (n && re[n - 1] == begin)
-            re[n - 1] = e;
-        else {
-            rb[n] = begin;
-            re[n++] = e;
-        }
-    }
-    return n;
-}
+const coh_pipe_stage *par_pipe_layout(const par_pipe *pp) { return &pp->layout; }
 
 /* ---- the step ------------------------------------------------------------------------------ */
 
@@ -527,4 +450,30 @@ void par_pipe_describe(const par_pipe *pp, char *buf, size_t cap)
     for (int k = 0; k < pp->v && n < cap; k++)
         n += (size_t)snprintf(buf + n, cap - n, "%s%d-%d", k ? "," : "", pp->lo[k],
                               pp->hi[k] - 1);
+}
+
+coh_status coh_par_trainer_check_tied(coh_par_trainer *t)
+{
+    par_pipe *pp = t->pipe;
+    if (!pp || !pp->embed)
+        return COH_OK;
+    const coh_gpt_config *c = &t->cfg.train.model;
+    size_t n = (size_t)c->vocab * c->dim;
+    float *copy = malloc(n * sizeof *copy);
+    int64_t differ = 0;
+    coh_status st = copy ? COH_OK : coh_errf(COH_ERR_NOMEM, "out of memory checking wte");
+    if (!st) { /* the last stage (rank 1 of the pair) sends its copy to the first */
+        memcpy(copy, t->params, n * sizeof *copy);
+        st = coh_broadcast(pp->embed, copy, n, COH_F32, 1);
+    }
+    if (!st && pp->stage == 0)
+        for (size_t i = 0; i < n; i++)
+            differ += memcmp(&copy[i], &t->params[i], sizeof *copy) != 0;
+    if (!st)
+        st = coh_broadcast(pp->embed, &differ, 1, COH_I64, 0);
+    free(copy);
+    if (!st && differ)
+        st = coh_errf(COH_ERR_INTERNAL, "the tied embedding's copies on the first and last "
+                      "pipeline stage differ in %lld of %zu elements", (long long)differ, n);
+    return st;
 }

@@ -96,10 +96,9 @@ coh_status par_dp_build(coh_par_trainer *t);
 coh_status par_pipe_create(coh_par_trainer *t, par_pipe **out); /* *out set even on failure */
 void par_pipe_destroy(par_pipe *pp);
 int par_pipe_slots(const par_pipe *pp);
-/* This rank's arena ranges (sorted; at most virtual stages + 1 of them) into rb, re. */
-int par_pipe_ranges(const par_pipe *pp, const coh_gpt_config *c, size_t *rb, size_t *re);
-/* Blocks 0..L-1 in u contiguous virtual stages: bounds[0..u], balanced by estimated compute
- * (the last carries the LM head), or even. */
+const coh_pipe_stage *par_pipe_layout(const par_pipe *pp);
+/* pipe_layout.c: blocks 0..L-1 in u contiguous virtual stages: bounds[0..u], balanced by
+ * estimated compute (the last carries the LM head), or even. */
 void par_pipe_split(const coh_gpt_config *c, int T, int u, int even, int *bounds);
 coh_status par_pipe_forward_backward(coh_par_trainer *t, coh_batch_fn next, void *ctx,
                                      double *loss);
