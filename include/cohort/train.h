@@ -146,6 +146,12 @@ coh_status coh_gpt_step(coh_gpt *g, const int32_t *tokens, const int32_t *target
  * or a second call; COH_ERR_NOMEM. */
 coh_status coh_gpt_set_slots(coh_gpt *g, int slots);
 
+/* Full activation recomputation (on: full != 0): the forward keeps only each block's output
+ * (the next block's input) and the backward rebuilds a block's activations from its input just
+ * before its gradients, in one scratch shared by all blocks. The same ops on the same inputs:
+ * gradients are bit-identical to a run that keeps everything. COH_ERR_NOMEM. */
+coh_status coh_gpt_set_recompute(coh_gpt *g, int full);
+
 /* Forward of blocks lo..hi-1 for the micro-batch in `slot`. The first stage (lo == 0) reads
  * tokens (B, T) and runs the embeddings; a later one reads x_in (B, T, C), the previous stage's
  * output. A stage before the last writes its output to x_out (B, T, C); the last (hi == L) runs

@@ -94,15 +94,15 @@ int coh_parallel_config_runnable(const coh_parallel_config *c, char *why, size_t
         snprintf(buf, sizeof buf, "--strategy %s with --pp %d: cohort's pipeline runs its dp axis "
                  "as single or ddp (ZeRO with pp > 1 is not in cohort's trainer yet)",
                  coh_strategy_name(c->strategy), c->pp);
-    else if (c->pp > 1 && c->recompute != COH_RECOMPUTE_NONE)
-        snprintf(buf, sizeof buf, "--recompute %s with --pp %d: cohort's pipeline keeps every "
-                 "activation", coh_recompute_name(c->recompute), c->pp);
     else if (c->precision != COH_PREC_FP32)
         snprintf(buf, sizeof buf, "--precision %s: cohort's trainer runs fp32",
                  coh_precision_name(c->precision));
-    else if (c->recompute != COH_RECOMPUTE_NONE)
-        snprintf(buf, sizeof buf, "--recompute %s: cohort's trainer keeps every activation",
-                 coh_recompute_name(c->recompute));
+    else if (c->recompute == COH_RECOMPUTE_SELECTIVE)
+        snprintf(buf, sizeof buf, "--recompute selective: cohort's trainer recomputes whole "
+                 "blocks (--recompute full)");
+    else if (c->recompute == COH_RECOMPUTE_FULL && c->strategy == COH_STRATEGY_DP)
+        snprintf(buf, sizeof buf, "--recompute full with --strategy dp: the threaded strategy "
+                 "keeps every activation");
     else if (c->offload != COH_OFFLOAD_NONE)
         snprintf(buf, sizeof buf, "--offload %s: cohort's trainer does not offload",
                  coh_offload_name(c->offload));

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_pipeline_equiv.sh: pipeline parallelism trains the same model as one device: with the same
 # seed and global batch, 30 steps at (dp, pp) = (1, 2), (1, 4) and (2, 2) for the naive, GPipe
-# and 1F1B schedules, and interleaved with 2 chunks per stage at pp 2, give the losses of
+# and 1F1B schedules, and interleaved with 2 chunks per stage at pp 2, with and without
+# --recompute full, give the losses of
 # `single` within 1e-5 at every step and final parameters within 1e-5 (par_compare.py: each
 # tensor's relative L2 error and each element's against its tensor's scale); the tied token
 # embedding's two copies (first and last stage) stay bit-identical; and a different global
@@ -45,6 +46,16 @@ for s in naive gpipe 1f1b; do
 done
 run interleaved 2 --pp 2 --schedule interleaved --virtual-stages 2 --micro-batch 2 --grad-accum 4 &&
     compare "interleaved, 2 chunks per stage, pp 2" single interleaved
+# full recomputation: the same ops on the same inputs, so one device's run is bit-identical, and
+# the pipelines keep to the bound
+"$cohort" train "${model[@]}" --micro-batch 2 --grad-accum 4 --recompute full \
+    --metrics "$work/single-rc.jsonl" --dump-params "$work/single-rc.bin" >/dev/null 2>&1 ||
+    fail "single with --recompute full"
+cmp -s "$work/single.bin" "$work/single-rc.bin" || fail "--recompute full changed single's parameters"
+run 1f1b-rc 2 --pp 2 --schedule 1f1b --micro-batch 2 --grad-accum 4 --recompute full &&
+    compare "1f1b, pp 2, --recompute full" single 1f1b-rc
+run interleaved-rc 2 --pp 2 --schedule interleaved --virtual-stages 2 --micro-batch 2 \
+    --grad-accum 4 --recompute full && compare "interleaved, pp 2, --recompute full" single interleaved-rc
 grep -q "stage 0: blocks 0-0,2-2 + embeddings" "$work/interleaved.out" ||
     fail "interleaved: stage 0 should hold blocks 0 and 2: $(grep 'stage 0' "$work/interleaved.out")"
 

@@ -95,7 +95,7 @@ json_check --model gpt2-xl --dp 4 --device-memory 16GiB -- \
     'all(r["cohort_train_runs"] or "not in cohort" in r["missing"] or "cohort" in r["missing"] for r in j["remedies"])' \
     'all(not r["cohort_train_runs"] for r in j["remedies"] if "--tp" in r["change"] or "--offload" in r["change"])'
 expect 0 "cohort train: runs this today" --model gpt2-xl --dp 4 --device-memory 16GiB
-expect 0 "pipeline parallelism is not in cohort's trainer yet" --model gpt2-xl --dp 4 --device-memory 16GiB
+expect 0 "cohort train: --offload optimizer+params: cohort's trainer does not offload" --model gpt2-xl --dp 4 --device-memory 16GiB
 
 # Fit verdicts.
 expect 0 "fits, " --model gpt2 --device-memory 80GiB
@@ -155,7 +155,10 @@ json_check --engine cohort --threads 2 --layers 4 --heads 8 --dim 512 --vocab 81
 expect 0 "what rank 0 holds at its peak:" --model gpt2 --engine cohort --seq 128
 expect 0 "zero2 over 2 ranks" --model gpt2 --engine cohort --dp 2 --zero 2 --seq 128
 expect 2 "--engine cohort prices what cohort train runs: --tp 2: tensor parallelism is not in cohort's trainer yet" --model gpt2 --engine cohort --tp 2
-expect 2 "--recompute full: cohort's trainer keeps every activation" --model gpt2 --engine cohort --recompute full
+expect 2 "--recompute selective: cohort's trainer recomputes whole blocks" --model gpt2 --engine cohort --recompute selective
+# full recomputation keeps one output a block and rebuilds one block at a time: less than all
+json_check --engine cohort --layers 4 --heads 8 --dim 512 --vocab 8192 --seq 256 --micro-batch 4 --recompute full -- \
+    'j["strategy"]["recompute"] == "full"' 'j["per_device"]["total_bytes"] < j["engine"]["total"]' 
 expect 2 "invalid --bucket-mb 'x': must be a number from 0.001 to 1.04858e+06" --model gpt2 --engine cohort --bucket-mb x
 expect 2 "--precision bf16-mixed: cohort's trainer runs fp32" --model gpt2 --engine cohort --precision bf16-mixed
 expect 2 "--engine cohort needs a GPT-2 model shape" --config "$tmp/llama.json" --engine cohort

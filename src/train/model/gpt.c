@@ -131,6 +131,7 @@ void coh_gpt_destroy(coh_gpt *g)
         free(g->slot[i].la);
     free(g->slot);
     free(g->slot_acts);
+    free(g->rscratch);
     free(g->acts);
     free(g->dscratch);
     free(g->logits);
@@ -138,6 +139,18 @@ void coh_gpt_destroy(coh_gpt *g)
 }
 
 const coh_gpt_config *coh_gpt_get_config(const coh_gpt *g) { return &g->cfg; }
+
+coh_status coh_gpt_set_recompute(coh_gpt *g, int full)
+{
+    if (full && !g->rscratch) {
+        gpt_act_sizes_t s;
+        gpt_act_sizes(&g->cfg, g->maxB, g->maxT, &s);
+        if (!(g->rscratch = malloc(s.per_layer * sizeof(float))))
+            return coh_errf(COH_ERR_NOMEM, "out of memory for recomputation");
+    }
+    g->recompute = full != 0;
+    return COH_OK;
+}
 
 coh_status coh_gpt_set_slots(coh_gpt *g, int slots)
 {

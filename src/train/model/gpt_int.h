@@ -73,6 +73,8 @@ struct coh_gpt {
     gpt_slot *slot;        /* (nslots) */
     int nslots;
     float *slot_acts;      /* saved activations of slots 1.. and every slot's dlnf */
+    int recompute;         /* keep only block outputs; rebuild a block's activations in backward */
+    float *rscratch;       /* (per_layer) the one block's activations being rebuilt */
     float *dscratch;       /* backward scratch */
     float *dres, *dtmp, *dwide; /* (B,T,C), (B,T,C), (B,T,4C) */
     float *logits;         /* (chunk, V) */

@@ -8,12 +8,39 @@
 #include "cohort/train.h"
 #include "train/model/gpt_int.h"
 
+/* Where block l's activations go: the slot's, or with recomputation one scratch shared by all
+ * blocks, except the output, which the next block (and the recomputation) reads. */
+static gpt_layer_acts acts_of(coh_gpt *g, gpt_slot *sl, int l, int B, int T)
+{
+    if (!g->recompute)
+        return sl->la[l];
+    size_t BT = (size_t)B * T, C = (size_t)g->cfg.dim, NH = (size_t)g->cfg.heads;
+    gpt_layer_acts a;
+    float *p = g->rscratch;
+#define TAKE(dst, n) (dst = p, p += (n))
+    TAKE(a.ln1, BT * C);
+    TAKE(a.ln1_mean, BT);
+    TAKE(a.ln1_rstd, BT);
+    TAKE(a.qkv, BT * 3 * C);
+    TAKE(a.atty, BT * C);
+    TAKE(a.att_lse, BT * NH);
+    TAKE(a.res2, BT * C);
+    TAKE(a.ln2, BT * C);
+    TAKE(a.ln2_mean, BT);
+    TAKE(a.ln2_rstd, BT);
+    TAKE(a.fch, BT * 4 * C);
+    TAKE(a.fch_gelu, BT * 4 * C);
+#undef TAKE
+    a.res3 = sl->la[l].res3;
+    return a;
+}
+
 static coh_status block_forward(coh_gpt *g, gpt_slot *sl, int l, const float *x, int B, int T)
 {
     int C = g->cfg.dim, NH = g->cfg.heads;
     size_t N = (size_t)B * T;
     const gpt_block *w = &g->blk[l];
-    gpt_layer_acts *a = &sl->la[l];
+    gpt_layer_acts act = acts_of(g, sl, l, B, T), *a = &act;
     op_layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, w->ln1w, w->ln1b, N, C);
     op_matmul_forward(a->qkv, a->ln1, w->qkvw, w->qkvb, N, C, 3 * C);
     if (op_attention_forward(a->atty, a->att_lse, a->qkv, B, T, C, NH))
@@ -36,7 +63,11 @@ static coh_status block_backward(coh_gpt *g, gpt_slot *sl, int l, const float *x
     size_t N = (size_t)B * T;
     const gpt_block *w = &g->blk[l];
     gpt_block *gw = &g->gblk[l];
-    gpt_layer_acts *a = &sl->la[l];
+    /* recomputation rebuilds the block from its kept input: the same ops on the same bits, so
+     * the same activations (dtmp, its scratch, is free until the backward below writes it) */
+    if (g->recompute && block_forward(g, sl, l, x, B, T))
+        return coh_errf(COH_ERR_NOMEM, "out of memory in attention");
+    gpt_layer_acts act = acts_of(g, sl, l, B, T), *a = &act;
     float *dres = g->dres, *dtmp = g->dtmp, *dwide = g->dwide;
     op_matmul_backward(dwide, gw->fcprojw, gw->fcprojb, dres, a->fch_gelu, w->fcprojw, N, 4 * C,
                        C, 0);

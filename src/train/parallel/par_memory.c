@@ -3,6 +3,7 @@
  * the allocation cannot drift apart. */
 #include <stdlib.h>
 
+#include "train/model/gpt_int.h"
 #include "train/parallel/strategy.h"
 
 /* The shared-memory transport's default staging halves (COHORT_SHM_STAGE): two per rank, and a
@@ -111,6 +112,14 @@ coh_status coh_par_memory_estimate(const coh_par_config *cfg, int dp, int rank,
     free(bucket_of);
     out->engine = tm.total - 4 * tm.params +
                   2 * (uint64_t)c->train.batch * (uint64_t)c->train.seq * sizeof(int32_t);
+    if (c->par.recompute == COH_RECOMPUTE_FULL) {
+        /* each block keeps its output only; one block's activations are rebuilt at a time */
+        gpt_act_sizes_t as;
+        gpt_act_sizes(&c->train.model, c->train.batch, c->train.seq, &as);
+        size_t btc = (size_t)c->train.batch * c->train.seq * c->train.model.dim;
+        out->engine -= (uint64_t)L * (as.per_layer - btc) * sizeof(float);
+        out->engine += (uint64_t)as.per_layer * sizeof(float);
+    }
     const coh_model_state_bytes *s = &out->state;
     out->total = s->params + s->grads + s->optim + out->engine + out->gathered +
                  out->grad_buckets + out->comm;

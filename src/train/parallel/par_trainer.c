@@ -125,6 +125,11 @@ static coh_status build(coh_par_trainer *t)
         return st;
     t->model = model;
     coh_gpt_init_weights(model, c->train.seed);
+    if (c->par.recompute == COH_RECOMPUTE_FULL && (st = coh_gpt_set_recompute(model, 1))) {
+        coh_gpt_destroy(model);
+        t->model = NULL;
+        return st;
+    }
     if (t->mesh->pp > 1)
         st = build_pipeline(t, model, &opt);
     else if (!(st = par_plan_buckets(t)))
