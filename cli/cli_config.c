@@ -100,10 +100,11 @@ static int choice(const char *cmd, const char *opt, coh_status st)
     return 0;
 }
 
-/* --grad-accum, --accum and --microbatches name one count: two spellings must agree. */
+/* --grad-accum, --accum and --microbatches name one count: two spellings must agree (one
+ * spelling given twice: the last wins, as with every option). */
 static int set_microbatches(const char *cmd, cli_config *c, const char *opt, long v)
 {
-    if (c->accum_flag && c->par.microbatches != v)
+    if (c->accum_flag && strcmp(c->accum_flag, opt) && c->par.microbatches != v)
         return cli_usage_error(cmd, "%s %lld and %s %ld disagree (a pipeline's microbatches are "
                                "its gradient accumulation steps)", c->accum_flag,
                                (long long)c->par.microbatches, opt, v), 0;

@@ -290,10 +290,7 @@ static int check_config(train_opts *o)
     int rc = cli_config_place(CMD, &o->cfg, o->world);
     if (rc)
         return rc;
-    if (o->cfg.par.pp > 1 && (o->save || o->resume || o->init_from))
-        return cli_usage_error(CMD, "%s with --pp %d: a pipeline's checkpoints are not written "
-                               "or read yet", o->save ? "--save" : o->resume ? "--resume"
-                               : "--init-from", o->cfg.par.pp);
+
     coh_par_config pc = {.train = o->tc, .par = o->cfg.par};
     coh_par_config_apply(&pc);
     o->tc = pc.train;

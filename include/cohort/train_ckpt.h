@@ -15,6 +15,10 @@ extern "C" {
  * "format" = "pt" (so transformers loads it), the config (n_layer, n_head, n_embd, vocab_size,
  * n_positions), `tokenizer` ("byte"/"gpt2", may be NULL) and `step`. */
 coh_status coh_gpt_save(coh_gpt *g, const char *path, const char *tokenizer, long step);
+/* The same for parameters held outside a model (a full arena of coh_gpt_param_count(c) floats,
+ * e.g. a pipeline's stages gathered). */
+coh_status coh_gpt_save_arena(const coh_gpt_config *c, const float *params, const char *path,
+                              const char *tokenizer, long step);
 
 /* The config of a checkpoint: from its metadata when cohort wrote it, otherwise inferred from
  * the tensor shapes (GPT-2 files from elsewhere), heads = dim / 64 unless `heads_hint` > 0.

@@ -42,9 +42,15 @@ static coh_status list_tensors(const coh_gpt_config *c, float *arena, tensor_lis
 
 coh_status coh_gpt_save(coh_gpt *g, const char *path, const char *tokenizer, long step)
 {
-    const coh_gpt_config *c = coh_gpt_get_config(g);
+    return coh_gpt_save_arena(coh_gpt_get_config(g), coh_gpt_params(g, NULL), path, tokenizer,
+                              step);
+}
+
+coh_status coh_gpt_save_arena(const coh_gpt_config *c, const float *params, const char *path,
+                              const char *tokenizer, long step)
+{
     tensor_list l;
-    coh_status st = list_tensors(c, coh_gpt_params(g, NULL), &l);
+    coh_status st = list_tensors(c, (float *)params, &l);
     if (st)
         return st;
     const long vals[6] = {c->layers, c->heads, c->dim, c->vocab, c->seq, step};

@@ -23,54 +23,67 @@ void par_index_name(char *b, size_t cap, const char *path, long step)
     snprintf(b, cap, "%s.zero%ld.index", path, step);
 }
 
-static coh_status write_shard(coh_par_trainer *t, const char *path, long step)
+/* The ranges this rank's shard holds: its optimizer's, less a pipeline's last stage's copy of
+ * the tied wte (the first stage's shard has it), so a set's shards never overlap. */
+static int shard_first(const coh_par_trainer *t)
+{
+    return t->pipe && par_pipe_layout(t->pipe)->tied_copy ? 1 : 0;
+}
+
+/* Shard r of n: this rank's AdamW m and v and the arena ranges they cover. */
+static coh_status write_shard(coh_par_trainer *t, const char *path, long step, int r, int n)
 {
     char name[4200], sstep[24];
-    size_t n;
+    size_t count;
     coh_adamw *o = coh_trainer_optimizer(t->base);
-    int64_t *rg = malloc(2 * (size_t)t->nown * sizeof *rg);
+    int first = shard_first(t), k = t->nown - first;
+    size_t skip = first ? t->own_re[0] - t->own_rb[0] : 0;
+    int64_t *rg = malloc(2 * (size_t)k * sizeof *rg);
     if (!rg)
         return coh_errf(COH_ERR_NOMEM, "out of memory writing the optimizer shard");
-    for (int i = 0; i < t->nown; i++) {
-        rg[2 * i] = (int64_t)t->own_rb[i];
-        rg[2 * i + 1] = (int64_t)t->own_re[i];
+    for (int i = 0; i < k; i++) {
+        rg[2 * i] = (int64_t)t->own_rb[first + i];
+        rg[2 * i + 1] = (int64_t)t->own_re[first + i];
     }
+    float *m = coh_adamw_m(o, &count), *v = coh_adamw_v(o, NULL);
     coh_st_tensor ten[3] = {
-        {"adamw.m", COH_ST_F32, 1, {0}, coh_adamw_m(o, &n), 0},
-        {"adamw.v", COH_ST_F32, 1, {0}, coh_adamw_v(o, NULL), 0},
-        {"ranges", COH_ST_I64, 2, {t->nown, 2}, rg, 0},
+        {"adamw.m", COH_ST_F32, 1, {0}, m + skip, 0},
+        {"adamw.v", COH_ST_F32, 1, {0}, v + skip, 0},
+        {"ranges", COH_ST_I64, 2, {k, 2}, rg, 0},
     };
-    ten[0].shape[0] = ten[1].shape[0] = (int64_t)n;
+    ten[0].shape[0] = ten[1].shape[0] = (int64_t)(count - skip);
     snprintf(sstep, sizeof sstep, "%ld", step);
     coh_st_meta meta[] = {{"step", sstep}};
-    par_shard_name(name, sizeof name, path, step, t->rdp, t->ndp);
+    par_shard_name(name, sizeof name, path, step, r, n);
     coh_status st = coh_st_save(name, ten, 3, meta, 1);
     free(rg);
     return st;
 }
 
-/* Rank 0: the index lists (rank, begin, end) of every shard's ranges. */
-static coh_status write_index(coh_par_trainer *t, const char *path, long step)
+/* Index of the shards written by the ranks of `comm` (rank j wrote shard j of its size); rank 0
+ * of comm writes it: (shard, begin, end) rows of every shard's ranges. Collective over comm. */
+static coh_status write_index(coh_par_trainer *t, coh_comm *comm, const char *path, long step)
 {
-    int64_t mine = t->nown, *counts = malloc((size_t)t->ndp * sizeof *counts);
-    coh_status st = counts ? coh_allgather(t->dp, &mine, counts, 1, COH_I64)
+    int n = coh_comm_size(comm), me = coh_comm_rank(comm), first = shard_first(t);
+    int64_t mine = t->nown - first, *counts = malloc((size_t)n * sizeof *counts);
+    coh_status st = counts ? coh_allgather(comm, &mine, counts, 1, COH_I64)
                            : coh_errf(COH_ERR_NOMEM, "out of memory writing the index");
     int64_t maxn = 0, *mr = NULL, *all = NULL, *rows = NULL;
-    for (int j = 0; !st && j < t->ndp; j++)
+    for (int j = 0; !st && j < n; j++)
         maxn = counts[j] > maxn ? counts[j] : maxn;
     if (!st && (!(mr = calloc(2 * (size_t)maxn, sizeof *mr)) ||
-                !(all = malloc(2 * (size_t)maxn * t->ndp * sizeof *all)) ||
-                !(rows = malloc(3 * (size_t)maxn * t->ndp * sizeof *rows))))
+                !(all = malloc(2 * (size_t)maxn * n * sizeof *all)) ||
+                !(rows = malloc(3 * (size_t)maxn * n * sizeof *rows))))
         st = coh_errf(COH_ERR_NOMEM, "out of memory writing the index");
-    for (int i = 0; !st && i < t->nown; i++) {
-        mr[2 * i] = (int64_t)t->own_rb[i];
-        mr[2 * i + 1] = (int64_t)t->own_re[i];
+    for (int i = 0; !st && i < mine; i++) {
+        mr[2 * i] = (int64_t)t->own_rb[first + i];
+        mr[2 * i + 1] = (int64_t)t->own_re[first + i];
     }
     if (!st)
-        st = coh_allgather(t->dp, mr, all, 2 * (size_t)maxn, COH_I64);
-    if (!st && t->rdp == 0) {
+        st = coh_allgather(comm, mr, all, 2 * (size_t)maxn, COH_I64);
+    if (!st && me == 0) {
         int64_t nr = 0;
-        for (int j = 0; j < t->ndp; j++)
+        for (int j = 0; j < n; j++)
             for (int64_t i = 0; i < counts[j]; i++, nr++) {
                 rows[3 * nr] = j;
                 rows[3 * nr + 1] = all[2 * maxn * j + 2 * i];
@@ -78,7 +91,7 @@ static coh_status write_index(coh_par_trainer *t, const char *path, long step)
             }
         char name[4200], sstep[24], sdp[24];
         snprintf(sstep, sizeof sstep, "%ld", step);
-        snprintf(sdp, sizeof sdp, "%d", t->ndp);
+        snprintf(sdp, sizeof sdp, "%d", n);
         coh_st_tensor ten = {"ranges", COH_ST_I64, 2, {nr, 3}, rows, 0};
         coh_st_meta meta[] = {{"step", sstep}, {"dp", sdp}};
         par_index_name(name, sizeof name, path, step);
@@ -91,7 +104,7 @@ static coh_status write_index(coh_par_trainer *t, const char *path, long step)
     return st;
 }
 
-static coh_status write_state(coh_par_trainer *t, const char *path, long step,
+static coh_status write_state(int shards, const char *path, long step,
                               const coh_loader_pos *data, int threads)
 {
     char sp[4200], idx[4200], thr[24], sdp[24];
@@ -99,7 +112,7 @@ static coh_status write_state(coh_par_trainer *t, const char *path, long step,
     par_index_name(idx, sizeof idx, path, step);
     const char *base = strrchr(idx, '/') ? strrchr(idx, '/') + 1 : idx;
     snprintf(thr, sizeof thr, "%d", threads);
-    snprintf(sdp, sizeof sdp, "%d", t->ndp);
+    snprintf(sdp, sizeof sdp, "%d", shards);
     coh_train_state s;
     memset(&s, 0, sizeof s);
     s.step = (uint64_t)step;
@@ -166,13 +179,13 @@ static coh_status save_zero(coh_par_trainer *t, const char *path, const char *to
                             const coh_loader_pos *data, int threads)
 {
     long step = coh_trainer_get_step(t->base);
-    coh_status st = write_shard(t, path, step);
+    coh_status st = write_shard(t, path, step, t->rdp, t->ndp);
     for (int k = 0; !st && t->stage == 3 && k < t->nbk; k++)
         st = par_gather_bucket(t, k, 1); /* the weights file holds the whole model */
     if (!st)
-        st = write_index(t, path, step);
+        st = write_index(t, t->dp, path, step);
     if (!st && t->rdp == 0 && !(st = coh_gpt_save(t->model, path, tokenizer, step)))
-        st = write_state(t, path, step, data, threads);
+        st = write_state(t->ndp, path, step, data, threads);
     if (t->stage == 3)
         par_release_params(t);
     coh_status s2 = coh_barrier(t->dp); /* every shard and the state exist before cleanup */
@@ -182,12 +195,37 @@ static coh_status save_zero(coh_par_trainer *t, const char *path, const char *to
     return st;
 }
 
+/* A pipeline's set: the first replica of each stage writes its optimizer shard (shard s of pp),
+ * world rank 0 the gathered weights, the index and the state, as ZeRO's set is laid out: any
+ * mesh resumes from it, and eval and generate read the weights. */
+static coh_status save_pipeline(coh_par_trainer *t, const char *path, const char *tokenizer,
+                                const coh_loader_pos *data, int threads)
+{
+    long step = coh_trainer_get_step(t->base);
+    const coh_mesh *m = t->mesh;
+    float *full = malloc(t->n * sizeof *full);
+    coh_status st = full ? par_pipe_gather(t, full)
+                         : coh_errf(COH_ERR_NOMEM, "out of memory gathering the weights");
+    if (!st && t->rdp == 0)
+        st = write_shard(t, path, step, m->pp_rank, m->pp);
+    if (!st && t->rdp == 0)
+        st = write_index(t, m->pp_comm, path, step);
+    if (!st && t->rdp == 0 && m->pp_rank == 0 &&
+        !(st = coh_gpt_save_arena(&t->cfg.train.model, full, path, tokenizer, step)))
+        st = write_state(m->pp, path, step, data, threads);
+    free(full);
+    coh_status s2 = coh_barrier(m->world); /* every shard and the state exist before cleanup */
+    st = st ? st : s2;
+    if (!st && coh_comm_rank(m->world) == 0)
+        remove_other_sets(path, step);
+    return st;
+}
+
 coh_status coh_par_trainer_save(coh_par_trainer *t, const char *path, const char *tokenizer,
                                 const coh_loader_pos *data, int threads)
 {
     if (t->pipe)
-        return coh_errf(COH_ERR_UNSUPPORTED, "checkpoint '%s': a pipeline's (pp > 1) checkpoints "
-                        "are not written yet", path);
+        return save_pipeline(t, path, tokenizer, data, threads);
     if (t->stage >= 1)
         return save_zero(t, path, tokenizer, data, threads);
     coh_status st = t->rdp == 0 ? coh_trainer_save(t->base, path, tokenizer, data, threads)

@@ -202,9 +202,6 @@ coh_status coh_par_trainer_resume(coh_par_trainer *t, const char *path, coh_load
                                   int *threads)
 {
     char sp[4200];
-    if (t->pipe)
-        return coh_errf(COH_ERR_UNSUPPORTED, "checkpoint '%s': a pipeline (pp > 1) does not "
-                        "resume yet", path);
     if ((size_t)snprintf(sp, sizeof sp, "%s.state", path) >= sizeof sp)
         return coh_errf(COH_ERR_INVALID, "checkpoint path '%s' is too long", path);
     coh_train_state s;
@@ -212,7 +209,7 @@ coh_status coh_par_trainer_resume(coh_par_trainer *t, const char *path, coh_load
     coh_status st = coh_state_open(sp, &s, &sf);
     if (st)
         return st;
-    if (!coh_st_meta_get(sf, "zero_index") && t->stage == 0) {
+    if (!coh_st_meta_get(sf, "zero_index") && t->stage == 0 && !t->pipe) {
         coh_st_close(sf); /* the engine's own pair, read by the engine */
         st = coh_trainer_resume(t->base, path, data, threads);
         coh_par_trainer_params_loaded(t);

@@ -164,6 +164,8 @@ coh_status coh_par_trainer_gather_params(coh_par_trainer *t, float *out)
 
 void coh_par_trainer_params_loaded(coh_par_trainer *t)
 {
+    if (t->pipe)
+        par_pipe_keep_own(t, t->params);
     if (t->stage == 3)
         par_release_params(t);
 }

@@ -99,13 +99,7 @@ static coh_status build_pipeline(coh_par_trainer *t, coh_gpt *model, coh_adamw *
         return coh_errf(COH_ERR_NOMEM, "out of memory for the stage's ranges");
     memcpy(t->own_rb, lay->begin, (size_t)t->nown * sizeof *t->own_rb);
     memcpy(t->own_re, lay->end, (size_t)t->nown * sizeof *t->own_re);
-    size_t n, kept = 0;
-    float *params = coh_gpt_params(model, &n);
-    for (int k = 0; k <= t->nown; k++) { /* give back what other stages hold */
-        size_t e = k < t->nown ? t->own_rb[k] : n;
-        par_release(params, kept, e);
-        kept = k < t->nown ? t->own_re[k] : n;
-    }
+    par_pipe_keep_own(t, coh_gpt_params(model, NULL));
     if ((st = coh_gpt_set_slots(model, par_pipe_slots(t->pipe))))
         return st;
     return coh_adamw_create_ranges(c, t->own_rb, t->own_re, t->nown, opt);

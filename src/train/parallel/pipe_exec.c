@@ -267,6 +267,16 @@ void par_pipe_destroy(par_pipe *pp)
 int par_pipe_slots(const par_pipe *pp) { return pp->nslots; }
 const coh_pipe_stage *par_pipe_layout(const par_pipe *pp) { return &pp->layout; }
 
+void par_pipe_keep_own(coh_par_trainer *t, float *params)
+{
+    size_t kept = 0, n = coh_gpt_param_count(&t->cfg.train.model);
+    for (int k = 0; k <= t->nown; k++) { /* give back what other stages hold */
+        size_t e = k < t->nown ? t->own_rb[k] : n;
+        par_release(params, kept, e);
+        kept = k < t->nown ? t->own_re[k] : n;
+    }
+}
+
 /* ---- the step ------------------------------------------------------------------------------ */
 
 static int slot_take(par_pipe *pp, int mb)

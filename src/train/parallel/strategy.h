@@ -97,6 +97,8 @@ coh_status par_pipe_create(coh_par_trainer *t, par_pipe **out); /* *out set even
 void par_pipe_destroy(par_pipe *pp);
 int par_pipe_slots(const par_pipe *pp);
 const coh_pipe_stage *par_pipe_layout(const par_pipe *pp);
+/* Zero and give back the pages of every parameter this stage does not hold (after a full load). */
+void par_pipe_keep_own(coh_par_trainer *t, float *params);
 /* pipe_layout.c: blocks 0..L-1 in u contiguous virtual stages: bounds[0..u], balanced by
  * estimated compute (the last carries the LM head), or even. */
 void par_pipe_split(const coh_gpt_config *c, int T, int u, int even, int *bounds);

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# test_pipeline_ckpt.sh: a pipeline's checkpoints are mesh-independent and survive a dead stage.
+# A run saved at pp 2 resumes at pp 1, 2 and 4 (and as ddp replicas of a 2-stage pipeline) to
+# the final parameters of an uninterrupted run, and `cohort eval` reads it; a stage killed with
+# -9 mid-run ends the job within seconds, and with --max-restarts 1 the job resumes from the
+# last checkpoint to the uninterrupted run's final loss, bit for bit.
+. "$(dirname "${BASH_SOURCE[0]}")/par_lib.sh"
+"$py" -c "import numpy" 2>/dev/null || { echo "numpy missing"; exit 77; }
+
+par_prepare --val-fraction 0.1 "$src/tests/parallel/equiv_corpus.txt"
+V=256 C=32 L=4 T=32
+par_model $V $L 2 $C $T
+model+=(--lr 1e-3 --deterministic --steps 12 --micro-batch 2 --grad-accum 4)
+
+"$cohort" train "${model[@]}" --metrics "$work/ref.jsonl" --dump-params "$work/ref.bin" \
+    >/dev/null 2>&1 || fail "uninterrupted single run"
+"$cohort" run --nproc-per-node 2 "$cohort" train "${model[@]}" --pp 2 --stop-at 6 \
+    --save "$work/ck" >"$work/save.out" 2>&1 || fail "pp 2 save: $(tail -3 "$work/save.out")"
+for f in ck ck.state ck.zero6-0-of-2 ck.zero6-1-of-2 ck.zero6.index; do
+    [ -e "$work/$f" ] || fail "checkpoint file $f missing: $(ls "$work")"
+done
+
+resume() { # name ranks options...
+    local name=$1 n=$2
+    shift 2
+    local cmd=("$cohort" train "${model[@]}" "$@" --resume "$work/ck" --metrics "$work/$name.jsonl"
+               --dump-params "$work/$name.bin")
+    [ "$n" -gt 1 ] && cmd=("$cohort" run --nproc-per-node "$n" "${cmd[@]}")
+    "${cmd[@]}" >"$work/$name.out" 2>&1 || { fail "$name: $(tail -3 "$work/$name.out")"; return; }
+    # the resumed run logs steps 7..12: compare them with the same steps of the reference
+    tail -n "$(wc -l < "$work/$name.jsonl")" "$work/ref.jsonl" >"$work/ref.tail.jsonl"
+    "$py" "$src/tests/parallel/par_compare.py" "$work/ref.tail.jsonl" "$work/ref.bin" \
+        "$work/$name.jsonl" "$work/$name.bin" $V $C $L $T 1e-5 >"$work/$name.cmp" ||
+        fail "$name: $(cat "$work/$name.cmp")"
+    echo "$name: $(cat "$work/$name.cmp")"
+}
+resume "pp 1" 1
+resume "pp 2" 2 --pp 2
+resume "pp 4" 4 --pp 4 --schedule gpipe
+resume "dp 2 x pp 2" 4 --pp 2 --strategy ddp --micro-batch 1
+[ "$(wc -l < "$work/pp 2.jsonl")" -eq 6 ] || fail "resumed run logged $(wc -l < "$work/pp 2.jsonl") steps, want 6"
+"$cohort" eval --checkpoint "$work/ck" --data "$work/c_val_000000.bin" --threads 1 \
+    >"$work/eval.out" 2>&1 || fail "cohort eval of a pipeline checkpoint: $(tail -3 "$work/eval.out")"
+
+# the worker of rank $2 among the children of launcher $1
+rank_pid() {
+    for p in $(pgrep -P "$1"); do
+        tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx "RANK=$2" && { echo $p; return; }
+    done
+}
+long=("${model[@]}" --steps 150)
+"$cohort" run --nproc-per-node 2 "$cohort" train "${long[@]}" --pp 2 --metrics "$work/full.jsonl" \
+    >/dev/null 2>&1 || fail "uninterrupted pp 2 run"
+# kill a stage: without restarts the job ends, quickly, with the dead rank named
+for restarts in 0 1; do
+    rm -f "$work/f$restarts.jsonl"
+    t0=$(date +%s.%N)
+    "$cohort" run --nproc-per-node 2 --max-restarts $restarts "$cohort" train "${long[@]}" --pp 2 \
+        --save "$work/f$restarts.ck" --save-every 20 --metrics "$work/f$restarts.jsonl" \
+        >"$work/f$restarts.out" 2>&1 &
+    launcher=$!
+    killed=0
+    for _ in $(seq 1 3000); do
+        st=$(last_step "$work/f$restarts.jsonl")
+        if [ "${st:-0}" -ge 50 ]; then
+            pid=$(rank_pid $launcher 1)
+            [ -n "$pid" ] && kill -9 "$pid" && killed=$st && t0=$(date +%s.%N)
+            break
+        fi
+        kill -0 $launcher 2>/dev/null || break
+        sleep 0.02
+    done
+    wait $launcher
+    rc=$?
+    t1=$(date +%s.%N)
+    launcher=
+    [ "$killed" -gt 0 ] || { fail "could not kill stage 1 mid-training"; continue; }
+    if [ $restarts = 0 ]; then
+        [ $rc -ne 0 ] || fail "the job with a dead stage exited 0"
+        awk -v a="$t0" -v b="$t1" 'BEGIN { exit !(b - a < 10) }' ||
+            fail "the job took $(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }') s to end after a stage died"
+        echo "stage 1 killed at step $killed: job ended (exit $rc) in $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }') s"
+    else
+        [ $rc -eq 0 ] || fail "restarted pipeline failed ($rc): $(tail -5 "$work/f1.out")"
+        grep -q "restart 1: resuming from" "$work/f1.out" || fail "no resume after the restart"
+        a=$(last_loss "$work/full.jsonl") b=$(last_loss "$work/f1.jsonl")
+        [ "$(last_step "$work/f1.jsonl")" = 150 ] && [ "$a" = "$b" ] ||
+            fail "killed at step $killed, final loss $b, uninterrupted $a"
+        echo "stage 1 killed at step $killed, restarted: final loss $b, uninterrupted $a"
+    fi
+done
+ls /dev/shm | grep -q cohort && fail "shared memory left behind: $(ls /dev/shm | grep cohort)"
+par_done "pipeline checkpoints and faults handled"
