@@ -9,6 +9,7 @@
 #include "cli_train.h"
 #include "cohort/launch.h"
 #include "cohort/parallel.h"
+#include "cohort/pipeline.h"
 #include "cohort/plan.h"
 #include "cohort/json_writer.h"
 #include "cohort/log.h"
@@ -31,6 +32,8 @@ static void help(void)
            "                        (default 2; the same as --dp N); --micro-batch is per device\n"
            "  --trace FILE.json     Chrome/Perfetto trace per rank (FILE.rankN.json for N > 1)\n"
            "  --dump-params FILE    write the final parameters as raw little-endian f32\n"
+           "  --stage-layers SPLIT  blocks of each pipeline stage, e.g. 0-2,3-7 (default: balanced\n"
+           "                        by estimated compute, the LM head included)\n"
            "  --dry-run             print the configuration as the trainer would run it and exit\n"
            "                        (with --json: as JSON); refusals exit 2 as a real run would\n"
            "model and data:\n"
@@ -69,7 +72,8 @@ static void help(void)
 enum {
     O_INIT = 256, O_DATA, O_VAL, O_SHUFFLE, O_STEPS, O_LR, O_MINLR, O_WARMUP, O_WD, O_CLIP, O_SEED,
     O_DET, O_METRICS, O_LOGEVERY, O_VALEVERY, O_VALBATCHES, O_SAVE, O_SAVEEVERY, O_RESUME,
-    O_STOPAT, O_TOKENIZER, O_BLASINFO, O_TRACE, O_DUMP, O_DEVICES, O_DRYRUN, O_JSON
+    O_STOPAT, O_TOKENIZER, O_BLASINFO, O_TRACE, O_DUMP, O_DEVICES, O_DRYRUN, O_JSON,
+    O_STAGELAYERS
 };
 
 static const struct option own_options[] = {
@@ -87,6 +91,7 @@ static const struct option own_options[] = {
     {"help", 0, 0, 'h'},              {"trace", 1, 0, O_TRACE},
     {"dump-params", 1, 0, O_DUMP},    {"devices", 1, 0, O_DEVICES},
     {"dry-run", 0, 0, O_DRYRUN},      {"json", 0, 0, O_JSON},
+    {"stage-layers", 1, 0, O_STAGELAYERS},
     {0, 0, 0, 0},
 };
 
@@ -145,6 +150,7 @@ static int parse_value(train_opts *o, int c, const char *a)
     case O_DUMP: o->dump_params = a; return 1;
     case O_DRYRUN: o->dry_run = 1; return 1;
     case O_JSON: o->json = 1; return 1;
+    case O_STAGELAYERS: o->cfg.par.stage_layers = a; return 1;
     }
     return 0;
 }
@@ -290,6 +296,19 @@ static int check_config(train_opts *o)
     int rc = cli_config_place(CMD, &o->cfg, o->world);
     if (rc)
         return rc;
+    const coh_parallel_config *p = &o->cfg.par;
+    if (p->stage_layers) {
+        int v = p->schedule == COH_SCHED_INTERLEAVED ? p->virtual_stages : 1;
+        if (p->pp < 2)
+            return cli_usage_error(CMD, "--stage-layers '%s' needs a pipeline (--pp 2 or more)",
+                                   p->stage_layers);
+        int *bounds = malloc(sizeof *bounds * ((size_t)p->pp * v + 1));
+        st = bounds ? coh_pipe_parse_layers(p->stage_layers, m->layers, p->pp * v, bounds)
+                    : coh_errf(COH_ERR_NOMEM, "out of memory");
+        free(bounds);
+        if (st)
+            return cli_fail(CMD, st);
+    }
 
     coh_par_config pc = {.train = o->tc, .par = o->cfg.par};
     coh_par_config_apply(&pc);
@@ -326,6 +345,17 @@ static int dry_run(const train_opts *o)
            p->pp, p->tp, coh_precision_name(p->precision));
     printf("batch     micro-batch %d x seq %d x accumulation %d x data-parallel %d\n",
            o->tc.batch, o->tc.seq, o->tc.accum, p->dp);
+    coh_par_config pc = {.train = o->tc, .par = *p};
+    for (int s = 0; p->pp > 1 && s < p->pp; s++) {
+        coh_pipe_stage st;
+        if (coh_par_pipe_stage(&pc, s, &st))
+            return cli_fail(CMD, COH_ERR_INVALID);
+        printf("stage %d   blocks", s);
+        for (int k = 0; k < st.chunks; k++)
+            printf("%s%d-%d", k ? "," : " ", st.lo[k], st.hi[k] - 1);
+        printf("%s%s, %zu parameters\n", st.lo[0] == 0 ? " + embeddings" : "",
+               st.hi[st.chunks - 1] == m->layers ? " + final LayerNorm and head" : "", st.params);
+    }
     return CLI_OK;
 }
 

@@ -173,7 +173,8 @@ typedef struct coh_pipe_stage {
     size_t params;                         /* elements over the ranges */
 } coh_pipe_stage;
 
-/* Pure. COH_ERR_INVALID for a stage outside 0..pp-1 or more virtual stages than blocks. */
+/* Pure. With c->par.stage_layers the split is the user's (coh_pipe_parse_layers).
+ * COH_ERR_INVALID for a stage outside 0..pp-1, more virtual stages than blocks, or a bad split. */
 coh_status coh_par_pipe_stage(const coh_par_config *c, int stage, coh_pipe_stage *out);
 
 /* The tied embedding's two copies (first and last stage) are bit-identical; COH_OK without a

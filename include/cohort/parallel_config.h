@@ -65,6 +65,8 @@ typedef struct coh_parallel_config {
                                   accumulation; a pipeline's microbatches); 0 = 1, or pp */
     coh_schedule schedule;
     int virtual_stages;        /* interleaved schedule: model chunks per device, v */
+    const char *stage_layers;  /* "0-2,3-7": blocks of each virtual stage; NULL = balanced by
+                                  estimated compute (borrowed) */
     coh_precision precision;
     coh_recompute recompute;
     int sequence_parallel;

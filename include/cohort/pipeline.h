@@ -139,6 +139,14 @@ coh_status coh_pipeline_simulate(const coh_pipe_shape *shape, double t_fwd, doub
  * 26 chunks, or a drawing over 16 MiB. */
 coh_status coh_pipeline_draw(const coh_pipe_shape *shape, int fwd_cells, int bwd_cells, char **out);
 
+/* ---- the split of the blocks ------------------------------------------------------------------ */
+
+/* `--stage-layers` as users write it, "0-2,3-7" (a lone "5" is block 5): the blocks of each of
+ * the `parts` virtual stages, contiguous, in order, covering 0..layers-1 once. bounds[0..parts]
+ * receives the first block of each and `layers`. COH_ERR_INVALID naming the text and what is
+ * wrong (a gap, an overlap, the stage count). */
+coh_status coh_pipe_parse_layers(const char *text, int layers, int parts, int *bounds);
+
 #ifdef __cplusplus
 }
 #endif

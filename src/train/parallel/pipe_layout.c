@@ -47,6 +47,56 @@ void par_pipe_split(const coh_gpt_config *c, int T, int u, int even, int *bounds
     free(cut);
 }
 
+/* "a-b" or "a" at *p: the block range [lo, hi]; advances *p. 0 when it is not one. */
+static int read_range(const char **p, long *lo, long *hi)
+{
+    char *end;
+    if (**p < '0' || **p > '9')
+        return 0;
+    *lo = *hi = strtol(*p, &end, 10);
+    *p = end;
+    if (**p == '-') {
+        (*p)++;
+        if (**p < '0' || **p > '9')
+            return 0;
+        *hi = strtol(*p, &end, 10);
+        *p = end;
+    }
+    return **p == ',' || **p == '\0';
+}
+
+coh_status coh_pipe_parse_layers(const char *text, int layers, int parts, int *bounds)
+{
+    const char *p = text ? text : "";
+    int n = 0;
+    long next = 0;
+    while (*p) {
+        long lo, hi;
+        if (!read_range(&p, &lo, &hi))
+            return coh_errf(COH_ERR_INVALID, "invalid --stage-layers '%s': expected block ranges "
+                            "like 0-2,3-7", text ? text : "");
+        if (lo != next || hi < lo || hi >= layers)
+            return coh_errf(COH_ERR_INVALID, "invalid --stage-layers '%s': stage %d is blocks "
+                            "%ld-%ld, but it must start at block %ld and end before block %d "
+                            "(the stages cover blocks 0..%d in order, each once)", text, n, lo,
+                            hi, next, layers, layers - 1);
+        if (n == parts)
+            return coh_errf(COH_ERR_INVALID, "invalid --stage-layers '%s': more than the %d "
+                            "stages of the pipeline (pp x virtual stages)", text, parts);
+        bounds[n++] = (int)lo;
+        next = hi + 1;
+        if (*p == ',' && !*++p)
+            return coh_errf(COH_ERR_INVALID, "invalid --stage-layers '%s': empty last entry",
+                            text);
+    }
+    if (n != parts || next != layers)
+        return coh_errf(COH_ERR_INVALID, "invalid --stage-layers '%s': %d stage(s) covering "
+                        "blocks 0..%ld, but the pipeline has %d stages (pp x virtual stages) over "
+                        "blocks 0..%d", text ? text : "", n, next - 1, parts, layers - 1);
+    bounds[parts] = layers;
+    return COH_OK;
+}
+
 coh_status coh_par_pipe_stage(const coh_par_config *c, int stage, coh_pipe_stage *out)
 {
     const coh_gpt_config *m = &c->train.model;
@@ -63,7 +113,15 @@ coh_status coh_par_pipe_stage(const coh_par_config *c, int stage, coh_pipe_stage
     if (!bounds)
         return coh_errf(COH_ERR_NOMEM, "out of memory laying out the pipeline");
     int T = c->par.seq ? (int)c->par.seq : m->seq;
-    par_pipe_split(m, T, u, v > 1, bounds);
+    coh_status st = COH_OK;
+    if (c->par.stage_layers)
+        st = coh_pipe_parse_layers(c->par.stage_layers, L, u, bounds);
+    else
+        par_pipe_split(m, T, u, v > 1, bounds);
+    if (st) {
+        free(bounds);
+        return st;
+    }
     out->chunks = v;
     for (int k = 0; k < v; k++) {
         out->lo[k] = bounds[k * p + stage];

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# test_pipeline_cli.sh: a pipeline's bad input is refused before anything is allocated, exit 2,
+# naming the value and what would be valid: pp larger than the blocks, a world not divisible by
+# pp, the interleaved schedule's constraints, a --stage-layers that skips, repeats or miscounts
+# blocks, and strategies the pipeline does not run.
+. "$(dirname "${BASH_SOURCE[0]}")/par_lib.sh"
+expect() { # code message command...
+    local code=$1 msg=$2
+    shift 2
+    out=$("$@" 2>&1)
+    rc=$?
+    [ $rc -eq "$code" ] && echo "$out" | grep -qF -- "$msg" || fail "$*: rc $rc, output: $out"
+    [ $rc -eq "$code" ] && echo "ok   $msg"
+}
+par_prepare
+par_model 256 4 2 16 16
+m=("${model[@]}" --micro-batch 2 --steps 2)
+run2() { "$cohort" run --nproc-per-node 2 "$cohort" train "${m[@]}" "$@"; }
+run3() { "$cohort" run --nproc-per-node 3 "$cohort" train "${m[@]}" "$@"; }
+
+expect 2 "pipeline parallel size 8 is larger than the 4 layers" "$cohort" train "${m[@]}" --pp 8 --dry-run
+expect 2 "tp 1 x pp 2 = 2 does not divide the 3 ranks of this job" run3 --pp 2
+expect 2 "the interleaved schedule needs the 3 microbatches to be a multiple of pp 2" \
+    run2 --pp 2 --schedule interleaved --virtual-stages 2 --grad-accum 3
+expect 2 "the interleaved schedule needs the 4 layers to be divisible by pp 2 x virtual stages 4" \
+    run2 --pp 2 --schedule interleaved --virtual-stages 4 --grad-accum 4
+expect 2 "virtual stages 2 need the interleaved schedule" run2 --pp 2 --virtual-stages 2
+expect 2 "invalid --stage-layers '0-0,2-3': stage 1 is blocks 2-3, but it must start at block 1" \
+    run2 --pp 2 --stage-layers 0-0,2-3
+expect 2 "invalid --stage-layers '0-2,2-3': stage 1 is blocks 2-3, but it must start at block 3" \
+    run2 --pp 2 --stage-layers 0-2,2-3
+expect 2 "invalid --stage-layers '0-3': 1 stage(s) covering blocks 0..3, but the pipeline has 2" \
+    run2 --pp 2 --stage-layers 0-3
+expect 2 "--stage-layers '0-3' needs a pipeline" "$cohort" train "${m[@]}" --stage-layers 0-3
+expect 2 "--strategy zero2 with --pp 2: cohort's pipeline runs its dp axis as single or ddp" \
+    "$cohort" run --nproc-per-node 4 "$cohort" train "${m[@]}" --pp 2 --strategy zero2
+expect 2 "invalid --schedule 'zigzag': valid are 1f1b, gpipe, interleaved, naive" run2 --pp 2 --schedule zigzag
+# a valid split is what the stages hold
+out=$(run2 --pp 2 --stage-layers 0-0,1-3 2>&1) || fail "a valid --stage-layers run failed: $out"
+echo "$out" | grep -q "stage 0: blocks 0-0 + embeddings" && echo "$out" | grep -q "stage 1: blocks 1-3 + final" ||
+    fail "the stages do not hold the given split: $(echo "$out" | grep 'stage [01]:')"
+# the default split weighs the LM head: with a 50257-token vocabulary the last stage holds fewer blocks
+# (its 2 V C FLOPs a token weigh about 120 of these blocks), so blocks 0-4 go to stage 0
+out=$("$cohort" run --nproc-per-node 2 "$cohort" train --vocab 50257 --layers 6 --heads 2 --dim 32 \
+    --seq 16 --threads 1 --data "$work/c_train_*.bin" --steps 1 --pp 2 --dry-run 2>&1)
+echo "$out" | grep -q "stage 0   blocks 0-4 + embeddings" && echo "$out" | grep -q "stage 1   blocks 5-5 + final" ||
+    fail "the default split does not weigh the head: $out"
+# even here the head (2 x 256 x 16) outweighs a block of dim 16 (24 x 16^2 + 4 x 16 x 16): 3 + 1
+out=$("$cohort" run --nproc-per-node 2 "$cohort" train "${m[@]}" --pp 2 --dry-run 2>&1)
+echo "$out" | grep -q "stage 0   blocks 0-2 + embeddings" || fail "a 3 + 1 split expected: $out"
+par_done "pipeline usage errors checked"
