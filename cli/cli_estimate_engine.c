@@ -52,6 +52,46 @@ static uint64_t formula_total(const est_request *r, coh_estimate *e)
     return coh_estimate_memory(&r->model, &s, e) == COH_OK ? e->per_device.total_bytes : 0;
 }
 
+/* Pipelines: every stage's blocks, model state and total, for the text and JSON outputs. */
+static void stages_text(const est_request *r, const coh_par_config *pc)
+{
+    char a[32], b[32];
+    printf("\npipeline stages (%s, %lld microbatches):\n", coh_schedule_name(pc->par.schedule),
+           (long long)pc->train.accum);
+    for (int s = 0; s < pc->par.pp; s++) {
+        coh_pipe_stage st;
+        coh_par_memory m;
+        if (coh_par_pipe_stage(pc, s, &st) || coh_par_memory_estimate_stage(pc, s, &m))
+            return;
+        printf("  stage %-3d blocks %d-%d%s: model state %12s, in all %12s (%d activation slots)\n",
+               s, st.lo[0], st.hi[st.chunks - 1] - 1, st.chunks > 1 ? " (chunks)" : "",
+               est_fmt(m.state.params + m.state.grads + m.state.optim, r->si, a, sizeof a),
+               est_fmt(m.total, r->si, b, sizeof b), m.activation_slots);
+    }
+}
+
+static void stages_json(coh_jw *w, const coh_par_config *pc)
+{
+    coh_jw_key(w, "stages");
+    coh_jw_array_begin(w);
+    for (int s = 0; s < pc->par.pp; s++) {
+        coh_pipe_stage st;
+        coh_par_memory m;
+        if (coh_par_pipe_stage(pc, s, &st) || coh_par_memory_estimate_stage(pc, s, &m))
+            break;
+        coh_jw_object_begin(w);
+        coh_jw_field_int(w, "stage", s);
+        coh_jw_field_int(w, "first_block", st.lo[0]);
+        coh_jw_field_int(w, "last_block", st.hi[st.chunks - 1] - 1);
+        coh_jw_field_uint(w, "parameters", st.params);
+        coh_jw_field_uint(w, "model_state_bytes", m.state.params + m.state.grads + m.state.optim);
+        coh_jw_field_uint(w, "activation_slots", (uint64_t)m.activation_slots);
+        coh_jw_field_uint(w, "total_bytes", m.total);
+        coh_jw_object_end(w);
+    }
+    coh_jw_array_end(w);
+}
+
 typedef struct engine_view {
     const char *strategy;
     coh_train_memory tm; /* the engine's own buffers (one model replica's worth) */
@@ -96,6 +136,8 @@ static void engine_json(const est_request *r, const engine_view *v, const coh_pa
     kv(&w, "total_bytes", pb->total);
     coh_jw_object_end(&w);
     kv(&w, "formula_total_bytes", formula);
+    if (pc->par.pp > 1)
+        stages_json(&w, pc);
     if (r->device_bytes) {
         kv(&w, "device_memory_bytes", r->device_bytes);
         coh_jw_key(&w, "fits"); coh_jw_bool(&w, pb->total <= r->device_bytes);
@@ -114,9 +156,9 @@ static void engine_text(const est_request *r, const engine_view *v, const coh_pa
            r->model.name, (long long)r->model.layers, (long long)r->model.dim,
            (long long)r->model.heads, (long long)r->model.vocab, (long long)r->model.positions);
     printf("engine       cohort: %s over %d rank%s, fp32, no dropout, micro batch %d x seq %d, "
-           "accumulation %d, %d threads\n\nwhat rank %d holds at its peak:\n", v->strategy,
+           "accumulation %d, %d threads\n\nwhat %s %d holds at its peak:\n", v->strategy,
            pc->par.dp, pc->par.dp > 1 ? "s" : "", pc->train.batch, pc->train.seq,
-           pc->train.accum, v->threads, v->rank);
+           pc->train.accum, v->threads, pc->par.pp > 1 ? "pipeline stage" : "rank", v->rank);
     const struct { const char *name; uint64_t v; } rows[] = {
         {"parameters", pb->state.params}, {"gradients", pb->state.grads}, {"AdamW m and v", pb->state.optim},
         {"activations", tm->activations}, {"activation grads", tm->act_grads},
@@ -134,16 +176,26 @@ static void engine_text(const est_request *r, const engine_view *v, const coh_pa
                r->device_from, pb->total <= r->device_bytes ? "fits" : "does not fit");
 }
 
-/* The rank holding the most (ranks differ only by the last one's shard tails). */
+/* The rank holding the most (ranks differ only by the last one's shard tails; pipeline stages
+ * by their blocks, the first and last also by the embeddings and the head). */
 static coh_status predict(const coh_par_config *pc, engine_view *v)
 {
-    int dp = pc->par.dp;
-    coh_par_memory last;
-    coh_status st = coh_par_memory_estimate(pc, dp, 0, &v->pm);
+    int dp = pc->par.dp, pp = pc->par.pp;
+    coh_par_memory m;
+    coh_status st = COH_OK;
+    for (int s = 0; pp > 1 && !st && s < pp; s++) {
+        if (!(st = coh_par_memory_estimate_stage(pc, s, &m)) && (s == 0 || m.total > v->pm.total)) {
+            v->pm = m;
+            v->rank = s; /* the stage */
+        }
+    }
+    if (pp > 1)
+        return st;
+    st = coh_par_memory_estimate(pc, dp, 0, &v->pm);
     if (!st)
-        st = coh_par_memory_estimate(pc, dp, dp - 1, &last);
-    if (!st && last.total > v->pm.total) {
-        v->pm = last;
+        st = coh_par_memory_estimate(pc, dp, dp - 1, &m);
+    if (!st && m.total > v->pm.total) {
+        v->pm = m;
         v->rank = dp - 1;
     }
     return st;
@@ -169,5 +221,7 @@ int est_print_engine(const est_request *r)
         engine_json(r, &v, &pc, formula, e.counts.total);
     else
         engine_text(r, &v, &pc, formula, &e);
+    if (!r->json && pc.par.pp > 1)
+        stages_text(r, &pc);
     return CLI_OK;
 }

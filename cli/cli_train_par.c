@@ -109,7 +109,10 @@ void cli_par_write_devices(coh_jw *w, coh_par_trainer *t)
 
 int cli_par_predict(const train_opts *o, const cli_par *p, coh_par_memory *out)
 {
-    if (o->cfg.par.pp > 1) { /* the trainer's own prediction covers data parallelism only */
+    if (o->cfg.par.pp > 1) {
+        coh_par_config pc = {.train = o->tc, .par = o->cfg.par};
+        if (coh_par_memory_estimate_stage(&pc, p->mesh->pp_rank, out) == COH_OK)
+            return 1;
         memset(out, 0, sizeof *out);
         return 0;
     }
@@ -144,11 +147,17 @@ static void print_pipeline(const train_opts *o, coh_par_trainer *t)
         for (int k = 0; k < st.chunks && n < sizeof layers; k++)
             n += (size_t)snprintf(layers + n, sizeof layers - n, "%s%d-%d", k ? "," : "",
                                   st.lo[k], st.hi[k] - 1);
+        coh_par_memory pm;
+        char total[24] = "?";
+        if (!coh_par_memory_estimate_stage(&pc, s, &pm))
+            coh_size_format(pm.total, total, sizeof total);
         coh_info("stage %d: blocks %s%s%s; %.2fM parameters, model state %s (fp32 params, "
-                 "grads, AdamW m and v)", s, layers, st.lo[0] == 0 ? " + embeddings" : "",
+                 "grads, AdamW m and v); predicted %s in all with %d activation slot%s", s,
+                 layers, st.lo[0] == 0 ? " + embeddings" : "",
                  st.hi[st.chunks - 1] == o->tc.model.layers ? " + final LayerNorm and head"
                                                           : "",
-                 st.params / 1e6, coh_size_format(16 * (uint64_t)st.params, state, sizeof state));
+                 st.params / 1e6, coh_size_format(16 * (uint64_t)st.params, state, sizeof state),
+                 total, pm.activation_slots, pm.activation_slots == 1 ? "" : "s");
     }
 }
 

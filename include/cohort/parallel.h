@@ -61,6 +61,7 @@ typedef struct coh_par_memory {
     uint64_t comm;         /* peers' shared-arena gradient pieces this rank reduces (DDP, ZeRO-1)
                               and the transport's staging buffers */
     uint64_t total;        /* peak resident growth over the process before the model existed */
+    int activation_slots;  /* pipelines: micro-batches whose activations a stage holds at once */
 } coh_par_memory;
 
 struct coh_par_config;
@@ -176,6 +177,12 @@ typedef struct coh_pipe_stage {
 /* Pure. With c->par.stage_layers the split is the user's (coh_pipe_parse_layers).
  * COH_ERR_INVALID for a stage outside 0..pp-1, more virtual stages than blocks, or a bad split. */
 coh_status coh_par_pipe_stage(const coh_par_config *c, int stage, coh_pipe_stage *out);
+
+/* What one rank of pipeline stage `stage` holds: the model state of its arena ranges (fp32
+ * parameters, gradients, AdamW m and v) and its engine buffers, with one activation slot per
+ * micro-batch its schedule keeps in flight (GPipe m, 1F1B p - stage, ...). Pure apart from
+ * reading the thread count. COH_ERR_INVALID as coh_par_pipe_stage. */
+coh_status coh_par_memory_estimate_stage(const coh_par_config *c, int stage, coh_par_memory *out);
 
 /* The tied embedding's two copies (first and last stage) are bit-identical; COH_OK without a
  * pipeline. COH_ERR_INTERNAL naming how many elements differ. Collective over the pipeline. */

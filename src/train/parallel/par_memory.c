@@ -2,6 +2,7 @@
  * shard ranges the trainer builds, so the prediction of `cohort estimate --engine cohort` and
  * the allocation cannot drift apart. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "train/model/gpt_int.h"
 #include "train/parallel/strategy.h"
@@ -123,5 +124,53 @@ coh_status coh_par_memory_estimate(const coh_par_config *cfg, int dp, int rank,
     const coh_model_state_bytes *s = &out->state;
     out->total = s->params + s->grads + s->optim + out->engine + out->gathered +
                  out->grad_buckets + out->comm;
+    return COH_OK;
+}
+
+coh_status coh_par_memory_estimate_stage(const coh_par_config *cfg, int stage,
+                                         coh_par_memory *out)
+{
+    coh_par_config applied = *cfg;
+    const coh_par_config *c = &applied;
+    coh_par_config_apply(&applied);
+    memset(out, 0, sizeof *out);
+    coh_train_memory tm;
+    coh_pipe_stage lay;
+    coh_status st = coh_train_memory_estimate(&c->train.model, c->train.batch, c->train.seq, &tm);
+    if (!st)
+        st = coh_par_pipe_stage(c, stage, &lay);
+    if (st)
+        return st;
+    int v = lay.chunks, m = c->train.accum;
+    coh_pipe_shape shape = {c->par.schedule, c->par.pp, m, v};
+    coh_pipe_action *acts;
+    int nacts;
+    if ((st = coh_pipeline_schedule(&shape, stage, &acts, &nacts)))
+        return st;
+    int slots = par_pipe_count_slots(acts, nacts, m);
+    free(acts);
+    if (slots < 1)
+        return coh_errf(COH_ERR_NOMEM, "out of memory counting activation slots");
+    const coh_gpt_config *g = &c->train.model;
+    gpt_act_sizes_t as;
+    gpt_act_sizes(g, c->train.batch, c->train.seq, &as);
+    uint64_t bt = (uint64_t)c->train.batch * c->train.seq, btc = bt * (uint64_t)g->dim, blocks = 0;
+    int full = c->par.recompute == COH_RECOMPUTE_FULL;
+    for (int k = 0; k < v; k++)
+        blocks += (uint64_t)(lay.hi[k] - lay.lo[k]);
+    int first = lay.lo[0] == 0, last = lay.hi[v - 1] == g->layers;
+    /* one slot: the blocks' saved activations (only outputs when recomputing), each chunk's
+     * input (the embedding's output on the first), the head's LayerNorm, losses and dL/dlnf */
+    uint64_t per_slot = blocks * (full ? btc : as.per_layer) + (uint64_t)v * btc +
+                        (first ? bt : 0) + (last ? 2 * btc + 3 * bt : 0);
+    out->state.params = 4 * (uint64_t)lay.params;
+    out->state.grads = 4 * (uint64_t)lay.params;
+    out->state.optim = 8 * (uint64_t)lay.params;
+    out->engine = 4 * ((uint64_t)slots * per_slot + (full ? as.per_layer : 0) + as.grads +
+                       (last ? as.logits : 0) + 2 * btc /* received, to send */ +
+                       2 * (uint64_t)m * bt /* the step's tokens and targets */ + 2 * bt) +
+                  tm.attention * (uint64_t)coh_get_threads();
+    out->activation_slots = slots;
+    out->total = out->state.params + out->state.grads + out->state.optim + out->engine;
     return COH_OK;
 }

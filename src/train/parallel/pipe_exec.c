@@ -114,22 +114,6 @@ static coh_status pipe_flush(par_pipe *pp)
 
 /* ---- set-up -------------------------------------------------------------------------------- */
 
-/* The slots a stage needs: the most micro-batches with a chunk forwarded and not backwarded. */
-static int count_slots(const coh_pipe_action *a, int n, int m)
-{
-    int *live = calloc((size_t)m, sizeof *live), open = 0, peak = 1;
-    if (!live)
-        return -1;
-    for (int i = 0; i < n; i++) {
-        if (a[i].op == COH_PIPE_FORWARD && live[a[i].mb]++ == 0 && ++open > peak)
-            peak = open;
-        if (a[i].op == COH_PIPE_BACKWARD && --live[a[i].mb] == 0)
-            open--;
-    }
-    free(live);
-    return peak;
-}
-
 /* One two-rank communicator per direction of each neighbouring pair (i -> i + 1 and i + 1 -> i,
  * around the ring when chunks wrap), each made by a split of the pipeline communicator. */
 static coh_status make_links(par_pipe *pp, coh_comm *pc)
@@ -212,7 +196,7 @@ coh_status par_pipe_create(coh_par_trainer *t, par_pipe **out)
         st = eval_list(pp);
     if (st)
         return st;
-    pp->nslots = count_slots(pp->acts, pp->nacts, pp->m);
+    pp->nslots = par_pipe_count_slots(pp->acts, pp->nacts, pp->m);
     size_t bt = (size_t)c->train.batch * c->train.seq, btc = bt * (size_t)c->train.model.dim;
     pp->slot_of = malloc((size_t)pp->m * sizeof *pp->slot_of);
     pp->chunks_live = calloc((size_t)pp->m, sizeof *pp->chunks_live);

@@ -153,3 +153,18 @@ coh_status coh_par_pipe_stage(const coh_par_config *c, int stage, coh_pipe_stage
         out->params += out->end[k] - out->begin[k];
     return COH_OK;
 }
+
+int par_pipe_count_slots(const coh_pipe_action *a, int n, int m)
+{
+    int *live = calloc((size_t)m, sizeof *live), open = 0, peak = 1;
+    if (!live)
+        return -1;
+    for (int i = 0; i < n; i++) {
+        if (a[i].op == COH_PIPE_FORWARD && live[a[i].mb]++ == 0 && ++open > peak)
+            peak = open;
+        if (a[i].op == COH_PIPE_BACKWARD && --live[a[i].mb] == 0)
+            open--;
+    }
+    free(live);
+    return peak;
+}

@@ -102,6 +102,9 @@ void par_pipe_keep_own(coh_par_trainer *t, float *params);
 /* pipe_layout.c: blocks 0..L-1 in u contiguous virtual stages: bounds[0..u], balanced by
  * estimated compute (the last carries the LM head), or even. */
 void par_pipe_split(const coh_gpt_config *c, int T, int u, int even, int *bounds);
+/* The activation slots a stage's list needs: the most micro-batches with a chunk forwarded and
+ * not yet backwarded (-1 out of memory). */
+int par_pipe_count_slots(const coh_pipe_action *a, int n, int m);
 coh_status par_pipe_forward_backward(coh_par_trainer *t, coh_batch_fn next, void *ctx,
                                      double *loss);
 double par_pipe_clip(coh_par_trainer *t);

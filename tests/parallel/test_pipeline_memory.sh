@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# test_pipeline_memory.sh: what each pipeline stage holds, measured, against `cohort estimate
+# --engine cohort --pp`: each stage's model state (resident pages of its parameter and gradient
+# ranges, its AdamW moments) within 5%, its peak resident growth within 10%, and GPipe's
+# in-flight activations against 1F1B's: stage 0 keeps m = 8 micro-batches under GPipe and p = 2
+# under 1F1B, and the measured difference in its peak is the predicted one within 15%.
+. "$(dirname "${BASH_SOURCE[0]}")/par_lib.sh"
+[ -r /proc/self/clear_refs ] || { echo "no /proc/self/clear_refs: peak RSS cannot be reset"; exit 77; }
+# The resident peak means nothing under AddressSanitizer (shadow memory, quarantine): there only
+# the model state (resident pages of the arenas) is compared.
+rss=1
+grep -qs '^COHORT_SANITIZE:BOOL=ON' "${COHORT_BUILD_DIR:-/nonexistent}/CMakeCache.txt" && rss=0
+par_prepare
+shape=(--vocab 256 --layers 8 --heads 4 --dim 128 --seq 64)
+run=("${shape[@]}" --threads 1 --data "$work/c_train_*.bin" --micro-batch 2 --grad-accum 8 --steps 3)
+for s in gpipe 1f1b; do
+    "$cohort" estimate --engine cohort "${shape[@]}" --threads 1 --micro-batch 2 --grad-accum 8 \
+        --pp 2 --schedule $s --json >"$work/$s.est" || fail "$s: estimate"
+    "$cohort" run --nproc-per-node 2 "$cohort" train "${run[@]}" --pp 2 --schedule $s \
+        --metrics "$work/$s.jsonl" >"$work/$s.out" 2>&1 || fail "$s: $(tail -3 "$work/$s.out")"
+done
+"$py" - "$work" "$rss" <<'PY' || fail "memory figures"
+import json, sys
+work, rss, ok, grown = sys.argv[1], sys.argv[2] == "1", True, {}
+print("%-6s %-5s %12s %12s %7s %12s %12s %7s" % ("", "stage", "state pred", "state meas", "err",
+      "growth pred", "growth meas", "err"))
+for s in ("gpipe", "1f1b"):
+    est = json.load(open("%s/%s.est" % (work, s)))["stages"]
+    mem = json.loads(open("%s/%s.jsonl" % (work, s)).read().splitlines()[-1])["memory"]
+    for m in mem:
+        e = est[m["rank"]]
+        held = m["params_bytes"] + m["grads_bytes"] + m["optim_bytes"]
+        grow = m["peak_rss_bytes"] - m["base_rss_bytes"]
+        e1 = (held - e["model_state_bytes"]) / e["model_state_bytes"]
+        e2 = (grow - e["total_bytes"]) / e["total_bytes"]
+        grown[(s, m["rank"])] = grow
+        print("%-6s %-5d %12d %12d %+6.2f%% %12d %12d %+6.2f%%" % (s, m["rank"],
+              e["model_state_bytes"], held, 100 * e1, e["total_bytes"], grow, 100 * e2))
+        if abs(e1) > 0.05:
+            print("  -> model state more than 5% off"); ok = False
+        if rss and abs(e2) > 0.10:
+            print("  -> resident growth more than 10% off"); ok = False
+        if m["predicted_bytes"] != e["total_bytes"]:
+            print("  -> the trainer predicted %d, the estimate %d" % (m["predicted_bytes"],
+                  e["total_bytes"])); ok = False
+g, f = (json.load(open("%s/%s.est" % (work, s)))["stages"][0] for s in ("gpipe", "1f1b"))
+pred = g["total_bytes"] - f["total_bytes"]
+meas = grown[("gpipe", 0)] - grown[("1f1b", 0)]
+print("stage 0, gpipe (%d slots) - 1f1b (%d slots): predicted %d, measured %d (%+.2f%%)" % (
+      g["activation_slots"], f["activation_slots"], pred, meas, 100 * (meas - pred) / pred))
+if g["activation_slots"] != 8 or f["activation_slots"] != 2 or (rss and abs(meas - pred) > 0.15 * pred):
+    ok = False
+sys.exit(0 if ok else 1)
+PY
+par_done "pipeline memory matches the estimate"
