@@ -257,6 +257,11 @@ coh_status cli_par_memory(const cli_par *p, coh_par_trainer *t, const train_opts
     mine[CLI_MEM_PEAK_RSS] = rss;
     mine[CLI_MEM_BASE_RSS] = p->base_rss;
     mine[CLI_MEM_PREDICTED] = pm.total;
+    double busy = 0.0, idle = 0.0;
+    if (coh_par_trainer_pipeline_times(t, &busy, &idle))
+        coh_err_clear();
+    mine[CLI_MEM_BUSY_US] = (uint64_t)(busy * 1e6);
+    mine[CLI_MEM_IDLE_US] = (uint64_t)(idle * 1e6);
     return coh_allgather(p->world, mine, all, CLI_MEM_N, COH_I64);
 }
 

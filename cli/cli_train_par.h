@@ -24,11 +24,12 @@ void cli_par_print_start(const train_opts *o, const cli_par *p, coh_par_trainer 
 void cli_par_print_peak(const cli_par *p, coh_par_trainer *t, const train_opts *o);
 /* Per-rank values of the metrics' "memory" array, in this order. */
 enum { CLI_MEM_PARAMS, CLI_MEM_GRADS, CLI_MEM_OPTIM, CLI_MEM_PEAK_RSS, CLI_MEM_BASE_RSS,
-       CLI_MEM_PREDICTED, CLI_MEM_N };
+       CLI_MEM_PREDICTED, CLI_MEM_BUSY_US, CLI_MEM_IDLE_US, CLI_MEM_N };
 /* This rank's prediction (coh_par_memory_estimate for its rank); returns 0 and zeroes *out when
  * none can be made (the threaded dp strategy has no prediction). */
 int cli_par_predict(const train_opts *o, const cli_par *p, coh_par_memory *out);
 /* all (CLI_MEM_N * world values) <- every rank's peak params, grads, optimizer bytes, peak RSS,
+ * (pipelines: the last step's compute and waiting time in microseconds,)
  * RSS before the model, and predicted peak growth. Collective. */
 coh_status cli_par_memory(const cli_par *p, coh_par_trainer *t, const train_opts *o,
                           uint64_t rss, uint64_t *all);

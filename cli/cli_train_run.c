@@ -120,7 +120,7 @@ static void write_metrics(run *r, const coh_step_stats *s, double tps, double mf
     }
     static const char *const MEM[CLI_MEM_N] = {"params_bytes", "grads_bytes", "optim_bytes",
                                                "peak_rss_bytes", "base_rss_bytes",
-                                               "predicted_bytes"};
+                                               "predicted_bytes", "busy_us", "idle_us"};
     /* per rank: model state at the optimizer step; peak resident size and the resident size
      * before the model existed (their difference is what training grew); the prediction of
      * that growth */
@@ -129,7 +129,9 @@ static void write_metrics(run *r, const coh_step_stats *s, double tps, double mf
     for (int k = 0; k < r->par.world_size; k++) {
         coh_jw_object_begin(&w);
         coh_jw_field_int(&w, "rank", k);
-        for (int i = 0; i < CLI_MEM_N; i++) {
+        /* pipelines add each stage's compute and waiting (its bubble) in the last step */
+        int n = r->o->cfg.par.pp > 1 ? CLI_MEM_N : CLI_MEM_BUSY_US;
+        for (int i = 0; i < n; i++) {
             coh_jw_field_uint(&w, MEM[i], r->mem[CLI_MEM_N * k + i]);
         }
         if (k == r->par.rank && coh_par_trainer_devices(r->pt) > 1)

@@ -184,6 +184,12 @@ coh_status coh_par_pipe_stage(const coh_par_config *c, int stage, coh_pipe_stage
  * reading the thread count. COH_ERR_INVALID as coh_par_pipe_stage. */
 coh_status coh_par_memory_estimate_stage(const coh_par_config *c, int stage, coh_par_memory *out);
 
+/* The last step's time on this pipeline stage: computing its forwards and backwards, and
+ * waiting for its neighbours (receives, and the last sends to drain): the stage's bubble.
+ * COH_ERR_INVALID without a pipeline. */
+coh_status coh_par_trainer_pipeline_times(const coh_par_trainer *t, double *busy_s,
+                                          double *idle_s);
+
 /* The tied embedding's two copies (first and last stage) are bit-identical; COH_OK without a
  * pipeline. COH_ERR_INTERNAL naming how many elements differ. Collective over the pipeline. */
 coh_status coh_par_trainer_check_tied(coh_par_trainer *t);

@@ -47,6 +47,7 @@ struct par_pipe {
     pipe_msg *head, *tail;
     int busy, quit, started;
     coh_status send_err;
+    double busy_us, idle_us;  /* the last step's compute, and waits for peers */
 };
 
 static void *sender(void *arg)
@@ -278,6 +279,17 @@ static int slot_take(par_pipe *pp, int mb)
     return pp->slot_of[mb] = -1; /* count_slots bounds the live ones: cannot happen */
 }
 
+/* "F3" (forward of micro-batch 3), "B3.1" (backward, chunk 1): the schedule's picture. */
+static void trace_compute(coh_par_trainer *t, const char *what, int mb, int chunk, double t0)
+{
+    char name[32];
+    if (t->pipe->v > 1)
+        snprintf(name, sizeof name, "%s%d.%d", what, mb, chunk);
+    else
+        snprintf(name, sizeof name, "%s%d", what, mb);
+    par_trace_event(t->trace, name, "compute", 0, t0, par_now_us());
+}
+
 /* Run one action list over micro-batches (train: forward with the gradient's scale, then
  * backward; eval: forward only). *loss: the last stage's summed micro-batch losses. */
 static coh_status run_list(coh_par_trainer *t, const coh_pipe_action *a, int n, int mb0,
@@ -294,11 +306,13 @@ static coh_status run_list(coh_par_trainer *t, const coh_pipe_action *a, int n, 
         switch (a[i].op) {
         case COH_PIPE_RECV_ACT:
             st = coh_recv(pp->next_recv, pp->xbuf, btc, COH_F32, 0);
-            par_trace_event(t->trace, "recv activation", "comm", 1, t0, par_now_us());
+            pp->idle_us += par_now_us() - t0;
+            par_trace_event(t->trace, "recv activation", "idle", 0, t0, par_now_us());
             break;
         case COH_PIPE_RECV_GRAD:
             st = coh_recv(pp->prev_recv, pp->xbuf, btc, COH_F32, 0);
-            par_trace_event(t->trace, "recv gradient", "comm", 1, t0, par_now_us());
+            pp->idle_us += par_now_us() - t0;
+            par_trace_event(t->trace, "recv gradient", "idle", 0, t0, par_now_us());
             break;
         case COH_PIPE_SEND_ACT:
             st = pipe_send(pp, pp->next_send, pp->ybuf, btc);
@@ -314,14 +328,18 @@ static coh_status run_list(coh_par_trainer *t, const coh_pipe_action *a, int n, 
                                        pp->ybuf, &l);
             if (hi == pp->L)
                 *loss += l;
-            par_trace_event(t->trace, "forward", "compute", 0, t0, par_now_us());
+            pp->busy_us += par_now_us() - t0;
+            if (t->trace)
+                trace_compute(t, "F", a[i].mb, k, t0);
             break;
         }
         case COH_PIPE_BACKWARD:
             st = coh_gpt_stage_backward(t->model, pp->slot_of[a[i].mb], lo, hi, pp->xbuf, B, T,
                                         pp->ybuf);
             pp->chunks_live[a[i].mb]--;
-            par_trace_event(t->trace, "backward", "compute", 0, t0, par_now_us());
+            pp->busy_us += par_now_us() - t0;
+            if (t->trace)
+                trace_compute(t, "B", a[i].mb, k, t0);
             break;
         }
     }
@@ -389,9 +407,12 @@ coh_status par_pipe_forward_backward(coh_par_trainer *t, coh_batch_fn next, void
     memset(pp->chunks_live, 0, (size_t)pp->m * sizeof *pp->chunks_live);
     double sum = 0.0;
     coh_status st = read_batches(t, next, ctx, pp->m);
+    pp->busy_us = pp->idle_us = 0.0;
     if (!st)
         st = run_list(t, pp->acts, pp->nacts, 0, 1.0f / (float)pp->m, &sum);
+    double t0 = par_now_us();
     coh_status fl = pipe_flush(pp);
+    pp->idle_us += par_now_us() - t0;
     if (!st)
         st = fl;
     if (!st)
@@ -470,4 +491,14 @@ coh_status coh_par_trainer_check_tied(coh_par_trainer *t)
         st = coh_errf(COH_ERR_INTERNAL, "the tied embedding's copies on the first and last "
                       "pipeline stage differ in %lld of %zu elements", (long long)differ, n);
     return st;
+}
+
+coh_status coh_par_trainer_pipeline_times(const coh_par_trainer *t, double *busy_s,
+                                          double *idle_s)
+{
+    if (!t->pipe)
+        return coh_errf(COH_ERR_INVALID, "the trainer runs no pipeline");
+    *busy_s = t->pipe->busy_us * 1e-6;
+    *idle_s = t->pipe->idle_us * 1e-6;
+    return COH_OK;
 }
