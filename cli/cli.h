@@ -2,6 +2,8 @@
 #ifndef COHORT_CLI_H
 #define COHORT_CLI_H
 
+#include <stdint.h>
+
 #include "cohort/status.h"
 
 /* Exit codes of every subcommand. */
@@ -25,6 +27,18 @@ int cli_no_operands(const char *cmd, int argc, char *const *argv);
 /* Report a failed library call with its thread-local message; returns CLI_USAGE for
  * COH_ERR_INVALID (bad input) and CLI_FAILED otherwise. */
 int cli_fail(const char *cmd, coh_status s);
+
+/* The one parser of option values (cli_args.c). Each takes the option as typed ("--steps") and
+ * on bad text prints "cohort CMD: error: invalid --steps 'x': must be an integer from 1 to N"
+ * (a number, a size) and returns 0; 1 with *out set otherwise. */
+int cli_parse_long(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out);
+int cli_parse_int(const char *cmd, const char *opt, const char *s, int lo, int hi, int *out);
+int cli_parse_double(const char *cmd, const char *opt, const char *s, double lo, double hi,
+                     double *out);
+int cli_parse_float(const char *cmd, const char *opt, const char *s, double lo, double hi,
+                    float *out);
+/* A byte size as coh_size_parse reads it ("16GiB", "512M"), at least lo bytes. */
+int cli_parse_size(const char *cmd, const char *opt, const char *s, uint64_t lo, uint64_t *out);
 
 /* Name of the program as invoked, for usage lines ("cohort"). */
 extern const char *cli_progname;

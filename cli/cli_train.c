@@ -1,6 +1,4 @@
 /* cli_train.c: option parsing and engine setup shared by the train, eval and generate commands. */
-#include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,34 +6,6 @@
 
 #include "cli.h"
 #include "cli_train.h"
-
-int cli_parse_long(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) {
-        cli_usage_error(cmd, "invalid %s '%s': must be an integer from %ld to %ld", opt, s, lo,
-                        hi);
-        return 0;
-    }
-    *out = v;
-    return 1;
-}
-
-int cli_parse_float(const char *cmd, const char *opt, const char *s, double lo, double hi,
-                    float *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end || !isfinite(v) || v < lo || v > hi) {
-        cli_usage_error(cmd, "invalid %s '%s': must be a number from %g to %g", opt, s, lo, hi);
-        return 0;
-    }
-    *out = (float)v;
-    return 1;
-}
 
 void cli_engine_setup(int threads)
 {

@@ -28,12 +28,6 @@ typedef struct train_opts {
 /* Run the training described by o (model config already resolved); returns the exit code. */
 int cli_train_run(const train_opts *o);
 
-/* Parse a whole decimal integer in [lo, hi]; on failure print a usage error naming `opt` and
- * return 0. */
-int cli_parse_long(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out);
-int cli_parse_float(const char *cmd, const char *opt, const char *s, double lo, double hi,
-                    float *out);
-
 /* Called first by commands that run the engine: BLAS kernel check (may re-exec) and threads. */
 void cli_engine_setup(int threads);
 

@@ -1,0 +1,71 @@
+/* cli_args.c: the one parser of numbers and sizes that the subcommands' options take, with one
+ * phrasing of each error ("invalid --steps 'x': must be an integer from 1 to 1099511627776"). */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+
+#include "cli.h"
+#include "cohort/size.h"
+
+int cli_parse_long(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) {
+        cli_usage_error(cmd, "invalid %s '%s': must be an integer from %ld to %ld", opt, s, lo,
+                        hi);
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+int cli_parse_int(const char *cmd, const char *opt, const char *s, int lo, int hi, int *out)
+{
+    long v;
+    if (!cli_parse_long(cmd, opt, s, lo, hi, &v))
+        return 0;
+    *out = (int)v;
+    return 1;
+}
+
+int cli_parse_double(const char *cmd, const char *opt, const char *s, double lo, double hi,
+                     double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v) || v < lo || v > hi) {
+        cli_usage_error(cmd, "invalid %s '%s': must be a number from %g to %g", opt, s, lo, hi);
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+int cli_parse_float(const char *cmd, const char *opt, const char *s, double lo, double hi,
+                    float *out)
+{
+    double v;
+    if (!cli_parse_double(cmd, opt, s, lo, hi, &v))
+        return 0;
+    *out = (float)v;
+    return 1;
+}
+
+int cli_parse_size(const char *cmd, const char *opt, const char *s, uint64_t lo, uint64_t *out)
+{
+    uint64_t v;
+    if (coh_size_parse(s, &v) != COH_OK) {
+        cli_usage_error(cmd, "%s: %s", opt, coh_last_error()); /* "invalid size 'x': ..." */
+        return 0;
+    }
+    if (v < lo) {
+        cli_usage_error(cmd, "invalid %s '%s': must be at least %llu bytes", opt, s,
+                        (unsigned long long)lo);
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
