@@ -16,6 +16,7 @@
 
 #include "cohort/log.h"
 #include "launch/agent.h"
+#include "util/strutil.h"
 
 #define DRAIN_S 0.5 /* after the last worker is reaped, how long strays may hold its pipes */
 
@@ -369,7 +370,7 @@ void agent_print_summary(const agent *a, const char *head)
     const failure *f = &a->fail;
     char out[8192], when[64], sig[32];
     size_t o = 0;
-#define ADD(...) o += (size_t)snprintf(out + o, o < sizeof out ? sizeof out - o : 0, __VA_ARGS__)
+#define ADD(...) coh_str_append(out, sizeof out, &o, __VA_ARGS__)
     fmt_time(f->when, when, sizeof when);
     if (f->rank < 0) {
         ADD("cohort run: %s: %s (exit code %d)\n", head, f->what, f->exit_code);
@@ -394,8 +395,6 @@ void agent_print_summary(const agent *a, const char *head)
     if (a->down_mono > 0 && a->fail_mono > 0)
         ADD("  teardown:   local workers down %.3f s after the failure (grace %g s)\n", a->down_mono - a->fail_mono, a->o->grace_s);
 #undef ADD
-    if (o > sizeof out - 1)
-        o = sizeof out - 1;
     ssize_t w = write(2, out, o);
     (void)w;
 }

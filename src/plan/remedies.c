@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "plan/plan_int.h"
+#include "util/strutil.h"
 
 /* The knobs, cheapest first: ZeRO costs no devices and little time; selective recompute a few
  * percent of compute; tp and pp need devices; full recompute repeats the forward (~30%);
@@ -149,15 +150,15 @@ static void describe(const coh_strategy *from, const coh_strategy *to, char *buf
     size_t n = 0;
     buf[0] = '\0';
     if (to->zero != from->zero)
-        n += (size_t)snprintf(buf + n, cap - n, " --zero %d", to->zero);
-    if (n < cap && to->recompute != from->recompute)
-        n += (size_t)snprintf(buf + n, cap - n, " --recompute %s", recompute[to->recompute]);
-    if (n < cap && to->tp != from->tp)
-        n += (size_t)snprintf(buf + n, cap - n, " --tp %d", to->tp);
-    if (n < cap && to->pp != from->pp)
-        n += (size_t)snprintf(buf + n, cap - n, " --pp %d", to->pp);
-    if (n < cap && to->offload != from->offload)
-        snprintf(buf + n, cap - n, " --offload %s", offload[to->offload]);
+        coh_str_append(buf, cap, &n, " --zero %d", to->zero);
+    if (to->recompute != from->recompute)
+        coh_str_append(buf, cap, &n, " --recompute %s", recompute[to->recompute]);
+    if (to->tp != from->tp)
+        coh_str_append(buf, cap, &n, " --tp %d", to->tp);
+    if (to->pp != from->pp)
+        coh_str_append(buf, cap, &n, " --pp %d", to->pp);
+    if (to->offload != from->offload)
+        coh_str_append(buf, cap, &n, " --offload %s", offload[to->offload]);
     memmove(buf, buf + (buf[0] == ' '), strlen(buf) + 1);
 }
 

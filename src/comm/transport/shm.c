@@ -16,6 +16,7 @@
 
 #include "cohort/size.h"
 #include "comm/transport/shm_int.h"
+#include "util/strutil.h"
 
 #define CHAN_BYTES (64u << 10)
 
@@ -188,7 +189,7 @@ static coh_status seg_wait_all(shm *s)
             size_t k = 0;
             for (int r = 0; r < s->n && k < sizeof missing - 12; r++)
                 if (!atomic_load(&shm_slot_of(s, r)->pid))
-                    k += (size_t)snprintf(missing + k, sizeof missing - k, "%s%d", k ? ", " : "", r);
+                    coh_str_append(missing, sizeof missing, &k, "%s%d", k ? ", " : "", r);
             return coh_errf(COH_ERR_TIMEOUT, "rank %s never joined shared memory '%s' within %g s",
                             missing, s->name, s->timeout);
         }

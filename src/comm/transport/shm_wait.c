@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "comm/transport/shm_int.h"
+#include "util/strutil.h"
 
 static void futex_wake_all(_Atomic uint32_t *w)
 {
@@ -98,7 +99,7 @@ static coh_status timeout_error(shm *s, int peer, const char *what)
         size_t k = 0;
         for (int r = 0; r < s->n && k < sizeof missing - 12; r++)
             if (!reached(atomic_load(&shm_slot_of(s, r)->arrive), s->arrived))
-                k += (size_t)snprintf(missing + k, sizeof missing - k, "%s%d", k ? ", " : "", r);
+                coh_str_append(missing, sizeof missing, &k, "%s%d", k ? ", " : "", r);
     }
     return coh_errf(COH_ERR_TIMEOUT, "%s on rank %d timed out after %g s (%s): rank %s never "
                     "arrived", d, s->rank, s->timeout, what, missing);
