@@ -6,10 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli.h"
 #include "cli_bench.h"
+#include "cohort/clock.h"
 #include "cohort/comm.h"
 #include "cohort/json_writer.h"
 
@@ -52,13 +52,6 @@ static void usage(FILE *f)
             "size is the message in bytes as in nccl-tests (all-gather: the gathered buffer;\n"
             "reduce-scatter and all-to-all: the send buffer). busbw = algbw x 2(n-1)/n for\n"
             "all-reduce, x (n-1)/n for all-gather, reduce-scatter and all-to-all, x 1 else.\n");
-}
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 static double input(const bench *b, int r, size_t i)
@@ -173,10 +166,10 @@ static coh_status one_size(bench *b, uint64_t bytes, coh_jw *jw)
         st = run_op(b, s, r, per);
     if (!st)
         st = coh_barrier(b->c);
-    double t0 = now();
+    double t0 = coh_now_s();
     for (int i = 0; i < b->iters && !st; i++)
         st = run_op(b, s, r, per);
-    double us = (now() - t0) / b->iters * 1e6;
+    double us = (coh_now_s() - t0) / b->iters * 1e6;
     /* the verified run: fresh inputs, one op, every element checked */
     for (size_t i = 0; i < ns; i++)
         coh_dtype_set(s, i, b->t, input(b, b->rank, i));
