@@ -1,5 +1,6 @@
 /* cli_args.c: the one parser of numbers and sizes that the subcommands' options take, with one
  * phrasing of each error ("invalid --steps 'x': must be an integer from 1 to 1099511627776"). */
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -12,7 +13,8 @@ int cli_parse_long(const char *cmd, const char *opt, const char *s, long lo, lon
     char *end;
     errno = 0;
     long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) {
+    /* strtol would skip leading blanks: " 4" is no more a number here than "4 " is */
+    if (errno || end == s || *end || isspace((unsigned char)*s) || v < lo || v > hi) {
         cli_usage_error(cmd, "invalid %s '%s': must be an integer from %ld to %ld", opt, s, lo,
                         hi);
         return 0;
@@ -36,7 +38,8 @@ int cli_parse_double(const char *cmd, const char *opt, const char *s, double lo,
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (errno || end == s || *end || !isfinite(v) || v < lo || v > hi) {
+    if (errno || end == s || *end || isspace((unsigned char)*s) || !isfinite(v) || v < lo ||
+        v > hi) {
         cli_usage_error(cmd, "invalid %s '%s': must be a number from %g to %g", opt, s, lo, hi);
         return 0;
     }
@@ -62,8 +65,8 @@ int cli_parse_size(const char *cmd, const char *opt, const char *s, uint64_t lo,
         return 0;
     }
     if (v < lo) {
-        cli_usage_error(cmd, "invalid %s '%s': must be at least %llu bytes", opt, s,
-                        (unsigned long long)lo);
+        cli_usage_error(cmd, "invalid %s '%s': must be at least %llu byte%s", opt, s,
+                        (unsigned long long)lo, lo == 1 ? "" : "s");
         return 0;
     }
     *out = v;

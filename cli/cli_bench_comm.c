@@ -6,13 +6,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli.h"
 #include "cli_bench.h"
+#include "cohort/clock.h"
 #include "cohort/comm.h"
 #include "cohort/json_writer.h"
-#include "cohort/size.h"
+
+static const char *const CMD = "bench comm";
 
 const char bench_comm_summary[] = "collectives: time, algbw, busbw and #wrong per size";
 
@@ -51,13 +52,6 @@ static void usage(FILE *f)
             "size is the message in bytes as in nccl-tests (all-gather: the gathered buffer;\n"
             "reduce-scatter and all-to-all: the send buffer). busbw = algbw x 2(n-1)/n for\n"
             "all-reduce, x (n-1)/n for all-gather, reduce-scatter and all-to-all, x 1 else.\n");
-}
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 static double input(const bench *b, int r, size_t i)
@@ -172,10 +166,10 @@ static coh_status one_size(bench *b, uint64_t bytes, coh_jw *jw)
         st = run_op(b, s, r, per);
     if (!st)
         st = coh_barrier(b->c);
-    double t0 = now();
+    double t0 = coh_now_s();
     for (int i = 0; i < b->iters && !st; i++)
         st = run_op(b, s, r, per);
-    double us = (now() - t0) / b->iters * 1e6;
+    double us = (coh_now_s() - t0) / b->iters * 1e6;
     /* the verified run: fresh inputs, one op, every element checked */
     for (size_t i = 0; i < ns; i++)
         coh_dtype_set(s, i, b->t, input(b, b->rank, i));
@@ -236,49 +230,51 @@ static int parse_args(bench *b, int argc, char **argv, coh_comm_kind *kind)
     int ch;
     optind = 1;
     while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        char *end = NULL;
         switch (ch) {
         case 'o': {
             size_t k = 0;
             while (k < 6 && strcmp(optarg, bop_names[k]))
                 k++;
             if (k == 6)
-                return cli_usage_error("bench comm", "invalid --op '%s': expected allreduce, "
+                return cli_usage_error(CMD, "invalid --op '%s': expected allreduce, "
                                        "reduce, broadcast, allgather, reduce_scatter or alltoall", optarg);
             b->op = (bop)k;
             break;
         }
         case 't':
             if (coh_dtype_parse(optarg, &b->t))
-                return cli_fail("bench comm", COH_ERR_INVALID);
+                return cli_fail(CMD, COH_ERR_INVALID);
             break;
         case 'r':
             if (coh_redop_parse(optarg, &b->redop))
-                return cli_fail("bench comm", COH_ERR_INVALID);
+                return cli_fail(CMD, COH_ERR_INVALID);
             break;
         case 'b':
+            if (!cli_parse_size(CMD, "--min-bytes", optarg, 1, &b->min_bytes))
+                return CLI_USAGE;
+            break;
         case 'e':
-            if (coh_size_parse(optarg, ch == 'b' ? &b->min_bytes : &b->max_bytes))
-                return cli_fail("bench comm", COH_ERR_INVALID);
+            if (!cli_parse_size(CMD, "--max-bytes", optarg, 1, &b->max_bytes))
+                return CLI_USAGE;
             break;
         case 'f':
-            b->factor = strtod(optarg, &end);
-            if (*end || !(b->factor > 1) || b->factor > 1024)
-                return cli_usage_error("bench comm", "invalid --step-factor '%s': expected a "
-                                       "number above 1", optarg);
+            if (!cli_parse_double(CMD, "--step-factor", optarg, 1, 1024, &b->factor))
+                return CLI_USAGE;
+            if (b->factor == 1)
+                return cli_usage_error(CMD, "invalid --step-factor '%s': must be above 1 (the "
+                                       "sizes would never grow)", optarg);
             break;
         case 'n':
-        case 'w': {
-            long v = strtol(optarg, &end, 10);
-            if (*end || !*optarg || v < (ch == 'n') || v > 1000000)
-                return cli_usage_error("bench comm", "invalid --%s '%s': expected %s to 1000000",
-                                       ch == 'n' ? "iters" : "warmup", optarg, ch == 'n' ? "1" : "0");
-            *(ch == 'n' ? &b->iters : &b->warmup) = (int)v;
+            if (!cli_parse_int(CMD, "--iters", optarg, 1, 1000000, &b->iters))
+                return CLI_USAGE;
             break;
-        }
+        case 'w':
+            if (!cli_parse_int(CMD, "--warmup", optarg, 0, 1000000, &b->warmup))
+                return CLI_USAGE;
+            break;
         case 'B':
             if (strcmp(optarg, "arena") && strcmp(optarg, "plain"))
-                return cli_usage_error("bench comm", "invalid --buffers '%s': expected arena or "
+                return cli_usage_error(CMD, "invalid --buffers '%s': expected arena or "
                                        "plain", optarg);
             b->arena = !strcmp(optarg, "arena");
             break;
@@ -287,7 +283,7 @@ static int parse_args(bench *b, int argc, char **argv, coh_comm_kind *kind)
                 *kind = !strcmp(optarg, "mpi") ? COH_COMM_MPI
                         : !strcmp(optarg, "shm") ? COH_COMM_SHM : COH_COMM_AUTO;
             else
-                return cli_usage_error("bench comm", "invalid --comm '%s': expected auto, shm "
+                return cli_usage_error(CMD, "invalid --comm '%s': expected auto, shm "
                                        "or mpi", optarg);
             break;
         case 'j': b->json = 1; break;
@@ -296,9 +292,9 @@ static int parse_args(bench *b, int argc, char **argv, coh_comm_kind *kind)
         }
     }
     if (optind < argc)
-        return cli_usage_error("bench comm", "unexpected argument '%s'", argv[optind]);
-    if (b->min_bytes > b->max_bytes || b->max_bytes == 0)
-        return cli_usage_error("bench comm", "invalid sizes: --min-bytes %llu above --max-bytes "
+        return cli_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
+    if (b->min_bytes > b->max_bytes)
+        return cli_usage_error(CMD, "invalid sizes: --min-bytes %llu above --max-bytes "
                                "%llu", (unsigned long long)b->min_bytes,
                                (unsigned long long)b->max_bytes);
     return CLI_OK;
@@ -319,7 +315,7 @@ int bench_comm(int argc, char **argv)
     }
     coh_status st = coh_comm_create(kind, &b.c);
     if (st)
-        return cli_fail("bench comm", st);
+        return cli_fail(CMD, st);
     b.n = coh_comm_size(b.c);
     b.rank = coh_comm_rank(b.c);
     coh_jw jw;
@@ -339,7 +335,7 @@ int bench_comm(int argc, char **argv)
     }
     coh_comm_destroy(b.c);
     if (st)
-        return cli_fail("bench comm", st);
+        return cli_fail(CMD, st);
     if (b.wrong) {
         fprintf(stderr, "cohort bench comm: error: %ld wrong elements\n", b.wrong);
         return CLI_FAILED;

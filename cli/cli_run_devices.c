@@ -9,16 +9,6 @@
 #include "cli_device.h"
 #include "cli_run_devices.h"
 
-static int is_number(const char *s)
-{
-    if (!s || !*s)
-        return 0;
-    for (; *s; s++)
-        if (*s < '0' || *s > '9')
-            return 0;
-    return 1;
-}
-
 static int needs_devices(const run_devices *d)
 {
     return d->accel_text || d->spec || d->pick || d->bind ||
@@ -102,36 +92,25 @@ static int bind_each(run_devices *d, const coh_visible *vis, const coh_vis_env *
     return CLI_OK;
 }
 
-static int plain_nproc(const char *np, int *n)
+/* Processes without a device selection: --nproc-per-node N, or cpu (one per core); 1 else. */
+static int plain_nproc(const run_devices *d)
 {
-    if (!np) {
-        *n = 1;
-        return CLI_OK;
-    }
-    if (!strcmp(np, "cpu")) {
+    if (d->nproc)
+        return d->nproc;
+    if (d->nproc_text && !strcmp(d->nproc_text, "cpu")) {
         long c = sysconf(_SC_NPROCESSORS_ONLN);
-        *n = c > 0 ? (int)c : 1;
-        return CLI_OK;
+        return c > 0 ? (int)c : 1;
     }
-    char *end;
-    long x = strtol(np, &end, 10);
-    if (!is_number(np) || x < 1 || x > 4096)
-        return cli_usage_error("run", "invalid --nproc-per-node '%s': expected 1..4096, auto, cpu or gpu", np);
-    *n = (int)x;
-    return CLI_OK;
+    return 1;
 }
 
 /* Processes: an explicit number wins; else one per selected device (or cpu core). */
 static int settle_nproc(run_devices *d, int ndev, coh_launch_opts *o)
 {
-    if (!is_number(d->nproc_text)) {
-        o->nproc_per_node = ndev;
-        return CLI_OK;
-    }
-    int rc = plain_nproc(d->nproc_text, &o->nproc_per_node);
-    if (rc == CLI_OK && d->bind && o->nproc_per_node != ndev)
+    o->nproc_per_node = d->nproc ? d->nproc : ndev;
+    if (d->nproc && d->bind && d->nproc != ndev)
         return cli_usage_error("run", "invalid --nproc-per-node '%s' with --bind-devices: %d device(s) selected, one process each", d->nproc_text, ndev);
-    return rc;
+    return CLI_OK;
 }
 
 static int resolve_devices(run_devices *d, coh_launch_opts *o, coh_accel accel)
@@ -181,10 +160,10 @@ static int resolve_devices(run_devices *d, coh_launch_opts *o, coh_accel accel)
 
 int run_devices_resolve(run_devices *d, coh_launch_opts *o)
 {
-    if (!needs_devices(d))
-        return plain_nproc(d->nproc_text, &o->nproc_per_node);
-    if (d->pick < 0 || d->pick > 64)
-        return cli_usage_error("run", "invalid --pick '%d': expected 1..64 devices", d->pick);
+    if (!needs_devices(d)) {
+        o->nproc_per_node = plain_nproc(d);
+        return CLI_OK;
+    }
     coh_accel accel;
     int rc = choose_accel(d, &accel);
     if (rc)

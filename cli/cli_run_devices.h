@@ -10,6 +10,7 @@
 typedef struct run_devices {
     /* what the user asked (NULL / 0 when not given) */
     const char *nproc_text, *accel_text, *spec, *inventory;
+    int nproc; /* --nproc-per-node N, checked (1..4096); 0 for the words auto, cpu and gpu */
     int pick, bind;
     /* what was chosen; owned, freed by run_devices_release */
     coh_inventory *inv;

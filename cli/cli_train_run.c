@@ -4,12 +4,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
 #include "cli_train.h"
 #include "cli_train_par.h"
+#include "cohort/clock.h"
 #include "cohort/json_writer.h"
 #include "cohort/log.h"
 #include "cohort/size.h"
@@ -30,13 +30,6 @@ typedef struct run {
     int tty, threads;
     long first_step, last_step;
 } run;
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static coh_status next_batch(void *ctx, int32_t *in, int32_t *tg)
 {
@@ -113,7 +106,7 @@ static void write_metrics(run *r, const coh_step_stats *s, double tps, double mf
     coh_jw_field_double(&w, "lr", s->lr);
     coh_jw_field_double(&w, "tokens_per_s", tps);
     coh_jw_field_double(&w, "mfu", mfu);
-    coh_jw_field_double(&w, "elapsed_s", now() - r->t_start);
+    coh_jw_field_double(&w, "elapsed_s", coh_now_s() - r->t_start);
     coh_jw_field_double(&w, "grad_norm", s->grad_norm);
     if (val >= 0) {
         coh_jw_field_double(&w, "val_loss", val);
@@ -147,7 +140,7 @@ static void write_metrics(run *r, const coh_step_stats *s, double tps, double mf
 static void show_progress(run *r, const coh_step_stats *s, double tps, double mfu, double val)
 {
     long done = s->step - r->first_step, total = r->last_step - r->first_step;
-    double el = now() - r->t_start, eta = done ? el / done * (total - done) : 0;
+    double el = coh_now_s() - r->t_start, eta = done ? el / done * (total - done) : 0;
     char vbuf[32] = "";
     if (val >= 0)
         snprintf(vbuf, sizeof vbuf, " | val %.4f", val);
@@ -180,13 +173,13 @@ static coh_status loop(run *r)
     int lead = r->par.rank == 0;
     for (long step = r->first_step; step < r->last_step; step++) {
         coh_step_stats s;
-        double t0 = now();
+        double t0 = coh_now_s();
         coh_status st = coh_par_trainer_step(r->pt, next_batch, r->train, &s);
         if (st)
             return st;
         if (o->metrics && (st = cli_par_memory(&r->par, r->pt, o, cli_peak_rss(), r->mem)))
             return st;
-        double tps = tokens / (now() - t0), mfu = tps * r->flops_per_token / r->peak_flops;
+        double tps = tokens / (coh_now_s() - t0), mfu = tps * r->flops_per_token / r->peak_flops;
         double val = -1;
         if (r->val && (s.step % o->val_every == 0 || s.step == r->last_step) &&
             (st = validate(r, &val)))
@@ -235,7 +228,7 @@ int cli_train_run(const train_opts *o)
                  coh_blas_kernel(), r.threads, r.peak_flops * 1e-9,
                  (unsigned long long)coh_loader_tokens(r.train));
         cli_par_print_start(o, &r.par, r.pt);
-        r.t_start = now();
+        r.t_start = coh_now_s();
         st = loop(&r);
         if (!st && o->cfg.par.pp > 1 && !(st = coh_par_trainer_check_tied(r.pt)) &&
             r.par.rank == 0)
@@ -251,7 +244,7 @@ int cli_train_run(const train_opts *o)
         if (!cli_par_predict(o, &r.par, &pm))
             snprintf(pred, sizeof pred, "nothing for this strategy");
         uint64_t peak = cli_peak_rss();
-        double el = now() - r.t_start;
+        double el = coh_now_s() - r.t_start;
         long steps = r.last_step - r.first_step;
         coh_info("done: %ld steps in %.1fs, %.0f tokens/s; peak rss %s, %s over the start "
                  "(engine predicted %s)", steps, el,

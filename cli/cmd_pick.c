@@ -13,7 +13,6 @@
 #include "cli.h"
 #include "cli_device.h"
 #include "cohort/json_writer.h"
-#include "cohort/size.h"
 
 const char cmd_pick_summary[] = "choose devices that are free right now (and reserve them)";
 
@@ -50,38 +49,32 @@ typedef struct opts {
     char **cmd; /* after "--", NULL-terminated; NULL when absent */
 } opts;
 
-static int parse_count(const char *s, int *n)
+/* --max-utilization PCT: 0 to 100, with or without a '%' after the number. */
+static int parse_utilization(const char *s, int *out)
 {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (!*s || *end || errno || v < 1 || v > 64 || *s == '+' || *s == ' ')
-        return cli_usage_error("pick", "invalid device count '%s': expected an integer from 1 "
-                               "to 64", s);
-    *n = (int)v;
-    return CLI_OK;
+    char num[32];
+    size_t n = strlen(s);
+    if (n > 1 && n < sizeof num && s[n - 1] == '%') {
+        memcpy(num, s, n - 1);
+        num[n - 1] = '\0';
+        s = num;
+    }
+    return cli_parse_int("pick", "--max-utilization", s, 0, 100, out) ? CLI_OK : CLI_USAGE;
 }
 
 static int parse_option(int c, opts *o)
 {
     uint64_t bytes;
-    char *end;
-    long v;
     switch (c) {
     case 'i': o->inventory = optarg; return CLI_OK;
     case 'a': o->accel_text = optarg; return CLI_OK;
     case 'm':
-        if (coh_size_parse(optarg, &bytes) != COH_OK)
-            return cli_fail("pick", COH_ERR_INVALID);
-        o->pick.min_free_mib = (bytes + (1u << 20) - 1) >> 20;
+        if (!cli_parse_size("pick", "--min-free-memory", optarg, 0, &bytes))
+            return CLI_USAGE;
+        /* whole MiB, rounded up; 16EiB must not wrap around to 0 */
+        o->pick.min_free_mib = (bytes >> 20) + ((bytes & ((1u << 20) - 1)) != 0);
         return CLI_OK;
-    case 'u':
-        v = strtol(optarg, &end, 10);
-        if (end == optarg || (*end && strcmp(end, "%")) || v < 0 || v > 100 || *optarg == ' ')
-            return cli_usage_error("pick", "invalid --max-utilization '%s': expected a percentage "
-                                   "from 0 to 100", optarg);
-        o->pick.max_utilization_pct = (int)v;
-        return CLI_OK;
+    case 'u': return parse_utilization(optarg, &o->pick.max_utilization_pct);
     case 's': o->pick.allow_shared = 1; return CLI_OK;
     case 'f':
         if (!strcmp(optarg, "index"))
@@ -139,7 +132,8 @@ static int parse_args(int argc, char **argv, opts *o)
     if (o->reserve && !o->cmd)
         return cli_usage_error("pick", "--reserve holds the devices only while a command runs: "
                                "add '-- COMMAND [ARGS...]'");
-    return parse_count(argv[optind], &o->pick.n);
+    return cli_parse_int("pick", "device count", argv[optind], 1, 64, &o->pick.n) ? CLI_OK
+                                                                                  : CLI_USAGE;
 }
 
 static void print_table(const coh_inventory *inv, const coh_visible *v, const coh_pick_result *r)

@@ -170,7 +170,7 @@ static int parse_options(int argc, char **argv, prep *p, const char **tokenizer,
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        char *end;
+        long n;
         switch (c) {
         case 'o': p->out = optarg; break;
         case 't': *tokenizer = optarg; break;
@@ -183,19 +183,16 @@ static int parse_options(int argc, char **argv, prep *p, const char **tokenizer,
             p->paragraphs = !strcmp(optarg, "paragraph");
             break;
         case 's':
-            errno = 0;
-            p->shard_tokens = strtoull(optarg, &end, 10);
-            if (errno || end == optarg || *end || optarg[0] == '-' || p->shard_tokens == 0 ||
-                p->shard_tokens > 2147483647u)
-                return cli_usage_error(CMD, "invalid --shard-tokens '%s': expected a whole "
-                                       "number in 1..2147483647", optarg);
+            if (!cli_parse_long(CMD, "--shard-tokens", optarg, 1, 2147483647, &n))
+                return CLI_USAGE;
+            p->shard_tokens = (uint64_t)n;
             break;
         case 'f':
-            errno = 0;
-            p->val_fraction = strtod(optarg, &end);
-            if (errno || end == optarg || *end || !(p->val_fraction >= 0 && p->val_fraction < 1))
-                return cli_usage_error(CMD, "invalid --val-fraction '%s': expected a number in "
-                                       "[0, 1)", optarg);
+            if (!cli_parse_double(CMD, "--val-fraction", optarg, 0, 1, &p->val_fraction))
+                return CLI_USAGE;
+            if (p->val_fraction == 1)
+                return cli_usage_error(CMD, "invalid --val-fraction '%s': must be below 1 (no "
+                                       "tokens would be left for training)", optarg);
             break;
         case 'h': help(); return -1;
         default:

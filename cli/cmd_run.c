@@ -99,24 +99,28 @@ static const struct option options[] = {
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0}};
 
-static int int_arg(const char *opt, const char *v, long lo, long hi, int *out)
+/* The option parsers below return 0 or the exit code of a usage error, as apply() does. */
+static int int_arg(const char *opt, const char *v, int lo, int hi, int *out)
 {
-    char *end;
-    long x = strtol(v, &end, 10);
-    if (!*v || *end || x < lo || x > hi)
-        return cli_usage_error("run", "invalid %s '%s': expected an integer %ld..%ld", opt, v, lo, hi);
-    *out = (int)x;
-    return 0;
+    return cli_parse_int("run", opt, v, lo, hi, out) ? 0 : CLI_USAGE;
 }
 
 static int seconds_arg(const char *opt, const char *v, double *out)
 {
-    char *end;
-    double x = strtod(v, &end);
-    if (!*v || *end || !(x >= 0) || x > 86400)
-        return cli_usage_error("run", "invalid %s '%s': expected seconds, 0..86400", opt, v);
-    *out = x;
-    return 0;
+    return cli_parse_double("run", opt, v, 0, 86400, out) ? 0 : CLI_USAGE;
+}
+
+/* N, or one of the words auto, cpu and gpu, which run_devices_resolve turns into a number. */
+static int nproc_arg(const char *v, run_devices *d)
+{
+    d->nproc_text = v;
+    d->nproc = 0;
+    if (!strcmp(v, "auto") || !strcmp(v, "cpu") || !strcmp(v, "gpu"))
+        return 0;
+    if (!*v || !strchr("+-0123456789", *v))
+        return cli_usage_error("run", "invalid --nproc-per-node '%s': must be auto, cpu, gpu or "
+                               "an integer from 1 to 4096", v);
+    return int_arg("--nproc-per-node", v, 1, 4096, &d->nproc);
 }
 
 static int nnodes_arg(const char *v, int *out)
@@ -130,7 +134,7 @@ static int nnodes_arg(const char *v, int *out)
 static int apply(coh_launch_opts *o, run_devices *d, int c, const char *v, int *standalone)
 {
     switch (c) {
-    case 'n': d->nproc_text = v; return 0;
+    case 'n': return nproc_arg(v, d);
     case OPT_ACCEL: d->accel_text = v; return 0;
     case OPT_DEVICES: d->spec = v; return 0;
     case OPT_PICK: return int_arg("--pick", v, 1, 64, &d->pick);

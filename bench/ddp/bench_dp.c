@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "cohort/clock.h"
 #include "cohort/comm.h"
 #include "cohort/parallel.h"
 #include "cohort/train.h"
@@ -20,13 +20,6 @@ typedef struct tokens {
     int rows, T, V;
     unsigned s;
 } tokens;
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* Random tokens: throughput does not depend on their values. */
 static coh_status next_batch(void *ctx, int32_t *in, int32_t *tg)
@@ -109,11 +102,11 @@ int main(int argc, char **argv)
     double total = 0, first = 0;
     coh_step_stats st = {0};
     for (int i = 0; i <= o.steps; i++) {
-        double t0 = now();
+        double t0 = coh_now_s();
         if (coh_par_trainer_step(b.t, next_batch, &k, &st))
             return fprintf(stderr, "bench_dp: %s\n", coh_last_error()), 1;
         if (i > 0) /* the first step warms caches and thread pools */
-            total += now() - t0;
+            total += coh_now_s() - t0;
         else
             first = st.loss;
     }

@@ -4,16 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "cohort/clock.h"
 #include "cohort/train.h"
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* Best of several square sgemm runs, in FLOP/s. */
 static double sgemm_peak(int n, int reps)
@@ -24,9 +17,9 @@ static double sgemm_peak(int n, int reps)
         a[i] = (float)(i % 7) * 0.1f, b[i] = (float)(i % 5) * 0.1f;
     double best = 0;
     for (int r = 0; r < reps; r++) {
-        double t = now();
+        double t = coh_now_s();
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1, a, n, b, n, 0, c, n);
-        t = now() - t;
+        t = coh_now_s() - t;
         double f = 2.0 * n * n * (double)n / t;
         best = f > best ? f : best;
     }
@@ -75,13 +68,13 @@ int main(int argc, char **argv)
     double total = 0;
     float loss = 0;
     for (int k = 0; k <= steps; k++) {
-        double t = now();
+        double t = coh_now_s();
         coh_gpt_zero_grad(g);
         coh_gpt_step(g, in, tg, B, T, 1.0f, &loss);
         coh_clip_grad_norm(gr, n, 1.0);
         coh_adamw_update(o, p, gr, &ap, k + 1);
         if (k > 0) /* the first step warms caches and thread pools */
-            total += now() - t;
+            total += coh_now_s() - t;
     }
     double tps = (double)B * T * steps / total;
     double mfu = tps * coh_gpt_flops_per_token(&cfg, T) / peak;

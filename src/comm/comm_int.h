@@ -119,7 +119,6 @@ typedef struct coh_comm_env {
 coh_status coh_comm_env_read(coh_comm_env *env);
 /* COH_ERR_INVALID saying that env has no job id and how to give one. */
 coh_status coh_comm_env_no_job(const coh_comm_env *env);
-double coh_now(void);
 
 extern const coh_transport_host coh_host;
 

@@ -5,6 +5,7 @@
 
 #include "comm/comm_int.h"
 #include "comm/reduce.h"
+#include "util/strutil.h"
 
 static const char *const dtype_names[COH_DTYPE_COUNT] = {"f32", "f64", "bf16", "f16",
                                                           "i32", "i64", "u8"};
@@ -184,16 +185,14 @@ int coh_fp_equal(const coh_fp *a, const coh_fp *b)
 
 void coh_fp_describe(const coh_fp *fp, char *buf, size_t n)
 {
-    int k = snprintf(buf, n, "%s(count=%llu, %s", coh_opkind_name((coh_opkind)fp->kind),
-                     (unsigned long long)fp->count, coh_dtype_name((coh_dtype)fp->dtype));
-    if (k < 0 || (size_t)k >= n)
-        return;
+    size_t k = 0;
+    coh_str_append(buf, n, &k, "%s(count=%llu, %s", coh_opkind_name((coh_opkind)fp->kind),
+                   (unsigned long long)fp->count, coh_dtype_name((coh_dtype)fp->dtype));
     if (fp->redop >= 0)
-        k += snprintf(buf + k, n - (size_t)k, ", %s", coh_redop_name((coh_redop)fp->redop));
-    if (fp->root >= 0 && (size_t)k < n)
-        k += snprintf(buf + k, n - (size_t)k, ", root=%d", fp->root);
-    if ((size_t)k < n)
-        snprintf(buf + k, n - (size_t)k, ") #%llu", (unsigned long long)fp->seq);
+        coh_str_append(buf, n, &k, ", %s", coh_redop_name((coh_redop)fp->redop));
+    if (fp->root >= 0)
+        coh_str_append(buf, n, &k, ", root=%d", fp->root);
+    coh_str_append(buf, n, &k, ") #%llu", (unsigned long long)fp->seq);
 }
 
 coh_status coh_fp_mismatch(const coh_fp *fps, int n)

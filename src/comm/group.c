@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cohort/clock.h"
 #include "cohort/launch.h"
 #include "cohort/log.h"
 #include "comm/comm_int.h"
@@ -13,7 +14,7 @@
 const coh_transport_host coh_host = {coh_errf,        coh_reduce_n, coh_to_f32,
                                      coh_from_f32,    coh_fp_mismatch, coh_fp_of,
                                      coh_fp_describe, coh_opkind_name, coh_dtype_size,
-                                     coh_now};
+                                     coh_now_s};
 
 static coh_status comm_wrap(const coh_transport_ops *ops, void *tp, int rank, int size,
                             double timeout_s, coh_comm **out)

@@ -25,16 +25,6 @@ double cpu_max_parse(const char *text);
 /* Order of the NVIDIA GPUs in PCI bus order (by physical_index); returns the count. */
 int nvidia_pci_order(const coh_inventory *inv, int *order, int cap);
 
-/* Append "text" to buf[cap] at *len, truncating safely. */
-void str_append(char *buf, size_t cap, size_t *len, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 4, 5)))
-#endif
-    ;
-
-/* Copy src into dst[cap], always NUL-terminated. */
-void str_copy(char *dst, size_t cap, const char *src);
-
 /* pick.c internals shared with reserve.c */
 coh_status pick_prepare(const coh_visible *vis, const coh_pick_opts *o, coh_pick_result *res);
 int pick_rank(const coh_inventory *inv, const coh_visible *vis, const coh_pick_opts *o,

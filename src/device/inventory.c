@@ -7,6 +7,7 @@
 
 #include "device/device_int.h"
 #include "util/json.h"
+#include "util/strutil.h"
 
 typedef struct ctx {
     const char *name; /* file name for messages */
@@ -83,7 +84,7 @@ static coh_status check_keys(ctx *c, const json_value *obj, const char *const *a
             size_t len = 0;
             list[0] = '\0';
             for (const char *const *a = allowed; *a; a++)
-                str_append(list, sizeof list, &len, "%s%s", a == allowed ? "" : ", ", *a);
+                coh_str_append(list, sizeof list, &len, "%s%s", a == allowed ? "" : ", ", *a);
             char b[80];
             json_value key = {.type = JSON_STRING};
             key.u.str.chars = obj->u.obj.keys[i];
@@ -147,7 +148,7 @@ static coh_status get_enum(const json_value *obj, const char *base, const char *
     size_t len = 0;
     list[0] = '\0';
     for (int i = 0; names[i]; i++)
-        str_append(list, sizeof list, &len, "%s%s", i ? ", " : "", names[i]);
+        coh_str_append(list, sizeof list, &len, "%s%s", i ? ", " : "", names[i]);
     return bad(c, "%s is not one of %s", show(json_get(obj, key), b, sizeof b), list);
 }
 
@@ -192,7 +193,7 @@ static coh_status parse_mig(const json_value *v, const char *base, coh_mig *m, c
     TRY(check_keys(c, v, mig_keys));
     long long gi = 0, ci = 0, tot = 0, used = 0, procs = 0;
     TRY(get_str(v, base, "uuid", 1, m->uuid, sizeof m->uuid, c));
-    if (strncmp(m->uuid, "MIG-", 4) != 0)
+    if (!coh_str_starts(m->uuid, "MIG-"))
         return bad(c, "'%s' does not start with 'MIG-'", m->uuid);
     TRY(get_int(v, base, "gpu_instance", 1, 0, 1 << 20, &gi, c));
     TRY(get_int(v, base, "compute_instance", 1, 0, 1 << 20, &ci, c));
@@ -236,7 +237,7 @@ static coh_status parse_owners(const json_value *v, const char *base, coh_gpu *g
         const json_value *s = a->u.arr.items[i];
         if (s->type != JSON_STRING || s->u.str.len == 0 || strlen(s->u.str.chars) != s->u.str.len)
             return bad(c, "item %zu: %s is not a user name", i, show(s, b, sizeof b));
-        str_append(g->owners, sizeof g->owners, &len, "%s%s", i ? "," : "", s->u.str.chars);
+        coh_str_append(g->owners, sizeof g->owners, &len, "%s%s", i ? "," : "", s->u.str.chars);
     }
     return COH_OK;
 }
@@ -278,7 +279,7 @@ static coh_status parse_gpu(const json_value *v, const char *base, coh_gpu *g, c
     g->vendor = (coh_vendor)vendor;
     TRY(get_str(v, base, "name", 1, g->name, sizeof g->name, c));
     TRY(get_str(v, base, "uuid", 1, g->uuid, sizeof g->uuid, c));
-    if (g->vendor == COH_VENDOR_NVIDIA && strncmp(g->uuid, "GPU-", 4) != 0)
+    if (g->vendor == COH_VENDOR_NVIDIA && !coh_str_starts(g->uuid, "GPU-"))
         return bad(c, "'%s' does not start with 'GPU-' as nvidia uuids do", g->uuid);
     char bus[COH_DEV_BUSID_MAX] = "";
     TRY(get_str(v, base, "pci_bus_id", 0, bus, sizeof bus, c));
@@ -478,21 +479,4 @@ void coh_inventory_destroy(coh_inventory *inv)
         free(inv->gpus[i].mig);
     free(inv->gpus);
     free(inv);
-}
-
-void str_append(char *buf, size_t cap, size_t *len, const char *fmt, ...)
-{
-    if (*len >= cap)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(buf + *len, cap - *len, fmt, ap);
-    va_end(ap);
-    if (n > 0)
-        *len = (*len + (size_t)n < cap) ? *len + (size_t)n : cap - 1;
-}
-
-void str_copy(char *dst, size_t cap, const char *src)
-{
-    snprintf(dst, cap, "%s", src ? src : "");
 }

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "device/device_int.h"
+#include "util/strutil.h"
 
 typedef int nvmlReturn_t;
 typedef struct nvmlDevice_st *nvmlDevice_t;
@@ -123,7 +124,7 @@ static void add_owner(char *owners, size_t cap, unsigned int pid)
         if ((p == owners || p[-1] == ',') && (p[nl] == ',' || p[nl] == '\0'))
             return;
     size_t len = strlen(owners);
-    str_append(owners, cap, &len, "%s%s", len ? "," : "", name);
+    coh_str_append(owners, cap, &len, "%s%s", len ? "," : "", name);
 }
 
 /* Number of compute processes (and owners into owners[] when not NULL). */
@@ -259,7 +260,7 @@ static coh_status nvml_devices(const nvml_api *api, coh_inventory *inv)
             /* A GPU this process may not use (no permission, fallen off the bus) is left out,
              * as CUDA leaves it out; the note says which and why. */
             size_t len = strlen(inv->note);
-            str_append(inv->note, sizeof inv->note, &len, "%sskipped %s", len ? "; " : "",
+            coh_str_append(inv->note, sizeof inv->note, &len, "%sskipped %s", len ? "; " : "",
                        coh_last_error() + strlen("nvml: "));
             free(g->mig);
             continue;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "device/device_int.h"
+#include "util/strutil.h"
 
 void coh_pick_opts_init(coh_pick_opts *o)
 {
@@ -103,7 +104,7 @@ void pick_rejections(const coh_inventory *inv, const coh_visible *vis, const coh
             continue;
         const coh_visible_device *d = &vis->dev[c->logical];
         const coh_gpu *g = &inv->gpus[d->gpu];
-        str_append(buf, cap, &len, "%s%s:%d (%s): %s", len ? "; " : "",
+        coh_str_append(buf, cap, &len, "%s%s:%d (%s): %s", len ? "; " : "",
                    coh_accel_name(vis->accel), c->logical,
                    d->mig >= 0 ? g->mig[d->mig].uuid : g->uuid, c->reason);
     }

@@ -1,11 +1,11 @@
 /* spec.c: --accelerator and --devices with Lightning's meanings, and the variable a child
  * process must get to see a chosen set of devices. */
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "device/device_int.h"
+#include "util/strutil.h"
 
 static const char *const accel_names[] = {"auto", "cpu", "cuda", "xpu", "rocm"};
 
@@ -62,15 +62,13 @@ static coh_status spec_list(const char *text, const char *s, size_t len, int tra
         size_t j = i;
         while (j < len && s[j] != ',')
             j++;
-        size_t a = i, b = j;
-        while (a < b && isspace((unsigned char)s[a]))
-            a++;
-        while (b > a && isspace((unsigned char)s[b - 1]))
-            b--;
-        if (j == len && a == b && pos > 1 && trailing_ok)
+        const char *e = s + i;
+        size_t elen = j - i;
+        coh_str_trim(&e, &elen);
+        if (j == len && elen == 0 && pos > 1 && trailing_ok)
             break; /* "3,": a trailing comma makes a one-element list */
         long v;
-        coh_status st = spec_int(text, s + a, b - a, pos, &v);
+        coh_status st = spec_int(text, e, elen, pos, &v);
         if (st != COH_OK)
             return st;
         if (v < 0)
@@ -95,10 +93,7 @@ coh_status coh_device_spec_parse(const char *text, coh_device_spec *out)
     memset(out, 0, sizeof *out);
     const char *s = text;
     size_t len = strlen(text);
-    while (len && isspace((unsigned char)*s))
-        s++, len--;
-    while (len && isspace((unsigned char)s[len - 1]))
-        len--;
+    coh_str_trim(&s, &len);
     if (len == 0)
         return coh_errf(COH_ERR_INVALID, "invalid device spec '%s': it is empty; expected "
                         SPEC_FORMS, text);
@@ -112,8 +107,7 @@ coh_status coh_device_spec_parse(const char *text, coh_device_spec *out)
                             "']'", text);
         const char *in = s + 1;
         size_t il = len - 2;
-        while (il && isspace((unsigned char)*in))
-            in++, il--;
+        coh_str_trim(&in, &il);
         if (il == 0) {
             out->kind = COH_SPEC_LIST; /* "[]": selects nothing */
             return COH_OK;
@@ -222,11 +216,11 @@ static coh_status child_cuda(const coh_inventory *inv, const coh_visible *vis,
         const coh_visible_device *d = &vis->dev[logical[i]];
         const char *sep = i ? "," : "";
         if (d->mig >= 0)
-            str_append(value, cap, len, "%s%s", sep, inv->gpus[d->gpu].mig[d->mig].uuid);
+            coh_str_append(value, cap, len, "%s%s", sep, inv->gpus[d->gpu].mig[d->mig].uuid);
         else if (fmt == COH_ID_UUID)
-            str_append(value, cap, len, "%s%s", sep, inv->gpus[d->gpu].uuid);
+            coh_str_append(value, cap, len, "%s%s", sep, inv->gpus[d->gpu].uuid);
         else
-            str_append(value, cap, len, "%s%d", sep, position(order, no, d->gpu));
+            coh_str_append(value, cap, len, "%s%d", sep, position(order, no, d->gpu));
     }
     free(order);
     return COH_OK;
@@ -243,9 +237,9 @@ static coh_status child_ze(const coh_inventory *inv, const coh_visible *vis, con
         const coh_visible_device *d = &vis->dev[l];
         int idx = inv->gpus[d->gpu].physical_index;
         if (d->tile >= 0)
-            str_append(value, cap, len, "%s%d.%d", first ? "" : ",", idx, d->tile);
+            coh_str_append(value, cap, len, "%s%d.%d", first ? "" : ",", idx, d->tile);
         else
-            str_append(value, cap, len, "%s%d", first ? "" : ",", idx);
+            coh_str_append(value, cap, len, "%s%d", first ? "" : ",", idx);
         first = 0;
     }
     return COH_OK;
@@ -268,9 +262,9 @@ static coh_status child_rocm(const coh_inventory *inv, const coh_visible *vis,
             if (base.dev[j].gpu == d->gpu)
                 pos = j;
         if (fmt == COH_ID_UUID)
-            str_append(value, cap, len, "%s%s", i ? "," : "", inv->gpus[d->gpu].uuid);
+            coh_str_append(value, cap, len, "%s%s", i ? "," : "", inv->gpus[d->gpu].uuid);
         else
-            str_append(value, cap, len, "%s%d", i ? "," : "", pos);
+            coh_str_append(value, cap, len, "%s%d", i ? "," : "", pos);
     }
     coh_visible_release(&base);
     return COH_OK;

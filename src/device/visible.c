@@ -1,11 +1,11 @@
 /* visible.c: which devices a program sees and in what order: the entry point, and the list
  * walking the CUDA, Level Zero and ROCm variables share. */
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "device/device_int.h"
+#include "util/strutil.h"
 
 void coh_vis_env_from_process(coh_vis_env *e)
 {
@@ -42,10 +42,7 @@ int vis_split(const char *value, entry *out, int cap)
     for (;;) {
         const char *e = strchr(p, ',');
         size_t len = e ? (size_t)(e - p) : strlen(p);
-        while (len && isspace((unsigned char)*p))
-            p++, len--;
-        while (len && isspace((unsigned char)p[len - 1]))
-            len--;
+        coh_str_trim(&p, &len);
         if (n == cap)
             return -1;
         if (len >= sizeof out[n].text)
@@ -92,7 +89,7 @@ void vis_set_cut(coh_visible *v, const char *var, const char *value, const entry
     v->cut = r;
     v->cut_entry = e->pos;
     size_t len = 0;
-    str_append(v->cut_note, sizeof v->cut_note, &len, "%s='%s': entry %d '%s' %s%s%s; %s", var,
+    coh_str_append(v->cut_note, sizeof v->cut_note, &len, "%s='%s': entry %d '%s' %s%s%s; %s", var,
                value, e->pos, e->text, reason_text(r), detail ? " " : "", detail ? detail : "",
                consequence);
 }
@@ -111,9 +108,8 @@ int vis_push(coh_visible *v, int gpu, int mig, int tile)
 int vis_uuid_match(const coh_inventory *inv, const int *cand, int n, const char *text)
 {
     int found = -1;
-    size_t len = strlen(text);
     for (int i = 0; i < n; i++)
-        if (!strncmp(inv->gpus[cand[i]].uuid, text, len)) {
+        if (coh_str_starts(inv->gpus[cand[i]].uuid, text)) {
             if (!strcmp(inv->gpus[cand[i]].uuid, text))
                 return i; /* a full uuid is never ambiguous */
             found = found == -1 ? i : -2;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "device/device_int.h"
+#include "util/strutil.h"
 
 /* FASTEST_FIRST, approximated: higher compute capability, then more SMs x clock, then PCI. */
 static int faster(const coh_gpu *a, const coh_gpu *b)
@@ -45,7 +46,7 @@ static coh_cut_reason cuda_mig(const coh_inventory *inv, const int *order, int n
                                const char *t, int *gpu, int *mig)
 {
     int found = 0;
-    if (!strncmp(t, "MIG-GPU-", 8) && strchr(t, '/')) {
+    if (coh_str_starts(t, "MIG-GPU-") && strchr(t, '/')) {
         char uuid[128];
         unsigned gi, ci;
         int k = 0;
@@ -66,11 +67,10 @@ static coh_cut_reason cuda_mig(const coh_inventory *inv, const int *order, int n
             }
         return COH_CUT_NO_MATCH;
     }
-    size_t len = strlen(t);
     for (int i = 0; i < n; i++) {
         const coh_gpu *p = &inv->gpus[order[i]];
         for (int m = 0; m < p->nmig; m++) {
-            if (strncmp(p->mig[m].uuid, t, len))
+            if (!coh_str_starts(p->mig[m].uuid, t))
                 continue;
             if (!strcmp(p->mig[m].uuid, t)) {
                 *gpu = order[i];
@@ -100,14 +100,14 @@ static coh_cut_reason cuda_entry(const coh_inventory *inv, const int *order, int
         *gpu = order[idx];
         return COH_CUT_NONE;
     }
-    if (!strncmp(t, "GPU-", 4)) {
+    if (coh_str_starts(t, "GPU-")) {
         int g = vis_uuid_match(inv, order, n, t);
         if (g < 0)
             return g == -2 ? COH_CUT_AMBIGUOUS : COH_CUT_NO_MATCH;
         *gpu = order[g];
         return COH_CUT_NONE;
     }
-    if (!strncmp(t, "MIG-", 4))
+    if (coh_str_starts(t, "MIG-"))
         return cuda_mig(inv, order, n, t, gpu, mig);
     return COH_CUT_MALFORMED;
 }
@@ -117,9 +117,9 @@ static void visible_list(const coh_visible *v, char *buf, size_t cap, const entr
     size_t len = 0;
     buf[0] = '\0';
     for (int i = 0; i < v->count; i++)
-        str_append(buf, cap, &len, "%s%s", i ? "," : "", ents[i].text);
+        coh_str_append(buf, cap, &len, "%s%s", i ? "," : "", ents[i].text);
     if (!v->count)
-        str_append(buf, cap, &len, "none");
+        coh_str_append(buf, cap, &len, "none");
 }
 
 static void cuda_order_note(const coh_inventory *inv, const coh_vis_env *env, coh_visible *v,
@@ -128,7 +128,7 @@ static void cuda_order_note(const coh_inventory *inv, const coh_vis_env *env, co
     const char *o = env->cuda_device_order;
     if (o && strcmp(o, "PCI_BUS_ID") && strcmp(o, "FASTEST_FIRST")) {
         size_t len = 0;
-        str_append(v->order_note, sizeof v->order_note, &len,
+        coh_str_append(v->order_note, sizeof v->order_note, &len,
                    "CUDA_DEVICE_ORDER='%s' is not one of FASTEST_FIRST, PCI_BUS_ID; "
                    "CUDA uses FASTEST_FIRST", o);
         return;
@@ -143,7 +143,7 @@ static void cuda_order_note(const coh_inventory *inv, const coh_vis_env *env, co
         if (order[i] != pci[i]) {
             v->order_differs = 1;
             size_t len = 0;
-            str_append(v->order_note, sizeof v->order_note, &len,
+            coh_str_append(v->order_note, sizeof v->order_note, &len,
                        "CUDA_DEVICE_ORDER is unset: CUDA numbers devices fastest first, so "
                        "cuda index %d is nvidia-smi index %d; set CUDA_DEVICE_ORDER=PCI_BUS_ID "
                        "to make the numbers agree", i, inv->gpus[order[i]].physical_index);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "device/device_int.h"
+#include "util/strutil.h"
 
 /* ---- Level Zero ------------------------------------------------------------------------------ */
 
@@ -117,7 +118,7 @@ static coh_status rocm_filter(const coh_inventory *inv, const char *var, const c
         else if (vis_int_entry(t, &idx))
             r = idx < 0 ? COH_CUT_NEGATIVE : idx >= *n ? COH_CUT_OUT_OF_RANGE : COH_CUT_NONE,
             pick = (int)idx;
-        else if (!strncmp(t, "GPU-", 4)) {
+        else if (coh_str_starts(t, "GPU-")) {
             pick = vis_uuid_match(inv, cand, *n, t);
             r = pick == -1 ? COH_CUT_NO_MATCH : pick == -2 ? COH_CUT_AMBIGUOUS : COH_CUT_NONE;
         } else

@@ -14,8 +14,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cohort/clock.h"
 #include "cohort/log.h"
 #include "launch/agent.h"
+#include "util/strutil.h"
 
 #define DRAIN_S 0.5 /* after the last worker is reaped, how long strays may hold its pipes */
 
@@ -40,7 +42,7 @@ void agent_stop(agent *a, int sig)
 {
     if (!a->stopping) {
         a->stopping = 1;
-        a->kill_at = now_mono() + a->o->grace_s;
+        a->kill_at = coh_now_s() + a->o->grace_s;
     }
     for (int i = 0; i < a->nproc; i++)
         if (a->w[i].pid > 0)
@@ -58,7 +60,7 @@ void agent_fail_other(agent *a, int exit_code, const char *fmt, ...)
     a->fail.rank = -1;
     a->fail.exit_code = exit_code;
     a->fail.when = now_real();
-    a->fail_mono = now_mono();
+    a->fail_mono = coh_now_s();
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(a->fail.what, sizeof a->fail.what, fmt, ap);
@@ -77,7 +79,7 @@ static void record_worker_failure(agent *a, worker *w)
     snprintf(f->host, sizeof f->host, "%s", a->host);
     f->pid = (long)w->pid;
     f->when = now_real();
-    a->fail_mono = now_mono();
+    a->fail_mono = coh_now_s();
     if (WIFSIGNALED(w->status)) {
         f->sig = WTERMSIG(w->status);
         f->code = -1;
@@ -240,7 +242,7 @@ static int open_streams(const agent *a)
 /* Milliseconds poll may sleep: until the SIGKILL deadline or the drain deadline. */
 static int wait_ms(const agent *a, double drain_until)
 {
-    double t = 1e9, now = now_mono();
+    double t = 1e9, now = coh_now_s();
     if (a->stopping && !a->killed)
         t = a->kill_at - now;
     if (drain_until > 0 && drain_until - now < t)
@@ -282,7 +284,7 @@ static void loop_once(agent *a, double drain_until, struct pollfd *p, int **map)
     reap(a);
     if (a->remote_stop && !a->stopping)
         agent_stop(a, SIGTERM);
-    if (a->stopping && !a->killed && now_mono() >= a->kill_at && live_workers(a) > 0) {
+    if (a->stopping && !a->killed && coh_now_s() >= a->kill_at && live_workers(a) > 0) {
         coh_warn("grace period of %g s over: killing the remaining workers", a->o->grace_s);
         agent_stop(a, SIGKILL);
     }
@@ -341,10 +343,10 @@ coh_status agent_attempt(agent *a)
     for (;;) {
         int live = live_workers(a);
         if (live == 0 && drain_until == 0) {
-            a->down_mono = now_mono();
+            a->down_mono = coh_now_s();
             drain_until = a->down_mono + DRAIN_S;
         }
-        int local_done = live == 0 && (open_streams(a) == 0 || now_mono() >= drain_until);
+        int local_done = live == 0 && (open_streams(a) == 0 || coh_now_s() >= drain_until);
         if (local_done && ctl_settled(a, 1))
             break;
         loop_once(a, local_done ? 0 : drain_until, p, map);
@@ -369,7 +371,7 @@ void agent_print_summary(const agent *a, const char *head)
     const failure *f = &a->fail;
     char out[8192], when[64], sig[32];
     size_t o = 0;
-#define ADD(...) o += (size_t)snprintf(out + o, o < sizeof out ? sizeof out - o : 0, __VA_ARGS__)
+#define ADD(...) coh_str_append(out, sizeof out, &o, __VA_ARGS__)
     fmt_time(f->when, when, sizeof when);
     if (f->rank < 0) {
         ADD("cohort run: %s: %s (exit code %d)\n", head, f->what, f->exit_code);
@@ -394,8 +396,6 @@ void agent_print_summary(const agent *a, const char *head)
     if (a->down_mono > 0 && a->fail_mono > 0)
         ADD("  teardown:   local workers down %.3f s after the failure (grace %g s)\n", a->down_mono - a->fail_mono, a->o->grace_s);
 #undef ADD
-    if (o > sizeof out - 1)
-        o = sizeof out - 1;
     ssize_t w = write(2, out, o);
     (void)w;
 }

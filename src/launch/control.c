@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "cohort/clock.h"
 #include "cohort/log.h"
 #include "launch/agent.h"
 
@@ -80,7 +81,7 @@ static coh_status master_accept(agent *a, int lfd, double deadline)
                 idx[n] = i;
                 p[n++] = (struct pollfd){.fd = a->peers[i].fd, .events = POLLIN};
             }
-        double left = deadline - now_mono();
+        double left = deadline - coh_now_s();
         if (left <= 0)
             return coh_errf(COH_ERR_TIMEOUT, "only %d of %d other node(s) joined within %g s", joined, a->npeers, a->o->join_timeout_s);
         if (poll(p, (nfds_t)n, (int)(left * 1000) + 1) < 0 && errno != EINTR)
@@ -169,7 +170,7 @@ static coh_status node_wait_cmd(agent *a, double deadline)
         if (m->fd < 0)
             return coh_errf(COH_ERR_PEER_LOST, "node 0's launcher closed the connection");
         struct pollfd p[2] = {{.fd = a->sigfd, .events = POLLIN}, {.fd = m->fd, .events = POLLIN}};
-        double left = deadline - now_mono();
+        double left = deadline - coh_now_s();
         if (left <= 0)
             return coh_errf(COH_ERR_TIMEOUT, "node 0's launcher did not start the job within %g s", a->o->join_timeout_s);
         poll(p, 2, (int)(left * 1000) + 1);
@@ -217,7 +218,7 @@ coh_status ctl_join(agent *a)
     for (int i = 0; i < a->npeers; i++)
         a->peers[i].fd = -1, a->peers[i].node_rank = -1;
     int port = a->o->control_port > 0 ? a->o->control_port : a->master_port + 1;
-    double deadline = now_mono() + a->o->join_timeout_s;
+    double deadline = coh_now_s() + a->o->join_timeout_s;
     coh_status st;
     if (is_master(a)) {
         int lfd;
@@ -300,7 +301,7 @@ static void master_on_fail(agent *a, peer *q, const char *line)
         memcpy(f.tail, q->tail, sizeof f.tail);
         f.ntail = q->ntail;
         a->fail = f;
-        a->fail_mono = now_mono();
+        a->fail_mono = coh_now_s();
     }
     a->remote_stop = 1;
     broadcast(a, "STOP\n");
@@ -374,8 +375,8 @@ int ctl_settled(agent *a, int local_done)
         /* After a failure every node must answer within its grace period (+5 s slack);
          * one that does not is treated as lost, so node 0 never waits forever. */
         if (a->fail.valid && a->settle_by == 0)
-            a->settle_by = now_mono() + a->o->grace_s + 5;
-        int late = a->settle_by > 0 && now_mono() >= a->settle_by;
+            a->settle_by = coh_now_s() + a->o->grace_s + 5;
+        int late = a->settle_by > 0 && coh_now_s() >= a->settle_by;
         for (int i = 0; i < a->npeers; i++) {
             peer *q = &a->peers[i];
             if (q->ended || q->fd < 0)
@@ -441,7 +442,7 @@ coh_status ctl_after_attempt(agent *a, int *restart, int *exit_code)
         *exit_code = a->fail.exit_code;
         return COH_OK;
     }
-    coh_status st = node_wait_cmd(a, now_mono() + a->o->join_timeout_s);
+    coh_status st = node_wait_cmd(a, coh_now_s() + a->o->join_timeout_s);
     if (st)
         return st;
     if (a->next_cmd == 1)

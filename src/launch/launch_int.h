@@ -37,7 +37,6 @@ coh_status net_listen(int port, int *fd);
 coh_status net_connect_retry(const char *host, int port, double deadline, int *fd);
 /* Send one whole line (adds nothing; s must end in '\n'). 0 or -1. */
 int net_send_line(int fd, const char *s);
-double now_mono(void);
 
 /* ---- cpu binding and the worker environment (worker_env.c) ---- */
 

@@ -11,14 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cohort/clock.h"
 #include "launch/launch_int.h"
-
-double now_mono(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* A socket bound to the port on all interfaces; SO_REUSEADDR as PyTorch's store uses, so that
  * only a live listener (not TIME_WAIT leftovers) makes the port "in use". */
@@ -125,7 +119,7 @@ coh_status net_connect_retry(const char *host, int port, double deadline, int *o
         }
         if (fd == -2)
             return coh_errf(COH_ERR_INVALID, "invalid master address '%s': %s", host, gai_strerror(-err));
-        if (now_mono() >= deadline)
+        if (coh_now_s() >= deadline)
             return coh_errf(COH_ERR_TIMEOUT, "node 0's launcher at %s:%d did not answer in time (last error: %s)", host, port, strerror(err));
         struct timespec ts = {0, 100 * 1000 * 1000}; /* the master may not be up yet */
         nanosleep(&ts, NULL);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "plan/plan_int.h"
+#include "util/strutil.h"
 
 /* The knobs, cheapest first: ZeRO costs no devices and little time; selective recompute a few
  * percent of compute; tp and pp need devices; full recompute repeats the forward (~30%);
@@ -150,15 +151,15 @@ static void describe(const coh_parallel_config *from, const coh_parallel_config 
     buf[0] = '\0';
     int zero = coh_strategy_zero_stage(to->strategy);
     if (zero != coh_strategy_zero_stage(from->strategy))
-        n += (size_t)snprintf(buf + n, cap - n, " --zero %d", zero);
-    if (n < cap && to->recompute != from->recompute)
-        n += (size_t)snprintf(buf + n, cap - n, " --recompute %s", coh_recompute_name(to->recompute));
-    if (n < cap && to->tp != from->tp)
-        n += (size_t)snprintf(buf + n, cap - n, " --tp %d", to->tp);
-    if (n < cap && to->pp != from->pp)
-        n += (size_t)snprintf(buf + n, cap - n, " --pp %d", to->pp);
-    if (n < cap && to->offload != from->offload)
-        snprintf(buf + n, cap - n, " --offload %s", coh_offload_name(to->offload));
+        coh_str_append(buf, cap, &n, " --zero %d", zero);
+    if (to->recompute != from->recompute)
+        coh_str_append(buf, cap, &n, " --recompute %s", coh_recompute_name(to->recompute));
+    if (to->tp != from->tp)
+        coh_str_append(buf, cap, &n, " --tp %d", to->tp);
+    if (to->pp != from->pp)
+        coh_str_append(buf, cap, &n, " --pp %d", to->pp);
+    if (to->offload != from->offload)
+        coh_str_append(buf, cap, &n, " --offload %s", coh_offload_name(to->offload));
     memmove(buf, buf + (buf[0] == ' '), strlen(buf) + 1);
 }
 

@@ -76,7 +76,27 @@ usage() { # ARGS... : must exit 2 naming the bad value
 usage "invalid --op 'gather'" --op gather
 usage "invalid type 'f8'" --dtype f8
 usage "invalid --buffers 'gpu'" --buffers gpu
-usage "invalid --iters '0'" --iters 0
+# Numbers and sizes: one phrasing naming the option and the value; no trailing garbage, no
+# empty value. usage_line LINE ARGS...: as usage, and stderr is exactly LINE.
+usage_line() {
+    local line=$1 err
+    shift
+    usage "$line" "$@"
+    err=$("$cohort" bench comm "$@" 2>&1 >/dev/null)
+    [ "$err" = "$line" ] || { echo "FAIL usage error $*: not exactly '$line': '$err'"; fails=$((fails + 1)); }
+}
+usage_line "cohort bench comm: error: invalid --iters '0': must be an integer from 1 to 1000000" --iters 0
+usage_line "cohort bench comm: error: invalid --iters '3x': must be an integer from 1 to 1000000" --iters 3x
+usage_line "cohort bench comm: error: invalid --iters '': must be an integer from 1 to 1000000" --iters ''
+usage_line "cohort bench comm: error: invalid --warmup '-1': must be an integer from 0 to 1000000" --warmup -1
+usage_line "cohort bench comm: error: invalid --warmup ' 1': must be an integer from 0 to 1000000" --warmup ' 1'
+usage_line "cohort bench comm: error: invalid --step-factor '2x': must be a number from 1 to 1024" --step-factor 2x
+usage_line "cohort bench comm: error: invalid --step-factor '2000': must be a number from 1 to 1024" --step-factor 2000
+usage_line "cohort bench comm: error: invalid --step-factor '': must be a number from 1 to 1024" --step-factor ''
+usage_line "cohort bench comm: error: invalid --step-factor '1': must be above 1 (the sizes would never grow)" --step-factor 1
+usage_line "cohort bench comm: error: invalid --min-bytes '0': must be at least 1 byte" --min-bytes 0
+usage "cohort bench comm: error: --max-bytes: invalid size '4XB': unknown unit" --max-bytes 4XB
+usage "cohort bench comm: error: --min-bytes: invalid size '': no number" --min-bytes ''
 usage "invalid sizes" --min-bytes 2M --max-bytes 1M
 usage "unknown benchmark 'disk'" disk
 finish

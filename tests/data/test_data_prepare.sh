@@ -87,9 +87,23 @@ expect 2 "the tokenizer has 70001 ids: the shard format stores uint16 tokens" --
 expect 2 "invalid --tokenizer 'bpe': valid are byte, gpt2" -- "$COHORT" prepare --tokenizer bpe --out "$work/n" "$work/a.txt"
 expect 2 "missing --out PREFIX" -- "$COHORT" prepare --tokenizer byte "$work/a.txt"
 expect 2 "no input files" -- "$COHORT" prepare --tokenizer byte --out "$work/n"
-expect 2 "invalid --val-fraction '1.5'" -- "$COHORT" prepare --tokenizer byte --val-fraction 1.5 --out "$work/n" "$work/a.txt"
-expect 2 "invalid --shard-tokens '0'" -- "$COHORT" prepare --tokenizer byte --shard-tokens 0 --out "$work/n" "$work/a.txt"
-expect 2 "invalid --shard-tokens '-5'" -- "$COHORT" prepare --tokenizer byte --shard-tokens -5 --out "$work/n" "$work/a.txt"
+# Numbers: one phrasing naming the option and the value; no trailing garbage, no empty value.
+# expect_line CODE LINE -- command...: as expect, and stderr is exactly LINE.
+expect_line() {
+    local line=$2
+    expect "$@"
+    [ "$(cat "$work/err")" = "$line" ] || fail "'${*:4}': stderr is not exactly '$line': $(cat "$work/err")"
+}
+for bad in 0 -5 5x '' ' 5' 2147483648; do
+    expect_line 2 "cohort prepare: error: invalid --shard-tokens '$bad': must be an integer from 1 to 2147483647" -- \
+        "$COHORT" prepare --tokenizer byte --shard-tokens "$bad" --out "$work/n" "$work/a.txt"
+done
+for bad in 1.5 -0.1 0.5x '' nan; do
+    expect_line 2 "cohort prepare: error: invalid --val-fraction '$bad': must be a number from 0 to 1" -- \
+        "$COHORT" prepare --tokenizer byte --val-fraction "$bad" --out "$work/n" "$work/a.txt"
+done
+expect_line 2 "cohort prepare: error: invalid --val-fraction '1': must be below 1 (no tokens would be left for training)" -- \
+    "$COHORT" prepare --tokenizer byte --val-fraction 1 --out "$work/n" "$work/a.txt"
 expect 2 "invalid --documents 'lines'" -- "$COHORT" prepare --tokenizer byte --documents lines --out "$work/n" "$work/a.txt"
 expect 2 "unknown option '--bogus'" -- "$COHORT" prepare --bogus
 expect 1 "cannot open '$work/missing.txt'" -- "$COHORT" prepare --tokenizer byte --out "$work/n" "$work/missing.txt"

@@ -31,6 +31,13 @@ expect() {
     fi
 }
 
+# expect_line CODE LINE [ENV=VAL...] -- ARGS...: as expect, and stderr is exactly LINE.
+expect_line() {
+    local code=$1 line=$2
+    expect "$@"
+    [ "$(cat "$tmp/err")" = "$line" ] || { echo "FAIL cohort: stderr is not exactly '$line': $(cat "$tmp/err")"; fail=1; }
+}
+
 # visible PHYSICAL... [ENV=VAL...] -- ARGS: the JSON's cuda/xpu/rocm list, as physical indices.
 visible() {
     local kind=$1 want=$2
@@ -134,10 +141,22 @@ grep -q "cuda:4 (GPU-44444444-0000-0000-0000-000000000000): memory full: 0 MiB f
     grep -q "cuda:2 .*exclusive_process" "$tmp/err" && grep -q "cuda:3 .*busy: 2 compute processes" "$tmp/err" &&
     echo "ok   pick names every rejected device" || { echo "FAIL pick rejections"; cat "$tmp/err"; fail=1; }
 expect 0 "\"value\": \"0\"" -- pick 1 --json --inventory "$inv/busy.json"
-expect 2 "invalid device count '0': expected an integer from 1 to 64" -- pick 0 --inventory "$inv/busy.json"
-expect 2 "invalid device count 'two'" -- pick two
+# Numbers: one phrasing naming the value; no trailing garbage, no empty value, no blanks.
+expect_line 2 "cohort pick: error: invalid device count '0': must be an integer from 1 to 64" -- pick 0 --inventory "$inv/busy.json"
+expect_line 2 "cohort pick: error: invalid device count '65': must be an integer from 1 to 64" -- pick 65 --inventory "$inv/busy.json"
+expect_line 2 "cohort pick: error: invalid device count 'two': must be an integer from 1 to 64" -- pick two
+expect_line 2 "cohort pick: error: invalid device count '2x': must be an integer from 1 to 64" -- pick 2x
+expect_line 2 "cohort pick: error: invalid device count '': must be an integer from 1 to 64" -- pick ''
+expect_line 2 "cohort pick: error: invalid device count ' 2': must be an integer from 1 to 64" -- pick ' 2'
 expect 2 "missing the number of devices" -- pick
-expect 2 "invalid --max-utilization '150': expected a percentage from 0 to 100" -- pick 1 --max-utilization 150
+expect_line 2 "cohort pick: error: invalid --max-utilization '150': must be an integer from 0 to 100" -- pick 1 --max-utilization 150
+expect_line 2 "cohort pick: error: invalid --max-utilization 'high': must be an integer from 0 to 100" -- pick 1 --max-utilization high
+expect_line 2 "cohort pick: error: invalid --max-utilization '50x': must be an integer from 0 to 100" -- pick 1 --max-utilization 50x%
+expect_line 2 "cohort pick: error: invalid --max-utilization '': must be an integer from 0 to 100" -- pick 1 --max-utilization ''
+expect 0 "0,7" -- pick 2 --max-utilization 50% -q --inventory "$inv/busy.json"
+expect 2 "cohort pick: error: --min-free-memory: invalid size '': no number" -- pick 1 --min-free-memory ''
+# 16 EiB is more than any device has (it once rounded up to 0 MiB: no requirement at all).
+expect 1 "below the 17592186044416 MiB required" -- pick 1 --min-free-memory 16EiB --inventory "$inv/busy.json"
 expect 2 "invalid --format 'name': expected index or uuid" -- pick 1 --format name
 expect 2 "5XB" -- pick 1 --min-free-memory 5XB
 expect 2 "--reserve holds the devices only while a command runs" -- pick 1 --reserve

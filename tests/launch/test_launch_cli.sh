@@ -24,7 +24,6 @@ expect_usage() {
 }
 expect_usage "unknown option '--bogus'" --bogus 1 sh -c "touch $T/started"
 expect_usage "program 'no-such-program-xyz' not found in PATH" -n 2 no-such-program-xyz
-expect_usage "invalid --nproc-per-node 'zero'" -n zero sh -c "touch $T/started"
 expect_usage "invalid --nnodes '1:4': elastic ranges are not supported" --nnodes 1:4 sh -c "touch $T/started"
 expect_usage "invalid node rank '2'" --nnodes 2 --node-rank 2 sh -c "touch $T/started"
 expect_usage "invalid master port '0' with 2 nodes" --nnodes 2 --master-port 0 sh -c "touch $T/started"
@@ -32,10 +31,34 @@ expect_usage "invalid ranks filter '0,5'" -n 2 --local-ranks-filter 0,5 sh -c "t
 expect_usage "invalid prefix template '{rnak}'" --prefix '{rnak}' sh -c "touch $T/started"
 expect_usage "invalid cpu binding 'sockets'" --cpu-bind sockets sh -c "touch $T/started"
 expect_usage "'--tee': it needs '--log-dir'" --tee sh -c "touch $T/started"
-expect_usage "invalid --grace '-1'" --grace -1 sh -c "touch $T/started"
 expect_usage "no program to run" -n 2
 expect_usage "invalid log directory '/proc/cohort-no/logs'" --log-dir /proc/cohort-no/logs sh -c "touch $T/started"
 expect_usage "option '--master-port' needs a value" --master-port
+# Numbers: one phrasing, naming the option and the value; no trailing garbage, no empty value.
+# expect_usage_line LINE ARGS...: as expect_usage, and stderr is exactly LINE.
+expect_usage_line() {
+    local line=$1
+    shift
+    expect_usage "$line" "$@"
+    [ "$(cat "$T/err")" = "$line" ] || fail "cohort run $*: error is not exactly '$line': $(cat "$T/err")"
+}
+expect_usage_line "cohort run: error: invalid --nproc-per-node '4x': must be an integer from 1 to 4096" -n 4x sh -c "touch $T/started"
+expect_usage_line "cohort run: error: invalid --nproc-per-node '5000': must be an integer from 1 to 4096" -n 5000 sh -c "touch $T/started"
+expect_usage_line "cohort run: error: invalid --nproc-per-node '': must be auto, cpu, gpu or an integer from 1 to 4096" -n '' sh -c "touch $T/started"
+expect_usage_line "cohort run: error: invalid --nproc-per-node 'zero': must be auto, cpu, gpu or an integer from 1 to 4096" -n zero sh -c "touch $T/started"
+expect_usage_line "cohort run: error: invalid --nproc-per-node '2x': must be an integer from 1 to 4096" --accelerator cpu -n 2x sh -c "touch $T/started"
+expect_usage_line "cohort run: error: invalid --nnodes '0': must be an integer from 1 to 4096" --nnodes 0 sh -c "touch $T/started"
+expect_usage_line "cohort run: error: invalid --node-rank '': must be an integer from 0 to 4095" --node-rank '' sh -c "touch $T/started"
+expect_usage_line "cohort run: error: invalid --master-port '70000': must be an integer from 0 to 65535" --master-port 70000 sh -c "touch $T/started"
+expect_usage_line "cohort run: error: invalid --control-port '0': must be an integer from 1 to 65535" --control-port 0 sh -c "touch $T/started"
+expect_usage_line "cohort run: error: invalid --max-restarts '2x': must be an integer from 0 to 1000000" --max-restarts 2x sh -c "touch $T/started"
+expect_usage_line "cohort run: error: invalid --max-restarts ' 2': must be an integer from 0 to 1000000" --max-restarts ' 2' sh -c "touch $T/started"
+expect_usage_line "cohort run: error: invalid --pick '2x': must be an integer from 1 to 64" --pick 2x sh -c "touch $T/started"
+expect_usage_line "cohort run: error: invalid --pick '65': must be an integer from 1 to 64" --pick 65 sh -c "touch $T/started"
+expect_usage_line "cohort run: error: invalid --grace '-1': must be a number from 0 to 86400" --grace -1 sh -c "touch $T/started"
+expect_usage_line "cohort run: error: invalid --grace '5s': must be a number from 0 to 86400" --grace 5s sh -c "touch $T/started"
+expect_usage_line "cohort run: error: invalid --join-timeout '': must be a number from 0 to 86400" --join-timeout '' sh -c "touch $T/started"
+expect_usage_line "cohort run: error: invalid --join-timeout '1e9': must be a number from 0 to 86400" --join-timeout 1e9 sh -c "touch $T/started"
 # Port in use: hold a listening socket on a free port, then ask for it.
 PORTFILE=$T/port
 /usr/bin/python3 -c "

@@ -12,6 +12,7 @@
 #include "cohort/log.h"
 #include "comm/transport/hier_int.h"
 #include "comm/transport/shm_int.h"
+#include "util/strutil.h"
 
 #define NAME_BYTES 64 /* segment names as exchanged over MPI */
 
@@ -201,15 +202,15 @@ coh_status hier_build(hier *h)
 
 void hier_describe(const hier *h, char *buf, size_t n)
 {
-    size_t k = (size_t)snprintf(buf, n, "%d ranks on %d nodes (", h->size, h->nnodes);
-    for (int node = 0; node < h->nnodes && k < n; node++) {
+    size_t k = 0;
+    coh_str_append(buf, n, &k, "%d ranks on %d nodes (", h->size, h->nnodes);
+    for (int node = 0; node < h->nnodes; node++) {
         int c = 0;
         for (int r = 0; r < h->size; r++)
             c += h->node_of[r] == node;
-        k += (size_t)snprintf(buf + k, n - k, "%s%d", node ? "+" : "", c);
+        coh_str_append(buf, n, &k, "%s%d", node ? "+" : "", c);
     }
-    if (k < n)
-        snprintf(buf + k, n - k, ")");
+    coh_str_append(buf, n, &k, ")");
 }
 
 coh_status coh_hier_wrap(double timeout_s, int rank, int size, const coh_transport_ops **ops,

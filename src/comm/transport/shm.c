@@ -14,8 +14,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cohort/clock.h"
 #include "cohort/size.h"
 #include "comm/transport/shm_int.h"
+#include "util/strutil.h"
 
 #define CHAN_BYTES (64u << 10)
 
@@ -137,7 +139,7 @@ static coh_status seg_map(shm *s, size_t bytes, double deadline)
         }
         if (fd >= 0)
             close(fd);
-        if (coh_now() > deadline)
+        if (coh_now_s() > deadline)
             return coh_errf(COH_ERR_TIMEOUT, "shared memory '%s' did not appear within %g s: "
                             "rank 0 never created it", s->name, s->timeout);
         nanosleep(&(struct timespec){0, 1000000}, NULL);
@@ -156,12 +158,12 @@ static int cma_works(void)
 /* Every rank: map, wait for the creator's magic, register, and unlink when last. */
 static coh_status seg_join(shm *s, size_t bytes)
 {
-    double deadline = coh_now() + s->timeout;
+    double deadline = coh_now_s() + s->timeout;
     coh_status st = seg_map(s, bytes, deadline);
     if (st)
         return st;
     while (atomic_load(&s->ctl->magic) != SHM_MAGIC) {
-        if (coh_now() > deadline)
+        if (coh_now_s() > deadline)
             return coh_errf(COH_ERR_TIMEOUT, "shared memory '%s' was never initialised", s->name);
         nanosleep(&(struct timespec){0, 1000000}, NULL);
     }
@@ -180,15 +182,15 @@ static coh_status seg_join(shm *s, size_t bytes)
  * never comes, the name is removed here so that nothing is left behind. */
 static coh_status seg_wait_all(shm *s)
 {
-    double deadline = coh_now() + s->timeout;
+    double deadline = coh_now_s() + s->timeout;
     while (atomic_load(&s->ctl->mapped) < (uint32_t)s->n) {
-        if (coh_now() > deadline) {
+        if (coh_now_s() > deadline) {
             shm_unlink(s->name);
             char missing[256] = "";
             size_t k = 0;
             for (int r = 0; r < s->n && k < sizeof missing - 12; r++)
                 if (!atomic_load(&shm_slot_of(s, r)->pid))
-                    k += (size_t)snprintf(missing + k, sizeof missing - k, "%s%d", k ? ", " : "", r);
+                    coh_str_append(missing, sizeof missing, &k, "%s%d", k ? ", " : "", r);
             return coh_errf(COH_ERR_TIMEOUT, "rank %s never joined shared memory '%s' within %g s",
                             missing, s->name, s->timeout);
         }
@@ -231,7 +233,7 @@ static coh_status shm_new(int rank, int n, double timeout, const char *name, int
         return st;
     }
     if (create) {
-        if ((st = seg_map(s, bytes, coh_now() + timeout))) {
+        if ((st = seg_map(s, bytes, coh_now_s() + timeout))) {
             shm_unlink(name);
             free(s);
             return st;
@@ -349,7 +351,7 @@ static coh_status shm_run(void *self, const coh_op *op)
 {
     shm *s = self;
     s->op = op;
-    s->deadline = coh_now() + s->timeout;
+    s->deadline = coh_now_s() + s->timeout;
     s->next_check = 0;
     switch (op->kind) {
     case COH_OP_ALLREDUCE: return shm_allreduce(s, op);
@@ -374,7 +376,7 @@ static coh_status shm_split(void *self, int color, int key, const int *members, 
     *out = NULL;
     coh_op op = {.kind = COH_OP_BARRIER, .root = -1, .seq = tag};
     p->op = &op;
-    p->deadline = coh_now() + p->timeout;
+    p->deadline = coh_now_s() + p->timeout;
     char name[320];
     snprintf(name, sizeof name, "%.240s-s%llu-c%d", p->name, (unsigned long long)tag, color);
     int leader = color >= 0 && members[0] == p->rank;

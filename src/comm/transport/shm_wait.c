@@ -14,7 +14,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cohort/clock.h"
 #include "comm/transport/shm_int.h"
+#include "util/strutil.h"
 
 static void futex_wake_all(_Atomic uint32_t *w)
 {
@@ -98,7 +100,7 @@ static coh_status timeout_error(shm *s, int peer, const char *what)
         size_t k = 0;
         for (int r = 0; r < s->n && k < sizeof missing - 12; r++)
             if (!reached(atomic_load(&shm_slot_of(s, r)->arrive), s->arrived))
-                k += (size_t)snprintf(missing + k, sizeof missing - k, "%s%d", k ? ", " : "", r);
+                coh_str_append(missing, sizeof missing, &k, "%s%d", k ? ", " : "", r);
     }
     return coh_errf(COH_ERR_TIMEOUT, "%s on rank %d timed out after %g s (%s): rank %s never "
                     "arrived", d, s->rank, s->timeout, what, missing);
@@ -175,7 +177,7 @@ static int spin_until(shm *s, _Atomic uint32_t *w, uint32_t target)
         cpu_relax();
         if (i % 64)
             continue;
-        double now = coh_now();
+        double now = coh_now_s();
         if (!start)
             start = now;
         if (now - start >= s->spin_s)
@@ -183,7 +185,7 @@ static int spin_until(shm *s, _Atomic uint32_t *w, uint32_t target)
         if (now - start < s->pure_s)
             continue;
         sched_yield();
-        if (coh_now() - now > YIELD_RAN_OTHER_S && reached_now(w, target)) {
+        if (coh_now_s() - now > YIELD_RAN_OTHER_S && reached_now(w, target)) {
             s->pure_s = s->pure_s / 2 > PURE_SPIN_MIN_S ? s->pure_s / 2 : PURE_SPIN_MIN_S;
             return 1;
         }
@@ -198,7 +200,7 @@ coh_status shm_wait(shm *s, _Atomic uint32_t *w, uint32_t target, int peer, cons
         uint32_t v = atomic_load(w);
         if (reached(v, target))
             return COH_OK;
-        double now = coh_now();
+        double now = coh_now_s();
         coh_status st = check_faults(s, peer, what, now);
         if (st)
             return st;

@@ -9,6 +9,7 @@
 #include "train/data/file_map.h"
 #include "train/data/strmap.h"
 #include "util/json.h"
+#include "util/strutil.h"
 
 struct coh_st_file {
     char *name;
@@ -339,11 +340,11 @@ int coh_st_has_checksum(const coh_st_file *f)
 
 static void shape_text(int ndim, const int64_t *shape, char *buf, size_t cap)
 {
-    size_t n = (size_t)snprintf(buf, cap, "[");
-    for (int i = 0; i < ndim && n < cap; i++)
-        n += (size_t)snprintf(buf + n, cap - n, "%s%lld", i ? ", " : "", (long long)shape[i]);
-    if (n < cap)
-        snprintf(buf + n, cap - n, "]");
+    size_t n = 0;
+    coh_str_append(buf, cap, &n, "[");
+    for (int i = 0; i < ndim; i++)
+        coh_str_append(buf, cap, &n, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    coh_str_append(buf, cap, &n, "]");
 }
 
 static float half_to_float(uint16_t h)

@@ -136,6 +136,7 @@ coh_status par_ranges_read(const coh_st_file *f, const char *file, int cols, siz
 
 /* trace.c: Chrome trace events (JSON), "X" complete events in microseconds. */
 coh_status par_trace_open(const char *path, int rank, par_trace **out);
+/* The shared monotonic clock (cohort/clock.h) in microseconds, the unit of the events. */
 double par_now_us(void);
 void par_trace_event(par_trace *tr, const char *name, const char *cat, int tid, double t0,
                      double t1);

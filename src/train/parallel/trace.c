@@ -3,8 +3,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "cohort/clock.h"
 #include "cohort/json_writer.h"
 #include "train/parallel/strategy.h"
 
@@ -25,9 +25,7 @@ struct par_trace {
 
 double par_now_us(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + ts.tv_nsec * 1e-3;
+    return (double)coh_now_ns() * 1e-3;
 }
 
 coh_status par_trace_open(const char *path, int rank, par_trace **out)

@@ -1,0 +1,36 @@
+/* strutil.c: small string helpers shared by the library's modules (see strutil.h). */
+#include "util/strutil.h"
+
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+void coh_str_append(char *buf, size_t cap, size_t *len, const char *fmt, ...)
+{
+    if (*len >= cap)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf + *len, cap - *len, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        *len = (*len + (size_t)n < cap) ? *len + (size_t)n : cap - 1;
+}
+
+void coh_str_trim(const char **s, size_t *len)
+{
+    const char *p = *s;
+    size_t n = *len;
+    while (n && isspace((unsigned char)*p))
+        p++, n--;
+    while (n && isspace((unsigned char)p[n - 1]))
+        n--;
+    *s = p;
+    *len = n;
+}
+
+int coh_str_starts(const char *s, const char *prefix)
+{
+    return strncmp(s, prefix, strlen(prefix)) == 0;
+}

@@ -1,0 +1,24 @@
+/* strutil.h: small string helpers shared by the library's modules: bounded appending, trimming
+ * and prefix tests. Internal to libcohort. */
+#ifndef COHORT_UTIL_STRUTIL_H
+#define COHORT_UTIL_STRUTIL_H
+
+#include <stddef.h>
+
+/* Append printf-style text to buf[cap] at *len. buf stays NUL-terminated: what does not fit is
+ * cut, and *len then stops at cap - 1; nothing is written once *len >= cap. Start with
+ * *len = 0 (buf need not be initialised). */
+void coh_str_append(char *buf, size_t cap, size_t *len, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+
+/* Narrow the span (*s, *len) to leave out white space (isspace) at both ends; an all-blank
+ * span becomes empty (*len = 0). The text itself is not changed. */
+void coh_str_trim(const char **s, size_t *len);
+
+/* 1 when s begins with prefix (every string begins with ""), 0 otherwise. */
+int coh_str_starts(const char *s, const char *prefix);
+
+#endif
