@@ -3,8 +3,8 @@
 # ddp, zero1, zero2 and zero3 at 2 and 4 ranks (under `cohort run`) and of dp at 2 and 4 devices
 # give the losses of `single` within 1e-5 relative error at every step and final parameters
 # within 1e-5 (every tensor's relative L2 error, and every element's error relative to its
-# tensor's scale, for the reason par_compare.py gives); also with gradient accumulation (no_sync, the
-# ZeRO-2/3 accumulator, dp's reduction per micro-step).
+# tensor's scale, for the reason par_compare.py gives; the bound is its TOL); also with gradient
+# accumulation (no_sync, the ZeRO-2/3 accumulator, dp's reduction per micro-step).
 . "$(dirname "${BASH_SOURCE[0]}")/par_lib.sh"
 "$py" -c "import numpy" 2>/dev/null || { echo "numpy missing"; exit 77; }
 
@@ -17,7 +17,7 @@ model+=(--lr 1e-3 --warmup 3 --deterministic --shuffle on --steps 30 --bucket-mb
 
 compare() { # name ref run
     "$py" "$src/tests/parallel/par_compare.py" "$work/$2.jsonl" "$work/$2.bin" "$work/$3.jsonl" \
-        "$work/$3.bin" $V $C $L $T 1e-5 > "$work/$3.cmp" || fail "$1: $(cat "$work/$3.cmp")"
+        "$work/$3.bin" $V $C $L $T > "$work/$3.cmp" || fail "$1: $(cat "$work/$3.cmp")"
     echo "$1: $(cat "$work/$3.cmp")"
 }
 
@@ -70,7 +70,7 @@ compare "dp at 2 devices, accum 2" floor dp_acc
 "$cohort" train "${model[@]}" --batch 4 --metrics "$work/other.jsonl" \
     --dump-params "$work/other.bin" >/dev/null 2>&1
 "$py" "$src/tests/parallel/par_compare.py" "$work/single.jsonl" "$work/single.bin" \
-    "$work/other.jsonl" "$work/other.bin" $V $C $L $T 1e-5 >/dev/null &&
+    "$work/other.jsonl" "$work/other.bin" $V $C $L $T >/dev/null &&
     fail "a run with global batch 4 compared equal to global batch 8"
 
 par_done "all equivalence checks passed"
