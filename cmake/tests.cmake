@@ -5,6 +5,11 @@
 #   tests/fuzz/fuzz_*.c a libFuzzer target; its corpus tests/fuzz/corpus/<name>/ replays as a test
 # Script tests get COHORT (the CLI), COHORT_SOURCE_DIR, COHORT_BUILD_DIR and COHORT_DATA_DIR in
 # their environment; exit code 77 marks a test skipped (never counted as passed).
+# Skips: a test never returns early and passes. When a part of it cannot run here (a cpu
+# feature, data or a program missing) it prints "SKIP <part>: <reason>" and, when nothing failed,
+# exits 77 (SKIP_RETURN_CODE below), so ctest reports the whole test as skipped and
+# scripts/test.sh does not count it as passed; a failure anywhere still exits 1. C tests do it
+# with SKIP_CASE() of tests/check.h, scripts with a skip() of their own (comm: comm_lib.sh).
 set(COHORT_TEST_TIMEOUT 300 CACHE STRING "seconds a test may run")
 set(COHORT_PYTHON /usr/bin/python3 CACHE FILEPATH "interpreter with python3-torch and python3-numpy")
 

@@ -1,5 +1,11 @@
 /* check.h: the assertions of cohort's C tests. A test program runs its cases with RUN(), prints
- * one line per case, and returns non-zero when any check failed. */
+ * one line per case, and returns non-zero when any check failed.
+ *
+ * A case that cannot run here (a cpu feature, a program or data missing) calls SKIP_CASE(), which
+ * prints "SKIP <case>: <reason>" and leaves the case. It is never counted as passed: when nothing
+ * failed, CHECK_REPORT() returns 77, which cmake/tests.cmake registers as ctest's
+ * SKIP_RETURN_CODE, so the whole program is reported as skipped; a failure anywhere still
+ * returns 1. */
 #ifndef COHORT_TESTS_CHECK_H
 #define COHORT_TESTS_CHECK_H
 
@@ -10,7 +16,8 @@
 #include "cohort/status.h"
 
 static int check_failures;
-static int check_cases, check_cases_failed;
+static int check_cases, check_cases_failed, check_cases_skipped;
+static int check_case_skipped; /* the running case called SKIP_CASE() */
 
 #define CHECK(cond)                                                                            \
     do {                                                                                       \
@@ -78,19 +85,36 @@ static int check_cases, check_cases_failed;
         }                                                                                      \
     } while (0)
 
+/* Leaves the running case (called in its own function, whose name it prints) as skipped, with
+ * a printf-style reason. */
+#define SKIP_CASE(...)                                                                         \
+    do {                                                                                       \
+        printf("SKIP %s: ", __func__);                                                         \
+        printf(__VA_ARGS__);                                                                   \
+        printf("\n");                                                                          \
+        check_case_skipped = 1;                                                                \
+        return;                                                                                \
+    } while (0)
+
 #define RUN(test)                                                                              \
     do {                                                                                       \
         int before_ = check_failures;                                                          \
+        check_case_skipped = 0;                                                                \
         test();                                                                                \
         check_cases++;                                                                         \
         if (check_failures != before_)                                                         \
             check_cases_failed++;                                                              \
-        printf("%s %s\n", check_failures == before_ ? "ok  " : "FAIL", #test);                 \
+        else if (check_case_skipped)                                                           \
+            check_cases_skipped++;                                                             \
+        printf("%s %s\n", check_failures != before_ ? "FAIL"                                   \
+                          : check_case_skipped     ? "skip" : "ok  ", #test);                  \
     } while (0)
 
-/* Last statement of main(). */
+/* Last statement of main(): 1 when a check failed, else 77 (skipped) when a case was skipped. */
 #define CHECK_REPORT()                                                                         \
-    (printf("%d passed, %d failed\n", check_cases - check_cases_failed, check_cases_failed),  \
-     check_failures ? 1 : 0)
+    (printf("%d passed, %d failed, %d skipped\n",                                              \
+            check_cases - check_cases_failed - check_cases_skipped, check_cases_failed,        \
+            check_cases_skipped),                                                              \
+     check_failures ? 1 : check_cases_skipped ? 77 : 0)
 
 #endif

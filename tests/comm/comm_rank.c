@@ -13,6 +13,8 @@
  *   mismatch    the last rank calls with another count, then another type: MISMATCH on all
  *   silent      the last rank never calls: the others time out naming it
  *   absent      the last rank exits before joining: the others' create times out naming it
+ *   isa         no communicator: prints the reduction kernels this process uses (scalar, avx2,
+ *               avx512), COHORT_COMM_ISA applied; a kernel the cpu lacks gives the best it has
  * Exit 0 when every check on this rank passed. */
 #include <signal.h>
 #include <stdio.h>
@@ -288,6 +290,8 @@ int main(int argc, char **argv)
     const char *mode = argc > 1 ? argv[1] : "sweep";
     if (!strcmp(mode, "absent"))
         return mode_absent();
+    if (!strcmp(mode, "isa"))
+        return printf("%s\n", coh_isa_name(coh_reduce_isa())) < 0;
     coh_comm *c;
     coh_status st = coh_comm_create(COH_COMM_AUTO, &c);
     if (st) {
@@ -295,6 +299,8 @@ int main(int argc, char **argv)
         return 1;
     }
     int rank = coh_comm_rank(c), n = coh_comm_size(c);
+    if (getenv("COHORT_COMM_ISA")) /* a forced kernel: say which one this rank really uses */
+        printf("rank %d: %s kernels\n", rank, coh_isa_name(coh_reduce_isa()));
     if (!strcmp(mode, "sweep"))
         bad += run_cases(c, 1);
     else if (!strcmp(mode, "allreduce") && argc > 2) {

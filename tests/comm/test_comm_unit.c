@@ -2,6 +2,7 @@
  * references, every reduction kernel (avx512, avx2) against the scalar one, names and
  * environment errors, a one-rank communicator, async requests, and the shared-memory
  * segment's name, mode and arena allocator. */
+#include <cpuid.h>
 #include <fcntl.h>
 #include <immintrin.h>
 #include <pthread.h>
@@ -76,14 +77,25 @@ __attribute__((target("f16c"))) static uint16_t f16_hw(float x)
 
 __attribute__((target("f16c"))) static float f16_hw_back(uint16_t h) { return _cvtsh_ss(h); }
 
+/* F16C itself, not a feature that usually comes with it. GCC tests it by name; clang 14 does not
+ * know the name, so there it is CPUID.1:ECX bit 29 (its VEX instructions need the AVX state the
+ * "avx" test includes). */
+static int cpu_has_f16c(void)
+{
+    __builtin_cpu_init();
+#if defined(__clang__)
+    unsigned a, b, c, d;
+    return __builtin_cpu_supports("avx") && __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+#else
+    return __builtin_cpu_supports("f16c");
+#endif
+}
+
 /* The cpu's F16C conversion is the reference for f16, both ways. */
 static void test_f16_rounding(void)
 {
-    __builtin_cpu_init();
-    if (!__builtin_cpu_supports("avx2")) {
-        printf("skip: no F16C to compare with\n");
-        return;
-    }
+    if (!cpu_has_f16c())
+        SKIP_CASE("this cpu has no F16C to compare with");
     int bad = 0;
     for (uint32_t k = 0; k < 2000000; k++) {
         uint32_t u = k < 1000000 ? k * 4294u + (k & 0xffff) : next();
@@ -96,6 +108,7 @@ static void test_f16_rounding(void)
         bad += memcmp(&a, &b, 4) != 0;
     }
     CHECK_INT(bad, 0);
+    printf("  2000000 f32 -> f16 and 65536 f16 -> f32 conversions compared with the cpu's F16C\n");
 }
 
 /* Inputs with NaN, infinities, signed zeros and wide ranges, per type. */

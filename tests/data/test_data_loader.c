@@ -333,10 +333,8 @@ static void test_bad_shards(void)
 static void test_prepare_round_trip(void)
 {
     const char *cohort = getenv("COHORT");
-    if (!cohort) {
-        printf("skip: COHORT not set\n");
-        return;
-    }
+    if (!cohort || !*cohort)
+        SKIP_CASE("COHORT (the cohort program) is not set; ctest sets it");
     char text[3000];
     for (size_t i = 0; i < sizeof text; i++)
         text[i] = (char)(' ' + (i * 7919) % 95);

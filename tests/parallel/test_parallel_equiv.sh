@@ -3,8 +3,8 @@
 # ddp, zero1, zero2 and zero3 at 2 and 4 ranks (under `cohort run`) and of dp at 2 and 4 devices
 # give the losses of `single` within 1e-5 relative error at every step and final parameters
 # within 1e-5 (every tensor's relative L2 error, and every element's error relative to its
-# tensor's scale, for the reason par_compare.py gives); also with gradient accumulation (no_sync, the
-# ZeRO-2/3 accumulator, dp's reduction per micro-step).
+# tensor's scale, for the reason par_compare.py gives; the bound is its TOL); also with gradient
+# accumulation (no_sync, the ZeRO-2/3 accumulator, dp's reduction per micro-step).
 . "$(dirname "${BASH_SOURCE[0]}")/par_lib.sh"
 "$py" -c "import numpy" 2>/dev/null || { echo "numpy missing"; exit 77; }
 
@@ -15,9 +15,14 @@ par_model $V $L 2 $C $T
 # small buckets so every strategy has several buckets in flight during backward
 model+=(--lr 1e-3 --warmup 3 --deterministic --shuffle on --steps 30 --bucket-mb 0.03)
 
-compare() { # name ref run
+# compare NAME REF RUN: par_compare.py's exit status (0 within its bound TOL, 1 beyond, 2 when
+# the two cannot be compared); its figures go to $work/RUN.cmp.
+compare_rc() {
     "$py" "$src/tests/parallel/par_compare.py" "$work/$2.jsonl" "$work/$2.bin" "$work/$3.jsonl" \
-        "$work/$3.bin" $V $C $L $T 1e-5 > "$work/$3.cmp" || fail "$1: $(cat "$work/$3.cmp")"
+        "$work/$3.bin" $V $C $L $T > "$work/$3.cmp" 2>&1
+}
+compare() { # name ref run
+    compare_rc "$@" || fail "$1: $(cat "$work/$3.cmp")"
     echo "$1: $(cat "$work/$3.cmp")"
 }
 
@@ -66,11 +71,26 @@ compare "dp at 2 devices, accum 2" floor dp_acc
 # only rank 0 writes the metrics: one line per step, not one per rank
 [ "$(wc -l < "$work/ddp4.jsonl")" -eq 30 ] || fail "metrics of 4 ranks have $(wc -l < "$work/ddp4.jsonl") lines, want 30"
 
-# a different global batch must not pass as equivalent: the comparison can fail
-"$cohort" train "${model[@]}" --batch 4 --metrics "$work/other.jsonl" \
-    --dump-params "$work/other.bin" >/dev/null 2>&1
-"$py" "$src/tests/parallel/par_compare.py" "$work/single.jsonl" "$work/single.bin" \
-    "$work/other.jsonl" "$work/other.bin" $V $C $L $T 1e-5 >/dev/null &&
-    fail "a run with global batch 4 compared equal to global batch 8"
+# a different global batch must not pass as equivalent: the comparison can fail. The other run
+# must itself succeed and write all its output, and the comparison must then report a broken
+# bound (exit 1), not fail to compare (exit 2): a crash is not a difference.
+if "$cohort" train "${model[@]}" --batch 4 --metrics "$work/other.jsonl" \
+        --dump-params "$work/other.bin" >/dev/null 2>"$work/other.err"; then
+    [ "$(wc -l < "$work/other.jsonl")" -eq 30 ] ||
+        fail "global batch 4: metrics have $(wc -l < "$work/other.jsonl") lines, want 30"
+    size() { stat -c %s "$1" 2>/dev/null || echo 0; }
+    [ "$(size "$work/other.bin")" -eq "$(size "$work/single.bin")" ] ||
+        fail "global batch 4: parameters of $(size "$work/other.bin") bytes, want $(size "$work/single.bin")"
+    compare_rc "global batch 4 vs 8" single other
+    rc=$?
+    echo "global batch 4 vs 8 (must differ): $(cat "$work/other.cmp")"
+    if [ $rc -eq 0 ]; then
+        fail "a run with global batch 4 compared equal to global batch 8"
+    elif [ $rc -ne 1 ] || ! grep -q "^broken: loss" "$work/other.cmp"; then
+        fail "global batch 4 vs 8: comparison exited $rc without a broken loss bound"
+    fi
+else
+    fail "the run with global batch 4 failed: $(tail -3 "$work/other.err")"
+fi
 
 par_done "all equivalence checks passed"
