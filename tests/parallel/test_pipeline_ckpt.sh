@@ -30,7 +30,7 @@ resume() { # name ranks options...
     # the resumed run logs steps 7..12: compare them with the same steps of the reference
     tail -n "$(wc -l < "$work/$name.jsonl")" "$work/ref.jsonl" >"$work/ref.tail.jsonl"
     "$py" "$src/tests/parallel/par_compare.py" "$work/ref.tail.jsonl" "$work/ref.bin" \
-        "$work/$name.jsonl" "$work/$name.bin" $V $C $L $T 1e-5 >"$work/$name.cmp" ||
+        "$work/$name.jsonl" "$work/$name.bin" $V $C $L $T >"$work/$name.cmp" ||
         fail "$name: $(cat "$work/$name.cmp")"
     echo "$name: $(cat "$work/$name.cmp")"
 }
@@ -55,7 +55,8 @@ long=("${model[@]}" --steps 150)
 for restarts in 0 1; do
     rm -f "$work/f$restarts.jsonl"
     t0=$(date +%s.%N)
-    "$cohort" run --nproc-per-node 2 --max-restarts $restarts "$cohort" train "${long[@]}" --pp 2 \
+    "$cohort" run --run-id "pipeck$$-$restarts" --nproc-per-node 2 --max-restarts $restarts \
+        "$cohort" train "${long[@]}" --pp 2 \
         --save "$work/f$restarts.ck" --save-every 20 --metrics "$work/f$restarts.jsonl" \
         >"$work/f$restarts.out" 2>&1 &
     launcher=$!
@@ -89,5 +90,7 @@ for restarts in 0 1; do
         echo "stage 1 killed at step $killed, restarted: final loss $b, uninterrupted $a"
     fi
 done
-ls /dev/shm | grep -q cohort && fail "shared memory left behind: $(ls /dev/shm | grep cohort)"
+# no segment of the killed jobs remains (other tests' jobs may be running beside this one)
+left=$(ls /dev/shm 2>/dev/null | grep -F "pipeck$$-" || true)
+[ -z "$left" ] || fail "shared memory left behind: $left"
 par_done "pipeline checkpoints and faults handled"
