@@ -118,11 +118,13 @@ coh_status coh_par_trainer_gather_params(coh_par_trainer *t, float *out);
  * then releases what this rank does not own. Not collective (every rank loaded the same). */
 void coh_par_trainer_params_loaded(coh_par_trainer *t);
 
-/* Model-state bytes this rank holds now, measured: resident pages of the parameter and gradient
- * arenas (ZeRO-2/3 release what they do not own) and the optimizer moments allocated. Strategy
- * dp: the sum over its devices, what the process holds. */
+/* Model-state bytes this rank holds now, measured: resident pages (mincore) of the parameter
+ * and gradient arenas (ZeRO-2/3 release what they do not own) and of the AdamW moments, whose
+ * pages the first update writes (until then they may count nothing). Strategy dp: the sum over
+ * its devices, what the process holds. */
 void coh_par_trainer_memory(coh_par_trainer *t, coh_model_state_bytes *out);
-/* The same, at its largest so far, sampled just before each optimizer update (dp: after it). */
+/* The same, at its largest so far, sampled just before and just after each optimizer update
+ * (dp: after it). */
 void coh_par_trainer_memory_peak(coh_par_trainer *t, coh_model_state_bytes *out);
 
 /* Devices this rank drives: strategy dp's devices, 1 for every other strategy. */

@@ -215,6 +215,18 @@ static coh_status dp_batch(void *ctx, int32_t *in, int32_t *tg)
     return COH_OK;
 }
 
+/* One sequence of 8 tokens: a single-device trainer's micro-batch in test_dp_device_memory. */
+static coh_status one_batch(void *ctx, int32_t *in, int32_t *tg)
+{
+    int *k = ctx;
+    for (int i = 0; i < 8; i++) {
+        in[i] = (i * 7 + *k) % 256;
+        tg[i] = (i * 5 + 3 * *k) % 256;
+    }
+    (*k)++;
+    return COH_OK;
+}
+
 /* Strategy dp: device 0 holds parameters, gradients and AdamW moments, devices 1 and 2 a replica
  * and its gradients (measured resident pages, within the two partial pages at an arena's ends),
  * and the rank's figures are the three summed. */
@@ -266,7 +278,12 @@ static void test_dp_device_memory(void)
     CHECK_INT(coh_par_trainer_devices(pt), 1);
     CHECK_OK(coh_par_trainer_device_memory(pt, 0, &d));
     coh_par_trainer_memory(pt, &rank);
-    CHECK(d.params == rank.params && d.grads == rank.grads && d.optim == 8 * P);
+    CHECK(d.params == rank.params && d.grads == rank.grads && d.optim == rank.optim);
+    CHECK(d.optim <= 8 * P); /* resident moments: the pages written so far */
+    k = 0;
+    CHECK_OK(coh_par_trainer_step(pt, one_batch, &k, &st));
+    CHECK_OK(coh_par_trainer_device_memory(pt, 0, &d));
+    CHECK(d.optim == 8 * P); /* the first update wrote every element of both */
     coh_par_trainer_destroy(pt);
     coh_mesh_destroy(m);
     coh_comm_destroy(self);

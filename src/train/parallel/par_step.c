@@ -111,6 +111,7 @@ coh_status coh_par_trainer_step(coh_par_trainer *t, coh_batch_fn next, void *ctx
     sample_memory(t);
     if ((st = update(t, out->lr)))
         return st;
+    sample_memory(t); /* the moments are resident from the first update on */
     if (t->ndp > 1 && (st = coh_allreduce(t->dp, &loss, &loss, 1, COH_F64, COH_AVG)))
         return st;
     out->loss = (float)loss;
@@ -197,9 +198,11 @@ coh_status coh_par_trainer_device_memory(coh_par_trainer *t, int d, coh_model_st
     coh_status st = check_device(t, d);
     if (st)
         return st;
+    /* only device 0 updates; the moments' pages appear as the first update writes them */
+    coh_adamw *o = coh_trainer_optimizer(t->base);
     size_t m;
-    coh_adamw_m(coh_trainer_optimizer(t->base), &m);
-    out->optim = d == 0 ? (uint64_t)m * 2 * sizeof(float) : 0; /* only device 0 updates */
+    const float *mom1 = coh_adamw_m(o, &m), *mom2 = coh_adamw_v(o, NULL);
+    out->optim = d == 0 ? par_resident(mom1, 0, m) + par_resident(mom2, 0, m) : 0;
     if (t->threads) { /* dp: every device's own model, device 0's being t->model */
         coh_gpt *g = coh_dp_device_model(t->threads, d);
         out->params = par_resident(coh_gpt_params(g, NULL), 0, t->n);
@@ -207,7 +210,9 @@ coh_status coh_par_trainer_device_memory(coh_par_trainer *t, int d, coh_model_st
         return COH_OK;
     }
     out->params = par_resident(t->params, 0, t->n);
-    out->grads = par_resident(t->grads, 0, t->n) + (t->gacc ? t->own_total * sizeof(float) : 0);
+    out->grads = par_resident(t->grads, 0, t->n);
+    if (t->gacc) /* ZeRO-2/3 accumulating: the own chunks summed over micro-batches */
+        out->grads += par_resident(t->gacc, 0, t->own_total);
     return COH_OK;
 }
 
