@@ -90,10 +90,10 @@ int coh_parallel_config_runnable(const coh_parallel_config *c, char *why, size_t
     if (c->tp > 1)
         snprintf(buf, sizeof buf, "--tp %d: tensor parallelism is not in cohort's trainer yet",
                  c->tp);
-    else if (c->pp > 1 && c->strategy != COH_STRATEGY_SINGLE && c->strategy != COH_STRATEGY_DDP)
-        snprintf(buf, sizeof buf, "--strategy %s with --pp %d: cohort's pipeline runs its dp axis "
-                 "as single or ddp (ZeRO with pp > 1 is not in cohort's trainer yet)",
-                 coh_strategy_name(c->strategy), c->pp);
+    else if (c->pp > 1 && coh_strategy_zero_stage(c->strategy) > 1)
+        snprintf(buf, sizeof buf, "--strategy %s with --pp %d: ZeRO-2 and -3 shard gradients that "
+                 "a pipeline accumulates over its microbatches (DeepSpeed refuses them too); use "
+                 "ddp or zero1", coh_strategy_name(c->strategy), c->pp);
     else if (c->precision != COH_PREC_FP32)
         snprintf(buf, sizeof buf, "--precision %s: cohort's trainer runs fp32",
                  coh_precision_name(c->precision));

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # test_pipeline_ckpt.sh: a pipeline's checkpoints are mesh-independent and survive a dead stage.
-# A run saved at pp 2 resumes at pp 1, 2 and 4 (and as ddp replicas of a 2-stage pipeline) to
+# A run saved at pp 2 resumes at pp 1, 2 and 4 (and as ddp or zero1 replicas of a 2-stage
+# pipeline, whose checkpoint resumes in one process) to
 # the final parameters of an uninterrupted run, and `cohort eval` reads it; a stage killed with
 # -9 mid-run ends the job within seconds, and with --max-restarts 1 the job resumes from the
 # last checkpoint to the uninterrupted run's final loss, bit for bit.
@@ -38,6 +39,20 @@ resume "pp 1" 1
 resume "pp 2" 2 --pp 2
 resume "pp 4" 4 --pp 4 --schedule gpipe
 resume "dp 2 x pp 2" 4 --pp 2 --strategy ddp --micro-batch 1
+resume "dp 2 x pp 2, zero1" 4 --pp 2 --strategy zero1 --micro-batch 1
+# a checkpoint of ZeRO-1 replicas (one shard per rank) resumes in one process, to the final
+# parameters of the uninterrupted ZeRO-1 pipeline
+z1=("$cohort" run --nproc-per-node 4 "$cohort" train "${model[@]}" --pp 2 --strategy zero1 --micro-batch 1)
+"${z1[@]}" --metrics "$work/z1full.jsonl" --dump-params "$work/z1full.bin" >"$work/z1full.out" 2>&1 ||
+    fail "zero1 pipeline: $(tail -3 "$work/z1full.out")"
+"${z1[@]}" --stop-at 6 --save "$work/z1" >"$work/z1.out" 2>&1 || fail "zero1 pipeline save: $(tail -3 "$work/z1.out")"
+[ -e "$work/z1.zero6-3-of-4" ] || fail "zero1 pipeline shards: $(ls "$work" | grep z1)"
+"$cohort" train "${model[@]}" --resume "$work/z1" --metrics "$work/z1r.jsonl" --dump-params "$work/z1r.bin" \
+    >"$work/z1r.out" 2>&1 || fail "single from a zero1 pipeline checkpoint: $(tail -3 "$work/z1r.out")"
+tail -n 6 "$work/z1full.jsonl" >"$work/z1full.tail.jsonl"
+"$py" "$src/tests/parallel/par_compare.py" "$work/z1full.tail.jsonl" "$work/z1full.bin" "$work/z1r.jsonl" \
+    "$work/z1r.bin" $V $C $L $T >"$work/z1r.cmp" || fail "single from zero1 pipeline: $(cat "$work/z1r.cmp")"
+echo "single from a zero1 pipeline checkpoint: $(cat "$work/z1r.cmp")"
 [ "$(wc -l < "$work/pp 2.jsonl")" -eq 6 ] || fail "resumed run logged $(wc -l < "$work/pp 2.jsonl") steps, want 6"
 "$cohort" eval --checkpoint "$work/ck" --data "$work/c_val_000000.bin" --threads 1 \
     >"$work/eval.out" 2>&1 || fail "cohort eval of a pipeline checkpoint: $(tail -3 "$work/eval.out")"

@@ -32,7 +32,7 @@ expect 2 "invalid --stage-layers '0-2,2-3': stage 1 is blocks 2-3, but it must s
 expect 2 "invalid --stage-layers '0-3': 1 stage(s) covering blocks 0..3, but the pipeline has 2" \
     run2 --pp 2 --stage-layers 0-3
 expect 2 "--stage-layers '0-3' needs a pipeline" "$cohort" train "${m[@]}" --stage-layers 0-3
-expect 2 "--strategy zero2 with --pp 2: cohort's pipeline runs its dp axis as single or ddp" \
+expect 2 "--strategy zero2 with --pp 2: ZeRO-2 and -3 shard gradients that a pipeline accumulates" \
     "$cohort" run --nproc-per-node 4 "$cohort" train "${m[@]}" --pp 2 --strategy zero2
 expect 2 "invalid --schedule 'zigzag': valid are 1f1b, gpipe, interleaved, naive" run2 --pp 2 --schedule zigzag
 # a valid split is what the stages hold

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test_pipeline_equiv.sh: pipeline parallelism trains the same model as one device: with the same
-# seed and global batch, 30 steps at (dp, pp) = (1, 2), (1, 4) and (2, 2) for the naive, GPipe
+# seed and global batch, 30 steps at (dp, pp) = (1, 2), (1, 4) and (2, 2, ddp and zero1) for the naive, GPipe
 # and 1F1B schedules, and interleaved with 2 chunks per stage at pp 2, with and without
 # --recompute full, give the losses of
 # `single` within 1e-5 at every step and final parameters within 1e-5 (par_compare.py: each
@@ -44,6 +44,9 @@ for s in naive gpipe 1f1b; do
     run "$s-dp2" 4 --pp 2 --strategy ddp --schedule $s --micro-batch 2 --grad-accum 2 &&
         compare "$s, dp 2 x pp 2" single "$s-dp2"
 done
+# ZeRO-1 on each stage's replicas: the optimizer state sliced over dp
+run zero1-dp2 4 --pp 2 --strategy zero1 --schedule 1f1b --micro-batch 2 --grad-accum 2 &&
+    compare "1f1b, dp 2 x pp 2, zero1" single zero1-dp2
 run interleaved 2 --pp 2 --schedule interleaved --virtual-stages 2 --micro-batch 2 --grad-accum 4 &&
     compare "interleaved, 2 chunks per stage, pp 2" single interleaved
 # full recomputation: the same ops on the same inputs, so one device's run is bit-identical, and

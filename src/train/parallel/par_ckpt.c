@@ -195,9 +195,10 @@ static coh_status save_zero(coh_par_trainer *t, const char *path, const char *to
     return st;
 }
 
-/* A pipeline's set: the first replica of each stage writes its optimizer shard (shard s of pp),
- * world rank 0 the gathered weights, the index and the state, as ZeRO's set is laid out: any
- * mesh resumes from it, and eval and generate read the weights. */
+/* A pipeline's set: the first replica of each stage writes its optimizer shard (shard s of pp;
+ * under ZeRO-1 every rank its slices, shard r of the world), world rank 0 the gathered weights,
+ * the index and the state, as ZeRO's set is laid out: any mesh resumes from it, and eval and
+ * generate read the weights. */
 static coh_status save_pipeline(coh_par_trainer *t, const char *path, const char *tokenizer,
                                 const coh_loader_pos *data, int threads)
 {
@@ -206,13 +207,17 @@ static coh_status save_pipeline(coh_par_trainer *t, const char *path, const char
     float *full = malloc(t->n * sizeof *full);
     coh_status st = full ? par_pipe_gather(t, full)
                          : coh_errf(COH_ERR_NOMEM, "out of memory gathering the weights");
-    if (!st && t->rdp == 0)
-        st = write_shard(t, path, step, m->pp_rank, m->pp);
-    if (!st && t->rdp == 0)
-        st = write_index(t, m->pp_comm, path, step);
-    if (!st && t->rdp == 0 && m->pp_rank == 0 &&
+    /* replicas hold the same state: the first writes; ZeRO-1 slices it: every rank writes */
+    int zero1 = t->ndp > 1 && t->cfg.par.strategy == COH_STRATEGY_ZERO1;
+    coh_comm *writers = zero1 ? m->world : m->pp_comm;
+    int writes = zero1 || t->rdp == 0, shards = coh_comm_size(writers);
+    if (!st && writes)
+        st = write_shard(t, path, step, coh_comm_rank(writers), shards);
+    if (!st && writes)
+        st = write_index(t, writers, path, step);
+    if (!st && coh_comm_rank(m->world) == 0 &&
         !(st = coh_gpt_save_arena(&t->cfg.train.model, full, path, tokenizer, step)))
-        st = write_state(m->pp, path, step, data, threads);
+        st = write_state(shards, path, step, data, threads);
     free(full);
     coh_status s2 = coh_barrier(m->world); /* every shard and the state exist before cleanup */
     st = st ? st : s2;

@@ -165,7 +165,15 @@ coh_status coh_par_memory_estimate_stage(const coh_par_config *cfg, int stage,
                         (first ? bt : 0) + (last ? 2 * btc + 3 * bt : 0);
     out->state.params = 4 * (uint64_t)lay.params;
     out->state.grads = 4 * (uint64_t)lay.params;
-    out->state.optim = 8 * (uint64_t)lay.params;
+    uint64_t optim = lay.params;
+    if (c->par.strategy == COH_STRATEGY_ZERO1 && c->par.dp > 1) { /* the last replica's slices */
+        optim = 0;
+        for (int k = 0; k < lay.nranges; k++) {
+            uint64_t len = lay.end[k] - lay.begin[k];
+            optim += len - (len / (uint64_t)c->par.dp) * (uint64_t)(c->par.dp - 1);
+        }
+    }
+    out->state.optim = 8 * optim;
     out->engine = 4 * ((uint64_t)slots * per_slot + (full ? as.per_layer : 0) + as.grads +
                        (last ? as.logits : 0) + 2 * btc /* received, to send */ +
                        2 * (uint64_t)m * bt /* the step's tokens and targets */ + 2 * bt) +

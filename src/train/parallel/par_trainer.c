@@ -37,10 +37,10 @@ static coh_status check(const coh_par_config *c, const coh_mesh *m)
         return coh_errf(COH_ERR_INVALID, "mesh %dx%dx%d (dp x pp x tp) differs from the "
                         "configuration's dp %d x pp %d x tp %d", m->dp, m->pp, m->tp, p->dp,
                         p->pp, p->tp);
-    if (m->pp > 1 && p->strategy != COH_STRATEGY_SINGLE && p->strategy != COH_STRATEGY_DDP)
-        return coh_errf(COH_ERR_UNSUPPORTED, "strategy '%s' with pp %d: the pipeline's dp axis "
-                        "runs single or ddp (ZeRO with pp > 1 is not in cohort's trainer yet)",
-                        coh_strategy_name(p->strategy), m->pp);
+    if (m->pp > 1 && coh_strategy_zero_stage(p->strategy) > 1)
+        return coh_errf(COH_ERR_UNSUPPORTED, "strategy '%s' with pp %d: ZeRO-2 and -3 shard "
+                        "gradients that a pipeline accumulates over its microbatches; use ddp or "
+                        "zero1", coh_strategy_name(p->strategy), m->pp);
     if (p->strategy == COH_STRATEGY_SINGLE && m->dp != 1)
         return coh_errf(COH_ERR_INVALID, "strategy 'single' with %d ranks: use ddp or zero1..3 "
                         "under 'cohort run', or run one process", m->dp);
@@ -92,13 +92,14 @@ static coh_status build_pipeline(coh_par_trainer *t, coh_gpt *model, coh_adamw *
     if (st)
         return st;
     const coh_pipe_stage *lay = par_pipe_layout(t->pipe);
-    t->nown = lay->nranges;
-    t->own_rb = malloc((size_t)t->nown * sizeof *t->own_rb);
-    t->own_re = malloc((size_t)t->nown * sizeof *t->own_re);
+    t->own_rb = malloc(((size_t)lay->nranges + 1) * sizeof *t->own_rb);
+    t->own_re = malloc(((size_t)lay->nranges + 1) * sizeof *t->own_re);
     if (!t->own_rb || !t->own_re)
         return coh_errf(COH_ERR_NOMEM, "out of memory for the stage's ranges");
-    memcpy(t->own_rb, lay->begin, (size_t)t->nown * sizeof *t->own_rb);
-    memcpy(t->own_re, lay->end, (size_t)t->nown * sizeof *t->own_re);
+    /* the optimizer covers the stage's ranges, or with ZeRO-1 this replica's slices of them */
+    t->nown = par_pipe_optimizer_ranges(t->pipe, (size_t)c->vocab * c->dim, t->rdp, t->ndp,
+                                        t->cfg.par.strategy == COH_STRATEGY_ZERO1, t->own_rb,
+                                        t->own_re);
     par_pipe_keep_own(t, coh_gpt_params(model, NULL));
     if ((st = coh_gpt_set_slots(model, par_pipe_slots(t->pipe))))
         return st;
@@ -148,8 +149,9 @@ static coh_status start(coh_par_trainer *t)
     if (t->cfg.trace_path && (st = par_trace_open(t->cfg.trace_path, t->rdp, &t->trace)))
         return st;
     if (t->pipe) { /* a stage's replicas start from dp rank 0's ranges; gradients stay private */
-        for (int k = 0; t->ndp > 1 && !st && k < t->nown; k++)
-            st = coh_broadcast(t->dp, t->params + t->own_rb[k], t->own_re[k] - t->own_rb[k],
+        const coh_pipe_stage *lay = par_pipe_layout(t->pipe);
+        for (int k = 0; t->ndp > 1 && !st && k < lay->nranges; k++)
+            st = coh_broadcast(t->dp, t->params + lay->begin[k], lay->end[k] - lay->begin[k],
                                COH_F32, 0);
         return st;
     }
@@ -196,7 +198,7 @@ coh_status coh_par_trainer_create(const coh_par_config *c, coh_mesh *mesh, coh_p
     t->ndp = mesh->dp;
     t->rdp = mesh->dp_rank;
     /* one rank owns everything: every stage is plain single-device training */
-    t->stage = t->ndp > 1 ? coh_strategy_zero_stage(c->par.strategy) : 0;
+    t->stage = t->ndp > 1 && mesh->pp == 1 ? coh_strategy_zero_stage(c->par.strategy) : 0;
     if (!(st = build(t))) {
         t->ndev = t->threads ? coh_dp_devices(t->threads) : 1;
         if (!(t->dev_peak = calloc((size_t)t->ndev, sizeof *t->dev_peak)))

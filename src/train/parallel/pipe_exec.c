@@ -254,12 +254,74 @@ const coh_pipe_stage *par_pipe_layout(const par_pipe *pp) { return &pp->layout; 
 
 void par_pipe_keep_own(coh_par_trainer *t, float *params)
 {
+    const coh_pipe_stage *lay = &t->pipe->layout;
     size_t kept = 0, n = coh_gpt_param_count(&t->cfg.train.model);
-    for (int k = 0; k <= t->nown; k++) { /* give back what other stages hold */
-        size_t e = k < t->nown ? t->own_rb[k] : n;
+    for (int k = 0; k <= lay->nranges; k++) { /* give back what other stages hold */
+        size_t e = k < lay->nranges ? lay->begin[k] : n;
         par_release(params, kept, e);
-        kept = k < t->nown ? t->own_re[k] : n;
+        kept = k < lay->nranges ? lay->end[k] : n;
     }
+}
+
+/* ZeRO-1 over a stage's replicas: replica r of dp updates the r-th slice of each of the stage's
+ * ranges (the last also the remainder). */
+static void zero1_slice(size_t b, size_t e, int r, int dp, size_t *sb, size_t *se)
+{
+    size_t q = (e - b) / (size_t)dp;
+    *sb = b + (size_t)r * q;
+    *se = r == dp - 1 ? e : *sb + q;
+}
+
+/* The pieces ZeRO-1 slices: the stage's ranges, with the first stage's embeddings cut after
+ * wte so that both copies of the tied wte are sliced (and updated) alike on the first and last
+ * stage: AdamW's vector and scalar paths round differently, so equal slices keep the copies
+ * bit-identical. At most nranges + 1. */
+static int zero1_pieces(const par_pipe *pp, size_t vc, size_t *pb, size_t *pe)
+{
+    const coh_pipe_stage *lay = &pp->layout;
+    int n = 0;
+    for (int k = 0; k < lay->nranges; k++) {
+        if (lay->begin[k] == 0 && lay->end[k] > vc && !lay->tied_copy) {
+            pb[n] = 0;
+            pe[n++] = vc;
+            pb[n] = vc;
+        } else {
+            pb[n] = lay->begin[k];
+        }
+        pe[n++] = lay->end[k];
+    }
+    return n;
+}
+
+int par_pipe_optimizer_ranges(const par_pipe *pp, size_t vc, int rdp, int ndp, int zero1,
+                              size_t *rb, size_t *re)
+{
+    const coh_pipe_stage *lay = &pp->layout;
+    if (!zero1) {
+        memcpy(rb, lay->begin, (size_t)lay->nranges * sizeof *rb);
+        memcpy(re, lay->end, (size_t)lay->nranges * sizeof *re);
+        return lay->nranges;
+    }
+    int n = zero1_pieces(pp, vc, rb, re);
+    for (int k = 0; k < n; k++)
+        zero1_slice(rb[k], re[k], rdp, ndp, &rb[k], &re[k]);
+    return n;
+}
+
+coh_status par_pipe_share_update(coh_par_trainer *t)
+{
+    const coh_gpt_config *c = &t->cfg.train.model;
+    size_t pb[COH_PIPE_STAGE_MAX_CHUNKS + 2], pe[COH_PIPE_STAGE_MAX_CHUNKS + 2];
+    int n = zero1_pieces(t->pipe, (size_t)c->vocab * c->dim, pb, pe);
+    coh_status st = COH_OK;
+    for (int k = 0; !st && k < n; k++)
+        for (int r = 0; !st && r < t->ndp; r++) {
+            size_t b, e;
+            zero1_slice(pb[k], pe[k], r, t->ndp, &b, &e);
+            if (e > b)
+                st = coh_broadcast(t->dp, t->params + b, e - b, COH_F32, r);
+        }
+    return st;
 }
 
 /* ---- the step ------------------------------------------------------------------------------ */
@@ -356,9 +418,10 @@ static coh_status reduce_grads(coh_par_trainer *t)
     coh_status st = COH_OK;
     if (pp->embed)
         st = coh_allreduce(pp->embed, t->grads, t->grads, V_C, COH_F32, COH_SUM);
-    for (int k = 0; !st && t->ndp > 1 && k < t->nown; k++)
-        st = coh_allreduce(t->dp, t->grads + t->own_rb[k], t->grads + t->own_rb[k],
-                           t->own_re[k] - t->own_rb[k], COH_F32, COH_AVG);
+    const coh_pipe_stage *lay = &pp->layout;
+    for (int k = 0; !st && t->ndp > 1 && k < lay->nranges; k++)
+        st = coh_allreduce(t->dp, t->grads + lay->begin[k], t->grads + lay->begin[k],
+                           lay->end[k] - lay->begin[k], COH_F32, COH_AVG);
     return st;
 }
 
@@ -366,12 +429,13 @@ double par_pipe_clip(coh_par_trainer *t)
 {
     par_pipe *pp = t->pipe;
     int head_copy = pp->lo[0] != 0 && pp->hi[pp->v - 1] == pp->L; /* counted on stage 0 */
+    const coh_pipe_stage *lay = &pp->layout;
     double sum = 0.0;
-    for (int k = 0; k < t->nown; k++) {
-        size_t b = t->own_rb[k];
+    for (int k = 0; k < lay->nranges; k++) {
+        size_t b = lay->begin[k];
         if (head_copy && b == 0)
             continue;
-        for (size_t i = b; i < t->own_re[k]; i++)
+        for (size_t i = b; i < lay->end[k]; i++)
             sum += (double)t->grads[i] * t->grads[i];
     }
     coh_status st = coh_allreduce(t->mesh->pp_comm, &sum, &sum, 1, COH_F64, COH_SUM);
@@ -380,8 +444,8 @@ double par_pipe_clip(coh_par_trainer *t)
     double norm = sqrt(sum), clip = t->cfg.train.grad_clip;
     if (clip > 0.0 && norm > clip) {
         float f = (float)(clip / (norm + 1e-6));
-        for (int k = 0; k < t->nown; k++)
-            for (size_t i = t->own_rb[k]; i < t->own_re[k]; i++)
+        for (int k = 0; k < lay->nranges; k++)
+            for (size_t i = lay->begin[k]; i < lay->end[k]; i++)
                 t->grads[i] *= f;
     }
     return norm;
@@ -402,8 +466,9 @@ coh_status par_pipe_forward_backward(coh_par_trainer *t, coh_batch_fn next, void
                                      double *loss)
 {
     par_pipe *pp = t->pipe;
-    for (int k = 0; k < t->nown; k++)
-        memset(t->grads + t->own_rb[k], 0, (t->own_re[k] - t->own_rb[k]) * sizeof(float));
+    const coh_pipe_stage *lay = &pp->layout;
+    for (int k = 0; k < lay->nranges; k++)
+        memset(t->grads + lay->begin[k], 0, (lay->end[k] - lay->begin[k]) * sizeof(float));
     memset(pp->chunks_live, 0, (size_t)pp->m * sizeof *pp->chunks_live);
     double sum = 0.0;
     coh_status st = read_batches(t, next, ctx, pp->m);
@@ -451,10 +516,11 @@ coh_status par_pipe_gather(coh_par_trainer *t, float *out)
     par_pipe *pp = t->pipe;
     int head_copy = pp->lo[0] != 0 && pp->hi[pp->v - 1] == pp->L;
     memset(out, 0, t->n * sizeof *out);
-    for (int k = 0; k < t->nown; k++)
-        if (!(head_copy && t->own_rb[k] == 0))
-            memcpy(out + t->own_rb[k], t->params + t->own_rb[k],
-                   (t->own_re[k] - t->own_rb[k]) * sizeof *out);
+    const coh_pipe_stage *lay = &pp->layout;
+    for (int k = 0; k < lay->nranges; k++)
+        if (!(head_copy && lay->begin[k] == 0))
+            memcpy(out + lay->begin[k], t->params + lay->begin[k],
+                   (lay->end[k] - lay->begin[k]) * sizeof *out);
     return coh_allreduce(t->mesh->pp_comm, out, out, t->n, COH_F32, COH_SUM);
 }
 

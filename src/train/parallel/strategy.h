@@ -97,6 +97,14 @@ coh_status par_pipe_create(coh_par_trainer *t, par_pipe **out); /* *out set even
 void par_pipe_destroy(par_pipe *pp);
 int par_pipe_slots(const par_pipe *pp);
 const coh_pipe_stage *par_pipe_layout(const par_pipe *pp);
+/* The ranges this rank's optimizer covers: the stage's, or with ZeRO-1 this replica's slice of
+ * each (the last replica also takes the remainder; the first stage's embeddings are sliced as
+ * wte and wpe apart). vc: the elements of wte. Returns the count, at most the stage's ranges
+ * + 1. */
+int par_pipe_optimizer_ranges(const par_pipe *pp, size_t vc, int rdp, int ndp, int zero1,
+                              size_t *rb, size_t *re);
+/* ZeRO-1: every replica's updated slices to every replica of the stage. Collective over dp. */
+coh_status par_pipe_share_update(coh_par_trainer *t);
 /* Zero and give back the pages of every parameter this stage does not hold (after a full load). */
 void par_pipe_keep_own(coh_par_trainer *t, float *params);
 /* pipe_layout.c: blocks 0..L-1 in u contiguous virtual stages: bounds[0..u], balanced by
