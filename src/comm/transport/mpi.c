@@ -339,9 +339,15 @@ __attribute__((visibility("default"))) coh_status cohort_transport_mpi_open(
     int inited = 0, provided;
     MPI_Initialized(&inited);
     if (!inited) {
-        /* the async progress thread calls MPI, never at the same time as the caller */
-        if (MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
+        /* the async progress thread calls MPI, never at the same time as the caller on the
+         * same communicator; a pipeline's sender thread calls it on other communicators while
+         * the caller receives: that needs MPI_THREAD_MULTIPLE */
+        if (MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
             return H->errf(COH_ERR_SYSTEM, "MPI_Init_thread failed");
+        if (provided < MPI_THREAD_SERIALIZED)
+            return H->errf(COH_ERR_UNSUPPORTED, "this MPI provides thread level %d: cohort needs "
+                           "MPI_THREAD_SERIALIZED (and MPI_THREAD_MULTIPLE for pipelines)",
+                           provided);
         atexit(finalize);
     }
     MPI_Comm world;
