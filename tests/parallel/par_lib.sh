@@ -40,6 +40,23 @@ losses() { sed -E 's/.*"loss":([^,]+),.*/\1/' "$1"; }
 last_loss() { tail -1 "$1" | sed -E 's/.*"loss":([^,]+),.*/\1/'; }
 last_step() { tail -1 "$1" 2>/dev/null | sed -nE 's/.*"step":([0-9]+),.*/\1/p'; }
 
+# expect CODE MESSAGE COMMAND...: COMMAND exits CODE and its output holds MESSAGE.
+expect() {
+    local code=$1 msg=$2 out rc
+    shift 2
+    out=$("$@" 2>&1)
+    rc=$?
+    [ $rc -eq "$code" ] && echo "$out" | grep -qF -- "$msg" || fail "$*: rc $rc, output: $out"
+    [ $rc -eq "$code" ] && echo "ok   $msg"
+}
+
+# rank_pid LAUNCHER RANK: the pid of the worker of RANK among the children of cohort run LAUNCHER.
+rank_pid() {
+    for p in $(pgrep -P "$1"); do
+        tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx "RANK=$2" && { echo $p; return; }
+    done
+}
+
 # par_done MESSAGE: prints MESSAGE when nothing failed; exits 1 when something did.
 par_done() {
     [ $fails -eq 0 ] && echo "$1"

@@ -2,13 +2,6 @@
 # test_parallel_cli.sh: usage errors of the parallel options (exit 2, the bad value quoted, what
 # is valid), strategies started the wrong way, and rank 0 alone printing the start-up summary.
 . "$(dirname "${BASH_SOURCE[0]}")/par_lib.sh"
-expect() { # code message command...
-    local code=$1 msg=$2
-    shift 2
-    out=$("$@" 2>&1)
-    rc=$?
-    [ $rc -eq "$code" ] && echo "$out" | grep -qF -- "$msg" || fail "$*: rc $rc, output: $out"
-}
 
 par_prepare "$src"/README.md
 par_model 256 1 2 16 16

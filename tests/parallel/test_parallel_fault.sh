@@ -12,13 +12,6 @@ par_prepare
 par_model 256 2 2 64 64
 model+=(--batch 4 --lr 1e-3 --deterministic --steps 150 --bucket-mb 0.05)
 
-# the worker of rank $2 among the children of launcher $1
-rank_pid() {
-    for p in $(pgrep -P "$1"); do
-        tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx "RANK=$2" && { echo $p; return; }
-    done
-}
-
 for s in ddp zero2; do
     "$cohort" run --nproc-per-node 2 "$cohort" train "${model[@]}" --strategy $s \
         --metrics "$work/$s.full.jsonl" >/dev/null 2>&1 || fail "$s uninterrupted run"

@@ -57,12 +57,6 @@ echo "single from a zero1 pipeline checkpoint: $(cat "$work/z1r.cmp")"
 "$cohort" eval --checkpoint "$work/ck" --data "$work/c_val_000000.bin" --threads 1 \
     >"$work/eval.out" 2>&1 || fail "cohort eval of a pipeline checkpoint: $(tail -3 "$work/eval.out")"
 
-# the worker of rank $2 among the children of launcher $1
-rank_pid() {
-    for p in $(pgrep -P "$1"); do
-        tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx "RANK=$2" && { echo $p; return; }
-    done
-}
 long=("${model[@]}" --steps 150)
 "$cohort" run --nproc-per-node 2 "$cohort" train "${long[@]}" --pp 2 --metrics "$work/full.jsonl" \
     >/dev/null 2>&1 || fail "uninterrupted pp 2 run"

@@ -4,14 +4,6 @@
 # pp, the interleaved schedule's constraints, a --stage-layers that skips, repeats or miscounts
 # blocks, and strategies the pipeline does not run.
 . "$(dirname "${BASH_SOURCE[0]}")/par_lib.sh"
-expect() { # code message command...
-    local code=$1 msg=$2
-    shift 2
-    out=$("$@" 2>&1)
-    rc=$?
-    [ $rc -eq "$code" ] && echo "$out" | grep -qF -- "$msg" || fail "$*: rc $rc, output: $out"
-    [ $rc -eq "$code" ] && echo "ok   $msg"
-}
 par_prepare
 par_model 256 4 2 16 16
 m=("${model[@]}" --micro-batch 2 --steps 2)
