@@ -90,11 +90,8 @@ for c in "${configs[@]}"; do
     echo "  $(show "${cmd[@]}")"
 done
 echo "load before: $(uptime)"
-waited=0 start_loads=() gave_up=()
-# Load during the run, every 10 s (our own runs keep 2 cores busy: about 2 when nobody else runs).
-(while sleep 10; do load1; done) >"$work/load.log" &
-sampler=$!
-trap 'kill "$sampler" 2>/dev/null || true; [ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT
+waited=0 start_loads=() gave_up=() sampler=
+trap '[ -z "$sampler" ] || kill "$sampler" 2>/dev/null || true; [ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT
 for r in $(seq "$rounds"); do
     if [ "$max_load" != 0 ]; then
         while above "$(load1)" "$max_load" && [ "$waited" -lt "$load_wait" ]; do
@@ -106,6 +103,11 @@ for r in $(seq "$rounds"); do
     fi
     echo "round $r: start at load $(load1) ($(date -u '+%H:%M:%S UTC'))"
     start_loads+=("$(load1)")
+    echo "[round $r]" >>"$work/load.log"
+    if [ -z "$sampler" ]; then # the load while the rounds run, every 10 s, not while waiting
+        (while sleep 10; do load1; done) >>"$work/load.log" &
+        sampler=$!
+    fi
     for c in "${configs[@]}"; do
         read -r name pp _ <<<"$c"
         extra=(--metrics "$work/$name.r$r.jsonl")
@@ -121,6 +123,7 @@ for r in $(seq "$rounds"); do
     done
 done
 kill "$sampler" 2>/dev/null || true
+sampler=
 echo "load after: $(uptime)"
 
 # The table: per run, tokens/s over steps warm+1 .. steps from the metrics (the tokens of each
@@ -207,5 +210,6 @@ echo "global batch $((8 * b)) sequences x 256 tokens; $steps steps a run, the fi
 echo "load average (1 min) at each round's start: ${start_loads[*]}"
 [ ${#gave_up[@]} = 0 ] ||
     echo "NOT QUIET: round(s) ${gave_up[*]} started above load $max_load after waiting $waited s"
-echo "load average (1 min) during the run, every 10 s: $(tr '\n' ' ' <"$work/load.log")"
+echo "load average (1 min) during the rounds (and the gate's waits between them), every 10 s:" \
+     "$(tr '\n' ' ' <"$work/load.log")"
 exit "$status"
