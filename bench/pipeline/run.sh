@@ -1,0 +1,215 @@
+#!/usr/bin/env bash
+# run.sh: pipeline-parallel training throughput against one process, side by side in one run:
+# `cohort train` single (2 threads, the anchor) and pp 2 (2 ranks x 1 thread under `cohort run`)
+# with 1f1b, gpipe and naive at 8 microbatches, 1f1b and interleaved (v = 2) at 2, all at the
+# same global batch, on the engine benchmark model made deeper (12 layers). Rounds alternate the
+# configurations so the machine's noise hits all of them; median tokens/s over the rounds, the
+# ratio to single and the pipeline's ideal 1 / (1 + (p - 1) / (v m)); every run must train
+# (last loss finite and below the first).
+# usage: bench/pipeline/run.sh [BUILD_DIR] (default build); env ROUNDS (default 3), STEPS per
+# run (default 8; the first 2 are warm-up), B (sequences per microbatch at m = 8, default 1; at
+# m = 2 it is 4 B), MAX_LOAD (default 1.0: wait before each round until the 1-minute load
+# average is at most this, sleeping 60 s between looks, at most LOAD_WAIT s in all, default
+# 1200; 0 waits for nothing), COHORT_DATA_DIR (where gpt2-bpe/ is; default the build's, as
+# CMake's COHORT_DATA_DIR: ../shared/data beside the checkout), KEEP (a directory to keep the
+# metrics, traces and logs in).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=$(cd "${1:-$root/build}" && pwd)
+rounds=${ROUNDS:-3}
+steps=${STEPS:-8}
+b=${B:-1}
+max_load=${MAX_LOAD:-1.0}
+load_wait=${LOAD_WAIT:-1200}
+# the data directory: COHORT_DATA_DIR, else the build's (its CMake cache), else the default one
+data_dir=${COHORT_DATA_DIR:-$(sed -n 's/^COHORT_DATA_DIR:PATH=//p' "$build/CMakeCache.txt" 2>/dev/null)}
+data_dir=${data_dir:-$root/../shared/data}
+cohort=$build/cohort
+warm=2
+[ "$steps" -gt "$warm" ] || { echo "STEPS must be above $warm (the warm-up steps)" >&2; exit 2; }
+if [ -n "${KEEP:-}" ]; then
+    work=$(mkdir -p "$KEEP" && cd "$KEEP" && pwd)
+else
+    work=$(mktemp -d)
+    trap 'rm -rf "$work"' EXIT
+fi
+
+# Data: GPT-2 BPE tokens of the text of Debian's `fortunes` package (the main job's corpus, the
+# same files), so the vocabulary is the engine benchmark's 50257 (bench/train draws random
+# tokens from it; `cohort train` needs a shard).
+corpus=/usr/share/games/fortunes
+[ -d "$corpus" ] || { echo "no $corpus: apt-get install fortunes (scripts/setup.sh)" >&2; exit 2; }
+[ -f "$data_dir/gpt2-bpe/encoder.json" ] ||
+    { echo "no GPT-2 BPE tables in $data_dir/gpt2-bpe: set COHORT_DATA_DIR" >&2; exit 2; }
+files=()
+for f in "$corpus"/*; do
+    case "$f" in *.dat | *.u8) ;; *) [ -f "$f" ] && files+=("$f") ;; esac
+done
+"$cohort" prepare --tokenizer gpt2 --encoder "$data_dir/gpt2-bpe/encoder.json" \
+    --vocab "$data_dir/gpt2-bpe/vocab.bpe" --out "$work/fortunes" "${files[@]}"
+
+model=(--layers 12 --dim 384 --heads 6 --seq 256 --vocab 50257 --data "$work/fortunes_train_*.bin"
+       --tokenizer gpt2 --steps "$steps" --log-every 1000)
+launch=("$cohort" run --nproc-per-node 2 --standalone)
+# name, pp, schedule, virtual stages, microbatches m, sequences per microbatch
+configs=(
+    "single 1 - 1 8 $b"
+    "1f1b 2 1f1b 1 8 $b"
+    "gpipe 2 gpipe 1 8 $b"
+    "naive 2 naive 1 8 $b"
+    "1f1b-m2 2 1f1b 1 2 $((4 * b))"
+    "interleaved-m2 2 interleaved 2 2 $((4 * b))"
+)
+# the command of one configuration, into the array cmd (without --metrics and --trace)
+command_of() {
+    local name=$1 pp=$2 sched=$3 v=$4 m=$5 mb=$6
+    if [ "$pp" = 1 ]; then
+        cmd=("$cohort" train --threads 2 --micro-batch "$mb" --grad-accum "$m" "${model[@]}")
+    else
+        cmd=("${launch[@]}" "$cohort" train --threads 1 --pp "$pp" --schedule "$sched")
+        [ "$v" = 1 ] || cmd+=(--virtual-stages "$v")
+        cmd+=(--grad-accum "$m" --micro-batch "$mb" "${model[@]}")
+    fi
+}
+# a command as one would type it (quotes only where the shell needs them)
+show() {
+    local a out=""
+    for a in "$@"; do
+        case $a in *[!A-Za-z0-9_./=:+-]*) a="'$a'" ;; esac
+        out+="${out:+ }$a"
+    done
+    echo "$out"
+}
+load1() { cut -d' ' -f1 /proc/loadavg; }
+above() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a > b) }'; }
+
+echo "commands (each run adds --metrics FILE, and the pp runs --trace FILE):"
+for c in "${configs[@]}"; do
+    # shellcheck disable=SC2086
+    command_of $c
+    echo "  $(show "${cmd[@]}")"
+done
+echo "load before: $(uptime)"
+waited=0 start_loads=() gave_up=() sampler=
+trap '[ -z "$sampler" ] || kill "$sampler" 2>/dev/null || true; [ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT
+for r in $(seq "$rounds"); do
+    if [ "$max_load" != 0 ]; then
+        while above "$(load1)" "$max_load" && [ "$waited" -lt "$load_wait" ]; do
+            echo "round $r: load average $(load1) above $max_load, waiting 60 s ($waited s so far)"
+            sleep 60
+            waited=$((waited + 60))
+        done
+        if above "$(load1)" "$max_load"; then gave_up+=("$r"); fi
+    fi
+    echo "round $r: start at load $(load1) ($(date -u '+%H:%M:%S UTC'))"
+    start_loads+=("$(load1)")
+    echo "[round $r]" >>"$work/load.log"
+    if [ -z "$sampler" ]; then # the load while the rounds run, every 10 s, not while waiting
+        (while sleep 10; do load1; done) >>"$work/load.log" &
+        sampler=$!
+    fi
+    for c in "${configs[@]}"; do
+        read -r name pp _ <<<"$c"
+        extra=(--metrics "$work/$name.r$r.jsonl")
+        [ "$pp" = 1 ] || extra+=(--trace "$work/$name.r$r.json")
+        # shellcheck disable=SC2086
+        command_of $c
+        if ! "${cmd[@]}" "${extra[@]}" >"$work/$name.r$r.log" 2>&1; then
+            echo "round $r: $name failed; its output:" >&2
+            tail -20 "$work/$name.r$r.log" >&2
+            exit 1
+        fi
+        echo "round $r: $name: $(tail -1 "$work/$name.r$r.log")"
+    done
+done
+kill "$sampler" 2>/dev/null || true
+sampler=
+echo "load after: $(uptime)"
+
+# The table: per run, tokens/s over steps warm+1 .. steps from the metrics (the tokens of each
+# step are its tokens_per_s times its duration, elapsed_s minus the previous step's), median
+# over the rounds; the trace's busy share of each pp rank over the same steps (forward and
+# backward events over the wall time from the first measured step's start to the last one's
+# optimizer end), from the last round.
+status=0
+(/usr/bin/python3 - "$work" "$rounds" "$warm" "$((8 * b * 256))" "${configs[@]}" <<'PY'
+import json, math, os, statistics, sys
+
+work, rounds, warm, want_tokens = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+configs = [c.split() for c in sys.argv[5:]]
+bad = []
+
+def run_rate(path):
+    rows = [json.loads(l) for l in open(path) if l.strip()]
+    meas = rows[warm:]
+    tokens = sum(r["tokens_per_s"] * (r["elapsed_s"] - p["elapsed_s"])
+                 for p, r in zip(rows[warm - 1:], meas))
+    secs = rows[-1]["elapsed_s"] - rows[warm - 1]["elapsed_s"]
+    return tokens / secs, tokens / len(meas), rows[0]["loss"], rows[-1]["loss"], secs / len(meas)
+
+def busy(trace):
+    ev = [e for e in json.load(open(trace))["traceEvents"] if e.get("ph") == "X"]
+    steps = sorted((e for e in ev if e["name"] == "forward+backward"), key=lambda e: e["ts"])
+    opts = sorted((e for e in ev if e["name"] == "optimizer"), key=lambda e: e["ts"])
+    if len(steps) <= warm or len(opts) != len(steps):
+        return None
+    t0, t1 = steps[warm]["ts"], opts[-1]["ts"] + opts[-1]["dur"]
+    work_us = sum(e["dur"] for e in ev
+                  if e["name"] in ("forward", "backward") and t0 <= e["ts"] <= t1)
+    return work_us / (t1 - t0)
+
+res = {}
+for name, pp, sched, v, m, mb in configs:
+    rates, losses = [], []
+    for r in range(1, rounds + 1):
+        rate, tok, first, last, sps = run_rate(os.path.join(work, "%s.r%d.jsonl" % (name, r)))
+        rates.append(rate)
+        losses.append((first, last))
+        if not (math.isfinite(last) and last < first):
+            bad.append("%s round %d: loss %.4f -> %.4f" % (name, r, first, last))
+        if abs(tok - want_tokens) > 0.01 * want_tokens:
+            bad.append("%s round %d: %.0f tokens a step, not %d" % (name, r, tok, want_tokens))
+    shares = []
+    if pp != "1":
+        for k in range(int(pp)):
+            t = os.path.join(work, "%s.r%d.rank%d.json" % (name, rounds, k))
+            s = busy(t) if os.path.exists(t) else None
+            shares.append("%.2f" % s if s is not None else "?")
+    res[name] = (statistics.median(rates), rates, losses[-1], shares)
+
+single = res["single"][0]
+print()
+print("| configuration | ranks x threads | m x micro-batch | tokens/s (median) | vs single |"
+      " ideal | vs ideal | busy share per stage | loss (step 1 -> last) |")
+print("|:---|:---|:---|---:|---:|---:|---:|:---|:---|")
+for name, pp, sched, v, m, mb in configs:
+    med, rates, (first, last), shares = res[name]
+    p, vv, mm = int(pp), int(v), int(m)
+    if p == 1:
+        what, rt, ideal = "single", "1 x 2", None
+    else:
+        what = "pp %d, %s%s" % (p, sched, ", v = %d" % vv if vv > 1 else "")
+        rt = "%d x 1" % p
+        ideal = 1 / p if sched == "naive" else 1 / (1 + (p - 1) / (vv * mm))
+    print("| %s | %s | %d x %s | %.1f | %.2fx | %s | %s | %s | %.4f -> %.4f |" % (
+        what, rt, mm, mb, med, med / single, "%.2f" % ideal if ideal else "",
+        "%.2f" % (med / single / ideal) if ideal else "", " / ".join(shares), first, last))
+print()
+print("per-round tokens/s:")
+for name, *_ in configs:
+    print("  %-16s %s" % (name, " ".join("%.1f" % x for x in res[name][1])))
+if bad:
+    print("\nNOT TRAINING SANELY:\n  " + "\n  ".join(bad))
+    sys.exit(1)
+print("\nevery run: loss at the last step finite and below the first; %d tokens a step" % want_tokens)
+PY
+) || status=$?
+echo "global batch $((8 * b)) sequences x 256 tokens; $steps steps a run, the first $warm warm-up;" \
+     "ideal: 1 / (1 + (p - 1) / (v m)), naive 1 / p; busy share: forward + backward time over" \
+     "wall time on each stage (trace of round $rounds); loss: round $rounds"
+echo "load average (1 min) at each round's start: ${start_loads[*]}"
+[ ${#gave_up[@]} = 0 ] ||
+    echo "NOT QUIET: round(s) ${gave_up[*]} started above load $max_load after waiting $waited s"
+echo "load average (1 min) during the rounds (and the gate's waits between them), every 10 s:" \
+     "$(tr '\n' ' ' <"$work/load.log")"
+exit "$status"
