@@ -2,7 +2,8 @@
 # run.sh: pipeline-parallel training throughput against one process, side by side in one run:
 # `cohort train` single (2 threads, the anchor) and pp 2 (2 ranks x 1 thread under `cohort run`)
 # with 1f1b, gpipe and naive at 8 microbatches, 1f1b and interleaved (v = 2) at 2, all at the
-# same global batch, on the engine benchmark model made deeper (12 layers). Rounds alternate the
+# same global batch, on the engine benchmark model made deeper (12 layers); and 1f1b against
+# interleaved at m = 2 again with a byte vocabulary, whose light LM head lets chunks balance. Rounds alternate the
 # configurations so the machine's noise hits all of them; median tokens/s over the rounds, the
 # ratio to single and the pipeline's ideal 1 / (1 + (p - 1) / (v m)); every run must train
 # (last loss finite and below the first).
@@ -47,22 +48,31 @@ for f in "$corpus"/*; do
 done
 "$cohort" prepare --tokenizer gpt2 --encoder "$data_dir/gpt2-bpe/encoder.json" \
     --vocab "$data_dir/gpt2-bpe/vocab.bpe" --out "$work/fortunes" "${files[@]}"
+# the same text as bytes: a 256-token vocabulary makes the LM head light (0.05 blocks against
+# 9.8 at 50257), the case where model chunks can be balanced and interleaving pays
+"$cohort" prepare --tokenizer byte --out "$work/bytes" "${files[@]}"
 
-model=(--layers 12 --dim 384 --heads 6 --seq 256 --vocab 50257 --data "$work/fortunes_train_*.bin"
-       --tokenizer gpt2 --steps "$steps" --log-every 1000)
+model_50257=(--layers 12 --dim 384 --heads 6 --seq 256 --vocab 50257
+             --data "$work/fortunes_train_*.bin" --tokenizer gpt2 --steps "$steps" --log-every 1000)
+model_256=(--layers 12 --dim 384 --heads 6 --seq 256 --vocab 256 --data "$work/bytes_train_*.bin"
+           --tokenizer byte --steps "$steps" --log-every 1000)
 launch=("$cohort" run --nproc-per-node 2 --standalone)
-# name, pp, schedule, virtual stages, microbatches m, sequences per microbatch
+# name, pp, schedule, virtual stages, microbatches m, sequences per microbatch, vocabulary
 configs=(
-    "single 1 - 1 8 $b"
-    "1f1b 2 1f1b 1 8 $b"
-    "gpipe 2 gpipe 1 8 $b"
-    "naive 2 naive 1 8 $b"
-    "1f1b-m2 2 1f1b 1 2 $((4 * b))"
-    "interleaved-m2 2 interleaved 2 2 $((4 * b))"
+    "single 1 - 1 8 $b 50257"
+    "1f1b 2 1f1b 1 8 $b 50257"
+    "gpipe 2 gpipe 1 8 $b 50257"
+    "naive 2 naive 1 8 $b 50257"
+    "1f1b-m2 2 1f1b 1 2 $((4 * b)) 50257"
+    "interleaved-m2 2 interleaved 2 2 $((4 * b)) 50257"
+    "single-bytes 1 - 1 8 $b 256"
+    "1f1b-m2-bytes 2 1f1b 1 2 $((4 * b)) 256"
+    "interleaved-m2-bytes 2 interleaved 2 2 $((4 * b)) 256"
 )
 # the command of one configuration, into the array cmd (without --metrics and --trace)
 command_of() {
-    local name=$1 pp=$2 sched=$3 v=$4 m=$5 mb=$6
+    local name=$1 pp=$2 sched=$3 v=$4 m=$5 mb=$6 vocab=$7
+    local -n model="model_$vocab"
     if [ "$pp" = 1 ]; then
         cmd=("$cohort" train --threads 2 --micro-batch "$mb" --grad-accum "$m" "${model[@]}")
     else
@@ -155,11 +165,11 @@ def busy(trace):
         return None
     t0, t1 = steps[warm]["ts"], opts[-1]["ts"] + opts[-1]["dur"]
     work_us = sum(e["dur"] for e in ev
-                  if e["name"] in ("forward", "backward") and t0 <= e["ts"] <= t1)
+                  if e.get("cat") == "compute" and t0 <= e["ts"] <= t1)
     return work_us / (t1 - t0)
 
 res = {}
-for name, pp, sched, v, m, mb in configs:
+for name, pp, sched, v, m, mb, vocab in configs:
     rates, losses = [], []
     for r in range(1, rounds + 1):
         rate, tok, first, last, sps = run_rate(os.path.join(work, "%s.r%d.jsonl" % (name, r)))
@@ -177,12 +187,12 @@ for name, pp, sched, v, m, mb in configs:
             shares.append("%.2f" % s if s is not None else "?")
     res[name] = (statistics.median(rates), rates, losses[-1], shares)
 
-single = res["single"][0]
+single = {c[6]: res[c[0]][0] for c in configs if c[1] == "1"}
 print()
 print("| configuration | ranks x threads | m x micro-batch | tokens/s (median) | vs single |"
       " ideal | vs ideal | busy share per stage | loss (step 1 -> last) |")
 print("|:---|:---|:---|---:|---:|---:|---:|:---|:---|")
-for name, pp, sched, v, m, mb in configs:
+for name, pp, sched, v, m, mb, vocab in configs:
     med, rates, (first, last), shares = res[name]
     p, vv, mm = int(pp), int(v), int(m)
     if p == 1:
@@ -191,9 +201,11 @@ for name, pp, sched, v, m, mb in configs:
         what = "pp %d, %s%s" % (p, sched, ", v = %d" % vv if vv > 1 else "")
         rt = "%d x 1" % p
         ideal = 1 / p if sched == "naive" else 1 / (1 + (p - 1) / (vv * mm))
+    what += "" if vocab == "50257" else " (vocab 256)"
+    base = single[vocab]
     print("| %s | %s | %d x %s | %.1f | %.2fx | %s | %s | %s | %.4f -> %.4f |" % (
-        what, rt, mm, mb, med, med / single, "%.2f" % ideal if ideal else "",
-        "%.2f" % (med / single / ideal) if ideal else "", " / ".join(shares), first, last))
+        what, rt, mm, mb, med, med / base, "%.2f" % ideal if ideal else "",
+        "%.2f" % (med / base / ideal) if ideal else "", " / ".join(shares), first, last))
 print()
 print("per-round tokens/s:")
 for name, *_ in configs:

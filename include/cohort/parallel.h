@@ -164,7 +164,7 @@ const coh_mesh *coh_par_trainer_mesh(const coh_par_trainer *t);
 
 /* What pipeline stage `stage` of c (c->par.pp stages, c->par.virtual_stages chunks each with
  * the interleaved schedule) holds. Blocks are split into contiguous virtual stages balanced by
- * estimated compute, the last one carrying the LM head (evenly for the interleaved schedule).
+ * estimated compute per stage, the last one carrying the LM head.
  * The first stage holds the embeddings, the last the final LayerNorm and a copy of the tied
  * token embedding for its head. */
 typedef struct coh_pipe_stage {

@@ -539,17 +539,19 @@ coh_status coh_par_trainer_check_tied(coh_par_trainer *t)
     if (!pp || !pp->embed)
         return COH_OK;
     const coh_gpt_config *c = &t->cfg.train.model;
+    /* piece by piece, so the check adds no copy of wte to the stage's peak */
+    enum { PIECE = 1 << 16 };
     size_t n = (size_t)c->vocab * c->dim;
-    float *copy = malloc(n * sizeof *copy);
+    float *copy = malloc(PIECE * sizeof *copy);
     int64_t differ = 0;
     coh_status st = copy ? COH_OK : coh_errf(COH_ERR_NOMEM, "out of memory checking wte");
-    if (!st) { /* the last stage (rank 1 of the pair) sends its copy to the first */
-        memcpy(copy, t->params, n * sizeof *copy);
-        st = coh_broadcast(pp->embed, copy, n, COH_F32, 1);
+    for (size_t b = 0; !st && b < n; b += PIECE) { /* the last stage (rank 1 of the pair) sends */
+        size_t len = n - b < PIECE ? n - b : PIECE;
+        memcpy(copy, t->params + b, len * sizeof *copy);
+        st = coh_broadcast(pp->embed, copy, len, COH_F32, 1);
+        for (size_t i = 0; !st && pp->stage == 0 && i < len; i++)
+            differ += memcmp(&copy[i], &t->params[b + i], sizeof *copy) != 0;
     }
-    if (!st && pp->stage == 0)
-        for (size_t i = 0; i < n; i++)
-            differ += memcmp(&copy[i], &t->params[i], sizeof *copy) != 0;
     if (!st)
         st = coh_broadcast(pp->embed, &differ, 1, COH_I64, 0);
     free(copy);

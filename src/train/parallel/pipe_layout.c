@@ -1,19 +1,67 @@
 /* pipe_layout.c: where a pipeline puts the model: the blocks of each virtual stage (balanced by
- * estimated compute, the LM head included), and the arena ranges each stage holds. Pure, so the
+ * estimated compute per stage, the LM head included), and the arena ranges each stage holds. Pure, so the
  * trainer, its memory prediction and the start-up summary agree. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "train/parallel/strategy.h"
 
-void par_pipe_split(const coh_gpt_config *c, int T, int u, int even, int *bounds)
+/* The work of each stage for bounds of u virtual stages over p stages (virtual stage k on stage
+ * k mod p): the largest, and the sum of squares to break ties toward balance. */
+static void stage_costs(const int *b, int u, int p, double blk, double head, double *worst,
+                        double *squares)
+{
+    double cost[COH_PIPE_MAX_STAGES] = {0};
+    for (int k = 0; k < u; k++)
+        cost[k % p] += (b[k + 1] - b[k]) * blk + (k == u - 1 ? head : 0.0);
+    *worst = *squares = 0.0;
+    for (int s = 0; s < p; s++) {
+        *worst = cost[s] > *worst ? cost[s] : *worst;
+        *squares += cost[s] * cost[s];
+    }
+}
+
+/* Several chunks per stage (interleaved): the stage's work is the sum of its chunks', so move
+ * the boundaries one block at a time from the even split while the heaviest stage (then the
+ * spread) gets lighter. A local search: exact enough for a head of a few blocks' weight. */
+static void split_chunks(int L, int u, int p, double blk, double head, int *b)
+{
+    for (int i = 0; i <= u; i++)
+        b[i] = (int)((long)L * i / u);
+    double w, q;
+    stage_costs(b, u, p, blk, head, &w, &q);
+    for (int improved = 1; improved;) {
+        improved = 0;
+        for (int i = 1; i < u; i++)
+            for (int d = -1; d <= 1; d += 2) {
+                if (b[i] + d <= b[i - 1] || b[i] + d >= b[i + 1])
+                    continue;
+                b[i] += d;
+                double w2, q2;
+                stage_costs(b, u, p, blk, head, &w2, &q2);
+                if (w2 < w - 1e-9 * w || (w2 <= w + 1e-9 * w && q2 < q - 1e-9 * q)) {
+                    w = w2;
+                    q = q2;
+                    improved = 1;
+                } else {
+                    b[i] -= d;
+                }
+            }
+    }
+}
+
+void par_pipe_split(const coh_gpt_config *c, int T, int u, int p, int *bounds)
 {
     int L = c->layers;
     double blk = 24.0 * c->dim * (double)c->dim + 4.0 * T * (double)c->dim;
     double head = 2.0 * c->vocab * (double)c->dim;
-    double *best = even ? NULL : malloc(sizeof(double) * (size_t)(u + 1) * (L + 1));
-    int *cut = even ? NULL : malloc(sizeof(int) * (size_t)(u + 1) * (L + 1));
-    if (!best || !cut) { /* even parts: asked for, or no memory for the search */
+    if (u > p && p <= COH_PIPE_MAX_STAGES) {
+        split_chunks(L, u, p, blk, head, bounds);
+        return;
+    }
+    double *best = malloc(sizeof(double) * (size_t)(u + 1) * (L + 1));
+    int *cut = malloc(sizeof(int) * (size_t)(u + 1) * (L + 1));
+    if (!best || !cut) { /* even parts when there is no memory for the search */
         free(best);
         free(cut);
         for (int i = 0; i <= u; i++)
@@ -117,7 +165,7 @@ coh_status coh_par_pipe_stage(const coh_par_config *c, int stage, coh_pipe_stage
     if (c->par.stage_layers)
         st = coh_pipe_parse_layers(c->par.stage_layers, L, u, bounds);
     else
-        par_pipe_split(m, T, u, v > 1, bounds);
+        par_pipe_split(m, T, u, p, bounds);
     if (st) {
         free(bounds);
         return st;

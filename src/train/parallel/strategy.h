@@ -107,9 +107,10 @@ int par_pipe_optimizer_ranges(const par_pipe *pp, size_t vc, int rdp, int ndp, i
 coh_status par_pipe_share_update(coh_par_trainer *t);
 /* Zero and give back the pages of every parameter this stage does not hold (after a full load). */
 void par_pipe_keep_own(coh_par_trainer *t, float *params);
-/* pipe_layout.c: blocks 0..L-1 in u contiguous virtual stages: bounds[0..u], balanced by
- * estimated compute (the last carries the LM head), or even. */
-void par_pipe_split(const coh_gpt_config *c, int T, int u, int even, int *bounds);
+/* pipe_layout.c: blocks 0..L-1 in u contiguous virtual stages on p stages (virtual stage k on
+ * stage k mod p): bounds[0..u], balancing each stage's estimated compute, the last virtual stage
+ * carrying the LM head (exactly for one chunk a stage, by local search for several). */
+void par_pipe_split(const coh_gpt_config *c, int T, int u, int p, int *bounds);
 /* The activation slots a stage's list needs: the most micro-batches with a chunk forwarded and
  * not yet backwarded (-1 out of memory). */
 int par_pipe_count_slots(const coh_pipe_action *a, int n, int m);
