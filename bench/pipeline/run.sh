@@ -11,7 +11,8 @@
 # run (default 8; the first 2 are warm-up), B (sequences per microbatch at m = 8, default 1; at
 # m = 2 it is 4 B), MAX_LOAD (default 1.0: wait before each round until the 1-minute load
 # average is at most this, sleeping 60 s between looks, at most LOAD_WAIT s in all, default
-# 1200; 0 waits for nothing), COHORT_DATA_DIR (where gpt2-bpe/ is; default the build's, as
+# 1200; 0 waits for nothing), ONLY (run only the configurations whose name holds this word,
+# e.g. bytes), COHORT_DATA_DIR (where gpt2-bpe/ is; default the build's, as
 # CMake's COHORT_DATA_DIR: ../shared/data beside the checkout), KEEP (a directory to keep the
 # metrics, traces and logs in).
 set -euo pipefail
@@ -54,8 +55,9 @@ done
 
 model_50257=(--layers 12 --dim 384 --heads 6 --seq 256 --vocab 50257
              --data "$work/fortunes_train_*.bin" --tokenizer gpt2 --steps "$steps" --log-every 1000)
+# (its 12 layers diverge at lr 3e-4 without warm-up: 4 warm-up steps)
 model_256=(--layers 12 --dim 384 --heads 6 --seq 256 --vocab 256 --data "$work/bytes_train_*.bin"
-           --tokenizer byte --steps "$steps" --log-every 1000)
+           --tokenizer byte --steps "$steps" --log-every 1000 --warmup 4)
 launch=("$cohort" run --nproc-per-node 2 --standalone)
 # name, pp, schedule, virtual stages, microbatches m, sequences per microbatch, vocabulary
 configs=(
@@ -69,6 +71,14 @@ configs=(
     "1f1b-m2-bytes 2 1f1b 1 2 $((4 * b)) 256"
     "interleaved-m2-bytes 2 interleaved 2 2 $((4 * b)) 256"
 )
+# ONLY=WORD keeps the configurations whose name holds WORD (each with its own single anchor)
+if [ -n "${ONLY:-}" ]; then
+    kept=()
+    for c in "${configs[@]}"; do
+        case ${c%% *} in *"$ONLY"*) kept+=("$c") ;; esac
+    done
+    configs=("${kept[@]}")
+fi
 # the command of one configuration, into the array cmd (without --metrics and --trace)
 command_of() {
     local name=$1 pp=$2 sched=$3 v=$4 m=$5 mb=$6 vocab=$7
@@ -166,7 +176,8 @@ def busy(trace):
     t0, t1 = steps[warm]["ts"], opts[-1]["ts"] + opts[-1]["dur"]
     work_us = sum(e["dur"] for e in ev
                   if e.get("cat") == "compute" and t0 <= e["ts"] <= t1)
-    return work_us / (t1 - t0)
+    idle_us = sum(e["dur"] for e in ev if e.get("cat") == "idle" and t0 <= e["ts"] <= t1)
+    return work_us / (t1 - t0), idle_us / work_us
 
 res = {}
 for name, pp, sched, v, m, mb, vocab in configs:
@@ -179,21 +190,23 @@ for name, pp, sched, v, m, mb, vocab in configs:
             bad.append("%s round %d: loss %.4f -> %.4f" % (name, r, first, last))
         if abs(tok - want_tokens) > 0.01 * want_tokens:
             bad.append("%s round %d: %.0f tokens a step, not %d" % (name, r, tok, want_tokens))
-    shares = []
+    shares, bubbles = [], []
     if pp != "1":
         for k in range(int(pp)):
             t = os.path.join(work, "%s.r%d.rank%d.json" % (name, rounds, k))
             s = busy(t) if os.path.exists(t) else None
-            shares.append("%.2f" % s if s is not None else "?")
-    res[name] = (statistics.median(rates), rates, losses[-1], shares)
+            shares.append("%.2f" % s[0] if s is not None else "?")
+            bubbles.append("%.3f" % s[1] if s is not None else "?")
+    res[name] = (statistics.median(rates), rates, losses[-1], shares, bubbles)
 
 single = {c[6]: res[c[0]][0] for c in configs if c[1] == "1"}
 print()
 print("| configuration | ranks x threads | m x micro-batch | tokens/s (median) | vs single |"
-      " ideal | vs ideal | busy share per stage | loss (step 1 -> last) |")
-print("|:---|:---|:---|---:|---:|---:|---:|:---|:---|")
+      " ideal | vs ideal | busy share per stage | bubble per stage (formula) |"
+      " loss (step 1 -> last) |")
+print("|:---|:---|:---|---:|---:|---:|---:|:---|:---|:---|")
 for name, pp, sched, v, m, mb, vocab in configs:
-    med, rates, (first, last), shares = res[name]
+    med, rates, (first, last), shares, bubbles = res[name]
     p, vv, mm = int(pp), int(v), int(m)
     if p == 1:
         what, rt, ideal = "single", "1 x 2", None
@@ -203,9 +216,11 @@ for name, pp, sched, v, m, mb, vocab in configs:
         ideal = 1 / p if sched == "naive" else 1 / (1 + (p - 1) / (vv * mm))
     what += "" if vocab == "50257" else " (vocab 256)"
     base = single[vocab]
-    print("| %s | %s | %d x %s | %.1f | %.2fx | %s | %s | %s | %.4f -> %.4f |" % (
+    formula = "" if p == 1 else " (%.3f)" % ((p - 1) if sched == "naive" else (p - 1) / (vv * mm))
+    print("| %s | %s | %d x %s | %.1f | %.2fx | %s | %s | %s | %s%s | %.4f -> %.4f |" % (
         what, rt, mm, mb, med, med / base, "%.2f" % ideal if ideal else "",
-        "%.2f" % (med / base / ideal) if ideal else "", " / ".join(shares), first, last))
+        "%.2f" % (med / base / ideal) if ideal else "", " / ".join(shares),
+        " / ".join(bubbles), formula, first, last))
 print()
 print("per-round tokens/s:")
 for name, *_ in configs:
@@ -218,7 +233,9 @@ PY
 ) || status=$?
 echo "global batch $((8 * b)) sequences x 256 tokens; $steps steps a run, the first $warm warm-up;" \
      "ideal: 1 / (1 + (p - 1) / (v m)), naive 1 / p; busy share: forward + backward time over" \
-     "wall time on each stage (trace of round $rounds); loss: round $rounds"
+     "wall time on each stage; bubble: time waiting for a neighbour over forward + backward" \
+     "time on each stage, against (p - 1) / (v m), naive p - 1 (traces of round $rounds);" \
+     "loss: round $rounds"
 echo "load average (1 min) at each round's start: ${start_loads[*]}"
 [ ${#gave_up[@]} = 0 ] ||
     echo "NOT QUIET: round(s) ${gave_up[*]} started above load $max_load after waiting $waited s"
