@@ -57,6 +57,24 @@ rank_pid() {
     done
 }
 
+# kill_at_step METRICS STEP: once the job of $launcher has logged STEP to METRICS, kill -9 its
+# rank 1; sets killed to the step it was killed at (0: it ended first or never got there, after
+# 60 s) and killed_at to the time of the kill.
+kill_at_step() {
+    local st pid
+    killed=0 killed_at=
+    for _ in $(seq 1 3000); do
+        st=$(last_step "$1")
+        if [ "${st:-0}" -ge "$2" ]; then
+            pid=$(rank_pid "$launcher" 1)
+            [ -n "$pid" ] && kill -9 "$pid" && killed=$st && killed_at=$(date +%s.%N)
+            return
+        fi
+        kill -0 "$launcher" 2>/dev/null || return
+        sleep 0.02
+    done
+}
+
 # par_done MESSAGE: prints MESSAGE when nothing failed; exits 1 when something did.
 par_done() {
     [ $fails -eq 0 ] && echo "$1"

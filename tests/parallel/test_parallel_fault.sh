@@ -18,17 +18,7 @@ for s in ddp zero2; do
     "$cohort" run --nproc-per-node 2 --max-restarts 1 "$cohort" train "${model[@]}" --strategy $s \
         --save "$work/$s.ck" --save-every 20 --metrics "$work/$s.jsonl" >"$work/$s.out" 2>&1 &
     launcher=$!
-    killed=0
-    for _ in $(seq 1 3000); do # up to 60 s
-        st=$(last_step "$work/$s.jsonl")
-        if [ "${st:-0}" -ge 50 ]; then
-            pid=$(rank_pid $launcher 1)
-            [ -n "$pid" ] && kill -9 "$pid" && killed=$st
-            break
-        fi
-        kill -0 $launcher 2>/dev/null || break
-        sleep 0.02
-    done
+    kill_at_step "$work/$s.jsonl" 50
     wait $launcher
     rc=$?
     launcher=

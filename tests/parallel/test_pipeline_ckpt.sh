@@ -63,23 +63,13 @@ long=("${model[@]}" --steps 150)
 # kill a stage: without restarts the job ends, quickly, with the dead rank named
 for restarts in 0 1; do
     rm -f "$work/f$restarts.jsonl"
-    t0=$(date +%s.%N)
     "$cohort" run --run-id "pipeck$$-$restarts" --nproc-per-node 2 --max-restarts $restarts \
         "$cohort" train "${long[@]}" --pp 2 \
         --save "$work/f$restarts.ck" --save-every 20 --metrics "$work/f$restarts.jsonl" \
         >"$work/f$restarts.out" 2>&1 &
     launcher=$!
-    killed=0
-    for _ in $(seq 1 3000); do
-        st=$(last_step "$work/f$restarts.jsonl")
-        if [ "${st:-0}" -ge 50 ]; then
-            pid=$(rank_pid $launcher 1)
-            [ -n "$pid" ] && kill -9 "$pid" && killed=$st && t0=$(date +%s.%N)
-            break
-        fi
-        kill -0 $launcher 2>/dev/null || break
-        sleep 0.02
-    done
+    kill_at_step "$work/f$restarts.jsonl" 50
+    t0=$killed_at
     wait $launcher
     rc=$?
     t1=$(date +%s.%N)
