@@ -63,9 +63,13 @@ static void stages_text(const est_request *r, const coh_par_config *pc)
         coh_par_memory m;
         if (coh_par_pipe_stage(pc, s, &st) || coh_par_memory_estimate_stage(pc, s, &m))
             return;
-        printf("  stage %-3d blocks %d-%d%s: model state %12s, in all %12s (%d activation slots)\n",
-               s, st.lo[0], st.hi[st.chunks - 1] - 1, st.chunks > 1 ? " (chunks)" : "",
-               est_fmt(m.state.params + m.state.grads + m.state.optim, r->si, a, sizeof a),
+        char blocks[128] = "";
+        size_t n = 0;
+        for (int k = 0; k < st.chunks && n < sizeof blocks; k++)
+            n += (size_t)snprintf(blocks + n, sizeof blocks - n, "%s%d-%d", k ? "," : "",
+                                  st.lo[k], st.hi[k] - 1);
+        printf("  stage %-3d blocks %-12s model state %12s, in all %12s (%d activation slots)\n",
+               s, blocks, est_fmt(m.state.params + m.state.grads + m.state.optim, r->si, a, sizeof a),
                est_fmt(m.total, r->si, b, sizeof b), m.activation_slots);
     }
 }
