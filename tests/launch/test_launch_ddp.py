@@ -4,6 +4,7 @@
 a single-process run of the same model on the full batch (DDP averages the shard gradients)."""
 import json
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -69,9 +70,19 @@ def reports(text):
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("", 0))
-        return s.getsockname()[1]
+    """A port (and the next, cohort's control port) free now, below the kernel's ephemeral range,
+    so that no other test's outgoing connection takes it before the launcher binds it."""
+    lo = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+    for _ in range(1000):
+        p = random.randrange(20000, min(lo, 29000) - 1)
+        try:
+            with socket.socket() as a, socket.socket() as b:
+                a.bind(("", p))
+                b.bind(("", p + 1))
+            return p
+        except OSError:
+            pass
+    raise RuntimeError("no free port pair below the ephemeral range")
 
 
 def start(args):

@@ -38,7 +38,22 @@ all_gone() {
     done
     return 1
 }
-free_port() { "$PY" -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])'; }
+# free_port: a port P with P + 1 (the control port) free too, below the kernel's ephemeral range,
+# so that no other test's outgoing connection takes either between this check and the bind (an
+# ephemeral port once led node 0 to fail and node 1 to wait out its join timeout).
+free_port() {
+    "$PY" -c 'import random, socket
+lo = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+for _ in range(1000):
+    p = random.randrange(20000, min(lo, 29000) - 1)
+    try:
+        a, b = socket.socket(), socket.socket()
+        a.bind(("", p)); b.bind(("", p + 1))
+        a.close(); b.close()
+        print(p); break
+    except OSError:
+        pass'
+}
 
 # 1. A worker exits 3: the launcher exits 3 and names it in the summary.
 t0=$(now)
@@ -115,10 +130,10 @@ rc=$?
 # 6. Two nodes: a worker on node 1 exits 3; node 0's workers are torn down, both launchers exit 3.
 P=$(free_port)
 rm -f "$T"/n.*
-"$C" run --nnodes 2 --node-rank 0 -n 2 --master-port "$P" --grace 1 sh -c 'echo $$ > '"$T"'/n.$RANK; exec sleep 30' 2>"$T/e6a" &
+"$C" run --nnodes 2 --node-rank 0 -n 2 --master-port "$P" --grace 1 --join-timeout 30 sh -c 'echo $$ > '"$T"'/n.$RANK; exec sleep 30' 2>"$T/e6a" &
 n0=$!
 t0=$(now)
-"$C" run --nnodes 2 --node-rank 1 -n 2 --master-port "$P" --grace 1 sh -c 'echo $$ > '"$T"'/n.$RANK; if [ "$RANK" = 3 ]; then sleep 0.3; echo "node one fails" >&2; exit 3; fi; exec sleep 30' 2>"$T/e6b"
+"$C" run --nnodes 2 --node-rank 1 -n 2 --master-port "$P" --grace 1 --join-timeout 30 sh -c 'echo $$ > '"$T"'/n.$RANK; if [ "$RANK" = 3 ]; then sleep 0.3; echo "node one fails" >&2; exit 3; fi; exec sleep 30' 2>"$T/e6b"
 rc1=$?
 wait $n0
 rc0=$?
@@ -132,9 +147,9 @@ all_gone $(cat "$T"/n.*) || fail "workers survived the two-node failure"
 # 7. Two nodes: SIGKILL of node 1's launcher takes down both nodes' workers.
 P=$(free_port)
 rm -f "$T"/n.*
-"$C" run --nnodes 2 --node-rank 0 -n 1 --master-port "$P" --grace 1 sh -c 'echo $$ > '"$T"'/n.$RANK; exec sleep 30' 2>"$T/e7a" &
+"$C" run --nnodes 2 --node-rank 0 -n 1 --master-port "$P" --grace 1 --join-timeout 30 sh -c 'echo $$ > '"$T"'/n.$RANK; exec sleep 30' 2>"$T/e7a" &
 n0=$!
-"$C" run --nnodes 2 --node-rank 1 -n 1 --master-port "$P" --grace 1 sh -c 'echo $$ > '"$T"'/n.$RANK; exec sleep 30' 2>"$T/e7b" &
+"$C" run --nnodes 2 --node-rank 1 -n 1 --master-port "$P" --grace 1 --join-timeout 30 sh -c 'echo $$ > '"$T"'/n.$RANK; exec sleep 30' 2>"$T/e7b" &
 n1=$!
 wait_files 2 "$T/n.*" || fail "two-node job did not start"
 kill -9 $n1
@@ -147,9 +162,9 @@ all_gone $(cat "$T"/n.*) || fail "workers survived the loss of node 1's launcher
 # 8. Two nodes: SIGTERM to node 0's launcher stops node 1 too; both exit 143.
 P=$(free_port)
 rm -f "$T"/n.*
-"$C" run --nnodes 2 --node-rank 0 -n 1 --master-port "$P" --grace 1 sh -c 'echo $$ > '"$T"'/n.$RANK; exec sleep 30' 2>"$T/e8a" &
+"$C" run --nnodes 2 --node-rank 0 -n 1 --master-port "$P" --grace 1 --join-timeout 30 sh -c 'echo $$ > '"$T"'/n.$RANK; exec sleep 30' 2>"$T/e8a" &
 n0=$!
-"$C" run --nnodes 2 --node-rank 1 -n 1 --master-port "$P" --grace 1 sh -c 'echo $$ > '"$T"'/n.$RANK; exec sleep 30' 2>"$T/e8b" &
+"$C" run --nnodes 2 --node-rank 1 -n 1 --master-port "$P" --grace 1 --join-timeout 30 sh -c 'echo $$ > '"$T"'/n.$RANK; exec sleep 30' 2>"$T/e8b" &
 n1=$!
 wait_files 2 "$T/n.*" || fail "two-node job did not start"
 kill -TERM $n0
@@ -164,9 +179,9 @@ all_gone $(cat "$T"/n.*) || fail "workers survived the SIGTERM of node 0"
 P=$(free_port)
 rm -f "$T"/r.*
 W='echo "$RANK $WORLD_SIZE $GROUP_RANK $COHORT_RESTART_COUNT $COHORT_JOB_ID" >> '"$T"'/r.$RANK; if [ "$RANK" = 2 ] && [ "$COHORT_RESTART_COUNT" = 0 ]; then exit 6; fi'
-"$C" run --nnodes 2 --node-rank 0 -n 1 --master-port "$P" --grace 1 --max-restarts 1 sh -c "$W" 2>"$T/e9a" &
+"$C" run --nnodes 2 --node-rank 0 -n 1 --master-port "$P" --grace 1 --join-timeout 30 --max-restarts 1 sh -c "$W" 2>"$T/e9a" &
 n0=$!
-"$C" run --nnodes 2 --node-rank 1 -n 2 --master-port "$P" --grace 1 --max-restarts 1 sh -c "$W" 2>"$T/e9b"
+"$C" run --nnodes 2 --node-rank 1 -n 2 --master-port "$P" --grace 1 --join-timeout 30 --max-restarts 1 sh -c "$W" 2>"$T/e9b"
 rc1=$?
 wait $n0
 rc0=$?
@@ -190,7 +205,7 @@ for _ in range(200):
         s = socket.create_connection(("127.0.0.1", int(sys.argv[1]) + 1)); break
     except OSError: time.sleep(0.05)
 s.sendall(b"GET / HTTP/1.0\n"); s.close()' "$P"
-"$C" run --nnodes 3 --node-rank 1 --master-port "$P" sh -c "touch $T/started" 2>"$T/e10b"
+"$C" run --nnodes 3 --node-rank 1 --master-port "$P" --join-timeout 20 sh -c "touch $T/started" 2>"$T/e10b"
 rc1=$?
 wait $n0
 rc0=$?
