@@ -10,6 +10,20 @@
 #include "cohort/pipeline.h"
 #include "cohort/size.h"
 
+/* The prediction of this rank (its pipeline stage's, or its dp rank's), made once. */
+static void predict(const train_opts *o, cli_par *p)
+{
+    coh_par_config pc = {.train = o->tc, .par = o->cfg.par};
+    coh_status st = o->cfg.par.pp > 1
+                        ? coh_par_memory_estimate_stage(&pc, p->mesh->pp_rank, &p->predicted)
+                        : coh_par_memory_estimate(&pc, p->world_size, p->rank, &p->predicted);
+    p->has_prediction = st == COH_OK;
+    if (st) {
+        coh_err_clear();
+        memset(&p->predicted, 0, sizeof p->predicted);
+    }
+}
+
 coh_status cli_par_open(const train_opts *o, cli_par *p)
 {
     memset(p, 0, sizeof *p);
@@ -27,6 +41,7 @@ coh_status cli_par_open(const train_opts *o, cli_par *p)
         return st;
     p->rank = coh_comm_rank(p->world);
     p->world_size = coh_comm_size(p->world);
+    predict(o, p);
     if (o->trace && p->world_size > 1) {
         const char *dot = strrchr(o->trace, '.');
         int stem = dot && !strchr(dot, '/') ? (int)(dot - o->trace) : (int)strlen(o->trace);
@@ -109,18 +124,9 @@ void cli_par_write_devices(coh_jw *w, coh_par_trainer *t)
 
 int cli_par_predict(const train_opts *o, const cli_par *p, coh_par_memory *out)
 {
-    if (o->cfg.par.pp > 1) {
-        coh_par_config pc = {.train = o->tc, .par = o->cfg.par};
-        if (coh_par_memory_estimate_stage(&pc, p->mesh->pp_rank, out) == COH_OK)
-            return 1;
-        memset(out, 0, sizeof *out);
-        return 0;
-    }
-    coh_par_config pc = {.train = o->tc, .par = o->cfg.par};
-    if (coh_par_memory_estimate(&pc, p->world_size, p->rank, out) == COH_OK)
-        return 1;
-    memset(out, 0, sizeof *out);
-    return 0;
+    (void)o;
+    *out = p->predicted;
+    return p->has_prediction;
 }
 
 /* The pipeline at start: its schedule and bubble (simulated from the action lists with a

@@ -13,6 +13,8 @@ typedef struct cli_par {
     int rank, world_size;
     uint64_t base_rss; /* resident bytes just before the model was created */
     char trace_path[4096]; /* "" when no trace */
+    coh_par_memory predicted; /* this rank's predicted memory (cli_par_predict), made once */
+    int has_prediction;
 } cli_par;
 
 /* World communicator (from the launcher's environment for multi-process strategies, else a
@@ -25,8 +27,9 @@ void cli_par_print_peak(const cli_par *p, coh_par_trainer *t, const train_opts *
 /* Per-rank values of the metrics' "memory" array, in this order. */
 enum { CLI_MEM_PARAMS, CLI_MEM_GRADS, CLI_MEM_OPTIM, CLI_MEM_PEAK_RSS, CLI_MEM_BASE_RSS,
        CLI_MEM_PREDICTED, CLI_MEM_BUSY_US, CLI_MEM_IDLE_US, CLI_MEM_N };
-/* This rank's prediction (coh_par_memory_estimate for its rank); returns 0 and zeroes *out when
- * none can be made (the threaded dp strategy has no prediction). */
+/* This rank's prediction (coh_par_memory_estimate for its rank, or _stage for its pipeline
+ * stage), made once by cli_par_open; returns 0 and zeroes *out when none can be made (the
+ * threaded dp strategy has no prediction). */
 int cli_par_predict(const train_opts *o, const cli_par *p, coh_par_memory *out);
 /* all (CLI_MEM_N * world values) <- every rank's peak params, grads, optimizer bytes, peak RSS,
  * (pipelines: the last step's compute and waiting time in microseconds,)
