@@ -177,7 +177,7 @@ static const char *const gpu_keys[] = {
 static const char *const mig_keys[] = {"uuid", "gpu_instance", "compute_instance",
                                        "memory_total_mib", "memory_used_mib", "processes", NULL};
 static const char *const cpu_keys[] = {"cores", "numa_nodes", "cores_available", NULL};
-static const char *const root_keys[] = {"cpu", "gpus", NULL};
+static const char *const root_keys[] = {"cpu", "gpus", "links", NULL}; /* links: cohort plan */
 
 #define MAX_MIB (1LL << 40)
 #define TRY(x)                                                                                 \

@@ -1,0 +1,550 @@
+/* cmd_plan.c: `cohort plan`: the fastest parallel configurations of a model on a machine (this
+ * one, measured, or GPUs from an inventory or preset), ranked by simulated step time, with the
+ * reasons and the command line of the top pick; `--explain` prices the one the flags describe. */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "cli_config.h"
+#include "cohort/json_writer.h"
+#include "cohort/planner.h"
+#include "cohort/size.h"
+
+const char cmd_plan_summary[] = "choose the fastest parallel configuration by simulation";
+
+static const char *cmd = "plan";
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: cohort plan MODEL --global-batch N [--devices N | --nodes N --gpus-per-node G]\n"
+            "                   [--inventory FILE | --hw PRESET | --calibration FILE]\n"
+            "                   [--top K] [--json] [--explain] [--trace FILE.json]\n\n"
+            "Searches every (dp, tp, pp) split of the devices (tp inside a node), ZeRO stage,\n"
+            "micro-batch, schedule, virtual stages and recompute that fits memory (the\n"
+            "estimator's figures), and ranks them by a simulated step: per-op costs of the\n"
+            "engine's GEMMs, attention and elementwise ops from a rate table, α-β costs of the\n"
+            "collectives, and the pipeline schedule's own action lists (docs/plan.md).\n\n"
+            "model: --model NAME, --config FILE, or --layers --dim --heads --vocab --seq\n"
+            "hardware:\n"
+            "  --calibration FILE      this machine's rates from 'cohort bench gemm' (default:\n"
+            "                          a quick probe of this machine)\n"
+            "  --inventory FILE        GPUs of an inventory (docs/inventory.md) with its \"links\"\n"
+            "  --hw PRESET             a100-80gb, a100-40gb, h100-sxm, v100-32gb (8 per node)\n"
+            "  --link-intra GB/S[:US]  link inside a node (GB/s one way, latency in us)\n"
+            "  --link-inter GB/S[:US]  link between nodes, per device\n"
+            "  --device-memory SIZE    memory per device (default: the hardware's)\n"
+            "search and output:\n"
+            "  --global-batch N        sequences per optimizer step (required)\n"
+            "  --devices N             devices to use (default: nodes x gpus per node; this\n"
+            "                          machine: its cores)\n"
+            "  --top K                 configurations to list (default 5)\n"
+            "  --runnable-only         only what 'cohort train' runs today\n"
+            "  --explain               price only the configuration the flags describe\n"
+            "  --trace FILE            the simulated step of the top pick (or --explain's) as\n"
+            "                          Perfetto events, like 'cohort train --trace'\n"
+            "  --json                  machine-readable output\n"
+            "The --tp and --pp flags fix those degrees in the search; with --explain every\n"
+            "training flag of 'cohort train' is taken as given.\n");
+    cli_config_help(f);
+}
+
+enum { O_CONFIG = 256, O_GB, O_DEVICES, O_INVENTORY, O_HW, O_CAL, O_LINK_INTRA, O_LINK_INTER,
+       O_DEVMEM, O_TOP, O_RUNNABLE, O_EXPLAIN, O_TRACE, O_JSON, O_HELP };
+
+static const struct option own_options[] = {
+    {"config", required_argument, 0, O_CONFIG},
+    {"global-batch", required_argument, 0, O_GB},
+    {"devices", required_argument, 0, O_DEVICES},
+    {"inventory", required_argument, 0, O_INVENTORY},
+    {"hw", required_argument, 0, O_HW},
+    {"calibration", required_argument, 0, O_CAL},
+    {"link-intra", required_argument, 0, O_LINK_INTRA},
+    {"link-inter", required_argument, 0, O_LINK_INTER},
+    {"device-memory", required_argument, 0, O_DEVMEM},
+    {"top", required_argument, 0, O_TOP},
+    {"runnable-only", no_argument, 0, O_RUNNABLE},
+    {"explain", no_argument, 0, O_EXPLAIN},
+    {"trace", required_argument, 0, O_TRACE},
+    {"json", no_argument, 0, O_JSON},
+    {"help", no_argument, 0, O_HELP},
+    {0, 0, 0, 0},
+};
+
+typedef struct opts {
+    cli_config cfg;
+    const char *config, *inventory, *hw, *cal, *link_intra, *link_inter, *devmem, *trace;
+    long global_batch, devices, top;
+    int runnable, explain, json, tp_given, pp_given, recompute_given, strategy_given;
+} opts;
+
+static int parse_link(const char *opt, const char *s, coh_link *l)
+{
+    char *end;
+    double gb = strtod(s, &end), us = 5.0;
+    if (end == s || !(gb > 0) || gb > 1e6)
+        return cli_usage_error(cmd, "invalid %s '%s': need GB/S[:LATENCY_US], e.g. 25:5", opt, s),
+               0;
+    if (*end == ':') {
+        const char *u = end + 1;
+        us = strtod(u, &end);
+        if (end == u || !(us >= 0) || us > 1e7)
+            return cli_usage_error(cmd, "invalid %s '%s': need GB/S[:LATENCY_US], e.g. 25:5",
+                                   opt, s), 0;
+    }
+    if (*end)
+        return cli_usage_error(cmd, "invalid %s '%s': need GB/S[:LATENCY_US], e.g. 25:5", opt, s),
+               0;
+    l->bytes_per_s = gb * 1e9;
+    l->alpha_s = us * 1e-6;
+    return 1;
+}
+
+static int parse_option(int c, const char *arg, opts *o)
+{
+    int shared = cli_config_option(cmd, c, arg, &o->cfg);
+    if (shared >= 0)
+        return shared;
+    switch (c) {
+    case O_CONFIG: o->config = arg; break;
+    case O_GB: return cli_parse_long(cmd, "--global-batch", arg, 1, 1L << 30, &o->global_batch);
+    case O_DEVICES: return cli_parse_long(cmd, "--devices", arg, 1, 1L << 20, &o->devices);
+    case O_INVENTORY: o->inventory = arg; break;
+    case O_HW: o->hw = arg; break;
+    case O_CAL: o->cal = arg; break;
+    case O_LINK_INTRA: o->link_intra = arg; break;
+    case O_LINK_INTER: o->link_inter = arg; break;
+    case O_DEVMEM: o->devmem = arg; break;
+    case O_TOP: return cli_parse_long(cmd, "--top", arg, 1, 1000, &o->top);
+    case O_RUNNABLE: o->runnable = 1; break;
+    case O_EXPLAIN: o->explain = 1; break;
+    case O_TRACE: o->trace = arg; break;
+    case O_JSON: o->json = 1; break;
+    }
+    return 1;
+}
+
+static int build_model(const opts *o, coh_model_desc *m)
+{
+    const cli_config *c = &o->cfg;
+    int custom = c->layers || c->dim || c->heads || c->vocab || c->ffn;
+    int sources = !!(c->preset || custom) + !!o->config;
+    if (sources != 1)
+        return cli_usage_error(cmd, sources ? "give only one model: --model, --config or custom "
+                                              "dimensions"
+                                            : "no model: give --model NAME, --config FILE or "
+                                              "--layers/--dim/--heads/--vocab/--seq");
+    coh_status st;
+    if (o->config)
+        st = coh_model_from_hf_file(o->config, m);
+    else if (!custom)
+        st = coh_model_preset(c->preset, m);
+    else {
+        coh_model_desc base;
+        memset(&base, 0, sizeof base);
+        if (c->preset && (st = coh_model_preset(c->preset, &base)) != COH_OK)
+            return cli_fail(cmd, st);
+        int64_t layers = c->layers ? c->layers : base.layers, dim = c->dim ? c->dim : base.dim,
+                heads = c->heads ? c->heads : base.heads, vocab = c->vocab ? c->vocab : base.vocab,
+                seq = c->seq ? c->seq : base.positions, ffn = c->ffn ? c->ffn : 0;
+        const char *missing = !layers ? "--layers" : !dim ? "--dim" : !heads ? "--heads"
+                            : !vocab ? "--vocab" : !seq ? "--seq" : NULL;
+        if (missing)
+            return cli_usage_error(cmd, "a custom model needs %s (and --layers, --dim, --heads, "
+                                        "--vocab, --seq)", missing);
+        st = coh_model_gpt(layers, dim, heads, vocab, seq, ffn, m);
+    }
+    return st == COH_OK ? CLI_OK : cli_fail(cmd, st);
+}
+
+static int build_hw(opts *o, coh_hw *hw)
+{
+    int sources = !!o->inventory + !!o->hw + !!o->cal;
+    if (sources > 1)
+        return cli_usage_error(cmd, "give one of --inventory, --hw and --calibration");
+    coh_parallel_config *p = &o->cfg.par;
+    coh_status st;
+    if (o->inventory)
+        st = coh_hw_from_inventory(o->inventory, p->nodes ? p->nodes : 1, hw);
+    else if (o->hw)
+        st = coh_hw_preset(o->hw, hw);
+    else if (o->cal)
+        st = coh_calibration_load(o->cal, hw);
+    else
+        st = coh_calibration_measure(1, 0, hw);
+    if (st != COH_OK)
+        return cli_fail(cmd, st);
+    if (hw->gpu) {
+        if (p->gpus_per_node)
+            hw->gpus_per_node = p->gpus_per_node;
+        hw->nodes = p->nodes ? p->nodes : 1;
+    }
+    if (o->link_intra && !parse_link("--link-intra", o->link_intra, &hw->intra))
+        return CLI_USAGE;
+    if (o->link_inter && !parse_link("--link-inter", o->link_inter, &hw->inter))
+        return CLI_USAGE;
+    if (o->devmem && !cli_parse_size(cmd, "--device-memory", o->devmem, 1, &hw->memory_bytes))
+        return CLI_USAGE;
+    if (hw->gpu && hw->nodes > 1 && hw->inter.bytes_per_s <= 0)
+        return cli_fail(cmd, coh_errf(COH_ERR_INVALID, "--nodes %d needs the link between nodes: "
+                                      "an inventory with \"links\": {\"inter_node\": ...} or "
+                                      "--link-inter GB/S[:US]", hw->nodes));
+    return CLI_OK;
+}
+
+/* ---- output --------------------------------------------------------------------------------- */
+
+static void model_flags(const opts *o, const coh_model_desc *m, char *b, size_t cap)
+{
+    if (o->config)
+        snprintf(b, cap, "--config %s", o->config);
+    else if (o->cfg.preset && !(o->cfg.layers || o->cfg.dim || o->cfg.heads || o->cfg.vocab))
+        snprintf(b, cap, "--model %s", o->cfg.preset);
+    else
+        snprintf(b, cap, "--layers %lld --dim %lld --heads %lld --vocab %lld", (long long)m->layers,
+                 (long long)m->dim, (long long)m->heads, (long long)m->vocab);
+}
+
+/* The exact launch line of a configuration. */
+static void command_line(const opts *o, const coh_model_desc *m, const coh_hw *hw,
+                         const coh_plan_result *r, char *b, size_t cap)
+{
+    const coh_parallel_config *c = &r->config;
+    int n = c->dp * c->tp * c->pp;
+    size_t k = 0;
+#define ADD(...) k += (size_t)snprintf(b + (k < cap ? k : cap), k < cap ? cap - k : 0, __VA_ARGS__)
+    if (n > 1) {
+        int per = hw->gpu ? (n < hw->gpus_per_node ? n : hw->gpus_per_node) : n;
+        int nodes = (n + per - 1) / per;
+        if (nodes > 1)
+            ADD("cohort run --nnodes %d --node-rank K --master-addr HOST --nproc-per-node %d ",
+                nodes, per);
+        else
+            ADD("cohort run --nproc-per-node %d --standalone ", per);
+    }
+    ADD("cohort train");
+    if (r->threads)
+        ADD(" --threads %d", r->threads);
+    if (c->tp > 1)
+        ADD(" --tp %d", c->tp);
+    if (c->pp > 1)
+        ADD(" --pp %d --schedule %s", c->pp, coh_schedule_name(c->schedule));
+    if (c->virtual_stages > 1)
+        ADD(" --virtual-stages %d", c->virtual_stages);
+    if (n > 1)
+        ADD(" --strategy %s", coh_strategy_name(c->strategy));
+    ADD(" --micro-batch %lld --grad-accum %lld", (long long)c->micro_batch,
+        (long long)c->microbatches);
+    if (c->recompute != COH_RECOMPUTE_NONE)
+        ADD(" --recompute %s", coh_recompute_name(c->recompute));
+    if (c->sequence_parallel)
+        ADD(" --sequence-parallel");
+    if (c->precision != COH_PREC_FP32)
+        ADD(" --precision %s", coh_precision_name(c->precision));
+    char mf[160];
+    model_flags(o, m, mf, sizeof mf);
+    ADD(" %s --seq %lld --data SHARDS", mf, (long long)c->seq);
+#undef ADD
+}
+
+static void fmt_time(double s, char *b, size_t cap)
+{
+    if (s >= 1)
+        snprintf(b, cap, "%.3f s", s);
+    else if (s >= 1e-3)
+        snprintf(b, cap, "%.2f ms", s * 1e3);
+    else
+        snprintf(b, cap, "%.1f us", s * 1e6);
+}
+
+static void print_row(int i, const coh_plan_result *r)
+{
+    const coh_parallel_config *c = &r->config;
+    char t[32], mem[32], sched[24];
+    fmt_time(r->step_s, t, sizeof t);
+    coh_size_format(r->memory_bytes, mem, sizeof mem);
+    if (c->pp > 1 && c->virtual_stages > 1)
+        snprintf(sched, sizeof sched, "%s v%d", coh_schedule_name(c->schedule), c->virtual_stages);
+    else
+        snprintf(sched, sizeof sched, "%s", c->pp > 1 ? coh_schedule_name(c->schedule) : "-");
+    printf("%3d %5d %3d %3d  %-7s %4lld %5lld  %-15s %-9s %-3s %11s %12.0f %5.1f%% %10s %6.1f%% "
+           "%5.1f%% %6.1f%%\n",
+           i, c->dp, c->tp, c->pp, coh_strategy_name(c->strategy), (long long)c->micro_batch,
+           (long long)c->microbatches, sched, coh_recompute_name(c->recompute),
+           c->sequence_parallel ? "sp" : "-", t, r->tokens_per_s, 100 * r->mfu, mem,
+           100 * r->bubble_s / r->step_s, 100 * r->comm_s / r->step_s,
+           100 * r->exposed_comm_s / r->step_s);
+}
+
+static void print_header(void)
+{
+    printf("  # %5s %3s %3s  %-7s %4s %5s  %-15s %-9s %-3s %11s %12s %6s %10s %7s %6s %7s\n", "dp",
+           "tp", "pp", "zero", "mb", "m", "schedule", "recompute", "sp", "step", "tokens/s",
+           "MFU", "memory", "bubble", "comm", "exposed");
+}
+
+static void json_result(coh_jw *w, const coh_plan_result *r, const char *command)
+{
+    coh_jw_object_begin(w);
+    cli_config_json(w, &r->config, r->config.seq, r->config.microbatches);
+    coh_jw_field_double(w, "step_s", r->step_s);
+    coh_jw_field_double(w, "compute_s", r->compute_s);
+    coh_jw_field_double(w, "bubble_s", r->bubble_s);
+    coh_jw_field_double(w, "comm_s", r->comm_s);
+    coh_jw_field_double(w, "exposed_comm_s", r->exposed_comm_s);
+    coh_jw_field_double(w, "tokens_per_s", r->tokens_per_s);
+    coh_jw_field_double(w, "mfu", r->mfu);
+    coh_jw_field_double(w, "model_flops", r->model_flops);
+    coh_jw_field_uint(w, "memory_bytes", r->memory_bytes);
+    coh_jw_field_bool(w, "fits", r->fits);
+    coh_jw_field_int(w, "threads", r->threads);
+    coh_jw_field_bool(w, "runnable", r->runnable);
+    coh_jw_field_string(w, "missing", r->runnable ? NULL : r->missing);
+    coh_jw_field_string(w, "reasons", r->reasons);
+    coh_jw_field_string(w, "command", command);
+    coh_jw_object_end(w);
+}
+
+static void print_hw(const coh_hw *hw, int devices)
+{
+    char mem[32];
+    coh_size_format(hw->memory_bytes, mem, sizeof mem);
+    if (hw->gpu)
+        printf("hardware: %s, %s, %d per node, intra-node %.0f GB/s, %s", hw->name, mem,
+               hw->gpus_per_node, hw->intra.bytes_per_s / 1e9,
+               hw->inter.bytes_per_s > 0 ? "" : "no inter-node link\n");
+    else
+        printf("hardware: %s, %d cores, %s, ranks linked at %.2f GB/s (%.0f us)\n", hw->name,
+               hw->cores, mem, hw->intra.bytes_per_s / 1e9, hw->intra.alpha_s * 1e6);
+    if (hw->gpu && hw->inter.bytes_per_s > 0)
+        printf("inter-node %.1f GB/s per device, %d nodes\n", hw->inter.bytes_per_s / 1e9,
+               hw->nodes);
+    printf("rates: %s; %d devices\n", hw->source, devices);
+}
+
+static int no_fit(const opts *o, const coh_model_desc *m, const coh_hw *hw, int devices)
+{
+    fprintf(stderr, "cohort plan: error: %s\n", coh_last_error());
+    coh_parallel_config c;
+    coh_parallel_config_init(&c);
+    c.dp = devices;
+    c.strategy = devices > 1 ? COH_STRATEGY_DDP : COH_STRATEGY_SINGLE;
+    c.seq = o->cfg.seq;
+    c.precision = o->cfg.par.precision;
+    c.microbatches = o->global_batch / devices > 0 ? o->global_batch / devices : 1;
+    coh_remedy rem[8];
+    int n = 0;
+    if (hw->memory_bytes &&
+        coh_plan_remedies(m, &c, hw->memory_bytes, rem, 8, &n) == COH_OK && n > 0) {
+        fprintf(stderr, "the estimator's remedies for dp %d, micro-batch 1:\n", devices);
+        for (int i = 0; i < n; i++) {
+            char b[32];
+            coh_size_format(rem[i].total_bytes, b, sizeof b);
+            fprintf(stderr, "  %s: %s per device%s%s\n", rem[i].what, b,
+                    rem[i].runnable ? "" : " (not in cohort's trainer: ",
+                    rem[i].runnable ? "" : rem[i].missing);
+        }
+    } else {
+        fprintf(stderr, "the estimator finds no single change that fits: more devices, or a "
+                        "smaller model or sequence\n");
+    }
+    return CLI_FAILED;
+}
+
+static int explain(opts *o, const coh_model_desc *m, const coh_hw *hw)
+{
+    coh_parallel_config c = o->cfg.par;
+    c.seq = o->cfg.seq;
+    coh_plan_result r;
+    coh_status st = coh_plan_config(m, &c, hw, &r);
+    if (st != COH_OK)
+        return cli_fail(cmd, st);
+    char line[1024];
+    command_line(o, m, hw, &r, line, sizeof line);
+    if (o->trace && (st = coh_plan_trace(m, &c, hw, o->trace)) != COH_OK)
+        return cli_fail(cmd, st);
+    if (o->json) {
+        coh_jw w;
+        coh_jw_init(&w, stdout, 0);
+        json_result(&w, &r, line);
+        coh_jw_finish(&w);
+        printf("\n");
+        return CLI_OK;
+    }
+    print_hw(hw, c.dp * c.tp * c.pp);
+    print_header();
+    print_row(1, &r);
+    char t[32];
+    fmt_time(r.compute_s, t, sizeof t);
+    printf("    compute %s; reasons: %s\n", t, r.reasons);
+    if (!r.fits) {
+        char a[32], b[32];
+        coh_size_format(r.memory_bytes, a, sizeof a);
+        coh_size_format(hw->memory_bytes, b, sizeof b);
+        printf("    does not fit: %s per device against %s\n", a, b);
+    }
+    if (r.runnable)
+        printf("run it: %s\n", line);
+    else
+        printf("not runnable by cohort train yet: %s\n", r.missing);
+    return CLI_OK;
+}
+
+static int search(opts *o, const coh_model_desc *m, const coh_hw *hw)
+{
+    coh_plan_request q;
+    memset(&q, 0, sizeof q);
+    q.global_batch = o->global_batch;
+    q.seq = o->cfg.seq;
+    int devices = (int)o->devices;
+    if (!devices)
+        devices = hw->gpu ? hw->nodes * hw->gpus_per_node : hw->cores;
+    q.devices = devices;
+    q.precision = o->cfg.precision_given ? o->cfg.par.precision : hw->precision;
+    o->cfg.par.precision = q.precision;
+    q.runnable_only = o->runnable;
+    q.fixed_tp = o->tp_given ? o->cfg.par.tp : 0;
+    q.fixed_pp = o->pp_given ? o->cfg.par.pp : 0;
+    q.fixed_recompute = o->recompute_given;
+    q.recompute = o->cfg.par.recompute;
+    q.fixed_strategy = o->strategy_given;
+    q.strategy = o->cfg.par.strategy;
+    int top = o->top ? (int)o->top : 5;
+    coh_plan_result *res = calloc((size_t)top, sizeof *res);
+    if (!res)
+        return cli_fail(cmd, coh_errf(COH_ERR_NOMEM, "out of memory"));
+    coh_plan_stats stats;
+    int n = 0;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    coh_status st = coh_plan_search(m, &q, hw, res, top, &n, &stats);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double secs = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    if (st != COH_OK && stats.considered > 0 && n == 0 && stats.too_big > 0) {
+        free(res);
+        return no_fit(o, m, hw, devices);
+    }
+    if (st != COH_OK) {
+        free(res);
+        return cli_fail(cmd, st);
+    }
+    char line[1024] = "";
+    command_line(o, m, hw, &res[0], line, sizeof line);
+    if (o->trace && (st = coh_plan_trace(m, &res[0].config, hw, o->trace)) != COH_OK) {
+        free(res);
+        return cli_fail(cmd, st);
+    }
+    if (o->json) {
+        coh_jw w;
+        coh_jw_init(&w, stdout, 0);
+        coh_jw_object_begin(&w);
+        coh_jw_field_string(&w, "model", m->name);
+        coh_jw_field_int(&w, "devices", devices);
+        coh_jw_field_string(&w, "hardware", hw->name);
+        coh_jw_field_string(&w, "rates", hw->source);
+        coh_jw_field_int(&w, "global_batch", q.global_batch);
+        coh_jw_key(&w, "search");
+        coh_jw_object_begin(&w);
+        coh_jw_field_int(&w, "considered", stats.considered);
+        coh_jw_field_int(&w, "invalid", stats.invalid);
+        coh_jw_field_int(&w, "too_big", stats.too_big);
+        coh_jw_field_int(&w, "simulated", stats.simulated);
+        coh_jw_field_int(&w, "pruned", stats.pruned);
+        coh_jw_field_double(&w, "seconds", secs);
+        coh_jw_object_end(&w);
+        coh_jw_key(&w, "configurations");
+        coh_jw_array_begin(&w);
+        for (int i = 0; i < n; i++) {
+            char l[1024];
+            command_line(o, m, hw, &res[i], l, sizeof l);
+            json_result(&w, &res[i], l);
+        }
+        coh_jw_array_end(&w);
+        coh_jw_object_end(&w);
+        coh_jw_finish(&w);
+        printf("\n");
+        free(res);
+        return CLI_OK;
+    }
+    print_hw(hw, devices);
+    printf("model: %s, global batch %lld x %lld tokens, %s; searched %ld configurations in %.2f s: "
+           "%ld invalid, %ld do not fit, %ld simulated, %ld skipped by their lower bound\n",
+           m->name, (long long)q.global_batch, (long long)res[0].config.seq,
+           coh_precision_name(q.precision), stats.considered, secs, stats.invalid,
+           stats.too_big, stats.simulated, stats.pruned);
+    print_header();
+    for (int i = 0; i < n; i++) {
+        print_row(i + 1, &res[i]);
+        printf("    %s\n", res[i].reasons);
+    }
+    if (res[0].runnable)
+        printf("top pick: %s\n", line);
+    else {
+        printf("top pick is not runnable by cohort train yet: %s\n", res[0].missing);
+        for (int i = 1; i < n; i++)
+            if (res[i].runnable) {
+                command_line(o, m, hw, &res[i], line, sizeof line);
+                printf("best runnable (#%d): %s\n", i + 1, line);
+                break;
+            }
+    }
+    free(res);
+    return CLI_OK;
+}
+
+int cmd_plan(int argc, char **argv)
+{
+    opts o;
+    memset(&o, 0, sizeof o);
+    cli_config_init(&o.cfg);
+    struct option options[64];
+    if (!cli_config_options(own_options, options, sizeof options / sizeof options[0]))
+        return cli_usage_error(cmd, "internal: option table too small");
+    optind = 1;
+    opterr = 0;
+    int c, idx;
+    while ((c = getopt_long(argc, argv, "h", options, &idx)) != -1) {
+        if (c == 'h' || c == O_HELP) {
+            usage(stdout);
+            return CLI_OK;
+        }
+        if (c == '?' || c == ':')
+            return cli_bad_option(cmd, argv);
+        if (c >= CLI_CONFIG_FIRST) {
+            const char *name = options[idx].name;
+            o.tp_given |= !strcmp(name, "tp");
+            o.pp_given |= !strcmp(name, "pp");
+            o.recompute_given |= !strcmp(name, "recompute");
+            o.strategy_given |= !strcmp(name, "strategy") || !strcmp(name, "zero");
+        }
+        if (!parse_option(c, optarg, &o))
+            return CLI_USAGE;
+    }
+    if (cli_no_operands(cmd, argc, argv))
+        return CLI_USAGE;
+    coh_model_desc m;
+    int rc = build_model(&o, &m);
+    if (rc != CLI_OK)
+        return rc;
+    if (!o.explain && !o.global_batch)
+        return cli_usage_error(cmd, "--global-batch N is required (sequences per step)");
+    if (o.explain && (rc = cli_config_finish(cmd, &o.cfg, 0)) != CLI_OK)
+        return rc;
+    if (!o.explain && o.strategy_given && (rc = cli_config_finish(cmd, &o.cfg, 0)) != CLI_OK)
+        return rc;
+    coh_hw hw;
+    if ((rc = build_hw(&o, &hw)) != CLI_OK)
+        return rc;
+    if (o.explain)
+        return explain(&o, &m, &hw);
+    if (o.devices && hw.gpu && o.cfg.par.nodes &&
+        o.devices != (long)o.cfg.par.nodes * hw.gpus_per_node)
+        return cli_usage_error(cmd, "invalid --devices '%ld': --nodes %d x %d per node is %ld",
+                               o.devices, o.cfg.par.nodes, hw.gpus_per_node,
+                               (long)o.cfg.par.nodes * hw.gpus_per_node);
+    return search(&o, &m, &hw);
+}

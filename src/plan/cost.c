@@ -1,0 +1,312 @@
+/* cost.c: the planner's per-op cost model: the GEMMs, attention, elementwise ops and optimizer of
+ * cohort's GPT engine priced from a rate table (measured curve or GPU roofline), and α-β costs of
+ * the collectives the trainer issues. docs/plan.md gives every formula. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/plan_int.h"
+#include "plan/planner_int.h"
+#include "train/parallel/strategy.h" /* par_pipe_split: the trainer's own split of the blocks */
+
+/* ---- rates ---------------------------------------------------------------------------------- */
+
+int plan_node_size(const coh_hw *hw, const coh_parallel_config *c)
+{
+    if (!hw->gpu) /* every rank on this machine */
+        return c->dp * c->tp * c->pp;
+    return hw->gpus_per_node > 0 ? hw->gpus_per_node : 1;
+}
+
+coh_status plan_dev_for(const coh_hw *hw, const coh_parallel_config *c, plan_dev *out)
+{
+    memset(out, 0, sizeof *out);
+    out->hw = hw;
+    out->half = c->precision != COH_PREC_FP32;
+    out->share = 1.0;
+    if (hw->nrates < 1)
+        return coh_errf(COH_ERR_INVALID, "hardware '%s' has no rates", hw->name);
+    if (hw->gpu) {
+        out->row = &hw->rates[0];
+        out->threads = 0;
+        return COH_OK;
+    }
+    long ranks = (long)c->dp * c->tp * c->pp;
+    int cores = hw->cores > 0 ? hw->cores : 1;
+    out->threads = ranks >= cores ? 1 : (int)(cores / ranks);
+    out->row = &hw->rates[0];
+    for (int i = 0; i < hw->nrates; i++)
+        if (hw->rates[i].threads <= out->threads)
+            out->row = &hw->rates[i];
+    if (ranks > cores) /* oversubscribed: the ranks take turns on the cores */
+        out->share = (double)cores / (double)ranks;
+    return COH_OK;
+}
+
+/* The measured curve at `work`, interpolated in log(work), clamped at its ends. */
+static double curve_rate(const coh_rate_curve *c, double work)
+{
+    if (work <= c->work[0])
+        return c->flops[0];
+    for (int i = 1; i < c->n; i++)
+        if (work <= c->work[i]) {
+            double f = (log(work) - log(c->work[i - 1])) / (log(c->work[i]) - log(c->work[i - 1]));
+            return c->flops[i - 1] + f * (c->flops[i] - c->flops[i - 1]);
+        }
+    return c->flops[c->n - 1];
+}
+
+double plan_gemm_s(const plan_dev *d, double M, double N, double K, double count)
+{
+    if (M <= 0 || N <= 0 || K <= 0 || count <= 0)
+        return 0;
+    const coh_device_rates *r = d->row;
+    double work = M * N * K, flops = 2.0 * work * count;
+    if (r->gemm.n > 0) {
+        double rate = curve_rate(&r->gemm, work);
+        if (count > 1 && d->threads > 1 && d->hw->rates[0].threads == 1) {
+            /* the engine runs batched small GEMMs (attention's heads) one per thread */
+            double one = curve_rate(&d->hw->rates[0].gemm, work);
+            double par = one * fmin(count, d->threads);
+            rate = par > rate ? par : rate;
+        }
+        return flops / (rate * d->share) + r->op_overhead_s;
+    }
+    double e = d->half ? 2.0 : 4.0;
+    double peak = d->hw->peak_flops * (d->half ? 1.0 : 0.5) * d->hw->gemm_efficiency;
+    double bytes = e * (M * K + K * N + M * N) * count;
+    return fmax(flops / peak, bytes / d->hw->mem_bytes_per_s) + r->op_overhead_s;
+}
+
+double plan_elementwise_s(const plan_dev *d, double bytes)
+{
+    return bytes / (d->row->elementwise_bytes_per_s * d->share) + d->row->op_overhead_s;
+}
+
+double plan_optimizer_s(const plan_dev *d, const coh_parallel_config *c, double n)
+{
+    /* AdamW reads p, g, m, v and writes p, m, v (7 x 4 bytes), and the gradient is zeroed;
+     * mixed precision also writes the 2-byte working copy. */
+    double per = 32.0 + (c->precision != COH_PREC_FP32 ? 2.0 : 0.0);
+    if (c->offload != COH_OFFLOAD_NONE) /* on the host over PCIe-class bandwidth: 25 GB/s */
+        return n * per / 25e9 + n * 8.0 / 25e9;
+    return plan_elementwise_s(d, n * per);
+}
+
+/* ---- links and collectives ------------------------------------------------------------------ */
+
+const coh_link *plan_link(const coh_hw *hw, long a, long b)
+{
+    if (!hw->gpu || hw->gpus_per_node < 1 || hw->nodes <= 1)
+        return &hw->intra;
+    return a / hw->gpus_per_node == b / hw->gpus_per_node ? &hw->intra : &hw->inter;
+}
+
+/* g ranks of the group per node, k nodes. */
+static void group_shape(const coh_hw *hw, int n, int stride, int *g, int *k)
+{
+    int gpn = hw->gpus_per_node;
+    if (!hw->gpu || hw->nodes <= 1 || gpn < 1) {
+        *g = n;
+        *k = 1;
+        return;
+    }
+    *g = stride >= gpn ? 1 : (gpn / stride < n ? gpn / stride : n);
+    *k = (n + *g - 1) / *g;
+}
+
+static double ring_steps(int n, double steps_per_rank, const coh_link *l, double bytes)
+{
+    if (n <= 1 || bytes <= 0)
+        return 0;
+    return steps_per_rank * (n - 1) * (l->alpha_s + bytes / n / l->bytes_per_s);
+}
+
+/* half: reduce-scatter or all-gather (1 pass); full all-reduce: 2 passes. */
+static double collective(const coh_hw *hw, int n, int stride, double bytes, double passes)
+{
+    int g, k;
+    group_shape(hw, n, stride, &g, &k);
+    if (k <= 1)
+        return ring_steps(n, passes, &hw->intra, bytes);
+    double flat = ring_steps(n, passes, &hw->inter, bytes);
+    /* hierarchical: reduce-scatter inside the node, the collective across nodes on 1/g of the
+     * data (each of the g ranks on its own NIC), all-gather inside the node */
+    double inside = g > 1 ? ring_steps(g, 1.0, &hw->intra, bytes) : 0;
+    double across = ring_steps(k, passes, &hw->inter, bytes / g);
+    double hier = (passes > 1 ? 2 : 1) * inside + across;
+    return fmin(flat, hier);
+}
+
+double plan_allreduce_s(const coh_hw *hw, int n, int stride, double bytes)
+{
+    return collective(hw, n, stride, bytes, 2.0);
+}
+
+double plan_reduce_scatter_s(const coh_hw *hw, int n, int stride, double bytes)
+{
+    return collective(hw, n, stride, bytes, 1.0);
+}
+
+double plan_allgather_s(const coh_hw *hw, int n, int stride, double bytes)
+{
+    return collective(hw, n, stride, bytes, 1.0);
+}
+
+/* ---- the engine's ops ----------------------------------------------------------------------- */
+
+typedef struct block_cost {
+    double fwd, bwd, tp_fwd, tp_bwd, flops_fwd, flops_bwd;
+} block_cost;
+
+static void block(const coh_model_desc *m, const coh_parallel_config *c, const plan_dev *d,
+                  double b, double s, block_cost *out)
+{
+    const coh_hw *hw = d->hw;
+    double t = c->tp, h = (double)m->dim, hd = (double)m->head_dim, f = (double)m->ffn;
+    double a = (double)m->heads / t, kv = ceil((double)m->kv_heads / t), N = b * s;
+    double e = d->half ? 2.0 : 4.0;
+    int llama = m->arch == COH_ARCH_LLAMA;
+    /* the four (Llama: five) linear layers */
+    double lin = plan_gemm_s(d, N, (a + 2 * kv) * hd, h, 1) + plan_gemm_s(d, N, h, a * hd, 1) +
+                 plan_gemm_s(d, N, f / t, h, llama ? 2 : 1) + plan_gemm_s(d, N, h, f / t, 1);
+    double lin_flops = 2 * N * h * ((a + 2 * kv) * hd + a * hd + (llama ? 3 : 2) * f / t);
+    /* attention: (T, T) scores and their product with V, per (sequence, head) */
+    double att = plan_gemm_s(d, s, s, hd, b * a) + plan_gemm_s(d, s, hd, s, b * a);
+    double att_flops = 4 * b * a * s * s * hd;
+    /* the scores: the engine's fp32 scratch; a GPU stack's in the training precision, plus a
+     * dropout mask when dropout is on */
+    double pe = hw->gpu ? e : 4.0;
+    double soft = 2 * b * a * s * s * pe + (c->dropout ? b * a * s * s * (e + 1) : 0);
+    double ew = 2 * (2 * N * h * e)                      /* two norms */
+              + (llama ? 3 : 2) * N * (f / t) * e        /* GELU / SwiGLU */
+              + 2 * 3 * N * h * e                        /* two residual adds */
+              + (c->dropout ? 2 * N * h * (2 * e + 1) : 0) + (llama ? 2 * N * (a + kv) * hd * e : 0);
+    double soft_s = plan_elementwise_s(d, soft), ew_s = plan_elementwise_s(d, ew) +
+                    5 * d->row->op_overhead_s;
+    out->fwd = lin + att + soft_s + ew_s;
+    out->flops_fwd = lin_flops + att_flops;
+    /* backward: two GEMMs per linear layer; attention rebuilds the scores (the engine keeps
+     * only the log-sum-exp: 5 products; a GPU stack keeping the probabilities: 4) */
+    double att_b = (hw->gpu ? 2.0 : 2.5) * att;
+    out->bwd = 2 * lin + att_b + 2 * soft_s + 2 * ew_s;
+    out->flops_bwd = 2 * lin_flops + (hw->gpu ? 2.0 : 2.5) * att_flops;
+    /* Megatron tp: an all-reduce of the block's (N, h) output after attention and after the MLP
+     * in forward, and of the input gradients of both in backward */
+    double ar = c->tp > 1 ? plan_allreduce_s(hw, c->tp, 1, N * h * e) : 0;
+    out->tp_fwd = 2 * ar;
+    out->tp_bwd = 2 * ar;
+    if (c->recompute == COH_RECOMPUTE_FULL) {
+        out->bwd += out->fwd;
+        out->flops_bwd += out->flops_fwd;
+        out->tp_bwd += out->tp_fwd;
+    } else if (c->recompute == COH_RECOMPUTE_SELECTIVE) {
+        out->bwd += att + soft_s;
+        out->flops_bwd += att_flops;
+    }
+}
+
+/* Parameters one tp rank holds of one block. */
+static double block_params(const coh_model_desc *m, int tp)
+{
+    return (double)plan_layer_params_local(m, tp);
+}
+
+/* The LM head and loss of one microbatch (the engine computes the loss gradient and the
+ * head's weight gradient in its forward; a GPU stack in backward). */
+static void head(const coh_model_desc *m, const coh_parallel_config *c, const plan_dev *d,
+                 double N, double *fwd, double *bwd, double *flops)
+{
+    double t = c->tp, h = (double)m->dim, V = (double)m->vocab / t, e = d->half ? 2.0 : 4.0;
+    double logits = plan_gemm_s(d, N, V, h, 1), grads = plan_gemm_s(d, N, h, V, 1) +
+                                                        plan_gemm_s(d, V, h, N, 1);
+    double xent = plan_elementwise_s(d, 3 * N * V * 4.0), norm = plan_elementwise_s(d, 4 * N * h * e);
+    double ar = c->tp > 1 ? plan_allreduce_s(d->hw, c->tp, 1, N * h * e) : 0;
+    *flops = 6 * N * V * h;
+    if (!d->hw->gpu) {
+        *fwd = norm + logits + xent + grads + ar;
+        *bwd = norm;
+    } else {
+        *fwd = norm + logits + xent;
+        *bwd = grads + xent + norm + ar;
+    }
+}
+
+coh_status plan_chunk_costs(const coh_model_desc *m, const coh_parallel_config *c,
+                            const plan_dev *d, int64_t seq, plan_chunk *chunk)
+{
+    int p = c->pp, v = c->virtual_stages > 1 ? c->virtual_stages : 1, u = p * v;
+    int *bounds = malloc(sizeof(int) * (size_t)(u + 1));
+    if (!bounds)
+        return coh_errf(COH_ERR_NOMEM, "out of memory pricing %d virtual stages", u);
+    if (c->stage_layers) {
+        coh_status st = coh_pipe_parse_layers(c->stage_layers, (int)m->layers, u, bounds);
+        if (st) {
+            free(bounds);
+            return st;
+        }
+    } else if (u == 1) {
+        bounds[0] = 0;
+        bounds[1] = (int)m->layers;
+    } else {
+        coh_gpt_config g = {(int)m->layers, (int)m->heads, (int)m->dim, (int)m->vocab,
+                            (int)seq};
+        par_pipe_split(&g, (int)seq, u, p, bounds);
+    }
+    double b = (double)c->micro_batch, s = (double)seq, N = b * s, h = (double)m->dim;
+    double e = d->half ? 2.0 : 4.0, pbytes = e;
+    block_cost bc;
+    block(m, c, d, b, s, &bc);
+    double hf, hb, hflops;
+    head(m, c, d, N, &hf, &hb, &hflops);
+    double emb_f = plan_elementwise_s(d, 3 * N * h * e) +
+                   (c->tp > 1 ? plan_allreduce_s(d->hw, c->tp, 1, N * h * e) : 0);
+    double emb_b = plan_elementwise_s(d, 2 * N * h * 4.0);
+    double bp = block_params(m, c->tp), vocab_shard = ceil((double)m->vocab / c->tp) * h;
+    int zero3 = coh_strategy_zero_stage(c->strategy) == 3 && c->dp > 1;
+    int dstride = c->tp * c->pp;
+    double gather_blk = zero3 ? plan_allgather_s(d->hw, c->dp, dstride, bp * pbytes) : 0;
+    double gather_emb = zero3 ? plan_allgather_s(d->hw, c->dp, dstride, vocab_shard * pbytes) : 0;
+    for (int k = 0; k < u; k++) {
+        plan_chunk *ch = &chunk[k];
+        memset(ch, 0, sizeof *ch);
+        ch->lo = bounds[k];
+        ch->hi = bounds[k + 1];
+        ch->first = k == 0;
+        ch->last = k == u - 1;
+        double nb = ch->hi - ch->lo;
+        ch->fwd = nb * (bc.fwd + bc.tp_fwd);
+        ch->bwd = nb * (bc.bwd + bc.tp_bwd);
+        ch->tp_comm = nb * (bc.tp_fwd + bc.tp_bwd);
+        ch->flops = nb * (bc.flops_fwd + bc.flops_bwd);
+        ch->params = (int64_t)(nb * bp);
+        if (ch->first) {
+            ch->fwd += emb_f;
+            ch->bwd += emb_b;
+            ch->params += (int64_t)vocab_shard;
+            if (m->arch == COH_ARCH_GPT2)
+                ch->params += m->positions * m->dim;
+        }
+        if (ch->last) {
+            ch->fwd += hf;
+            ch->bwd += hb;
+            ch->flops += hflops;
+            ch->params += (int64_t)(2 * h);
+            if (!m->tied || u > 1)
+                ch->params += (int64_t)vocab_shard;
+        }
+        if (zero3) {
+            /* each block gathered just before use, the next one prefetched while it runs: a
+             * gather stalls compute by what the previous block's compute does not cover */
+            double stall_f = gather_blk + (nb > 1 ? (nb - 1) * fmax(0, gather_blk - bc.fwd) : 0);
+            double stall_b = gather_blk + (nb > 1 ? (nb - 1) * fmax(0, gather_blk - bc.bwd) : 0);
+            double extra = (ch->first ? gather_emb : 0) + (ch->last ? gather_emb : 0);
+            ch->zero3_comm = 2 * (nb * gather_blk + extra);
+            ch->zero3_exposed = stall_f + stall_b + 2 * extra;
+            ch->fwd += stall_f + extra;
+            ch->bwd += stall_b + extra;
+        }
+    }
+    free(bounds);
+    return COH_OK;
+}

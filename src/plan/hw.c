@@ -1,0 +1,369 @@
+/* hw.c: the hardware the planner prices: GPU presets (datasheet peaks, a roofline for GEMMs),
+ * an inventory file's GPUs and links, and calibration files measured on this machine (strict
+ * parser, fuzzed: tests/fuzz/fuzz_calibration.c). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/planner_int.h"
+#include "util/json.h"
+
+/* ---- presets -------------------------------------------------------------------------------- */
+
+/* Dense (non-sparse) tensor-core peaks and HBM bandwidth from NVIDIA's datasheets; NVLink one
+ * way per GPU (half the quoted bidirectional figure). GEMM efficiency 0.80 of peak for large
+ * shapes (cuBLAS bf16 on A100 reaches 250-260 TFLOP/s of 312 on large square GEMMs), a
+ * roofline on HBM for thin ones, 4 us per kernel launch (docs/plan.md). */
+static const struct preset {
+    const char *name, *match, *source;
+    double peak, mem_bw, nvlink;
+    uint64_t mib;
+    coh_precision prec;
+} PRESETS[] = {
+    {"a100-80gb", "A100", "NVIDIA A100 datasheet: 312 TFLOP/s bf16 dense, 2039 GB/s HBM2e, NVLink 3 "
+     "600 GB/s (300 each way)", 312e12, 2039e9, 300e9, 81920, COH_PREC_BF16_MIXED},
+    {"a100-40gb", "A100", "NVIDIA A100 datasheet: 312 TFLOP/s bf16 dense, 1555 GB/s HBM2, NVLink 3 "
+     "600 GB/s (300 each way)", 312e12, 1555e9, 300e9, 40960, COH_PREC_BF16_MIXED},
+    {"h100-sxm", "H100", "NVIDIA H100 datasheet: 989 TFLOP/s bf16 dense, 3350 GB/s HBM3, NVLink 4 "
+     "900 GB/s (450 each way)", 989e12, 3350e9, 450e9, 81920, COH_PREC_BF16_MIXED},
+    {"v100-32gb", "V100", "NVIDIA V100 datasheet: 125 TFLOP/s fp16 tensor, 900 GB/s HBM2, NVLink 2 "
+     "300 GB/s (150 each way)", 125e12, 900e9, 150e9, 32768, COH_PREC_FP16_MIXED},
+};
+#define NPRESETS (sizeof PRESETS / sizeof PRESETS[0])
+
+static void fill_preset(const struct preset *p, coh_hw *out)
+{
+    memset(out, 0, sizeof *out);
+    snprintf(out->name, sizeof out->name, "%s", p->name);
+    snprintf(out->source, sizeof out->source, "%s", p->source);
+    out->gpu = 1;
+    out->nrates = 1;
+    coh_device_rates *r = &out->rates[0];
+    r->gemm.n = 0; /* roofline */
+    r->elementwise_bytes_per_s = p->mem_bw * 0.8;
+    r->op_overhead_s = 4e-6;
+    out->peak_flops = p->peak;
+    out->precision = p->prec;
+    out->memory_bytes = p->mib << 20;
+    out->gpus_per_node = 8;
+    out->nodes = 0;
+    out->intra.alpha_s = 3e-6;
+    out->intra.bytes_per_s = p->nvlink;
+    out->gemm_efficiency = 0.80;
+    out->mem_bytes_per_s = p->mem_bw;
+}
+
+coh_status coh_hw_preset(const char *name, coh_hw *out)
+{
+    for (size_t i = 0; i < NPRESETS; i++)
+        if (name && !strcmp(name, PRESETS[i].name)) {
+            fill_preset(&PRESETS[i], out);
+            return COH_OK;
+        }
+    return coh_errf(COH_ERR_INVALID, "unknown hardware preset '%s': valid are a100-80gb, "
+                                     "a100-40gb, h100-sxm, v100-32gb", name ? name : "(null)");
+}
+
+coh_status coh_hw_preset_for_gpu(const char *gpu_name, uint64_t memory_bytes, coh_hw *out)
+{
+    const struct preset *best = NULL;
+    for (size_t i = 0; i < NPRESETS; i++) {
+        const struct preset *p = &PRESETS[i];
+        if (!strstr(gpu_name, p->match))
+            continue;
+        /* among the variants, the one whose memory is closest */
+        if (!best || llabs((long long)(p->mib << 20) - (long long)memory_bytes) <
+                         llabs((long long)(best->mib << 20) - (long long)memory_bytes))
+            best = p;
+    }
+    if (!best)
+        return coh_errf(COH_ERR_NOT_FOUND, "no preset for the GPU '%s' (known: A100, H100, "
+                                           "V100); give --hw NAME", gpu_name);
+    fill_preset(best, out);
+    out->memory_bytes = memory_bytes;
+    return COH_OK;
+}
+
+/* ---- small JSON helpers with messages naming the file and key ---------------------------- */
+
+static coh_status check_keys(const char *file, const char *where, const json_value *v,
+                             const char *const *keys)
+{
+    if (!v || v->type != JSON_OBJECT)
+        return coh_errf(COH_ERR_INVALID, "%s: %s is not an object", file, where);
+    for (size_t i = 0; i < v->u.obj.count; i++) {
+        int known = 0;
+        for (const char *const *k = keys; *k; k++)
+            known |= !strcmp(v->u.obj.keys[i], *k);
+        if (!known)
+            return coh_errf(COH_ERR_INVALID, "%s: %s: unknown key '%s'", file, where,
+                            v->u.obj.keys[i]);
+    }
+    return COH_OK;
+}
+
+/* A number in [lo, hi] (finite); missing: dflt, or an error when required. */
+static coh_status get_num(const char *file, const char *where, const json_value *obj,
+                          const char *key, int required, double lo, double hi, double dflt,
+                          double *out)
+{
+    const json_value *v = json_get(obj, key);
+    if (!v) {
+        if (required)
+            return coh_errf(COH_ERR_INVALID, "%s: %s: missing '%s'", file, where, key);
+        *out = dflt;
+        return COH_OK;
+    }
+    if (v->type != JSON_NUMBER || !isfinite(v->u.num.value) || v->u.num.value < lo ||
+        v->u.num.value > hi)
+        return coh_errf(COH_ERR_INVALID, "%s: %s.%s: %s%s%g is not a number from %g to %g", file,
+                        where, key, v->type == JSON_NUMBER ? "" : json_type_name(v->type),
+                        v->type == JSON_NUMBER ? "" : " ",
+                        v->type == JSON_NUMBER ? v->u.num.value : 0.0, lo, hi);
+    *out = v->u.num.value;
+    return COH_OK;
+}
+
+#define TRY(x)                                                                                 \
+    do {                                                                                       \
+        coh_status t_ = (x);                                                                   \
+        if (t_ != COH_OK)                                                                      \
+            return t_;                                                                         \
+    } while (0)
+
+static const char *const LINK_KEYS[] = {"gbytes_per_s", "latency_us", NULL};
+
+static coh_status parse_link(const char *file, const char *where, const json_value *v,
+                             coh_link *out)
+{
+    TRY(check_keys(file, where, v, LINK_KEYS));
+    double gb = 0, us = 0;
+    TRY(get_num(file, where, v, "gbytes_per_s", 1, 1e-6, 1e6, 0, &gb));
+    TRY(get_num(file, where, v, "latency_us", 1, 0, 1e7, 0, &us));
+    out->bytes_per_s = gb * 1e9;
+    out->alpha_s = us * 1e-6;
+    return COH_OK;
+}
+
+/* ---- inventory ------------------------------------------------------------------------------ */
+
+static coh_status inventory_hw(const json_value *root, const char *path, int nodes, coh_hw *out)
+{
+    const json_value *gpus = json_get(root, "gpus");
+    if (!gpus || gpus->type != JSON_ARRAY || gpus->u.arr.count == 0)
+        return coh_errf(COH_ERR_INVALID, "inventory '%s' lists no GPUs: the planner prices GPUs "
+                                         "from an inventory (this machine: --calibration)", path);
+    const json_value *g = gpus->u.arr.items[0];
+    const json_value *name = json_get(g, "name"), *mib = json_get(g, "memory_total_mib");
+    if (!name || name->type != JSON_STRING || !mib || mib->type != JSON_NUMBER ||
+        !mib->u.num.is_integer || mib->u.num.integer < 1 || mib->u.num.integer > (1LL << 40))
+        return coh_errf(COH_ERR_INVALID, "inventory '%s': gpus[0] needs \"name\" and "
+                                         "\"memory_total_mib\" (a positive integer)", path);
+    TRY(coh_hw_preset_for_gpu(name->u.str.chars, (uint64_t)mib->u.num.integer << 20, out));
+    out->gpus_per_node = (int)gpus->u.arr.count;
+    out->nodes = nodes;
+    snprintf(out->source + strlen(out->source), sizeof out->source - strlen(out->source),
+             "; inventory %s", path);
+    const json_value *links = json_get(root, "links");
+    if (links) {
+        static const char *const keys[] = {"intra_node", "inter_node", NULL};
+        TRY(check_keys(path, "links", links, keys));
+        const json_value *in = json_get(links, "intra_node"), *ex = json_get(links, "inter_node");
+        if (in)
+            TRY(parse_link(path, "links.intra_node", in, &out->intra));
+        if (ex)
+            TRY(parse_link(path, "links.inter_node", ex, &out->inter));
+    }
+    if (nodes > 1 && out->inter.bytes_per_s <= 0)
+        return coh_errf(COH_ERR_INVALID, "inventory '%s' has no \"links\": {\"inter_node\": "
+                        "{\"gbytes_per_s\": ..., \"latency_us\": ...}}: a plan over %d nodes "
+                        "needs the link between them", path, nodes);
+    return COH_OK;
+}
+
+coh_status coh_hw_from_inventory(const char *path, int nodes, coh_hw *out)
+{
+    json_doc *doc;
+    coh_status st = json_parse_file(path, &doc);
+    if (st != COH_OK)
+        return st == COH_ERR_INVALID ? coh_err_prefix(st, "malformed inventory") : st;
+    st = inventory_hw(json_root(doc), path, nodes < 1 ? 1 : nodes, out);
+    json_free(doc);
+    return st;
+}
+
+/* ---- calibration ---------------------------------------------------------------------------- */
+
+static const char *const CAL_KEYS[] = {"cohort_calibration", "machine", "cores", "memory_bytes",
+                                       "peak_gflops", "rates", "link", NULL};
+static const char *const RATE_KEYS[] = {"threads", "gemm", "elementwise_gbytes_per_s",
+                                        "op_overhead_us", NULL};
+
+static coh_status parse_curve(const char *file, const char *where, const json_value *a,
+                              coh_rate_curve *c)
+{
+    if (!a || a->type != JSON_ARRAY || a->u.arr.count < 1 || a->u.arr.count > COH_RATE_POINTS)
+        return coh_errf(COH_ERR_INVALID, "%s: %s.gemm: need an array of 1 to %d [work, "
+                        "flops_per_s] points", file, where, COH_RATE_POINTS);
+    c->n = 0;
+    for (size_t i = 0; i < a->u.arr.count; i++) {
+        const json_value *p = a->u.arr.items[i];
+        if (p->type != JSON_ARRAY || p->u.arr.count != 2 ||
+            p->u.arr.items[0]->type != JSON_NUMBER || p->u.arr.items[1]->type != JSON_NUMBER)
+            return coh_errf(COH_ERR_INVALID, "%s: %s.gemm[%zu]: not a [work, flops_per_s] pair",
+                            file, where, i);
+        double w = p->u.arr.items[0]->u.num.value, f = p->u.arr.items[1]->u.num.value;
+        if (!isfinite(w) || !isfinite(f) || w < 1 || w > 1e18 || f < 1e3 || f > 1e18)
+            return coh_errf(COH_ERR_INVALID, "%s: %s.gemm[%zu]: [%g, %g]: work from 1 to 1e18 "
+                            "and FLOP/s from 1e3 to 1e18", file, where, i, w, f);
+        if (i > 0 && w <= c->work[i - 1])
+            return coh_errf(COH_ERR_INVALID, "%s: %s.gemm[%zu]: work %g not above the previous "
+                            "point's %g (sort the points)", file, where, i, w, c->work[i - 1]);
+        c->work[i] = w;
+        c->flops[i] = f;
+        c->n++;
+    }
+    return COH_OK;
+}
+
+static coh_status parse_rates(const char *file, const json_value *a, coh_hw *out)
+{
+    if (!a || a->type != JSON_ARRAY || a->u.arr.count < 1 || a->u.arr.count > COH_HW_MAX_RATES)
+        return coh_errf(COH_ERR_INVALID, "%s: rates: need an array of 1 to %d rows", file,
+                        COH_HW_MAX_RATES);
+    for (size_t i = 0; i < a->u.arr.count; i++) {
+        char where[32];
+        snprintf(where, sizeof where, "rates[%zu]", i);
+        const json_value *r = a->u.arr.items[i];
+        TRY(check_keys(file, where, r, RATE_KEYS));
+        coh_device_rates *d = &out->rates[i];
+        double threads = 0, ew = 0, oh = 0;
+        TRY(get_num(file, where, r, "threads", 1, 1, 4096, 0, &threads));
+        if (threads != floor(threads))
+            return coh_errf(COH_ERR_INVALID, "%s: %s.threads: %g is not an integer", file,
+                            where, threads);
+        if (i > 0 && (int)threads <= out->rates[i - 1].threads)
+            return coh_errf(COH_ERR_INVALID, "%s: %s.threads: %g not above the previous row's "
+                            "%d (one row per thread count, ascending)", file, where, threads,
+                            out->rates[i - 1].threads);
+        d->threads = (int)threads;
+        TRY(parse_curve(file, where, json_get(r, "gemm"), &d->gemm));
+        TRY(get_num(file, where, r, "elementwise_gbytes_per_s", 1, 1e-3, 1e6, 0, &ew));
+        TRY(get_num(file, where, r, "op_overhead_us", 0, 0, 1e6, 0, &oh));
+        d->elementwise_bytes_per_s = ew * 1e9;
+        d->op_overhead_s = oh * 1e-6;
+        out->nrates = (int)i + 1;
+    }
+    return COH_OK;
+}
+
+static coh_status parse_calibration(const json_value *root, const char *file, coh_hw *out)
+{
+    memset(out, 0, sizeof *out);
+    TRY(check_keys(file, "(top level)", root, CAL_KEYS));
+    double version = 0, cores = 0, mem = 0, peak = 0;
+    TRY(get_num(file, "(top level)", root, "cohort_calibration", 1, 1, 1, 0, &version));
+    TRY(get_num(file, "(top level)", root, "cores", 1, 1, 4096, 0, &cores));
+    if (cores != floor(cores))
+        return coh_errf(COH_ERR_INVALID, "%s: cores: %g is not an integer", file, cores);
+    TRY(get_num(file, "(top level)", root, "memory_bytes", 0, 0, 1e18, 0, &mem));
+    TRY(get_num(file, "(top level)", root, "peak_gflops", 0, 0, 1e9, 0, &peak));
+    const json_value *m = json_get(root, "machine");
+    if (m && m->type != JSON_STRING)
+        return coh_errf(COH_ERR_INVALID, "%s: machine: not a string", file);
+    snprintf(out->name, sizeof out->name, "%s", m ? m->u.str.chars : "this machine");
+    snprintf(out->source, sizeof out->source, "calibration %s", file);
+    out->gpu = 0;
+    out->cores = (int)cores;
+    out->memory_bytes = (uint64_t)mem;
+    out->precision = COH_PREC_FP32;
+    out->gpus_per_node = (int)cores;
+    out->nodes = 1;
+    TRY(parse_rates(file, json_get(root, "rates"), out));
+    /* the peak for MFU: as given, else the best measured GEMM rate on all cores */
+    const coh_device_rates *top = &out->rates[out->nrates - 1];
+    double best = 0;
+    for (int i = 0; i < top->gemm.n; i++)
+        best = fmax(best, top->gemm.flops[i]);
+    out->peak_flops = peak > 0 ? peak * 1e9 : best * (cores / top->threads);
+    const json_value *link = json_get(root, "link");
+    if (link)
+        TRY(parse_link(file, "link", link, &out->intra));
+    else
+        out->intra = (coh_link){5e-6, 2e9};
+    out->inter = (coh_link){0, 0};
+    return COH_OK;
+}
+
+coh_status coh_calibration_parse(const char *text, size_t len, const char *name, coh_hw *out)
+{
+    json_doc *doc;
+    coh_status st = json_parse(text, len, &doc);
+    if (st != COH_OK)
+        return coh_err_prefix(st == COH_ERR_NOMEM ? st : COH_ERR_INVALID, "calibration %s", name);
+    st = parse_calibration(json_root(doc), name, out);
+    json_free(doc);
+    return st;
+}
+
+coh_status coh_calibration_load(const char *path, coh_hw *out)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return coh_errf(COH_ERR_IO, "cannot read calibration file '%s'", path);
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (len + 4096 > cap) {
+            cap = cap ? cap * 2 : 65536;
+            char *b = cap > (16u << 20) ? NULL : realloc(buf, cap);
+            if (!b) {
+                free(buf);
+                fclose(f);
+                return coh_errf(cap > (16u << 20) ? COH_ERR_INVALID : COH_ERR_NOMEM,
+                                "calibration file '%s' is over 16 MiB", path);
+            }
+            buf = b;
+        }
+        size_t n = fread(buf + len, 1, cap - len, f);
+        len += n;
+        if (n == 0)
+            break;
+    }
+    int err = ferror(f);
+    fclose(f);
+    coh_status st = err ? coh_errf(COH_ERR_IO, "cannot read calibration file '%s'", path)
+                        : coh_calibration_parse(buf, len, path, out);
+    free(buf);
+    return st;
+}
+
+coh_status coh_calibration_write(const coh_hw *hw, const char *path)
+{
+    if (hw->gpu || hw->nrates < 1)
+        return coh_errf(COH_ERR_INVALID, "only measured CPU rates are written to a calibration "
+                                         "file");
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return coh_errf(COH_ERR_IO, "cannot write calibration file '%s'", path);
+    fprintf(f, "{\"cohort_calibration\": 1, \"machine\": \"");
+    for (const char *c = hw->name; *c; c++)
+        fprintf(f, *c == '"' || *c == '\\' ? "\\%c" : (unsigned char)*c < 32 ? "?" : "%c", *c);
+    fprintf(f, "\", \"cores\": %d, \"memory_bytes\": %llu, \"peak_gflops\": %.6g,\n \"rates\": [",
+            hw->cores, (unsigned long long)hw->memory_bytes, hw->peak_flops / 1e9);
+    for (int i = 0; i < hw->nrates; i++) {
+        const coh_device_rates *r = &hw->rates[i];
+        fprintf(f, "%s\n  {\"threads\": %d, \"elementwise_gbytes_per_s\": %.6g, "
+                   "\"op_overhead_us\": %.6g,\n   \"gemm\": [", i ? "," : "", r->threads,
+                r->elementwise_bytes_per_s / 1e9, r->op_overhead_s * 1e6);
+        for (int k = 0; k < r->gemm.n; k++)
+            fprintf(f, "%s[%.6g, %.6g]", k ? ", " : "", r->gemm.work[k], r->gemm.flops[k]);
+        fprintf(f, "]}");
+    }
+    fprintf(f, "],\n \"link\": {\"latency_us\": %.6g, \"gbytes_per_s\": %.6g}}\n",
+            hw->intra.alpha_s * 1e6, hw->intra.bytes_per_s / 1e9);
+    if (fclose(f))
+        return coh_errf(COH_ERR_IO, "cannot write calibration file '%s'", path);
+    return COH_OK;
+}

@@ -1,0 +1,490 @@
+/* planner.c: one configuration priced (estimator for memory, simulator for time, a line of
+ * reasons), its simulated timeline as a trace, and the search over every configuration of a
+ * device count: enumerate, drop what the estimator refuses, order by a lower bound, simulate
+ * until the bound passes the K-th best. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cohort/json_writer.h"
+#include "cohort/size.h"
+#include "plan/plan_int.h"
+#include "plan/planner_int.h"
+
+static int hw_devices(const coh_hw *hw)
+{
+    if (!hw->gpu)
+        return 0; /* ranks on the CPU: any count (oversubscribed past the cores) */
+    return (hw->nodes > 0 ? hw->nodes : 1) * (hw->gpus_per_node > 0 ? hw->gpus_per_node : 1);
+}
+
+static coh_status check_devices(const coh_parallel_config *c, const coh_hw *hw)
+{
+    long n = (long)c->dp * c->tp * c->pp;
+    int have = hw_devices(hw);
+    if (have && n > have)
+        return coh_errf(COH_ERR_INVALID, "dp %d x tp %d x pp %d = %ld devices, the hardware has "
+                        "%d (%d nodes x %d)", c->dp, c->tp, c->pp, n, have,
+                        hw->nodes > 0 ? hw->nodes : 1, hw->gpus_per_node);
+    if (hw->gpu && n > hw->gpus_per_node && hw->inter.bytes_per_s <= 0)
+        return coh_errf(COH_ERR_INVALID, "%ld devices span nodes of %d, and no link between "
+                        "nodes is known: give the inventory's \"links\" or --link-inter", n,
+                        hw->gpus_per_node);
+    if (c->nodes && c->gpus_per_node && hw->gpu && c->gpus_per_node != hw->gpus_per_node)
+        return coh_errf(COH_ERR_INVALID, "--gpus-per-node %d disagrees with the hardware's %d",
+                        c->gpus_per_node, hw->gpus_per_node);
+    return COH_OK;
+}
+
+static double gbs(const coh_link *l)
+{
+    return l->bytes_per_s / 1e9;
+}
+
+static void add_reason(char *buf, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void add_reason(char *buf, size_t cap, const char *fmt, ...)
+{
+    size_t n = strlen(buf);
+    if (n + 3 >= cap)
+        return;
+    if (n)
+        n += (size_t)snprintf(buf + n, cap - n, "; ");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + n, cap - n, fmt, ap);
+    va_end(ap);
+}
+
+/* One line in the guide's terms: why each axis is what it is, with the numbers. */
+static void reasons(const coh_model_desc *m, const coh_hw *hw, coh_plan_result *r)
+{
+    const coh_parallel_config *c = &r->config;
+    char *b = r->reasons;
+    size_t cap = sizeof r->reasons;
+    b[0] = '\0';
+    int multi_node = hw->gpu && hw->nodes > 1 && (long)c->dp * c->tp * c->pp > hw->gpus_per_node;
+    if (c->tp > 1) {
+        if (multi_node)
+            add_reason(b, cap, "tp %d stays inside a node: %.0f GB/s each way against %.0f GB/s "
+                       "between nodes for its 4 all-reduces per block per microbatch", c->tp,
+                       gbs(&hw->intra), gbs(&hw->inter));
+        else
+            add_reason(b, cap, "tp %d splits every block's matrices over %.0f GB/s links (4 "
+                       "all-reduces per block per microbatch)", c->tp, gbs(&hw->intra));
+    }
+    if (c->pp > 1) {
+        int across = multi_node && (long)c->tp * 1 >= hw->gpus_per_node;
+        add_reason(b, cap, "pp %d%s: only activations cross stage boundaries; %s bubble %.0f%% "
+                   "of the step with m = %lld%s", c->pp, across ? " between nodes" : "",
+                   coh_schedule_name(c->schedule), 100 * r->bubble_s / r->step_s,
+                   (long long)c->microbatches,
+                   c->virtual_stages > 1 ? " and interleaving" : "");
+    }
+    int zero = coh_strategy_zero_stage(c->strategy);
+    char mem[32], dev[32];
+    coh_size_format(r->memory_bytes, mem, sizeof mem);
+    coh_size_format(hw->memory_bytes, dev, sizeof dev);
+    if (c->dp > 1) {
+        if (zero == 0)
+            add_reason(b, cap, "DDP over dp %d: the replica fits (%s of %s) and the gradient "
+                       "all-reduce overlaps backward", c->dp, mem, hw->memory_bytes ? dev : "any");
+        else
+            add_reason(b, cap, "ZeRO-%d over dp %d shards %s to fit %s of %s", zero, c->dp,
+                       zero == 1 ? "optimizer state" : zero == 2 ? "optimizer state and gradients"
+                                                                 : "all model states",
+                       mem, hw->memory_bytes ? dev : "any");
+        add_reason(b, cap, "communication %.0f%% of the step, %.0f%% exposed",
+                   100 * r->comm_s / r->step_s, 100 * r->exposed_comm_s / r->step_s);
+    } else if (c->tp == 1 && c->pp == 1) {
+        add_reason(b, cap, "one device: %s of %s, no communication", mem,
+                   hw->memory_bytes ? dev : "any");
+    }
+    if (c->recompute != COH_RECOMPUTE_NONE)
+        add_reason(b, cap, "%s recompute: activations traded for %s", coh_recompute_name(c->recompute),
+                   c->recompute == COH_RECOMPUTE_FULL ? "one more forward per block"
+                                                      : "recomputing attention's scores");
+    (void)m;
+}
+
+coh_status coh_plan_config_internal(const coh_model_desc *m, const coh_parallel_config *cin,
+                                    const coh_hw *hw, coh_plan_result *out, int want_events,
+                                    plan_step *step_out);
+
+coh_status coh_plan_config_internal(const coh_model_desc *m, const coh_parallel_config *cin,
+                                    const coh_hw *hw, coh_plan_result *out, int want_events,
+                                    plan_step *step_out)
+{
+    memset(out, 0, sizeof *out);
+    if (m->arch == COH_ARCH_COUNTS)
+        return coh_errf(COH_ERR_INVALID, "the planner needs the model's shape (--model, --config "
+                                         "or --layers/--dim/...), not only its parameter count");
+    coh_parallel_config c = *cin;
+    coh_status st = coh_estimate_memory(m, &c, &out->estimate);
+    if (st)
+        return st;
+    if ((st = check_devices(&c, hw)))
+        return st;
+    c.seq = out->estimate.seq;
+    c.microbatches = out->estimate.microbatches;
+    if (c.virtual_stages < 1)
+        c.virtual_stages = 1;
+    out->config = c;
+    out->memory_bytes = out->estimate.per_device.total_bytes;
+    out->fits = !hw->memory_bytes || out->memory_bytes <= hw->memory_bytes;
+    plan_dev d;
+    if ((st = plan_dev_for(hw, &c, &d)))
+        return st;
+    int u = c.pp * c.virtual_stages;
+    plan_chunk *chunk = calloc((size_t)u, sizeof *chunk);
+    if (!chunk)
+        return coh_errf(COH_ERR_NOMEM, "out of memory pricing %d virtual stages", u);
+    plan_step step;
+    st = plan_chunk_costs(m, &c, &d, c.seq, chunk);
+    if (!st)
+        st = plan_simulate(m, &c, hw, &d, chunk, c.seq, want_events, &step);
+    free(chunk);
+    if (st)
+        return st;
+    double devices = (double)c.dp * c.tp * c.pp;
+    double tokens = (double)c.dp * c.micro_batch * c.microbatches * c.seq;
+    out->step_s = step.step_s;
+    out->compute_s = step.compute_s;
+    out->bubble_s = step.bubble_s;
+    out->comm_s = step.comm_s;
+    out->exposed_comm_s = step.exposed_s;
+    out->tokens_per_s = tokens / step.step_s;
+    /* 6 N per token plus attention's 12 L h s (PaLM's MFU, Chowdhery et al. 2022, app. B) */
+    out->model_flops = 6.0 * (double)out->estimate.counts.total * tokens +
+                       12.0 * m->layers * m->dim * (double)c.seq * tokens;
+    out->mfu = out->model_flops / (step.step_s * devices * hw->peak_flops);
+    out->threads = d.threads;
+    out->runnable = coh_parallel_config_runnable(&c, out->missing, sizeof out->missing);
+    reasons(m, hw, out);
+    if (step_out)
+        *step_out = step;
+    else
+        free(step.ev);
+    return COH_OK;
+}
+
+coh_status coh_plan_config(const coh_model_desc *m, const coh_parallel_config *c,
+                           const coh_hw *hw, coh_plan_result *out)
+{
+    return coh_plan_config_internal(m, c, hw, out, 0, NULL);
+}
+
+coh_status coh_plan_trace(const coh_model_desc *m, const coh_parallel_config *c,
+                          const coh_hw *hw, const char *path)
+{
+    coh_plan_result r;
+    plan_step step;
+    coh_status st = coh_plan_config_internal(m, c, hw, &r, 1, &step);
+    if (st)
+        return st;
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        free(step.ev);
+        return coh_errf(COH_ERR_IO, "cannot write trace file '%s'", path);
+    }
+    static const char *const THREADS[3] = {"compute", "gradient comm", "parameter comm"};
+    coh_jw w;
+    coh_jw_init(&w, f, 0);
+    coh_jw_object_begin(&w);
+    coh_jw_key(&w, "traceEvents");
+    coh_jw_array_begin(&w);
+    for (int s = 0; s < r.config.pp; s++)
+        for (int i = 0; i < 3; i++) {
+            coh_jw_object_begin(&w);
+            coh_jw_field_string(&w, "name", "thread_name");
+            coh_jw_field_string(&w, "ph", "M");
+            coh_jw_field_int(&w, "pid", s);
+            coh_jw_field_int(&w, "tid", i);
+            coh_jw_key(&w, "args");
+            coh_jw_object_begin(&w);
+            coh_jw_field_string(&w, "name", THREADS[i]);
+            coh_jw_object_end(&w);
+            coh_jw_object_end(&w);
+        }
+    for (size_t i = 0; i < step.nev; i++) {
+        const plan_event *e = &step.ev[i];
+        coh_jw_object_begin(&w);
+        coh_jw_field_string(&w, "name", e->name);
+        coh_jw_field_string(&w, "cat", e->tid ? "comm" : "compute");
+        coh_jw_field_string(&w, "ph", "X");
+        coh_jw_field_double(&w, "ts", e->t0 * 1e6);
+        coh_jw_field_double(&w, "dur", (e->t1 - e->t0) * 1e6);
+        coh_jw_field_int(&w, "pid", e->stage);
+        coh_jw_field_int(&w, "tid", e->tid);
+        coh_jw_object_end(&w);
+    }
+    coh_jw_array_end(&w);
+    coh_jw_field_string(&w, "displayTimeUnit", "ms");
+    coh_jw_object_end(&w);
+    coh_jw_finish(&w);
+    free(step.ev);
+    if (fclose(f))
+        return coh_errf(COH_ERR_IO, "cannot write trace file '%s'", path);
+    return COH_OK;
+}
+
+/* ---- the search ----------------------------------------------------------------------------- */
+
+typedef struct cand {
+    coh_parallel_config c;
+    double bound;
+    uint64_t mem;
+    long order;
+} cand;
+
+typedef struct search {
+    const coh_model_desc *m;
+    const coh_plan_request *req;
+    const coh_hw *hw;
+    coh_plan_stats *stats;
+    cand *cands;
+    size_t n, cap;
+} search;
+
+/* A lower bound of the step: the devices' average compute, which the busiest stage cannot
+ * beat (costs add up over blocks), plus the optimizer. Cheap: no split, no simulation. */
+static double lower_bound(const search *S, const coh_parallel_config *c)
+{
+    plan_dev d;
+    if (plan_dev_for(S->hw, c, &d))
+        return INFINITY;
+    coh_parallel_config one = *c;
+    one.pp = 1;
+    one.virtual_stages = 1;
+    one.schedule = COH_SCHED_1F1B;
+    one.stage_layers = NULL;
+    one.strategy = coh_strategy_zero_stage(c->strategy) == 3 ? COH_STRATEGY_ZERO2 : c->strategy;
+    plan_chunk ch;
+    if (plan_chunk_costs(S->m, &one, &d, c->seq, &ch))
+        return INFINITY;
+    int64_t params = (int64_t)ch.params;
+    double owned = coh_strategy_zero_stage(c->strategy) >= 1 ? (double)params / c->dp / c->pp
+                                                             : (double)params / c->pp;
+    return (double)c->microbatches * (ch.fwd + ch.bwd) / c->pp +
+           plan_optimizer_s(&d, c, owned);
+}
+
+static coh_status push(search *S, const coh_parallel_config *c)
+{
+    S->stats->considered++;
+    coh_estimate e;
+    if (coh_parallel_config_check(S->m, c) != COH_OK) {
+        S->stats->invalid++;
+        return COH_OK;
+    }
+    if (S->req->runnable_only && !coh_parallel_config_runnable(c, NULL, 0)) {
+        S->stats->invalid++;
+        return COH_OK;
+    }
+    if (coh_estimate_memory(S->m, c, &e) != COH_OK) {
+        S->stats->invalid++;
+        return COH_OK;
+    }
+    if (S->hw->memory_bytes && e.per_device.total_bytes > S->hw->memory_bytes) {
+        S->stats->too_big++;
+        return COH_OK;
+    }
+    if (S->n == S->cap) {
+        size_t cap = S->cap ? S->cap * 2 : 1024;
+        cand *a = realloc(S->cands, cap * sizeof *a);
+        if (!a)
+            return coh_errf(COH_ERR_NOMEM, "out of memory holding %zu configurations", S->n);
+        S->cands = a;
+        S->cap = cap;
+    }
+    cand *k = &S->cands[S->n];
+    k->c = *c;
+    k->c.seq = e.seq;
+    k->c.microbatches = e.microbatches;
+    k->mem = e.per_device.total_bytes;
+    k->order = (long)S->n;
+    k->bound = lower_bound(S, &k->c);
+    S->n++;
+    return COH_OK;
+}
+
+static int by_bound(const void *a, const void *b)
+{
+    const cand *x = a, *y = b;
+    if (x->bound != y->bound)
+        return x->bound < y->bound ? -1 : 1;
+    return x->order < y->order ? -1 : x->order > y->order;
+}
+
+/* The rest of a configuration once (tp, pp, dp, strategy) are set. */
+static coh_status enumerate_rest(search *S, coh_parallel_config c)
+{
+    const coh_plan_request *q = S->req;
+    int64_t per_replica = q->global_batch / c.dp;
+    int64_t max_mb = q->max_micro_batch > 0 ? q->max_micro_batch : 64;
+    static const coh_recompute RC[] = {COH_RECOMPUTE_NONE, COH_RECOMPUTE_SELECTIVE,
+                                       COH_RECOMPUTE_FULL};
+    static const int VS[] = {2, 3, 4, 6, 8};
+    for (int64_t b = 1; b <= per_replica && b <= max_mb; b++) {
+        if (per_replica % b)
+            continue;
+        c.micro_batch = b;
+        c.microbatches = per_replica / b;
+        for (int r = 0; r < 3; r++) {
+            if (q->fixed_recompute && RC[r] != q->recompute)
+                continue;
+            c.recompute = RC[r];
+            for (int sp = 0; sp <= (c.tp > 1); sp++) {
+                c.sequence_parallel = sp;
+                if (c.pp == 1) {
+                    c.schedule = COH_SCHED_1F1B;
+                    c.virtual_stages = 1;
+                    coh_status st = push(S, &c);
+                    if (st)
+                        return st;
+                    continue;
+                }
+                static const coh_schedule SCH[] = {COH_SCHED_1F1B, COH_SCHED_GPIPE,
+                                                   COH_SCHED_INTERLEAVED};
+                for (int k = 0; k < 3; k++) {
+                    c.schedule = SCH[k];
+                    int nv = SCH[k] == COH_SCHED_INTERLEAVED ? 5 : 1;
+                    for (int i = 0; i < nv; i++) {
+                        c.virtual_stages = SCH[k] == COH_SCHED_INTERLEAVED ? VS[i] : 1;
+                        if (c.virtual_stages > 1 &&
+                            ((int64_t)c.pp * c.virtual_stages > S->m->layers ||
+                             c.microbatches % c.pp))
+                            continue;
+                        coh_status st = push(S, &c);
+                        if (st)
+                            return st;
+                    }
+                }
+            }
+        }
+    }
+    return COH_OK;
+}
+
+static coh_status enumerate(search *S)
+{
+    const coh_plan_request *q = S->req;
+    int n = q->devices, node = S->hw->gpu ? S->hw->gpus_per_node : n;
+    for (int tp = 1; tp <= n && tp <= node; tp++) { /* tp within a node */
+        if (n % tp || (q->fixed_tp && tp != q->fixed_tp))
+            continue;
+        for (int pp = 1; pp <= n / tp; pp++) {
+            if ((n / tp) % pp || (q->fixed_pp && pp != q->fixed_pp) || pp > S->m->layers)
+                continue;
+            int dp = n / tp / pp;
+            if (q->global_batch % dp)
+                continue;
+            coh_parallel_config c;
+            coh_parallel_config_init(&c);
+            c.dp = dp;
+            c.tp = tp;
+            c.pp = pp;
+            c.seq = q->seq;
+            c.precision = q->precision;
+            for (int z = 0; z <= 3; z++) {
+                if (n == 1)
+                    c.strategy = z ? COH_STRATEGY_COUNT : COH_STRATEGY_SINGLE;
+                else if (dp == 1)
+                    c.strategy = z ? COH_STRATEGY_COUNT : COH_STRATEGY_DDP;
+                else
+                    c.strategy = pp > 1 && z >= 2 ? COH_STRATEGY_COUNT : coh_strategy_of_zero(z);
+                if (c.strategy == COH_STRATEGY_COUNT)
+                    continue;
+                if (q->fixed_strategy && c.strategy != q->strategy &&
+                    !(dp == 1 && coh_strategy_zero_stage(q->strategy) == 0))
+                    continue;
+                coh_status st = enumerate_rest(S, c);
+                if (st)
+                    return st;
+            }
+        }
+    }
+    return COH_OK;
+}
+
+static int better(const coh_plan_result *a, const coh_plan_result *b)
+{
+    if (a->step_s != b->step_s)
+        return a->step_s < b->step_s;
+    return a->memory_bytes < b->memory_bytes;
+}
+
+coh_status coh_plan_search(const coh_model_desc *m, const coh_plan_request *req,
+                           const coh_hw *hw, coh_plan_result *out, int cap, int *count,
+                           coh_plan_stats *stats)
+{
+    coh_plan_stats local;
+    if (!stats)
+        stats = &local;
+    memset(stats, 0, sizeof *stats);
+    *count = 0;
+    if (cap < 1)
+        return coh_errf(COH_ERR_INVALID, "invalid top count '%d': need at least 1", cap);
+    if (m->arch == COH_ARCH_COUNTS)
+        return coh_errf(COH_ERR_INVALID, "the planner needs the model's shape (--model, --config "
+                                         "or --layers/--dim/...), not only its parameter count");
+    if (req->devices < 1 || req->devices > (1 << 20))
+        return coh_errf(COH_ERR_INVALID, "invalid device count '%d': need 1 to %d", req->devices,
+                        1 << 20);
+    if (req->global_batch < 1)
+        return coh_errf(COH_ERR_INVALID, "invalid global batch '%lld': need at least 1",
+                        (long long)req->global_batch);
+    int have = hw_devices(hw);
+    if (hw->gpu) {
+        int gpn = hw->gpus_per_node;
+        if (have && req->devices > have)
+            return coh_errf(COH_ERR_INVALID, "invalid device count '%d': the hardware has %d "
+                            "(%d nodes x %d)", req->devices, have, hw->nodes, gpn);
+        if (req->devices > gpn && req->devices % gpn)
+            return coh_errf(COH_ERR_INVALID, "invalid device count '%d': a job over several "
+                            "nodes uses whole nodes of %d devices", req->devices, gpn);
+        if (req->devices > gpn && hw->inter.bytes_per_s <= 0)
+            return coh_errf(COH_ERR_INVALID, "%d devices span %d nodes and no link between "
+                            "nodes is known: give the inventory's \"links\": {\"inter_node\": "
+                            "...} or --link-inter", req->devices, req->devices / gpn);
+    }
+    search S = {m, req, hw, stats, NULL, 0, 0};
+    coh_status st = enumerate(&S);
+    if (!st && S.n == 0) {
+        free(S.cands);
+        return coh_errf(COH_ERR_INVALID, "no configuration of %d devices fits %s per device "
+                        "(%ld considered: %ld too big, %ld invalid)", req->devices,
+                        hw->memory_bytes ? "the memory" : "", stats->considered,
+                        stats->too_big, stats->invalid);
+    }
+    if (!st)
+        qsort(S.cands, S.n, sizeof *S.cands, by_bound);
+    int n = 0;
+    for (size_t i = 0; !st && i < S.n; i++) {
+        if (n == cap && S.cands[i].bound >= out[n - 1].step_s) {
+            stats->pruned += (long)(S.n - i);
+            break;
+        }
+        coh_plan_result r;
+        st = coh_plan_config(m, &S.cands[i].c, hw, &r);
+        if (st)
+            break;
+        stats->simulated++;
+        /* insert in order (stable: an equal one found later goes after) */
+        int at = n;
+        while (at > 0 && better(&r, &out[at - 1]))
+            at--;
+        if (at >= cap)
+            continue;
+        int last = n < cap ? n : cap - 1;
+        memmove(&out[at + 1], &out[at], (size_t)(last - at) * sizeof *out);
+        out[at] = r;
+        if (n < cap)
+            n++;
+    }
+    free(S.cands);
+    *count = n;
+    return st;
+}

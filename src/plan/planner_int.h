@@ -1,0 +1,82 @@
+/* planner_int.h: internals of the planner shared by the files of src/plan (cost model, step
+ * simulator, search). */
+#ifndef COHORT_PLANNER_INT_H
+#define COHORT_PLANNER_INT_H
+
+#include "cohort/pipeline.h"
+#include "cohort/planner.h"
+
+/* The rates one rank gets in a configuration: a CPU row for its threads (shared when the ranks
+ * of a node outnumber its cores), or the GPU roofline. */
+typedef struct plan_dev {
+    const coh_hw *hw;
+    const coh_device_rates *row;
+    double share;      /* CPU oversubscription: cores / ranks of the node when below 1 */
+    int threads;       /* CPU threads per rank (`cohort train --threads`) */
+    int half;          /* 2-byte activations and GEMM operands */
+} plan_dev;
+
+/* One model chunk's cost per microbatch, in seconds (tp all-reduces and ZeRO-3 stalls are in
+ * fwd / bwd, and also counted in the comm fields). */
+typedef struct plan_chunk {
+    int lo, hi;            /* blocks [lo, hi) */
+    int first, last;       /* carries the embedding / the LM head */
+    double fwd, bwd;
+    double tp_comm;        /* tp all-reduce time inside fwd + bwd */
+    double zero3_comm;     /* ZeRO-3 gathers issued in fwd + bwd (all of them) */
+    double zero3_exposed;  /* the part of it that stalls compute (inside fwd + bwd) */
+    double flops;          /* executed FLOPs (recompute included) */
+    int64_t params;        /* this tp rank's parameters of the chunk */
+} plan_chunk;
+
+/* Resolve what a rank of config c gets from hw. COH_ERR_INVALID when hw cannot run c. */
+coh_status plan_dev_for(const coh_hw *hw, const coh_parallel_config *c, plan_dev *out);
+
+/* Seconds of one GEMM (M x K) @ (K x N), `count` times (a batched GEMM: one op). */
+double plan_gemm_s(const plan_dev *d, double M, double N, double K, double count);
+/* Seconds of an elementwise op moving `bytes` (read + written). */
+double plan_elementwise_s(const plan_dev *d, double bytes);
+
+/* Collectives over a group of n ranks placed `stride` apart in rank order (nodes of
+ * gpus_per_node consecutive ranks), bytes being each rank's buffer: the cheaper of a flat ring
+ * and the hierarchical algorithm (reduce-scatter in the node, across nodes, all-gather in the
+ * node). */
+double plan_allreduce_s(const coh_hw *hw, int n, int stride, double bytes);
+double plan_reduce_scatter_s(const coh_hw *hw, int n, int stride, double bytes);
+double plan_allgather_s(const coh_hw *hw, int n, int stride, double bytes);
+/* The link between two ranks. */
+const coh_link *plan_link(const coh_hw *hw, long rank_a, long rank_b);
+/* Ranks a node holds in the planner's view (CPU: all ranks are on this machine). */
+int plan_node_size(const coh_hw *hw, const coh_parallel_config *c);
+
+/* Per-chunk costs of one microbatch for every virtual stage (blocks split as the trainer splits
+ * them). chunk[] must hold p * v entries. */
+coh_status plan_chunk_costs(const coh_model_desc *m, const coh_parallel_config *c,
+                            const plan_dev *d, int64_t seq, plan_chunk *chunk);
+
+/* Seconds of the optimizer step over n parameters. */
+double plan_optimizer_s(const plan_dev *d, const coh_parallel_config *c, double n);
+
+/* ---- the step simulator ------------------------------------------------------------------- */
+
+typedef struct plan_event {
+    int stage, tid;        /* tid 0 compute, 1 gradient comm, 2 parameter comm */
+    char name[40];
+    double t0, t1;
+} plan_event;
+
+typedef struct plan_step {
+    double step_s, compute_s, bubble_s, comm_s, exposed_s;
+    plan_event *ev;        /* when asked for: the timeline */
+    size_t nev, cap;
+} plan_step;
+
+/* Simulate one optimizer step of c with these chunk costs: the schedule's own action lists
+ * (coh_pipeline_schedule) with sends arriving after the link's cost, then each stage's data-
+ * parallel gradient sync (buckets as the trainer issues them), optimizer and ZeRO gathers.
+ * want_events: fill out->ev (the caller frees it). */
+coh_status plan_simulate(const coh_model_desc *m, const coh_parallel_config *c, const coh_hw *hw,
+                         const plan_dev *d, const plan_chunk *chunk, int64_t seq,
+                         int want_events, plan_step *out);
+
+#endif

@@ -1,0 +1,137 @@
+/* probe.c: measures this machine's rate table for the planner: sgemm throughput over GEMM sizes
+ * (the engine's OpenBLAS, row-major, tokens x features shapes), elementwise bandwidth and the
+ * fixed cost of one op, for 1 thread and for all cores. `cohort bench gemm` writes the result
+ * as a calibration file; `cohort plan` runs the quick version when it has none. */
+#include <cblas.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cohort/clock.h"
+#include "cohort/train.h"
+#include "plan/planner_int.h"
+
+/* Best of `reps` timings of f over `inner` calls. */
+static double best_of(int reps, int inner, void (*f)(void *), void *ctx)
+{
+    double best = INFINITY;
+    for (int r = 0; r < reps; r++) {
+        double t0 = coh_now_s();
+        for (int i = 0; i < inner; i++)
+            f(ctx);
+        double t = (coh_now_s() - t0) / inner;
+        best = t < best ? t : best;
+    }
+    return best;
+}
+
+typedef struct gemm_ctx {
+    int M, N, K;
+    float *a, *b, *c;
+} gemm_ctx;
+
+static void run_gemm(void *p)
+{
+    gemm_ctx *g = p;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, g->M, g->N, g->K, 1.0f, g->a, g->K,
+                g->b, g->K, 0.0f, g->c, g->N);
+}
+
+typedef struct ew_ctx {
+    float *x, *y;
+    size_t n;
+} ew_ctx;
+
+static void run_ew(void *p)
+{
+    ew_ctx *e = p;
+#pragma omp parallel for schedule(static)
+    for (long i = 0; i < (long)e->n; i++)
+        e->y[i] = e->y[i] * 0.5f + e->x[i];
+}
+
+static coh_status measure_row(int quick, int threads, coh_device_rates *row)
+{
+    coh_set_threads(threads);
+    memset(row, 0, sizeof *row);
+    row->threads = threads;
+    /* shapes of tokens x features: M = 4 n rows, N = K = n */
+    static const int NS[] = {16, 32, 64, 96, 128, 192, 256, 384, 512, 768};
+    int count = quick ? 5 : 10, step = quick ? 2 : 1;
+    size_t maxn = 768;
+    float *a = malloc(4 * maxn * maxn * sizeof *a), *b = malloc(maxn * maxn * sizeof *b),
+          *c = malloc(4 * maxn * maxn * sizeof *c);
+    size_t en = (size_t)8 << 20; /* 32 MiB per array: past the caches */
+    float *x = malloc(en * sizeof *x), *y = malloc(en * sizeof *y);
+    coh_status st = COH_OK;
+    if (!a || !b || !c || !x || !y) {
+        st = coh_errf(COH_ERR_NOMEM, "out of memory measuring the rate table");
+        goto out;
+    }
+    for (size_t i = 0; i < 4 * maxn * maxn; i++)
+        a[i] = c[i] = (float)(i % 7) * 0.01f;
+    for (size_t i = 0; i < maxn * maxn; i++)
+        b[i] = (float)(i % 5) * 0.01f;
+    for (size_t i = 0; i < en; i++)
+        x[i] = y[i] = 1.0f;
+    for (int i = 0, k = 0; k < count; i += step, k++) {
+        int n = NS[i];
+        gemm_ctx g = {4 * n, n, n, a, b, c};
+        double work = 4.0 * n * n * (double)n;
+        int inner = work < 1e6 ? 200 : work < 1e8 ? 10 : 2;
+        double t = best_of(quick ? 2 : 5, inner, run_gemm, &g);
+        row->gemm.work[k] = work;
+        row->gemm.flops[k] = 2.0 * work / t;
+        row->gemm.n = k + 1;
+    }
+    ew_ctx e = {x, y, en};
+    double t = best_of(quick ? 2 : 5, 1, run_ew, &e);
+    row->elementwise_bytes_per_s = 3.0 * 4.0 * en / t; /* two reads, one write */
+    ew_ctx tiny = {x, y, 64};
+    row->op_overhead_s = best_of(3, 1000, run_ew, &tiny);
+out:
+    free(a);
+    free(b);
+    free(c);
+    free(x);
+    free(y);
+    return st;
+}
+
+coh_status coh_calibration_measure(int quick, int max_threads, coh_hw *out)
+{
+    memset(out, 0, sizeof *out);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cores < 1)
+        cores = 1;
+    if (max_threads > 0 && max_threads < cores)
+        cores = max_threads;
+    snprintf(out->name, sizeof out->name, "this machine (%ld cores, OpenBLAS %s)", cores,
+             coh_blas_kernel());
+    snprintf(out->source, sizeof out->source, "%s probe of this machine",
+             quick ? "quick" : "full");
+    out->cores = (int)cores;
+    out->precision = COH_PREC_FP32;
+    out->gpus_per_node = (int)cores;
+    out->nodes = 1;
+    long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+    out->memory_bytes = pages > 0 && psize > 0 ? (uint64_t)pages * (uint64_t)psize : 0;
+    int counts[2] = {1, (int)cores};
+    for (int i = 0; i < (cores > 1 ? 2 : 1); i++) {
+        coh_status st = measure_row(quick, counts[i], &out->rates[i]);
+        if (st)
+            return st;
+        out->nrates = i + 1;
+    }
+    coh_set_threads(0);
+    const coh_device_rates *top = &out->rates[out->nrates - 1];
+    for (int i = 0; i < top->gemm.n; i++)
+        out->peak_flops = fmax(out->peak_flops, top->gemm.flops[i]);
+    /* shared memory between ranks: a copy in and a copy out per message at about the
+     * elementwise bandwidth; `cohort bench comm` measures it better (bench/plan/run.sh) */
+    out->intra.alpha_s = 10e-6;
+    out->intra.bytes_per_s = out->rates[0].elementwise_bytes_per_s / 3.0;
+    return COH_OK;
+}
