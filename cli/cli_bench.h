@@ -6,5 +6,7 @@
 /* argv[0] is the benchmark's name; returns a CLI exit code. */
 int bench_comm(int argc, char **argv);
 extern const char bench_comm_summary[];
+int bench_gemm(int argc, char **argv);
+extern const char bench_gemm_summary[];
 
 #endif

@@ -68,7 +68,7 @@ static void reasons(const coh_model_desc *m, const coh_hw *hw, coh_plan_result *
     int multi_node = hw->gpu && hw->nodes > 1 && (long)c->dp * c->tp * c->pp > hw->gpus_per_node;
     if (c->tp > 1) {
         if (multi_node)
-            add_reason(b, cap, "tp %d stays inside a node: %.0f GB/s each way against %.0f GB/s "
+            add_reason(b, cap, "tp %d stays inside a node: %.3g GB/s each way against %.3g GB/s "
                        "between nodes for its 4 all-reduces per block per microbatch", c->tp,
                        gbs(&hw->intra), gbs(&hw->inter));
         else
@@ -76,7 +76,7 @@ static void reasons(const coh_model_desc *m, const coh_hw *hw, coh_plan_result *
                        "all-reduces per block per microbatch)", c->tp, gbs(&hw->intra));
     }
     if (c->pp > 1) {
-        int across = multi_node && (long)c->tp * 1 >= hw->gpus_per_node;
+        int across = multi_node && (long)c->tp * c->pp > hw->gpus_per_node;
         add_reason(b, cap, "pp %d%s: only activations cross stage boundaries; %s bubble %.0f%% "
                    "of the step with m = %lld%s", c->pp, across ? " between nodes" : "",
                    coh_schedule_name(c->schedule), 100 * r->bubble_s / r->step_s,

@@ -142,6 +142,8 @@ static double grad_sync(des *D, const coh_parallel_config *c, const coh_hw *hw, 
             double bytes = (double)D->chunk[u].params * grad_bytes_per_param;
             int nb = (int)ceil(bytes / bucket);
             double t0 = S->bwd_t0[mb * D->v + k], t1 = S->bwd_t1[mb * D->v + k];
+            if (zero == 3) /* the backward's parameter gathers share the link */
+                chan = fmax(chan, t0) + D->chunk[u].zero3_comm / 2;
             for (int i = 0; i < nb; i++) {
                 double size = i < nb - 1 ? bucket : bytes - bucket * (nb - 1);
                 double ready = t0 + (t1 - t0) * (i + 1) / nb;

@@ -1,0 +1,285 @@
+/* test_plan_search.c: the planner against published figures and the guide's rules: Megatron-LM
+ * PTD-P's Table 1 (Narayanan et al. 2021) within 20% with (t, p) fixed; GPT-2 XL on 8 NVLink
+ * GPUs plans DDP or ZeRO; a model that does not fit one GPU plans ZeRO-3 or tp inside the node;
+ * over a slow link between nodes pp goes between the nodes; the search is deterministic and
+ * accounts for every configuration it considered; bad input is refused by name. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "cohort/planner.h"
+
+static const char *inv(const char *name, char *buf, size_t cap)
+{
+    const char *src = getenv("COHORT_SOURCE_DIR");
+    snprintf(buf, cap, "%s/tests/plan/inventories/%s", src ? src : "..", name);
+    return buf;
+}
+
+/* Megatron's GPT: V = 51200, s = 2048, ffn 4h, untied head counted as in the paper. */
+static void megatron_model(int layers, int dim, int heads, coh_model_desc *m)
+{
+    CHECK_OK(coh_model_gpt(layers, dim, heads, 51200, 2048, 0, m));
+}
+
+/* Narayanan et al. 2021, eq. (3): FLOPs per iteration with activation recomputation,
+ * 96 B s l h^2 (1 + s / 6h + V / 16 l h). */
+static double megatron_flops(double B, double s, double l, double h, double V)
+{
+    return 96.0 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h));
+}
+
+static double tflops_per_gpu(int layers, int dim, int heads, int gpus, int batch, int t, int p)
+{
+    coh_model_desc m;
+    megatron_model(layers, dim, heads, &m);
+    coh_hw hw;
+    CHECK_OK(coh_hw_preset("a100-80gb", &hw));
+    hw.gpus_per_node = 8;
+    hw.nodes = gpus / 8;
+    hw.inter = (coh_link){5e-6, 25e9}; /* 8 x 200 Gb/s InfiniBand per node: 25 GB/s a GPU */
+    coh_plan_request q;
+    memset(&q, 0, sizeof q);
+    q.global_batch = batch;
+    q.seq = 2048;
+    q.devices = gpus;
+    q.precision = COH_PREC_BF16_MIXED;
+    q.fixed_tp = t;
+    q.fixed_pp = p;
+    q.fixed_strategy = 1; /* Megatron's data parallelism: all-reduce, no ZeRO */
+    q.strategy = COH_STRATEGY_DDP;
+    q.fixed_recompute = 1; /* the paper recomputes activations (its FLOP count includes it) */
+    q.recompute = COH_RECOMPUTE_FULL;
+    coh_plan_result r[1];
+    int n = 0;
+    coh_plan_stats stats;
+    CHECK_OK(coh_plan_search(&m, &q, &hw, r, 1, &n, &stats));
+    CHECK_INT(n, 1);
+    if (n != 1)
+        return 0;
+    CHECK_INT(r[0].config.tp, t);
+    CHECK_INT(r[0].config.pp, p);
+    /* the paper's model has dropout: price its masks */
+    coh_parallel_config c = r[0].config;
+    c.dropout = 1;
+    coh_plan_result d;
+    CHECK_OK(coh_plan_config(&m, &c, &hw, &d));
+    double tf = megatron_flops(batch, 2048, layers, dim, 51200) / d.step_s / gpus / 1e12;
+    printf("Megatron %d layers h %d on %d GPUs (t %d, p %d): dp %d mb %lld m %lld %s v %d: "
+           "step %.3f s, %.1f TFLOP/s per GPU, bubble %.1f%%, comm %.1f%% (exposed %.1f%%)\n",
+           layers, dim, gpus, t, p, c.dp, (long long)c.micro_batch, (long long)c.microbatches,
+           coh_schedule_name(c.schedule), c.virtual_stages, d.step_s, tf,
+           100 * d.bubble_s / d.step_s, 100 * d.comm_s / d.step_s,
+           100 * d.exposed_comm_s / d.step_s);
+    return tf;
+}
+
+static void test_megatron_table1(void)
+{
+    double small = tflops_per_gpu(24, 2304, 24, 32, 512, 1, 1);
+    CHECK(fabs(small - 137) <= 0.2 * 137);
+    double big = tflops_per_gpu(80, 12288, 96, 1536, 2304, 8, 8);
+    CHECK(fabs(big - 148) <= 0.2 * 148);
+}
+
+static int search(const coh_model_desc *m, const coh_hw *hw, int devices, int64_t batch,
+                  coh_plan_result *r, int cap, coh_plan_stats *stats)
+{
+    coh_plan_request q;
+    memset(&q, 0, sizeof q);
+    q.global_batch = batch;
+    q.devices = devices;
+    q.precision = hw->precision;
+    int n = 0;
+    CHECK_OK(coh_plan_search(m, &q, hw, r, cap, &n, stats));
+    return n;
+}
+
+/* Single node, model fits: data parallelism (DDP or a ZeRO stage), no tp, no pp. */
+static void test_rule_fits_one_gpu(void)
+{
+    char path[512];
+    coh_hw hw;
+    CHECK_OK(coh_hw_from_inventory(inv("a100x8_nvlink.json", path, sizeof path), 1, &hw));
+    coh_model_desc m;
+    CHECK_OK(coh_model_preset("gpt2-xl", &m));
+    coh_plan_result r[3];
+    coh_plan_stats st;
+    int n = search(&m, &hw, 8, 512, r, 3, &st);
+    CHECK(n >= 1);
+    if (n < 1)
+        return;
+    printf("gpt2-xl on 8 A100: dp %d tp %d pp %d %s\n", r[0].config.dp, r[0].config.tp,
+           r[0].config.pp, coh_strategy_name(r[0].config.strategy));
+    CHECK_INT(r[0].config.dp, 8);
+    CHECK(coh_strategy_zero_stage(r[0].config.strategy) <= 3 && r[0].config.tp == 1 &&
+          r[0].config.pp == 1);
+    /* every considered configuration is accounted for */
+    CHECK_INT(st.considered, st.invalid + st.too_big + st.simulated + st.pruned);
+}
+
+/* A model whose states do not fit one 80 GB GPU (13 B parameters: 16 bytes each in mixed
+ * precision): ZeRO-3 over the node, or tp inside the node. */
+static void test_rule_does_not_fit(void)
+{
+    char path[512];
+    coh_hw hw;
+    CHECK_OK(coh_hw_from_inventory(inv("a100x8_nvlink.json", path, sizeof path), 1, &hw));
+    coh_model_desc m;
+    CHECK_OK(coh_model_gpt(40, 5120, 40, 50257, 2048, 0, &m));
+    coh_parallel_config one;
+    coh_parallel_config_init(&one);
+    one.precision = COH_PREC_BF16_MIXED;
+    coh_estimate e;
+    CHECK_OK(coh_estimate_memory(&m, &one, &e));
+    CHECK(e.per_device.total_bytes > hw.memory_bytes);
+    coh_plan_result r[3];
+    coh_plan_stats st;
+    int n = search(&m, &hw, 8, 256, r, 3, &st);
+    CHECK(n >= 1);
+    if (n < 1)
+        return;
+    const coh_parallel_config *c = &r[0].config;
+    printf("13B on 8 A100: dp %d tp %d pp %d %s\n", c->dp, c->tp, c->pp,
+           coh_strategy_name(c->strategy));
+    CHECK(c->pp == 1);
+    CHECK((c->strategy == COH_STRATEGY_ZERO3 && c->dp == 8) || (c->tp > 1 && c->tp <= 8));
+    CHECK(st.too_big > 0); /* the search did meet configurations that do not fit */
+}
+
+/* Four nodes over a slow link (one 10 Gb/s Ethernet port a node: 0.156 GB/s a GPU): the step keeps the heavy traffic (tp's
+ * all-reduces, ZeRO's gathers, the gradient all-reduce) inside the nodes and crosses
+ * between them with pipeline stages. */
+static void test_rule_slow_link(void)
+{
+    char path[512];
+    coh_hw hw;
+    CHECK_OK(coh_hw_from_inventory(inv("a100x8_slow.json", path, sizeof path), 4, &hw));
+    coh_model_desc m;
+    CHECK_OK(coh_model_gpt(40, 5120, 40, 50257, 2048, 0, &m));
+    coh_plan_result r[3];
+    coh_plan_stats st;
+    int n = search(&m, &hw, 32, 256, r, 3, &st);
+    CHECK(n >= 1);
+    if (n < 1)
+        return;
+    const coh_parallel_config *c = &r[0].config;
+    printf("13B on 4 x 8 A100 over 10 Gb/s a node: dp %d tp %d pp %d %s, %s\n", c->dp, c->tp, c->pp,
+           coh_strategy_name(c->strategy), r[0].reasons);
+    /* pp spans the nodes: stage boundaries cross nodes (cohort's mesh: tp fastest, then pp) */
+    CHECK(c->pp >= 4 && c->dp == 1);
+    CHECK(c->tp <= 8);
+    /* and the same model over the fast link is not forced into that */
+    CHECK_OK(coh_hw_from_inventory(inv("a100x8_nvlink.json", path, sizeof path), 4, &hw));
+    coh_plan_result f[1];
+    n = search(&m, &hw, 32, 256, f, 1, &st);
+    CHECK(n == 1 && f[0].step_s < r[0].step_s);
+}
+
+/* Deterministic, and a large device count is searched (the count is printed, no timing). */
+static void test_search_deterministic_and_large(void)
+{
+    coh_hw hw;
+    CHECK_OK(coh_hw_preset("a100-80gb", &hw));
+    hw.nodes = 384;
+    hw.inter = (coh_link){5e-6, 25e9};
+    coh_model_desc m;
+    megatron_model(128, 25600, 160, &m);
+    coh_plan_result a[5], b[5];
+    coh_plan_stats sa, sb;
+    int na = search(&m, &hw, 3072, 3072, a, 5, &sa);
+    int nb = search(&m, &hw, 3072, 3072, b, 5, &sb);
+    CHECK_INT(na, nb);
+    CHECK(na >= 1);
+    CHECK_INT(sa.considered, sb.considered);
+    CHECK_INT(sa.simulated, sb.simulated);
+    CHECK_INT(sa.considered, sa.invalid + sa.too_big + sa.simulated + sa.pruned);
+    for (int i = 0; i < na && i < nb; i++) {
+        CHECK(a[i].step_s == b[i].step_s);
+        CHECK(!memcmp(&a[i].config, &b[i].config, sizeof a[i].config));
+        if (i)
+            CHECK(a[i - 1].step_s <= a[i].step_s);
+    }
+    printf("3072 devices, 1T model: %ld considered, %ld simulated, %ld pruned; top dp %d tp %d "
+           "pp %d\n", sa.considered, sa.simulated, sa.pruned, a[0].config.dp, a[0].config.tp,
+           a[0].config.pp);
+}
+
+/* The pipeline's bubble comes out of the schedule: with equal stages and free links, 1F1B's
+ * idle share is (p - 1) / m of the compute, interleaving divides it by v. */
+static void test_bubble_from_schedule(void)
+{
+    coh_hw hw;
+    CHECK_OK(coh_hw_preset("a100-80gb", &hw));
+    hw.intra = (coh_link){0, 1e30};
+    coh_model_desc m;
+    CHECK_OK(coh_model_gpt(32, 1024, 16, 128, 1024, 0, &m)); /* a light head */
+    coh_parallel_config c;
+    coh_parallel_config_init(&c);
+    c.precision = COH_PREC_BF16_MIXED;
+    c.strategy = COH_STRATEGY_DDP;
+    c.pp = 4;
+    c.microbatches = 8;
+    c.stage_layers = "0-7,8-15,16-23,24-31";
+    coh_plan_result r;
+    CHECK_OK(coh_plan_config(&m, &c, &hw, &r));
+    double busy = r.compute_s; /* includes the optimizer */
+    (void)busy;
+    /* bubble / (makespan - bubble) = (p - 1) / m up to the embedding and head's share */
+    double ratio = r.bubble_s / (r.step_s - r.bubble_s);
+    printf("1f1b p 4 m 8: bubble ratio %.3f (formula 0.375)\n", ratio);
+    CHECK(fabs(ratio - 0.375) < 0.05);
+    c.schedule = COH_SCHED_INTERLEAVED;
+    c.virtual_stages = 2;
+    c.stage_layers = "0-3,4-7,8-11,12-15,16-19,20-23,24-27,28-31";
+    CHECK_OK(coh_plan_config(&m, &c, &hw, &r));
+    ratio = r.bubble_s / (r.step_s - r.bubble_s);
+    printf("interleaved p 4 m 8 v 2: bubble ratio %.3f (formula 0.1875)\n", ratio);
+    CHECK(fabs(ratio - 0.1875) < 0.05);
+}
+
+static void test_bad_input(void)
+{
+    char path[512];
+    coh_hw hw;
+    CHECK_FAILS(coh_hw_from_inventory(inv("a100x8_nolinks.json", path, sizeof path), 2, &hw),
+                COH_ERR_INVALID, "links");
+    CHECK_OK(coh_hw_from_inventory(inv("a100x8_nvlink.json", path, sizeof path), 1, &hw));
+    coh_model_desc m;
+    CHECK_OK(coh_model_preset("gpt2-xl", &m));
+    coh_plan_request q;
+    memset(&q, 0, sizeof q);
+    q.global_batch = 64;
+    q.precision = COH_PREC_BF16_MIXED;
+    coh_plan_result r[2];
+    int n;
+    q.devices = 12; /* more than one node of 8 and not whole nodes */
+    CHECK_FAILS(coh_plan_search(&m, &q, &hw, r, 2, &n, NULL), COH_ERR_INVALID, "'12'");
+    q.devices = 0;
+    CHECK_FAILS(coh_plan_search(&m, &q, &hw, r, 2, &n, NULL), COH_ERR_INVALID, "'0'");
+    /* a model nothing fits: 1 T parameters on 8 GPUs */
+    coh_model_desc huge;
+    megatron_model(128, 25600, 160, &huge);
+    q.devices = 8;
+    CHECK_FAILS(coh_plan_search(&huge, &q, &hw, r, 2, &n, NULL), COH_ERR_INVALID, "fits");
+    CHECK_INT(n, 0);
+    CHECK_FAILS(coh_hw_preset("tpu-v9", &hw), COH_ERR_INVALID, "tpu-v9");
+    coh_model_desc counts;
+    CHECK_OK(coh_model_counts(1000000000LL, 0, &counts));
+    q.devices = 8;
+    CHECK_FAILS(coh_plan_search(&counts, &q, &hw, r, 2, &n, NULL), COH_ERR_INVALID, "shape");
+}
+
+int main(void)
+{
+    RUN(test_megatron_table1);
+    RUN(test_rule_fits_one_gpu);
+    RUN(test_rule_does_not_fit);
+    RUN(test_rule_slow_link);
+    RUN(test_search_deterministic_and_large);
+    RUN(test_bubble_from_schedule);
+    RUN(test_bad_input);
+    return CHECK_REPORT();
+}
