@@ -1,0 +1,45 @@
+/* fuzz_calibration.c: libFuzzer target for planner calibration files: parse or fail with a
+ * message; what parses has sorted positive curves and prices a configuration to a finite,
+ * positive step time. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cohort/planner.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    coh_hw hw;
+    coh_err_clear();
+    coh_status st = coh_calibration_parse((const char *)data, size, "fuzz.json", &hw);
+    if (st != COH_OK) {
+        if (!coh_last_error()[0])
+            abort(); /* a failure always says why */
+        return 0;
+    }
+    if (hw.nrates < 1 || hw.nrates > COH_HW_MAX_RATES || hw.cores < 1 || !(hw.peak_flops > 0))
+        abort();
+    for (int i = 0; i < hw.nrates; i++) {
+        const coh_device_rates *r = &hw.rates[i];
+        if (r->gemm.n < 1 || r->gemm.n > COH_RATE_POINTS || !(r->elementwise_bytes_per_s > 0) ||
+            (i && r->threads <= hw.rates[i - 1].threads))
+            abort();
+        for (int k = 1; k < r->gemm.n; k++)
+            if (!(r->gemm.work[k] > r->gemm.work[k - 1]))
+                abort();
+    }
+    coh_model_desc m;
+    if (coh_model_gpt(2, 64, 4, 256, 32, 0, &m) != COH_OK)
+        abort();
+    coh_parallel_config c;
+    coh_parallel_config_init(&c);
+    c.dp = 2;
+    c.strategy = COH_STRATEGY_ZERO3;
+    c.microbatches = 2;
+    coh_plan_result res;
+    if (coh_plan_config(&m, &c, &hw, &res) != COH_OK || !isfinite(res.step_s) ||
+        !(res.step_s > 0))
+        abort();
+    return 0;
+}

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# test_plan_planner_cli.sh: `cohort plan` from the outside: the search's JSON (ranked, accounted
+# for, the top pick's launch line), --explain of one configuration, --trace as Perfetto events,
+# `cohort bench gemm` writing a calibration file that plan reads back, and every refusal (bad
+# device counts, no link between nodes, nothing fits with the estimator's remedies, a bad
+# calibration file) with its exit code and message.
+set -u
+: "${COHORT:?}" "${COHORT_SOURCE_DIR:?}" "${COHORT_PYTHON:=/usr/bin/python3}"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+inv=$COHORT_SOURCE_DIR/tests/plan/inventories
+cal=$COHORT_SOURCE_DIR/tests/fuzz/corpus/calibration
+
+expect() {
+    local code=$1 needle=$2
+    shift 2
+    local out rc
+    out=$("$COHORT" plan "$@" 2>&1)
+    rc=$?
+    if [ "$rc" -ne "$code" ] || ! tr -s ' ' <<<"$out" | grep -qF -- "$needle"; then
+        echo "FAIL: cohort plan $* -> exit $rc (want $code), output lacks '$needle':"
+        echo "$out" | sed 's/^/    /'
+        fail=1
+    else
+        echo "ok   $* -> $code: $needle"
+    fi
+}
+
+small=(--layers 4 --dim 128 --heads 4 --vocab 256 --seq 64)
+
+# the search on a stated calibration: JSON ranked by step time, every configuration accounted
+if "$COHORT" plan "${small[@]}" --global-batch 8 --devices 2 --calibration "$cal/measured.json" \
+    --json --top 4 >"$tmp/s.json"; then
+    "$COHORT_PYTHON" - "$tmp/s.json" <<'PY' || fail=1
+import json, sys
+j = json.load(open(sys.argv[1]))
+c = j["configurations"]
+s = j["search"]
+assert 1 <= len(c) <= 4, c
+assert [x["step_s"] for x in c] == sorted(x["step_s"] for x in c)
+assert s["considered"] == s["invalid"] + s["too_big"] + s["simulated"] + s["pruned"], s
+for x in c:
+    st = x["strategy"]
+    assert st["dp"] * st["tp"] * st["pp"] == 2
+    assert st["dp"] * st["micro_batch"] * st["microbatches"] == 8
+    assert x["tokens_per_s"] > 0 and 0 < x["mfu"] < 1 and x["memory_bytes"] > 0
+    assert x["reasons"]
+top = c[0]
+if top["runnable"]:
+    assert top["command"].startswith("cohort run --nproc-per-node 2 --standalone cohort train"), top
+    assert "--micro-batch %d" % top["strategy"]["micro_batch"] in top["command"]
+print("ok   search JSON:", top["command"])
+PY
+else
+    echo "FAIL: search exited $?"
+    fail=1
+fi
+
+# --explain prices what the flags say; --trace writes the simulated timeline
+expect 0 "run it: cohort run --nproc-per-node 2 --standalone cohort train --threads 1 --pp 2 --schedule 1f1b" \
+    "${small[@]}" --explain --pp 2 --nodes 1 --gpus-per-node 2 --grad-accum 4 --micro-batch 1 \
+    --calibration "$cal/measured.json" --trace "$tmp/t.json"
+"$COHORT_PYTHON" - "$tmp/t.json" <<'PY' || fail=1
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+x = [e for e in ev if e["ph"] == "X"]
+assert {e["pid"] for e in x} == {0, 1}, "one pid per stage"
+f = [e for e in x if e["name"].startswith("forward")]
+b = [e for e in x if e["name"].startswith("backward")]
+assert len(f) == 8 and len(b) == 8, (len(f), len(b))
+for p in (0, 1):  # a stage never runs two computes at once
+    c = sorted((e["ts"], e["ts"] + e["dur"]) for e in x if e["pid"] == p and e["tid"] == 0)
+    assert all(a[1] <= b_[0] + 1e-6 for a, b_ in zip(c, c[1:])), c
+print("ok   trace: 8 forwards and 8 backwards on 2 stages, no overlap on a stage")
+PY
+
+# the calibration bench writes a file plan reads
+if "$COHORT" bench gemm --quick --threads-max 1 --out "$tmp/cal.json" >"$tmp/b.log" 2>&1; then
+    expect 0 "calibration $tmp/cal.json" "${small[@]}" --global-batch 4 --devices 1 \
+        --calibration "$tmp/cal.json"
+else
+    echo "FAIL: bench gemm"; cat "$tmp/b.log"; fail=1
+fi
+
+# refusals
+expect 2 "--global-batch N is required" "${small[@]}" --devices 2
+expect 2 "invalid --devices '0'" "${small[@]}" --global-batch 8 --devices 0
+expect 2 "invalid device count '12': the hardware has 8" --model gpt2-xl --global-batch 64 \
+    --devices 12 --inventory "$inv/a100x8_nvlink.json"
+expect 2 "invalid --devices '12': --nodes 2 x 8 per node is 16" --model gpt2-xl --global-batch 64 \
+    --devices 12 --inventory "$inv/a100x8_nvlink.json" --nodes 2
+expect 2 "has no \"links\"" --model gpt2-xl --global-batch 64 --inventory "$inv/a100x8_nolinks.json" --nodes 2
+expect 2 "needs the link between nodes" --model gpt2-xl --global-batch 64 --hw a100-80gb --nodes 2
+expect 1 "remedies" --layers 128 --dim 25600 --heads 160 --vocab 51200 --seq 2048 \
+    --global-batch 64 --inventory "$inv/a100x8_nvlink.json"
+expect 2 "unknown hardware preset 'tpu'" --model gpt2 --global-batch 8 --hw tpu
+expect 2 "rates[0].gemm[1]: work 100 not above" "${small[@]}" --global-batch 8 --calibration "$cal/unsorted.json"
+expect 2 "unknown key 'colour'" "${small[@]}" --global-batch 8 --calibration "$cal/unknown_key.json"
+expect 1 "cannot read calibration file" "${small[@]}" --global-batch 8 --calibration "$tmp/none.json"
+expect 2 "invalid --link-inter 'fast'" --model gpt2 --global-batch 8 --hw a100-80gb --link-inter fast
+
+exit $fail
