@@ -187,6 +187,8 @@ static int build_hw(opts *o, coh_hw *hw)
         return CLI_USAGE;
     if (o->link_inter && !parse_link("--link-inter", o->link_inter, &hw->inter))
         return CLI_USAGE;
+    if (!hw->gpu && o->cfg.threads)
+        hw->threads = (int)o->cfg.threads;
     if (o->devmem && !cli_parse_size(cmd, "--device-memory", o->devmem, 1, &hw->memory_bytes))
         return CLI_USAGE;
     if (hw->gpu && hw->nodes > 1 && hw->inter.bytes_per_s <= 0)
@@ -328,6 +330,8 @@ static void print_hw(const coh_hw *hw, int devices)
 
 static int no_fit(const opts *o, const coh_model_desc *m, const coh_hw *hw, int devices)
 {
+    if (devices < 1)
+        devices = hw->cores > 0 ? hw->cores : 1;
     fprintf(stderr, "cohort plan: error: %s\n", coh_last_error());
     coh_parallel_config c;
     coh_parallel_config_init(&c);
@@ -394,6 +398,52 @@ static int explain(opts *o, const coh_model_desc *m, const coh_hw *hw)
     return CLI_OK;
 }
 
+/* This machine without --devices: one process with every core, one rank per core, and twice
+ * as many ranks as cores (oversubscribed), the choices a user has; merged by step time. */
+static coh_status search_rank_counts(const coh_model_desc *m, coh_plan_request *q,
+                                     const coh_hw *hw, coh_plan_result *res, int top, int *n,
+                                     coh_plan_stats *stats)
+{
+    coh_plan_result *part = calloc((size_t)top, sizeof *part);
+    if (!part)
+        return coh_errf(COH_ERR_NOMEM, "out of memory");
+    memset(stats, 0, sizeof *stats);
+    *n = 0;
+    coh_status last = COH_OK;
+    int found = 0;
+    for (int ranks = 1; ranks <= 2 * hw->cores; ranks = ranks < hw->cores ? ranks + 1 : ranks * 2) {
+        q->devices = ranks;
+        coh_plan_stats s;
+        int k = 0;
+        coh_status st = coh_plan_search(m, q, hw, part, top, &k, &s);
+        stats->considered += s.considered;
+        stats->invalid += s.invalid;
+        stats->too_big += s.too_big;
+        stats->simulated += s.simulated;
+        stats->pruned += s.pruned;
+        if (st != COH_OK) {
+            last = st;
+            continue;
+        }
+        found = 1;
+        for (int i = 0; i < k; i++) { /* merge: stable, fewer ranks first on ties */
+            int at = *n;
+            while (at > 0 && part[i].step_s < res[at - 1].step_s)
+                at--;
+            if (at >= top)
+                continue;
+            int end = *n < top ? *n : top - 1;
+            memmove(&res[at + 1], &res[at], (size_t)(end - at) * sizeof *res);
+            res[at] = part[i];
+            if (*n < top)
+                (*n)++;
+        }
+    }
+    free(part);
+    q->devices = 0;
+    return found ? COH_OK : last;
+}
+
 static int search(opts *o, const coh_model_desc *m, const coh_hw *hw)
 {
     coh_plan_request q;
@@ -401,8 +451,8 @@ static int search(opts *o, const coh_model_desc *m, const coh_hw *hw)
     q.global_batch = o->global_batch;
     q.seq = o->cfg.seq;
     int devices = (int)o->devices;
-    if (!devices)
-        devices = hw->gpu ? hw->nodes * hw->gpus_per_node : hw->cores;
+    if (!devices && hw->gpu)
+        devices = hw->nodes * hw->gpus_per_node;
     q.devices = devices;
     q.precision = o->cfg.precision_given ? o->cfg.par.precision : hw->precision;
     o->cfg.par.precision = q.precision;
@@ -421,7 +471,11 @@ static int search(opts *o, const coh_model_desc *m, const coh_hw *hw)
     int n = 0;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    coh_status st = coh_plan_search(m, &q, hw, res, top, &n, &stats);
+    coh_status st;
+    if (hw->gpu || o->devices)
+        st = coh_plan_search(m, &q, hw, res, top, &n, &stats);
+    else
+        st = search_rank_counts(m, &q, hw, res, top, &n, &stats);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double secs = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
     if (st != COH_OK && stats.considered > 0 && n == 0 && stats.too_big > 0) {
@@ -470,7 +524,13 @@ static int search(opts *o, const coh_model_desc *m, const coh_hw *hw)
         free(res);
         return CLI_OK;
     }
-    print_hw(hw, devices);
+    if (devices)
+        print_hw(hw, devices);
+    else {
+        print_hw(hw, hw->cores);
+        printf("searched 1 to %d ranks (%d cores; past them oversubscribed)\n", 2 * hw->cores,
+               hw->cores);
+    }
     printf("model: %s, global batch %lld x %lld tokens, %s; searched %ld configurations in %.2f s: "
            "%ld invalid, %ld do not fit, %ld simulated, %ld skipped by their lower bound\n",
            m->name, (long long)q.global_batch, (long long)res[0].config.seq,

@@ -64,6 +64,7 @@ typedef struct coh_hw {
     int gpus_per_node;         /* devices a node holds */
     int nodes;                 /* nodes available (the search uses nodes x gpus_per_node) */
     coh_link intra, inter;     /* inside a node, between nodes (inter.bytes_per_s 0: none) */
+    int threads;               /* CPU: threads each rank runs (`--threads`); 0: cores / ranks */
     double gemm_efficiency;    /* GPU roofline: share of peak_flops a large GEMM reaches */
     double mem_bytes_per_s;    /* GPU roofline: memory bandwidth a thin GEMM is bound by */
 } coh_hw;

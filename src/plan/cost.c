@@ -33,13 +33,13 @@ coh_status plan_dev_for(const coh_hw *hw, const coh_parallel_config *c, plan_dev
     }
     long ranks = (long)c->dp * c->tp * c->pp;
     int cores = hw->cores > 0 ? hw->cores : 1;
-    out->threads = ranks >= cores ? 1 : (int)(cores / ranks);
+    out->threads = hw->threads > 0 ? hw->threads : ranks >= cores ? 1 : (int)(cores / ranks);
     out->row = &hw->rates[0];
     for (int i = 0; i < hw->nrates; i++)
         if (hw->rates[i].threads <= out->threads)
             out->row = &hw->rates[i];
-    if (ranks > cores) /* oversubscribed: the ranks take turns on the cores */
-        out->share = (double)cores / (double)ranks;
+    if (ranks * out->threads > cores) /* oversubscribed: the threads take turns on the cores */
+        out->share = (double)cores / (double)(ranks * out->threads);
     return COH_OK;
 }
 

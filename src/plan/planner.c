@@ -159,7 +159,8 @@ coh_status coh_plan_config_internal(const coh_model_desc *m, const coh_parallel_
     /* 6 N per token plus attention's 12 L h s (PaLM's MFU, Chowdhery et al. 2022, app. B) */
     out->model_flops = 6.0 * (double)out->estimate.counts.total * tokens +
                        12.0 * m->layers * m->dim * (double)c.seq * tokens;
-    out->mfu = out->model_flops / (step.step_s * devices * hw->peak_flops);
+    /* a CPU's peak is the whole machine's (its ranks share the cores) */
+    out->mfu = out->model_flops / (step.step_s * (hw->gpu ? devices : 1.0) * hw->peak_flops);
     out->threads = d.threads;
     out->runnable = coh_parallel_config_runnable(&c, out->missing, sizeof out->missing);
     reasons(m, hw, out);

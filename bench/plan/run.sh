@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# run.sh: `cohort plan`'s predicted step time against `cohort train`'s measured one, on this
+# machine, for every configuration that fits 2 ranks (single with 2 threads; ddp, zero1-3 and
+# pp 2 with each schedule as 2 ranks x 1 thread; ddp over 4 ranks oversubscribed), on two model
+# shapes, side by side in one run; and whether the planner's top pick is the measured best.
+# First it calibrates: `cohort bench comm` (all-reduce times over 2 ranks, fitted to α + n/β)
+# and `cohort bench gemm` write the calibration file the predictions use.
+# usage: bench/plan/run.sh [BUILD_DIR] (default build); env STEPS per run (default 10, the
+# first 3 are warm-up), ROUNDS (default 3; the median step over the rounds), MAX_LOAD (default
+# 1.5: wait until the 1-minute load is at most this, up to LOAD_WAIT s, default 900), KEEP (a
+# directory to keep the metrics and logs in), ONLY (configurations whose name holds this word).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=$(cd "${1:-$root/build}" && pwd)
+steps=${STEPS:-10}
+rounds=${ROUNDS:-3}
+max_load=${MAX_LOAD:-1.5}
+load_wait=${LOAD_WAIT:-900}
+warm=3
+cohort=$build/cohort
+if [ -n "${KEEP:-}" ]; then
+    work=$(mkdir -p "$KEEP" && cd "$KEEP" && pwd)
+else
+    work=$(mktemp -d)
+    trap 'rm -rf "$work"' EXIT
+fi
+load1() { cut -d' ' -f1 /proc/loadavg; }
+above() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a > b) }'; }
+wait_load() {
+    local waited=0
+    while above "$(load1)" "$max_load" && [ "$waited" -lt "$load_wait" ]; do
+        echo "load $(load1) above $max_load, waiting 60 s"
+        sleep 60
+        waited=$((waited + 60))
+    done
+}
+
+# data: the bytes of Debian's fortunes text (the pipeline benchmark's corpus)
+corpus=/usr/share/games/fortunes
+[ -d "$corpus" ] || { echo "no $corpus: apt-get install fortunes (scripts/setup.sh)" >&2; exit 2; }
+files=()
+for f in "$corpus"/*; do
+    case "$f" in *.dat | *.u8) ;; *) [ -f "$f" ] && files+=("$f") ;; esac
+done
+"$cohort" prepare --tokenizer byte --out "$work/bytes" "${files[@]}" >/dev/null
+
+# ---- calibration ----
+wait_load
+echo "calibration at load $(load1) ($(date -u '+%H:%M:%S UTC'))"
+"$cohort" run --nproc-per-node 2 --standalone --local-ranks-filter 0 --prefix '' \
+    "$cohort" bench comm --json --min-bytes 64K --max-bytes 64M --step-factor 4 --iters 10 \
+    >"$work/comm.jsonl"
+read -r lat gbs < <(/usr/bin/python3 - "$work/comm.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip().startswith("{")]
+# 2-rank ring all-reduce: t = 2 alpha + n / beta; least squares on (n, t)
+xs = [r["bytes"] for r in rows]; ys = [r["time_us"] * 1e-6 for r in rows]
+n = len(xs); mx = sum(xs) / n; my = sum(ys) / n
+slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+icpt = my - slope * mx
+print("%.3f %.4f" % (max(icpt / 2, 0) * 1e6, 1 / slope / 1e9))
+PY
+)
+echo "link from bench comm: alpha $lat us, beta $gbs GB/s"
+"$cohort" bench gemm --out "$work/cal.json" --link-latency-us "$lat" --link-gbytes-per-s "$gbs" \
+    | sed 's/^/  /'
+
+# ---- the configurations ----
+shape_small=(--layers 4 --dim 256 --heads 4 --vocab 256 --seq 128)
+shape_large=(--layers 8 --dim 384 --heads 6 --vocab 256 --seq 256)
+gb=8
+# name ranks threads flags (global batch 8 sequences in every one)
+configs=(
+    "single 1 2 --micro-batch 8 --grad-accum 1"
+    "single-m4 1 2 --micro-batch 2 --grad-accum 4"
+    "ddp 2 1 --strategy ddp --micro-batch 4 --grad-accum 1"
+    "zero1 2 1 --strategy zero1 --micro-batch 4 --grad-accum 1"
+    "zero2 2 1 --strategy zero2 --micro-batch 4 --grad-accum 1"
+    "zero3 2 1 --strategy zero3 --micro-batch 4 --grad-accum 1"
+    "pp-1f1b 2 1 --pp 2 --schedule 1f1b --micro-batch 2 --grad-accum 4"
+    "pp-gpipe 2 1 --pp 2 --schedule gpipe --micro-batch 2 --grad-accum 4"
+    "pp-naive 2 1 --pp 2 --schedule naive --micro-batch 2 --grad-accum 4"
+    "pp-interleaved 2 1 --pp 2 --schedule interleaved --virtual-stages 2 --micro-batch 2 --grad-accum 4"
+    # TP SLOT: "tp 2 1 --tp 2 --micro-batch 4 --grad-accum 1" once cohort train runs --tp
+    "ddp-4ranks 4 1 --strategy ddp --micro-batch 2 --grad-accum 1"
+)
+if [ -n "${ONLY:-}" ]; then
+    kept=()
+    for c in "${configs[@]}"; do case ${c%% *} in *"$ONLY"*) kept+=("$c") ;; esac; done
+    configs=("${kept[@]}")
+fi
+: >"$work/pred.txt"
+for shape in small large; do
+    declare -n sh="shape_$shape"
+    "$cohort" plan "${sh[@]}" --global-batch $gb --calibration "$work/cal.json" --runnable-only \
+        --json --top 3 >"$work/top.$shape.json"
+    for c in "${configs[@]}"; do
+        read -r name ranks threads flags <<<"$c"
+        # shellcheck disable=SC2086
+        "$cohort" plan "${sh[@]}" --explain --nodes 1 --gpus-per-node "$ranks" --threads "$threads" \
+            $flags --calibration "$work/cal.json" --json >"$work/pred.$shape.$name.json"
+    done
+done
+echo "load before: $(uptime)"
+for r in $(seq "$rounds"); do
+    wait_load
+    echo "round $r at load $(load1) ($(date -u '+%H:%M:%S UTC'))"
+    for shape in small large; do
+        declare -n sh="shape_$shape"
+        for c in "${configs[@]}"; do
+            read -r name ranks threads flags <<<"$c"
+            launch=()
+            [ "$ranks" = 1 ] || launch=("$cohort" run --nproc-per-node "$ranks" --standalone)
+            # shellcheck disable=SC2086
+            if ! "${launch[@]}" "$cohort" train --threads "$threads" $flags "${sh[@]}" \
+                --data "$work/bytes_train_*.bin" --tokenizer byte --steps "$steps" \
+                --log-every 1000 --metrics "$work/m.$shape.$name.r$r.jsonl" \
+                >"$work/log.$shape.$name.r$r" 2>&1; then
+                echo "$shape $name failed:"; tail -5 "$work/log.$shape.$name.r$r"; exit 1
+            fi
+        done
+    done
+done
+echo "load after: $(uptime)"
+
+/usr/bin/python3 - "$work" "$warm" "$rounds" "${configs[@]}" <<'PY'
+import json, os, statistics, sys
+work, warm, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+names = [c.split()[0] for c in sys.argv[4:]]
+ok_all = True
+for shape in ("small", "large"):
+    rows = []
+    for n in names:
+        pred = json.load(open(os.path.join(work, "pred.%s.%s.json" % (shape, n))))
+        meds = []
+        for r in range(1, rounds + 1):
+            m = [json.loads(l) for l in open(os.path.join(work, "m.%s.%s.r%d.jsonl" % (shape, n, r)))]
+            t = [b["elapsed_s"] - a["elapsed_s"] for a, b in zip(m[warm - 1:], m[warm:])]
+            meds.append(statistics.median(t))
+        meas = statistics.median(meds)
+        rows.append((n, pred["step_s"], meas, pred))
+    best = min(rows, key=lambda x: x[2])
+    top = json.load(open(os.path.join(work, "top.%s.json" % shape)))["configurations"][0]
+    print("\nshape %s (%s)" % (shape, "4 x 256, seq 128" if shape == "small" else "8 x 384, seq 256"))
+    print("| configuration | predicted step (ms) | measured step (ms, median of %d rounds) | predicted / measured |" % rounds)
+    print("|:---|---:|---:|---:|")
+    for n, p, m, _ in rows:
+        err = p / m
+        print("| %s | %.1f | %.1f | %.2f%s |" % (n, p * 1e3, m * 1e3, err, "" if abs(err - 1) <= 0.15 else " (outside 15%)"))
+    s = top["strategy"]
+    tn = [n for n, p, m, pr in rows if pr["strategy"]["dp"] == s["dp"] and pr["strategy"]["pp"] == s["pp"]
+          and pr["strategy"]["name"] == s["name"] and pr["strategy"]["micro_batch"] == s["micro_batch"]
+          and pr["strategy"]["microbatches"] == s["microbatches"] and pr["strategy"]["schedule"] == s["schedule"]]
+    tmeas = [m for n, p, m, pr in rows if n in tn]
+    print("planner's top pick: %s (%s); measured best: %s at %.1f ms%s" % (
+        top["command"].split(" --layers")[0], ", ".join(tn) or "not among the runs", best[0], best[2] * 1e3,
+        "; the pick measured %.1f ms, %.1f%% above the best" % (tmeas[0] * 1e3, 100 * (tmeas[0] / best[2] - 1)) if tmeas else ""))
+PY
