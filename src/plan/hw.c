@@ -193,6 +193,16 @@ coh_status coh_hw_from_inventory(const char *path, int nodes, coh_hw *out)
     return st;
 }
 
+/* The best measured GEMM rate of any row, scaled from its threads to every core. */
+double plan_cpu_peak(const coh_hw *hw)
+{
+    double best = 0;
+    for (int r = 0; r < hw->nrates; r++)
+        for (int i = 0; i < hw->rates[r].gemm.n; i++)
+            best = fmax(best, hw->rates[r].gemm.flops[i] * hw->cores / hw->rates[r].threads);
+    return best;
+}
+
 /* ---- calibration ---------------------------------------------------------------------------- */
 
 static const char *const CAL_KEYS[] = {"cohort_calibration", "machine", "cores", "memory_bytes",
@@ -281,12 +291,7 @@ static coh_status parse_calibration(const json_value *root, const char *file, co
     out->gpus_per_node = (int)cores;
     out->nodes = 1;
     TRY(parse_rates(file, json_get(root, "rates"), out));
-    /* the peak for MFU: as given, else the best measured GEMM rate on all cores */
-    const coh_device_rates *top = &out->rates[out->nrates - 1];
-    double best = 0;
-    for (int i = 0; i < top->gemm.n; i++)
-        best = fmax(best, top->gemm.flops[i]);
-    out->peak_flops = peak > 0 ? peak * 1e9 : best * (cores / top->threads);
+    out->peak_flops = peak > 0 ? peak * 1e9 : plan_cpu_peak(out);
     const json_value *link = json_get(root, "link");
     if (link)
         TRY(parse_link(file, "link", link, &out->intra));

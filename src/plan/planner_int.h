@@ -29,6 +29,9 @@ typedef struct plan_chunk {
     int64_t params;        /* this tp rank's parameters of the chunk */
 } plan_chunk;
 
+/* A CPU's peak for MFU: the best measured GEMM rate of any row, scaled to every core. */
+double plan_cpu_peak(const coh_hw *hw);
+
 /* Resolve what a rank of config c gets from hw. COH_ERR_INVALID when hw cannot run c. */
 coh_status plan_dev_for(const coh_hw *hw, const coh_parallel_config *c, plan_dev *out);
 

@@ -126,9 +126,7 @@ coh_status coh_calibration_measure(int quick, int max_threads, coh_hw *out)
         out->nrates = i + 1;
     }
     coh_set_threads(0);
-    const coh_device_rates *top = &out->rates[out->nrates - 1];
-    for (int i = 0; i < top->gemm.n; i++)
-        out->peak_flops = fmax(out->peak_flops, top->gemm.flops[i]);
+    out->peak_flops = plan_cpu_peak(out);
     /* shared memory between ranks: a copy in and a copy out per message at about the
      * elementwise bandwidth; `cohort bench comm` measures it better (bench/plan/run.sh) */
     out->intra.alpha_s = 10e-6;
