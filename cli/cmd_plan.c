@@ -398,8 +398,10 @@ static int explain(opts *o, const coh_model_desc *m, const coh_hw *hw)
     return CLI_OK;
 }
 
-/* This machine without --devices: one process with every core, one rank per core, and twice
- * as many ranks as cores (oversubscribed), the choices a user has; merged by step time. */
+/* This machine without --devices: one process with every core up to one rank per core, merged
+ * by step time. More ranks than cores are not searched: the model does not price the
+ * scheduler's turns at every synchronisation, and they measured several times slower than it
+ * predicts (docs/BENCHMARKS.md, plan); --devices N prices them. */
 static coh_status search_rank_counts(const coh_model_desc *m, coh_plan_request *q,
                                      const coh_hw *hw, coh_plan_result *res, int top, int *n,
                                      coh_plan_stats *stats)
@@ -411,7 +413,7 @@ static coh_status search_rank_counts(const coh_model_desc *m, coh_plan_request *
     *n = 0;
     coh_status last = COH_OK;
     int found = 0;
-    for (int ranks = 1; ranks <= 2 * hw->cores; ranks = ranks < hw->cores ? ranks + 1 : ranks * 2) {
+    for (int ranks = 1; ranks <= hw->cores; ranks++) {
         q->devices = ranks;
         coh_plan_stats s;
         int k = 0;
@@ -528,8 +530,7 @@ static int search(opts *o, const coh_model_desc *m, const coh_hw *hw)
         print_hw(hw, devices);
     else {
         print_hw(hw, hw->cores);
-        printf("searched 1 to %d ranks (%d cores; past them oversubscribed)\n", 2 * hw->cores,
-               hw->cores);
+        printf("searched 1 to %d ranks (one per core at most)\n", hw->cores);
     }
     printf("model: %s, global batch %lld x %lld tokens, %s; searched %ld configurations in %.2f s: "
            "%ld invalid, %ld do not fit, %ld simulated, %ld skipped by their lower bound\n",

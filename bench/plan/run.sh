@@ -53,11 +53,14 @@ echo "calibration at load $(load1) ($(date -u '+%H:%M:%S UTC'))"
 read -r lat gbs < <(/usr/bin/python3 - "$work/comm.jsonl" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip().startswith("{")]
-# 2-rank ring all-reduce: t = 2 alpha + n / beta; least squares on (n, t)
-xs = [r["bytes"] for r in rows]; ys = [r["time_us"] * 1e-6 for r in rows]
-n = len(xs); mx = sum(xs) / n; my = sum(ys) / n
-slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
-icpt = my - slope * mx
+# 2-rank ring all-reduce: t = 2 alpha + n / beta. beta: least squares slope over the messages of
+# gradient-bucket size (1 MiB and up, where the caches no longer hold them); alpha: half the
+# smallest message's time
+big = [(r["size"], r["time_us"] * 1e-6) for r in rows if r["size"] >= (1 << 20)]
+mx = sum(x for x, _ in big) / len(big); my = sum(y for _, y in big) / len(big)
+slope = sum((x - mx) * (y - my) for x, y in big) / sum((x - mx) ** 2 for x, _ in big)
+small = min(rows, key=lambda r: r["size"])
+icpt = max(small["time_us"] * 1e-6 - small["size"] * slope, small["time_us"] * 1e-6 / 2)
 print("%.3f %.4f" % (max(icpt / 2, 0) * 1e6, 1 / slope / 1e9))
 PY
 )

@@ -40,6 +40,7 @@ coh_status plan_dev_for(const coh_hw *hw, const coh_parallel_config *c, plan_dev
             out->row = &hw->rates[i];
     if (ranks * out->threads > cores) /* oversubscribed: the threads take turns on the cores */
         out->share = (double)cores / (double)(ranks * out->threads);
+    out->saturated = ranks * out->threads >= cores;
     return COH_OK;
 }
 
@@ -298,8 +299,9 @@ coh_status plan_chunk_costs(const coh_model_desc *m, const coh_parallel_config *
         if (zero3) {
             /* each block gathered just before use, the next one prefetched while it runs: a
              * gather stalls compute by what the previous block's compute does not cover */
-            double stall_f = gather_blk + (nb > 1 ? (nb - 1) * fmax(0, gather_blk - bc.fwd) : 0);
-            double stall_b = gather_blk + (nb > 1 ? (nb - 1) * fmax(0, gather_blk - bc.bwd) : 0);
+            double cover_f = d->saturated ? 0 : bc.fwd, cover_b = d->saturated ? 0 : bc.bwd;
+            double stall_f = gather_blk + (nb > 1 ? (nb - 1) * fmax(0, gather_blk - cover_f) : 0);
+            double stall_b = gather_blk + (nb > 1 ? (nb - 1) * fmax(0, gather_blk - cover_b) : 0);
             double extra = (ch->first ? gather_emb : 0) + (ch->last ? gather_emb : 0);
             ch->zero3_comm = 2 * (nb * gather_blk + extra);
             ch->zero3_exposed = stall_f + stall_b + 2 * extra;

@@ -14,6 +14,8 @@ typedef struct plan_dev {
     double share;      /* CPU oversubscription: cores / ranks of the node when below 1 */
     int threads;       /* CPU threads per rank (`cohort train --threads`) */
     int half;          /* 2-byte activations and GEMM operands */
+    int saturated;     /* CPU: the ranks' threads fill the cores, so communication (done by
+                          the transport's progress thread on those cores) cannot overlap */
 } plan_dev;
 
 /* One model chunk's cost per microbatch, in seconds (tp all-reduces and ZeRO-3 stalls are in

@@ -262,8 +262,7 @@ coh_status plan_simulate(const coh_model_desc *m, const coh_parallel_config *c, 
         if (c->dp > 1) {
             double before = comm;
             double end = grad_sync(&D, c, hw, s, grad_bytes, &comm);
-            if (!hw->gpu && d->share * c->dp * c->tp * c->pp * (d->threads > 0 ? d->threads : 1) >=
-                                hw->cores)
+            if (d->saturated)
                 /* no copy engine: the transport's progress thread copies and reduces on the
                    cores the ranks compute with, so its work adds to the step */
                 end = t + (comm - before);
