@@ -57,6 +57,31 @@ else
     fail=1
 fi
 
+# the memory per device is the estimator's: `cohort estimate` with the top pick's flags agrees
+if "$COHORT" plan --model gpt2-xl --seq 1024 --global-batch 64 --hw a100-80gb --json --top 1 \
+    >"$tmp/g.json"; then
+    args=$("$COHORT_PYTHON" -c '
+import json, sys
+s = json.load(open(sys.argv[1]))["configurations"][0]["strategy"]
+a = ["--dp", s["dp"], "--tp", s["tp"], "--pp", s["pp"], "--zero", s["zero"], "--micro-batch",
+     s["micro_batch"], "--grad-accum", s["microbatches"], "--recompute", s["recompute"],
+     "--precision", s["precision"], "--schedule", s["schedule"]]
+if s["virtual_stages"] > 1: a += ["--virtual-stages", s["virtual_stages"]]
+if s["sequence_parallel"]: a += ["--sequence-parallel"]
+print(" ".join(map(str, a)))' "$tmp/g.json")
+    # shellcheck disable=SC2086
+    "$COHORT" estimate --model gpt2-xl --seq 1024 $args --json >"$tmp/e.json" || fail=1
+    "$COHORT_PYTHON" - "$tmp/g.json" "$tmp/e.json" <<'PY' || fail=1
+import json, sys
+p = json.load(open(sys.argv[1]))["configurations"][0]["memory_bytes"]
+e = json.load(open(sys.argv[2]))["per_device"]["total_bytes"]
+assert p == e, (p, e)
+print("ok   plan's memory per device = estimate's:", p)
+PY
+else
+    echo "FAIL: plan on a100-80gb"; fail=1
+fi
+
 # --explain prices what the flags say; --trace writes the simulated timeline
 expect 0 "run it: cohort run --nproc-per-node 2 --standalone cohort train --threads 1 --pp 2 --schedule 1f1b" \
     "${small[@]}" --explain --pp 2 --nodes 1 --gpus-per-node 2 --grad-accum 4 --micro-batch 1 \
