@@ -9,6 +9,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 #include "cohort/clock.h"
 #include "cohort/train.h"
 #include "plan/planner_int.h"
@@ -50,6 +54,75 @@ static void run_ew(void *p)
 #pragma omp parallel for schedule(static)
     for (long i = 0; i < (long)e->n; i++)
         e->y[i] = e->y[i] * 0.5f + e->x[i];
+}
+
+/* The 1-thread row with every core busy: `cores` OpenMP threads each run single-threaded
+ * kernels on their own buffers at once (as `cores` ranks of 1 thread do), and each thread's
+ * rate is the rank's; the best over repetitions of the slowest thread. */
+static void concurrent_rates(int quick, int cores, coh_device_rates *row)
+{
+    double *gemm = calloc((size_t)cores * COH_RATE_POINTS, sizeof *gemm);
+    double *ew = calloc((size_t)cores, sizeof *ew);
+    if (!gemm || !ew)
+        goto out;
+#pragma omp parallel num_threads(cores)
+    {
+#ifdef _OPENMP
+        int me = omp_get_thread_num();
+#else
+        int me = 0;
+#endif
+        size_t maxn = 768, en = (size_t)4 << 20;
+        float *a = malloc(4 * maxn * maxn * sizeof *a), *b = malloc(maxn * maxn * sizeof *b),
+              *c = malloc(4 * maxn * maxn * sizeof *c), *x = malloc(en * sizeof *x),
+              *y = malloc(en * sizeof *y);
+        if (a && b && c && x && y) {
+            for (size_t i = 0; i < 4 * maxn * maxn; i++)
+                a[i] = c[i] = (float)(i % 7) * 0.01f;
+            for (size_t i = 0; i < maxn * maxn; i++)
+                b[i] = (float)(i % 5) * 0.01f;
+            for (size_t i = 0; i < en; i++)
+                x[i] = y[i] = 1.0f;
+            for (int k = 0; k < row->gemm.n; k++) {
+                int n = (int)llround(cbrt(row->gemm.work[k] / 4.0));
+                gemm_ctx g = {4 * n, n, n, a, b, c};
+                int inner = row->gemm.work[k] < 1e6 ? 200 : row->gemm.work[k] < 1e8 ? 10 : 2;
+#pragma omp barrier
+                double t = best_of(quick ? 2 : 5, inner, run_gemm, &g);
+                gemm[me * COH_RATE_POINTS + k] = 2.0 * row->gemm.work[k] / t;
+            }
+#pragma omp barrier
+            double best = INFINITY;
+            for (int r = 0; r < (quick ? 2 : 5); r++) {
+                double t0 = coh_now_s();
+                for (size_t i = 0; i < en; i++)
+                    y[i] = y[i] * 0.5f + x[i];
+                double t = coh_now_s() - t0;
+                best = t < best ? t : best;
+            }
+            ew[me] = 3.0 * 4.0 * en / best;
+        }
+        free(a);
+        free(b);
+        free(c);
+        free(x);
+        free(y);
+    }
+    for (int k = 0; k < row->gemm.n; k++) {
+        double slowest = INFINITY;
+        for (int t = 0; t < cores; t++)
+            slowest = fmin(slowest, gemm[t * COH_RATE_POINTS + k]);
+        if (slowest > 0 && isfinite(slowest))
+            row->gemm.flops[k] = slowest;
+    }
+    double slowest = INFINITY;
+    for (int t = 0; t < cores; t++)
+        slowest = fmin(slowest, ew[t]);
+    if (slowest > 0 && isfinite(slowest))
+        row->elementwise_bytes_per_s = slowest;
+out:
+    free(gemm);
+    free(ew);
 }
 
 static coh_status measure_row(int quick, int threads, coh_device_rates *row)
@@ -124,6 +197,10 @@ coh_status coh_calibration_measure(int quick, int max_threads, coh_hw *out)
         if (st)
             return st;
         out->nrates = i + 1;
+    }
+    if (cores > 1) { /* a 1-thread rank shares the machine with the other ranks */
+        coh_set_threads(1);
+        concurrent_rates(quick, (int)cores, &out->rates[0]);
     }
     coh_set_threads(0);
     out->peak_flops = plan_cpu_peak(out);
