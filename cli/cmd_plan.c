@@ -400,8 +400,8 @@ static int explain(opts *o, const coh_model_desc *m, const coh_hw *hw)
 
 /* This machine without --devices: one process with every core up to one rank per core, merged
  * by step time. More ranks than cores are not searched: the model does not price the
- * scheduler's turns at every synchronisation, and they measured several times slower than it
- * predicts (docs/BENCHMARKS.md, plan); --devices N prices them. */
+ * scheduler's turns at every synchronisation, and they measured from 0.9x to 6.2x its
+ * prediction (docs/BENCHMARKS.md, plan); --devices N prices them. */
 static coh_status search_rank_counts(const coh_model_desc *m, coh_plan_request *q,
                                      const coh_hw *hw, coh_plan_result *res, int top, int *n,
                                      coh_plan_stats *stats)

@@ -11,6 +11,8 @@
 # ever slows a run down), MAX_LOAD (default
 # 1.5: wait until the 1-minute load is at most this, up to LOAD_WAIT s, default 900), KEEP (a
 # directory to keep the metrics and logs in), ONLY (configurations whose name holds this word).
+# On a machine shared with other work, run it as `nice -n -20 bench/plan/run.sh ...` so its
+# processes take the cores first (the tensor-parallel benchmark does the same).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-$root/build}" && pwd)
