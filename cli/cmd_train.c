@@ -254,7 +254,7 @@ static int model_config(train_opts *o, coh_gpt_config *m)
         if ((st = coh_gpt_preset(cfg->preset, m)))
             return cli_fail(CMD, st);
     } else {
-        *m = (coh_gpt_config){6, 6, 384, 50257, 256};
+        *m = (coh_gpt_config){6, 6, 384, 50257, 256, 0};
         if (cfg->seq)
             m->seq = (int)cfg->seq;
     }
