@@ -313,6 +313,7 @@ static int check_config(train_opts *o)
     coh_par_config pc = {.train = o->tc, .par = o->cfg.par};
     coh_par_config_apply(&pc);
     o->tc = pc.train;
+    o->tc.model.tp = 0; /* the command speaks of the whole model; the trainer holds its shard */
     return 0;
 }
 

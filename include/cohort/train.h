@@ -120,8 +120,10 @@ coh_status coh_gpt_tensor_shard(const coh_gpt_config *c, int i, int tp_rank,
 void coh_tensor_shard_gather(const coh_tensor_shard *s, const float *local, float *full);
 void coh_tensor_shard_scatter(const coh_tensor_shard *s, const float *full, float *local);
 
-/* The whole arena of shard tp_rank of c (c->tp shards) into the whole-model arena `full` (of
- * c with tp 1; replicated tensors written by every shard, with the same values), or back. */
+/* The whole arena of shard tp_rank of c (c->tp shards) into its places in the whole-model arena
+ * `full` (of c with tp 1), the replicated tensors only by shard 0 (the padding never): buffers
+ * zeroed, filled by every shard and summed over the shards hold the whole model exactly. Scatter
+ * reads the shard's part of a whole-model arena back, replicated tensors included. */
 void coh_gpt_arena_gather(const coh_gpt_config *c, int tp_rank, const float *local, float *full);
 void coh_gpt_arena_scatter(const coh_gpt_config *c, int tp_rank, const float *full, float *local);
 

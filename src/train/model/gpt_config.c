@@ -265,6 +265,8 @@ static void arena_copy(const coh_gpt_config *c, int tp_rank, float *local, float
         coh_gpt_tensor(c, i, &lt);
         coh_gpt_tensor(&whole, i, &ft);
         coh_gpt_tensor_shard(c, i, tp_rank, &s);
+        if (to_full && s.replicated && tp_rank != 0)
+            continue;
         if (to_full)
             coh_tensor_shard_gather(&s, local + lt.offset, full + ft.offset);
         else

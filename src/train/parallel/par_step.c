@@ -144,7 +144,8 @@ coh_status coh_par_trainer_eval(coh_par_trainer *t, coh_batch_fn next, void *ctx
     return st;
 }
 
-coh_status coh_par_trainer_gather_params(coh_par_trainer *t, float *out)
+/* This rank's arena whole (its stage's and ZeRO-3 shards gathered), in its own layout. */
+static coh_status gather_own(coh_par_trainer *t, float *out)
 {
     if (t->pipe)
         return par_pipe_gather(t, out);
@@ -163,6 +164,29 @@ coh_status coh_par_trainer_gather_params(coh_par_trainer *t, float *out)
         b->present = 0;
     }
     return COH_OK;
+}
+
+coh_status par_tp_gather(coh_par_trainer *t, const float *shard, float *out, size_t whole)
+{
+    memset(out, 0, whole * sizeof *out);
+    coh_gpt_arena_gather(&t->cfg.train.model, t->mesh->tp_rank, shard, out);
+    return coh_allreduce(t->mesh->tp_comm, out, out, whole, COH_F32, COH_SUM);
+}
+
+coh_status coh_par_trainer_gather_params(coh_par_trainer *t, float *out)
+{
+    if (t->mesh->tp == 1)
+        return gather_own(t, out);
+    coh_gpt_config whole = t->cfg.train.model;
+    whole.tp = 1;
+    float *shard = malloc(t->n * sizeof *shard);
+    if (!shard)
+        return coh_errf(COH_ERR_NOMEM, "out of memory gathering the parameters");
+    coh_status st = gather_own(t, shard);
+    if (!st) /* each shard's tensors into their places, summed over the tp group: exact */
+        st = par_tp_gather(t, shard, out, coh_gpt_param_count(&whole));
+    free(shard);
+    return st;
 }
 
 void coh_par_trainer_params_loaded(coh_par_trainer *t)

@@ -12,6 +12,7 @@ void coh_par_config_apply(coh_par_config *c)
     c->train.batch = (int)p->micro_batch;
     c->train.seq = p->seq ? (int)p->seq : c->train.model.seq;
     c->train.accum = p->microbatches > 0 ? (int)p->microbatches : 1;
+    c->train.model.tp = p->tp > 1 ? (int)p->tp : 0;
 }
 
 static coh_status check(const coh_par_config *c, const coh_mesh *m)
@@ -41,6 +42,9 @@ static coh_status check(const coh_par_config *c, const coh_mesh *m)
         return coh_errf(COH_ERR_UNSUPPORTED, "strategy '%s' with pp %d: ZeRO-2 and -3 shard "
                         "gradients that a pipeline accumulates over its microbatches; use ddp or "
                         "zero1", coh_strategy_name(p->strategy), m->pp);
+    if (p->strategy == COH_STRATEGY_DP && m->tp > 1)
+        return coh_errf(COH_ERR_UNSUPPORTED, "strategy 'dp' with tp %d: DataParallel runs "
+                        "whole replicas in one process; use ddp or zero1..3 with --tp", m->tp);
     if (p->strategy == COH_STRATEGY_SINGLE && m->dp != 1)
         return coh_errf(COH_ERR_INVALID, "strategy 'single' with %d ranks: use ddp or zero1..3 "
                         "under 'cohort run', or run one process", m->dp);
@@ -97,7 +101,7 @@ static coh_status build_pipeline(coh_par_trainer *t, coh_gpt *model, coh_adamw *
     if (!t->own_rb || !t->own_re)
         return coh_errf(COH_ERR_NOMEM, "out of memory for the stage's ranges");
     /* the optimizer covers the stage's ranges, or with ZeRO-1 this replica's slices of them */
-    t->nown = par_pipe_optimizer_ranges(t->pipe, (size_t)c->vocab * c->dim, t->rdp, t->ndp,
+    t->nown = par_pipe_optimizer_ranges(t->pipe, par_wte_size(c), t->rdp, t->ndp,
                                         t->cfg.par.strategy == COH_STRATEGY_ZERO1, t->own_rb,
                                         t->own_re);
     par_pipe_keep_own(t, coh_gpt_params(model, NULL));
@@ -119,7 +123,17 @@ static coh_status build(coh_par_trainer *t)
     if (st)
         return st;
     t->model = model;
-    coh_gpt_init_weights(model, c->train.seed);
+    if ((st = coh_gpt_set_tp(model, t->mesh->tp_comm))) {
+        coh_gpt_destroy(model);
+        t->model = NULL;
+        return st;
+    }
+    coh_gpt_init_weights(model, c->train.seed); /* a shard keeps its part of each tensor */
+    if (t->mesh->tp > 1 && (st = par_find_replicated(t))) {
+        coh_gpt_destroy(model);
+        t->model = NULL;
+        return st;
+    }
     if (c->par.recompute == COH_RECOMPUTE_FULL && (st = coh_gpt_set_recompute(model, 1))) {
         coh_gpt_destroy(model);
         t->model = NULL;
@@ -246,5 +260,7 @@ void coh_par_trainer_destroy(coh_par_trainer *t)
     free(t->own_rb);
     free(t->own_re);
     free(t->dev_peak);
+    free(t->rep_b);
+    free(t->rep_e);
     free(t);
 }

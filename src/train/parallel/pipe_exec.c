@@ -312,7 +312,7 @@ coh_status par_pipe_share_update(coh_par_trainer *t)
 {
     const coh_gpt_config *c = &t->cfg.train.model;
     size_t pb[COH_PIPE_STAGE_MAX_CHUNKS + 2], pe[COH_PIPE_STAGE_MAX_CHUNKS + 2];
-    int n = zero1_pieces(t->pipe, (size_t)c->vocab * c->dim, pb, pe);
+    int n = zero1_pieces(t->pipe, par_wte_size(c), pb, pe);
     coh_status st = COH_OK;
     for (int k = 0; !st && k < n; k++)
         for (int r = 0; !st && r < t->ndp; r++) {
@@ -414,7 +414,7 @@ static coh_status reduce_grads(coh_par_trainer *t)
 {
     par_pipe *pp = t->pipe;
     const coh_gpt_config *c = &t->cfg.train.model;
-    size_t V_C = (size_t)c->vocab * c->dim;
+    size_t V_C = par_wte_size(c);
     coh_status st = COH_OK;
     if (pp->embed)
         st = coh_allreduce(pp->embed, t->grads, t->grads, V_C, COH_F32, COH_SUM);
@@ -435,18 +435,18 @@ double par_pipe_clip(coh_par_trainer *t)
         size_t b = lay->begin[k];
         if (head_copy && b == 0)
             continue;
-        for (size_t i = b; i < lay->end[k]; i++)
-            sum += (double)t->grads[i] * t->grads[i];
+        sum += par_sumsq(t, b, lay->end[k]);
     }
     coh_status st = coh_allreduce(t->mesh->pp_comm, &sum, &sum, 1, COH_F64, COH_SUM);
+    if (!st && t->mesh->tp > 1)
+        st = coh_allreduce(t->mesh->tp_comm, &sum, &sum, 1, COH_F64, COH_SUM);
     if (st && !t->err)
         t->err = st;
     double norm = sqrt(sum), clip = t->cfg.train.grad_clip;
     if (clip > 0.0 && norm > clip) {
         float f = (float)(clip / (norm + 1e-6));
         for (int k = 0; k < lay->nranges; k++)
-            for (size_t i = lay->begin[k]; i < lay->end[k]; i++)
-                t->grads[i] *= f;
+            par_scale(t, lay->begin[k], lay->end[k], f);
     }
     return norm;
 }
@@ -541,7 +541,7 @@ coh_status coh_par_trainer_check_tied(coh_par_trainer *t)
     const coh_gpt_config *c = &t->cfg.train.model;
     /* piece by piece, so the check adds no copy of wte to the stage's peak */
     enum { PIECE = 1 << 16 };
-    size_t n = (size_t)c->vocab * c->dim;
+    size_t n = par_wte_size(c);
     float *copy = malloc(PIECE * sizeof *copy);
     int64_t differ = 0;
     coh_status st = copy ? COH_OK : coh_errf(COH_ERR_NOMEM, "out of memory checking wte");
