@@ -113,7 +113,8 @@ static void write_metrics(run *r, const coh_step_stats *s, double tps, double mf
     }
     static const char *const MEM[CLI_MEM_N] = {"params_bytes", "grads_bytes", "optim_bytes",
                                                "peak_rss_bytes", "base_rss_bytes",
-                                               "predicted_bytes", "busy_us", "idle_us"};
+                                               "predicted_bytes", "busy_us", "idle_us",
+                                               "tp_comm_us"};
     /* per rank: model state at the optimizer step; peak resident size and the resident size
      * before the model existed (their difference is what training grew); the prediction of
      * that growth */
@@ -122,9 +123,13 @@ static void write_metrics(run *r, const coh_step_stats *s, double tps, double mf
     for (int k = 0; k < r->par.world_size; k++) {
         coh_jw_object_begin(&w);
         coh_jw_field_int(&w, "rank", k);
-        /* pipelines add each stage's compute and waiting (its bubble) in the last step */
-        int n = r->o->cfg.par.pp > 1 ? CLI_MEM_N : CLI_MEM_BUSY_US;
-        for (int i = 0; i < n; i++) {
+        /* pipelines add each stage's compute and waiting (its bubble) in the last step,
+         * tensor parallelism the step's time in its all-reduces */
+        for (int i = 0; i < CLI_MEM_N; i++) {
+            if ((i == CLI_MEM_BUSY_US || i == CLI_MEM_IDLE_US) && r->o->cfg.par.pp < 2)
+                continue;
+            if (i == CLI_MEM_TP_COMM_US && r->o->cfg.par.tp < 2)
+                continue;
             coh_jw_field_uint(&w, MEM[i], r->mem[CLI_MEM_N * k + i]);
         }
         if (k == r->par.rank && coh_par_trainer_devices(r->pt) > 1)
@@ -179,7 +184,9 @@ static coh_status loop(run *r)
             return st;
         if (o->metrics && (st = cli_par_memory(&r->par, r->pt, o, cli_peak_rss(), r->mem)))
             return st;
-        double tps = tokens / (coh_now_s() - t0), mfu = tps * r->flops_per_token / r->peak_flops;
+        /* MFU against every rank's peak: the tokens are the whole job's */
+        double tps = tokens / (coh_now_s() - t0),
+               mfu = tps * r->flops_per_token / (r->peak_flops * r->par.world_size);
         double val = -1;
         if (r->val && (s.step % o->val_every == 0 || s.step == r->last_step) &&
             (st = validate(r, &val)))
@@ -233,6 +240,11 @@ int cli_train_run(const train_opts *o)
         if (!st && o->cfg.par.pp > 1 && !(st = coh_par_trainer_check_tied(r.pt)) &&
             r.par.rank == 0)
             coh_info("tied embedding: the first and last stage's copies are bit-identical");
+        if (!st && o->cfg.par.tp > 1 && !(st = coh_par_trainer_check_replicated(r.pt)) &&
+            r.par.rank == 0)
+            coh_info("tensor parallelism: the replicated tensors (LayerNorms, position "
+                     "embedding, row-parallel biases) are bit-identical on the %d tp ranks",
+                     (int)o->cfg.par.tp);
         if (!st)
             cli_par_print_peak(&r.par, r.pt, o);
         if (!st && o->dump_params)

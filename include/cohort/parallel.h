@@ -198,6 +198,17 @@ coh_status coh_par_trainer_pipeline_times(const coh_par_trainer *t, double *busy
  * pipeline. COH_ERR_INTERNAL naming how many elements differ. Collective over the pipeline. */
 coh_status coh_par_trainer_check_tied(coh_par_trainer *t);
 
+/* ---- tensor parallelism ---------------------------------------------------------------------- */
+
+/* The tensors every tp rank holds whole (LayerNorms, position embedding, row-parallel biases)
+ * are bit-identical across the tp group; COH_OK without tensor parallelism. COH_ERR_INTERNAL
+ * naming how many elements differ. Collective over tp. */
+coh_status coh_par_trainer_check_replicated(coh_par_trainer *t);
+
+/* Seconds this rank spent in tensor-parallel all-reduces (the model's f and g, the
+ * vocabulary-parallel embedding and cross-entropy) during the last step; 0 without tp. */
+double coh_par_trainer_tp_comm_seconds(const coh_par_trainer *t);
+
 #ifdef __cplusplus
 }
 #endif

@@ -108,65 +108,6 @@ void par_grad_hook(void *ctx, int layer, size_t begin, size_t end)
         t->err = par_grad_collect(t, 0);
 }
 
-static double sumsq(const float *g, size_t b, size_t e)
-{
-    double s = 0.0;
-    for (size_t i = b; i < e; i++)
-        s += (double)g[i] * g[i];
-    return s;
-}
-
-double par_sumsq(const coh_par_trainer *t, size_t b, size_t e)
-{
-    if (t->mesh->tp_rank == 0 || !t->nrep)
-        return sumsq(t->grads, b, e);
-    double s = 0.0;
-    size_t at = b;
-    for (int k = 0; k < t->nrep && at < e; k++) { /* the gaps between replicated ranges */
-        if (t->rep_e[k] <= at)
-            continue;
-        size_t stop = t->rep_b[k] < e ? t->rep_b[k] : e;
-        if (stop > at)
-            s += sumsq(t->grads, at, stop);
-        at = t->rep_e[k] > at ? t->rep_e[k] : at;
-    }
-    if (at < e)
-        s += sumsq(t->grads, at, e);
-    return s;
-}
-
-void par_scale(coh_par_trainer *t, size_t b, size_t e, float f)
-{
-    for (size_t i = b; i < e; i++)
-        t->grads[i] *= f;
-}
-
-coh_status par_find_replicated(coh_par_trainer *t)
-{
-    const coh_gpt_config *c = &t->cfg.train.model;
-    int n = coh_gpt_tensor_count(c);
-    t->rep_b = malloc((size_t)n * sizeof *t->rep_b);
-    t->rep_e = malloc((size_t)n * sizeof *t->rep_e);
-    if (!t->rep_b || !t->rep_e)
-        return coh_errf(COH_ERR_NOMEM, "out of memory for the replicated tensors' ranges");
-    t->nrep = 0;
-    for (int i = 0; i < n; i++) {
-        coh_tensor_info ti;
-        coh_tensor_shard sh;
-        coh_gpt_tensor(c, i, &ti);
-        coh_gpt_tensor_shard(c, i, t->mesh->tp_rank, &sh);
-        if (!sh.replicated)
-            continue;
-        if (t->nrep && t->rep_e[t->nrep - 1] == ti.offset) { /* adjacent: one range */
-            t->rep_e[t->nrep - 1] += ti.numel;
-            continue;
-        }
-        t->rep_b[t->nrep] = ti.offset;
-        t->rep_e[t->nrep++] = ti.offset + ti.numel;
-    }
-    return COH_OK;
-}
-
 /* The global norm: this rank's sum of squares over what it holds (ZeRO-2/3: its own chunks),
  * summed over the shards that split it (dp for ZeRO-2/3, tp), then the same scale everywhere. */
 double par_clip(coh_par_trainer *t)

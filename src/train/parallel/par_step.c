@@ -99,9 +99,10 @@ coh_status coh_par_trainer_step(coh_par_trainer *t, coh_batch_fn next, void *ctx
             sample_memory(t);
         return st;
     }
-    double loss, t0 = par_now_us();
+    double loss, t0 = par_now_us(), tp0 = coh_gpt_tp_comm_seconds(t->model);
     coh_status st = t->pipe ? par_pipe_forward_backward(t, next, ctx, &loss)
                             : accumulate(t, next, ctx, &loss);
+    t->tp_step_s = coh_gpt_tp_comm_seconds(t->model) - tp0;
     if (st)
         return st;
     par_trace_event(t->trace, "forward+backward", "step", 0, t0, par_now_us());
@@ -164,13 +165,6 @@ static coh_status gather_own(coh_par_trainer *t, float *out)
         b->present = 0;
     }
     return COH_OK;
-}
-
-coh_status par_tp_gather(coh_par_trainer *t, const float *shard, float *out, size_t whole)
-{
-    memset(out, 0, whole * sizeof *out);
-    coh_gpt_arena_gather(&t->cfg.train.model, t->mesh->tp_rank, shard, out);
-    return coh_allreduce(t->mesh->tp_comm, out, out, whole, COH_F32, COH_SUM);
 }
 
 coh_status coh_par_trainer_gather_params(coh_par_trainer *t, float *out)

@@ -157,11 +157,21 @@ static coh_status build(coh_par_trainer *t)
     return alloc_state(t);
 }
 
+/* The model's tensor-parallel all-reduces on the trace's fourth track. */
+static void trace_tp(void *ctx, const char *name, double t0, double t1)
+{
+    coh_par_trainer *t = ctx;
+    par_trace_event(t->trace, name, "tp", 3, t0 * 1e6, t1 * 1e6);
+}
+
 static coh_status start(coh_par_trainer *t)
 {
     coh_status st = COH_OK;
-    if (t->cfg.trace_path && (st = par_trace_open(t->cfg.trace_path, t->rdp, &t->trace)))
+    if (t->cfg.trace_path &&
+        (st = par_trace_open(t->cfg.trace_path, coh_comm_rank(t->mesh->world), &t->trace)))
         return st;
+    if (t->trace && t->mesh->tp > 1)
+        coh_gpt_set_comm_span(t->model, trace_tp, t);
     if (t->pipe) { /* a stage's replicas start from dp rank 0's ranges; gradients stay private */
         const coh_pipe_stage *lay = par_pipe_layout(t->pipe);
         for (int k = 0; t->ndp > 1 && !st && k < lay->nranges; k++)

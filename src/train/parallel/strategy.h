@@ -78,6 +78,7 @@ struct coh_par_trainer {
     par_pipe *pipe;          /* pp > 1: this rank's stage and its schedule */
     size_t *rep_b, *rep_e;   /* tp > 1: arena ranges of the replicated tensors, sorted */
     int nrep;
+    double tp_step_s;        /* the last step's time in tensor-parallel all-reduces */
 };
 
 /* buckets.c */

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# test_tensor_equiv.sh: tensor parallelism (Megatron) trains the same model as one device, alone
+# and composed with data parallelism, ZeRO and the pipeline: with the same seed and global batch,
+# 30 steps at (dp, pp, tp) = (1, 1, 2), (1, 1, 4), (2, 1, 2) with ddp and zero1-3, (1, 2, 2)
+# and (2, 2, 2) with zero1 and 1f1b give the losses of `single` within 1e-5 at every step and
+# final parameters within 1e-5 per tensor (relative L2; par_compare.py --tensor-l2 says why not
+# per element), on a vocabulary (257) that tp 2 and 4 must pad;
+# the replicated tensors stay bit-identical across each tp group; the mesh is printed in
+# Megatron's order; the metrics carry each rank's tp communication time; and bad meshes are
+# refused before anything is allocated, naming the value.
+. "$(dirname "${BASH_SOURCE[0]}")/par_lib.sh"
+"$py" -c "import numpy" 2>/dev/null || { echo "numpy missing"; exit 77; }
+
+par_prepare --val-fraction 0.1 "$src/tests/parallel/equiv_corpus.txt"
+V=257 C=64 L=4 T=32
+par_model $V $L 4 $C $T
+model+=(--lr 1e-3 --warmup 3 --deterministic --shuffle on --steps 30)
+
+compare() { # name ref run
+    "$py" "$src/tests/parallel/par_compare.py" --tensor-l2 "$work/$2.jsonl" "$work/$2.bin" "$work/$3.jsonl" \
+        "$work/$3.bin" $V $C $L $T > "$work/$3.cmp" || fail "$1: $(cat "$work/$3.cmp")"
+    echo "$1: $(cat "$work/$3.cmp")"
+}
+
+# run NAME RANKS OPTIONS...: one run under cohort run, its metrics and parameters kept; every
+# tensor-parallel run checks its replicated tensors at the end
+run() {
+    local name=$1 n=$2
+    shift 2
+    "$cohort" run --nproc-per-node "$n" "$cohort" train "${model[@]}" "$@" \
+        --metrics "$work/$name.jsonl" --dump-params "$work/$name.bin" >"$work/$name.out" 2>&1 ||
+        { fail "$name: $(tail -3 "$work/$name.out")"; return 1; }
+    grep -q "the replicated tensors (LayerNorms, position embedding, row-parallel biases) are bit-identical" \
+        "$work/$name.out" || fail "$name: the replicated tensors were not checked"
+}
+
+# global batch 8: single as 2 x 4 micro-batches, the runs as micro-batch 2 x accumulation x dp
+"$cohort" train "${model[@]}" --micro-batch 2 --grad-accum 4 --metrics "$work/single.jsonl" \
+    --dump-params "$work/single.bin" >"$work/single.out" 2>&1 || fail "single: $(tail -3 "$work/single.out")"
+run tp2 2 --tp 2 --micro-batch 2 --grad-accum 4 && compare "dp 1 x pp 1 x tp 2" single tp2
+run tp4 4 --tp 4 --micro-batch 2 --grad-accum 4 && compare "dp 1 x pp 1 x tp 4" single tp4
+for s in ddp zero1 zero2 zero3; do
+    run "dp2-$s" 4 --tp 2 --strategy $s --micro-batch 2 --grad-accum 2 &&
+        compare "dp 2 x pp 1 x tp 2, $s" single "dp2-$s"
+done
+run pp2 4 --tp 2 --pp 2 --schedule 1f1b --micro-batch 2 --grad-accum 4 &&
+    compare "dp 1 x pp 2 x tp 2, 1f1b" single pp2
+run 3d 8 --tp 2 --pp 2 --strategy zero1 --schedule 1f1b --micro-batch 2 --grad-accum 2 &&
+    compare "dp 2 x pp 2 x tp 2, zero1, 1f1b" single 3d
+
+# the start-up lines: every rank's coordinates, tp fastest, then dp, then pp
+out="$work/3d.out"
+grep -q "mesh: rank 0 (dp 0, pp 0, tp 0), rank 1 (dp 0, pp 0, tp 1), rank 2 (dp 1, pp 0, tp 0), rank 3 (dp 1, pp 0, tp 1), rank 4 (dp 0, pp 1, tp 0)" "$out" ||
+    fail "mesh coordinates: $(grep 'mesh:' "$out")"
+grep -q "strategy zero1 on mesh 2x2x2 (dp x pp x tp)" "$out" || fail "mesh line missing"
+grep -q "each tp rank holds 2 of 4 heads, 128 of 256 MLP columns and 129 vocabulary rows (1 padding the last)" \
+    "$work/tp2.out" || fail "tp line: $(grep 'tensor parallelism: tp' "$work/tp2.out")"
+# each rank's time in tp all-reduces, in every metrics line
+n=$(grep -o '"tp_comm_us":[0-9]*' "$work/3d.jsonl" | wc -l)
+[ "$n" -eq $((30 * 8)) ] || fail "3d metrics: $n tp_comm_us figures, want 240"
+grep -q '"tp_comm_us"' "$work/single.jsonl" && fail "single's metrics carry tp_comm_us"
+
+# a different global batch must not pass as equivalent under the per-tensor bound either (it
+# must run, and its comparison must say "beyond the bound", exit 1, not "cannot compare", 2)
+if run other 2 --tp 2 --micro-batch 2 --grad-accum 2; then
+    "$py" "$src/tests/parallel/par_compare.py" --tensor-l2 "$work/single.jsonl" "$work/single.bin" \
+        "$work/other.jsonl" "$work/other.bin" $V $C $L $T >"$work/other.cmp" 2>&1
+    rc=$?
+    [ $rc -eq 1 ] || fail "tp 2 with global batch 4 against global batch 8: compare exit $rc, want 1: $(cat "$work/other.cmp")"
+fi
+
+# bad meshes: clear errors naming the value, before any allocation
+expect 2 "tensor parallel size 3 does not divide the 4 attention heads (valid: 1, 2, 4)" "$cohort" run --nproc-per-node 3 "$cohort" train "${model[@]}" --tp 3
+expect 2 "tensor parallel size 8 does not divide the 4 attention heads (valid: 1, 2, 4)" "$cohort" train "${model[@]}" --tp 8
+expect 2 "tp 2 x pp 1 = 2 does not divide the 3 ranks of this job" "$cohort" run --nproc-per-node 3 "$cohort" train "${model[@]}" --tp 2
+expect 2 "--tp 2 with --strategy dp" "$cohort" train "${model[@]}" --tp 2 --strategy dp --devices 2
+par_done "tensor parallelism trains the same model as one device"
