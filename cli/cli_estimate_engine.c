@@ -37,7 +37,7 @@ static int engine_config(const est_request *r, coh_par_config *pc)
         return cli_usage_error(cmd, "--engine cohort: model too large for the engine");
     memset(pc, 0, sizeof *pc);
     pc->train.model = (coh_gpt_config){(int)m->layers, (int)m->heads, (int)m->dim, (int)m->vocab,
-                                       (int)m->positions, 0};
+                                       (int)m->positions, 0, 0};
     pc->par = *s;
     coh_par_config_apply(pc);
     return CLI_OK;

@@ -254,7 +254,7 @@ static int model_config(train_opts *o, coh_gpt_config *m)
         if ((st = coh_gpt_preset(cfg->preset, m)))
             return cli_fail(CMD, st);
     } else {
-        *m = (coh_gpt_config){6, 6, 384, 50257, 256, 0};
+        *m = (coh_gpt_config){6, 6, 384, 50257, 256, 0, 0};
         if (cfg->seq)
             m->seq = (int)cfg->seq;
     }
@@ -314,6 +314,7 @@ static int check_config(train_opts *o)
     coh_par_config_apply(&pc);
     o->tc = pc.train;
     o->tc.model.tp = 0; /* the command speaks of the whole model; the trainer holds its shard */
+    o->tc.model.sp = 0;
     return 0;
 }
 

@@ -85,8 +85,8 @@ typedef struct coh_par_config {
 } coh_par_config;
 
 /* The trainer's view of c->par written into c->train: batch = micro_batch, seq = par.seq or the
- * model's context, accum = microbatches or 1, and model.tp = par.tp (the model becomes one
- * tensor-parallel shard). The trainer and the memory prediction call it; callers need not. */
+ * model's context, accum = microbatches or 1, model.tp = par.tp (the model becomes one
+ * tensor-parallel shard) and model.sp = par.sequence_parallel with tp > 1. The trainer and the memory prediction call it; callers need not. */
 void coh_par_config_apply(coh_par_config *c);
 
 typedef struct coh_par_trainer coh_par_trainer;

@@ -26,6 +26,10 @@ typedef struct coh_gpt_config {
                    ranges, tensor shapes) describes one shard: its heads, its MLP columns and
                    rows, its slice of the vocabulary (padded to a multiple of tp), and the
                    replicated LayerNorms, position embedding and row-parallel biases. */
+    int sp;     /* sequence parallelism (Korthikanti et al. 2022), with tp > 1: the LayerNorms'
+                   and the residual stream's activations are split by rows of (B*T) over the tp
+                   ranks, all-gathered before each column-parallel matrix and reduce-scattered
+                   after each row-parallel one. Changes the activations, not the arenas. */
 } coh_gpt_config;
 
 /* Fill `out` with a named preset: "gpt2" (124M), "gpt2-medium", "gpt2-large", "gpt2-xl".

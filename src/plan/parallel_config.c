@@ -109,9 +109,6 @@ int coh_parallel_config_runnable(const coh_parallel_config *c, char *why, size_t
     else if (c->sequence_parallel && c->tp < 2)
         snprintf(buf, sizeof buf, "--sequence-parallel: needs tensor parallelism (--tp 2 or "
                  "more)");
-    else if (c->sequence_parallel)
-        snprintf(buf, sizeof buf, "--sequence-parallel: cohort's trainer keeps LayerNorm and "
-                 "residual activations whole on each tp rank");
     else if (c->dropout)
         snprintf(buf, sizeof buf, "--dropout: cohort's GPT has no dropout");
     if (why && cap)

@@ -124,7 +124,7 @@ coh_status gpt_config_from_file(const coh_st_file *f, const char *path, int head
             return coh_errf(COH_ERR_INVALID, "checkpoint '%s': config metadata out of range "
                             "(n_layer %ld, n_head %ld, n_embd %ld, vocab_size %ld, n_positions "
                             "%ld)", path, L, H, C, V, S);
-        *out = (coh_gpt_config){(int)L, (int)H, (int)C, (int)V, (int)S, 0};
+        *out = (coh_gpt_config){(int)L, (int)H, (int)C, (int)V, (int)S, 0, 0};
     } else {
         st = infer_config(f, path, heads_hint, out);
     }

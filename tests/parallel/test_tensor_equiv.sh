@@ -4,7 +4,8 @@
 # 30 steps at (dp, pp, tp) = (1, 1, 2), (1, 1, 4), (2, 1, 2) with ddp and zero1-3, (1, 2, 2)
 # and (2, 2, 2) with zero1 and 1f1b give the losses of `single` within 1e-5 at every step and
 # final parameters within 1e-5 per tensor (relative L2; par_compare.py --tensor-l2 says why not
-# per element), on a vocabulary (257) that tp 2 and 4 must pad;
+# per element), and --sequence-parallel at tp 2 and in 3D, on a vocabulary (257) that tp 2 and 4
+# must pad;
 # the replicated tensors stay bit-identical across each tp group; the mesh is printed in
 # Megatron's order; the metrics carry each rank's tp communication time; and bad meshes are
 # refused before anything is allocated, naming the value.
@@ -47,6 +48,11 @@ run pp2 4 --tp 2 --pp 2 --schedule 1f1b --micro-batch 2 --grad-accum 4 &&
     compare "dp 1 x pp 2 x tp 2, 1f1b" single pp2
 run 3d 8 --tp 2 --pp 2 --strategy zero1 --schedule 1f1b --micro-batch 2 --grad-accum 2 &&
     compare "dp 2 x pp 2 x tp 2, zero1, 1f1b" single 3d
+# sequence parallelism: LayerNorms and the residual stream split by rows over the tp ranks
+run sp2 2 --tp 2 --sequence-parallel --micro-batch 2 --grad-accum 4 &&
+    compare "tp 2, --sequence-parallel" single sp2
+run sp-3d 8 --tp 2 --pp 2 --strategy zero1 --sequence-parallel --micro-batch 2 --grad-accum 2 &&
+    compare "dp 2 x pp 2 x tp 2, zero1, 1f1b, --sequence-parallel" single sp-3d
 
 # the start-up lines: every rank's coordinates, tp fastest, then dp, then pp
 out="$work/3d.out"

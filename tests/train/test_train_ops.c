@@ -226,7 +226,7 @@ static void test_head(void)
 /* ---- the whole model: analytic gradient vs finite differences on sampled parameters ---- */
 static void test_model(void)
 {
-    coh_gpt_config cfg = {2, 2, 8, 13, 6, 0};
+    coh_gpt_config cfg = {2, 2, 8, 13, 6, 0, 0};
     coh_gpt *g;
     CHECK_OK(coh_gpt_create(&cfg, 2, 5, &g));
     if (!g)
@@ -275,7 +275,7 @@ static size_t qkv_bias_offset(const coh_gpt_config *cfg)
  * while moving the query or value bias as much does change the loss. */
 static void test_key_bias(void)
 {
-    coh_gpt_config cfg = {2, 2, 8, 13, 6, 0};
+    coh_gpt_config cfg = {2, 2, 8, 13, 6, 0, 0};
     coh_gpt *g;
     CHECK_OK(coh_gpt_create(&cfg, 2, 5, &g));
     if (!g)

@@ -36,27 +36,30 @@ static void slot_views(coh_gpt *g, gpt_slot *sl, float *p, int B, int T)
 {
     size_t BT = (size_t)B * T, C = (size_t)g->cfg.dim, NH = (size_t)g->NHs;
     size_t Ca = (size_t)g->Ca, F = (size_t)g->F;
+    gpt_act_sizes_t s;
+    gpt_act_sizes(&g->cfg, B, T, &s);
+    size_t R = s.rows; /* the residual stream's rows this rank keeps */
 #define TAKE(dst, n) (dst = p, p += (n))
-    TAKE(sl->encoded, BT * C);
+    TAKE(sl->encoded, R * C);
     TAKE(sl->lnf, BT * C);
-    TAKE(sl->lnf_mean, BT);
-    TAKE(sl->lnf_rstd, BT);
+    TAKE(sl->lnf_mean, R);
+    TAKE(sl->lnf_rstd, R);
     TAKE(sl->losses, BT);
     for (int l = 0; l < g->cfg.layers; l++) {
         gpt_layer_acts *a = &sl->la[l];
-        TAKE(a->ln1, BT * C);
-        TAKE(a->ln1_mean, BT);
-        TAKE(a->ln1_rstd, BT);
+        TAKE(a->ln1, R * C);
+        TAKE(a->ln1_mean, R);
+        TAKE(a->ln1_rstd, R);
         TAKE(a->qkv, BT * 3 * Ca);
         TAKE(a->atty, BT * Ca);
         TAKE(a->att_lse, BT * NH);
-        TAKE(a->res2, BT * C);
-        TAKE(a->ln2, BT * C);
-        TAKE(a->ln2_mean, BT);
-        TAKE(a->ln2_rstd, BT);
+        TAKE(a->res2, R * C);
+        TAKE(a->ln2, R * C);
+        TAKE(a->ln2_mean, R);
+        TAKE(a->ln2_rstd, R);
         TAKE(a->fch, BT * F);
         TAKE(a->fch_gelu, BT * F);
-        TAKE(a->res3, BT * C);
+        TAKE(a->res3, R * C);
     }
     sl->tokens = (int32_t *)p; /* (B, T), int32 is float-sized */
 #undef TAKE
@@ -64,10 +67,15 @@ static void slot_views(coh_gpt *g, gpt_slot *sl, float *p, int B, int T)
 
 static void scratch_views(coh_gpt *g, int B, int T)
 {
-    size_t BTC = (size_t)B * T * (size_t)g->cfg.dim;
-    g->dres = g->dscratch;
-    g->dtmp = g->dres + BTC;
-    g->dwide = g->dtmp + BTC;
+    gpt_act_sizes_t s;
+    gpt_act_sizes(&g->cfg, B, T, &s);
+    size_t C = (size_t)g->cfg.dim, BTC = (size_t)B * T * C;
+    size_t W = (size_t)(g->F > 3 * g->Ca ? g->F : 3 * g->Ca);
+    g->dres = g->dscratch;          /* (R,C) */
+    g->dtmp = g->dres + s.rows * C; /* (B,T,C) */
+    g->dwide = g->dtmp + BTC;       /* (B,T,W) */
+    g->gbuf = g->sp ? g->dwide + (size_t)B * T * W : NULL; /* (B,T,C) */
+    g->lngrad = g->sp ? g->gbuf + BTC : NULL;                /* (2C) */
 }
 
 coh_status coh_gpt_create(const coh_gpt_config *c, int B, int T, coh_gpt **out)

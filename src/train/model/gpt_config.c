@@ -15,7 +15,7 @@ coh_status coh_gpt_preset(const char *name, coh_gpt_config *out)
     if (st)
         return st;
     *out = (coh_gpt_config){(int)m.layers, (int)m.heads, (int)m.dim, (int)m.vocab,
-                            (int)m.positions, 0};
+                            (int)m.positions, 0, 0};
     return COH_OK;
 }
 
@@ -36,6 +36,9 @@ coh_status coh_gpt_config_check(const coh_gpt_config *c)
     if (c->tp < 0 || c->tp > c->heads)
         return coh_errf(COH_ERR_INVALID, "invalid tp '%d': tensor parallelism splits the %d "
                         "heads, so tp must be 1..%d", c->tp, c->heads, c->heads);
+    if (c->sp && c->tp < 2)
+        return coh_errf(COH_ERR_INVALID, "sequence parallelism splits rows over the tp ranks: "
+                        "it needs tp 2 or more (tp %d)", c->tp);
     if (c->tp > 1 && c->heads % c->tp)
         return coh_errf(COH_ERR_INVALID, "invalid tp '%d': it must divide the heads (%d) so "
                         "every rank holds whole heads", c->tp, c->heads);
@@ -298,12 +301,19 @@ void gpt_act_sizes(const coh_gpt_config *c, int B, int T, gpt_act_sizes_t *s)
     gpt_dims d = dims_of(c);
     size_t BT = (size_t)B * T, C = d.C, L = (size_t)c->layers;
     size_t NH = (size_t)c->heads / (size_t)d.tp;
-    /* replicated (B,T,C): ln1, res2, ln2, res3; the shard's: qkv 3Ca, atty Ca, fch and
-     * fch_gelu F each */
-    s->per_layer = 4 * BT * C + 4 * BT * d.Ca + 2 * BT * d.F + 4 * BT + BT * NH;
-    s->saved = 2 * BT * C + 3 * BT + L * s->per_layer + BT /* token copy, int32 */;
-    /* dres, dtmp (B,T,C) and dwide (B,T,max(F, 3Ca)) */
-    s->grads = 2 * BT * C + BT * (d.F > 3 * d.Ca ? d.F : 3 * d.Ca);
+    /* the rows of the residual stream and the LayerNorms a rank keeps: its share of B*T with
+     * sequence parallelism (rounded up; a step checks that tp divides B*T), else all */
+    size_t R = gpt_sp(c) ? (BT + (size_t)d.tp - 1) / (size_t)d.tp : BT;
+    s->rows = R;
+    /* ln1, res2, ln2, res3 (R,C) with their statistics; the shard's: qkv 3Ca, atty Ca, fch and
+     * fch_gelu F each, over every row */
+    s->per_layer = 4 * R * C + 4 * R + 4 * BT * d.Ca + 2 * BT * d.F + BT * NH;
+    /* encoded (R,C), lnf (B,T,C) gathered for the head, its statistics (R), the losses (B*T) */
+    s->saved = R * C + BT * C + 2 * R + BT + L * s->per_layer + BT /* token copy, int32 */;
+    /* dres (R,C), dtmp (B,T,C), dwide (B,T,max(F, 3Ca)), and with sequence parallelism the
+     * gathered rows (B,T,C) and one LayerNorm's gradients over this rank's rows (2C) */
+    s->grads = R * C + BT * C + BT * (d.F > 3 * d.Ca ? d.F : 3 * d.Ca) +
+               (gpt_sp(c) ? BT * C + 2 * C : 0);
     s->chunk_rows = BT < GPT_HEAD_CHUNK ? BT : GPT_HEAD_CHUNK;
     s->logits = s->chunk_rows * d.Vs;
 }

@@ -12,6 +12,7 @@
 #define GPT_HEAD_CHUNK 256
 
 typedef struct gpt_act_sizes_t {
+    size_t rows;       /* rows of the residual stream a rank keeps (B*T, or its share with sp) */
     size_t per_layer;  /* floats saved per block */
     size_t saved;      /* floats of all saved activations (token copy included) */
     size_t grads;      /* floats of the backward scratch */
@@ -23,6 +24,8 @@ void gpt_act_sizes(const coh_gpt_config *c, int B, int T, gpt_act_sizes_t *s);
 
 /* Tensor-parallel shards of c: 1 for the whole model. */
 static inline int gpt_tp(const coh_gpt_config *c) { return c->tp > 1 ? c->tp : 1; }
+/* Sequence parallelism is on (it needs tp > 1). */
+static inline int gpt_sp(const coh_gpt_config *c) { return c->sp && c->tp > 1; }
 
 /* Views of one block's parameters (or gradients) in the arena. Matrices are [in, out]. */
 typedef struct gpt_block {
@@ -79,7 +82,10 @@ struct coh_gpt {
     int recompute;         /* keep only block outputs; rebuild a block's activations in backward */
     float *rscratch;       /* (per_layer) the one block's activations being rebuilt */
     float *dscratch;       /* backward scratch */
-    float *dres, *dtmp, *dwide; /* (B,T,C), (B,T,C), (B,T,4C) */
+    float *dres, *dtmp, *dwide; /* (R,C), (B,T,C), (B,T,max(F, 3Ca)) */
+    float *gbuf;           /* (B,T,C) rows gathered from the tp ranks (sequence parallelism) */
+    float *lngrad;         /* (2C) a LayerNorm's gradients over this rank's rows (sequence
+                              parallelism), summed over the tp ranks into the arena */
     float *logits;         /* (chunk, V) */
     size_t chunk_rows;
     coh_grad_ready_fn hook;
@@ -90,6 +96,7 @@ struct coh_gpt {
     int tp, tp_rank;       /* shards, this one */
     int Ca, F, NHs;        /* the shard's attention columns, MLP columns, heads */
     int Vs, v0, Vv;        /* vocabulary rows held, the first one's id, rows that are real */
+    int sp;                /* sequence parallelism: this rank keeps 1/tp of the rows */
     coh_comm *tp_comm;     /* borrowed; NULL with tp 1 */
     double tp_comm_s;      /* seconds in tensor-parallel collectives */
     coh_comm_span_fn span;
@@ -111,6 +118,16 @@ void gpt_tp_place(coh_gpt *g, int tp_rank);
 /* Sum x (n floats) over the shards, in place: Megatron's g in forward after a row-parallel
  * matrix, f's conjugate in backward before a column-parallel one. */
 coh_status gpt_tp_allreduce(coh_gpt *g, float *x, size_t n, const char *what);
+/* The rows of a row-parallel product's partial sums x (N rows of C) summed over the shards: all
+ * of them (all-reduce), or with sequence parallelism this rank's share (reduce-scatter); either
+ * way the result starts at x. */
+coh_status gpt_tp_reduce_rows(coh_gpt *g, float *x, size_t N, const char *what);
+/* All N rows of `local` (this rank's share with sequence parallelism): `local` itself, or the
+ * shares all-gathered into g->gbuf. NULL on a failed gather (st set). */
+const float *gpt_tp_all_rows(coh_gpt *g, const float *local, size_t N, const char *what,
+                             coh_status *st);
+/* The rows this rank keeps of N: N, or N / tp with sequence parallelism. */
+static inline size_t gpt_rows(const coh_gpt *g, size_t N) { return g->sp ? N / (size_t)g->tp : N; }
 /* The vocabulary part this shard's LM head holds, reduced over g's tensor-parallel group. */
 gpt_vocab_part gpt_tp_vocab(coh_gpt *g);
 

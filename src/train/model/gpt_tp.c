@@ -16,6 +16,7 @@ void gpt_tp_place(coh_gpt *g, int tp_rank)
     g->v0 = tp_rank * g->Vs;
     int left = c->vocab - g->v0;
     g->Vv = left <= 0 ? 0 : (left < g->Vs ? left : g->Vs);
+    g->sp = gpt_sp(c);
 }
 
 coh_status coh_gpt_set_tp(coh_gpt *g, coh_comm *tp)
@@ -56,6 +57,39 @@ static coh_status reduce(coh_gpt *g, float *x, size_t n, coh_redop op, const cha
 coh_status gpt_tp_allreduce(coh_gpt *g, float *x, size_t n, const char *what)
 {
     return reduce(g, x, n, COH_SUM, what);
+}
+
+coh_status gpt_tp_reduce_rows(coh_gpt *g, float *x, size_t N, const char *what)
+{
+    size_t C = (size_t)g->cfg.dim;
+    if (!g->sp)
+        return reduce(g, x, N * C, COH_SUM, what);
+    double t0 = coh_now_s();
+    coh_status st = coh_reduce_scatter(g->tp_comm, x, x, N / (size_t)g->tp * C, COH_F32, COH_SUM);
+    double t1 = coh_now_s();
+    g->tp_comm_s += t1 - t0;
+    if (g->span)
+        g->span(g->span_ctx, what, t0, t1);
+    return st ? coh_err_prefix(st, "tensor-parallel reduce-scatter (%s)", what) : COH_OK;
+}
+
+const float *gpt_tp_all_rows(coh_gpt *g, const float *local, size_t N, const char *what,
+                             coh_status *st)
+{
+    if (!g->sp)
+        return local;
+    size_t C = (size_t)g->cfg.dim;
+    double t0 = coh_now_s();
+    *st = coh_allgather(g->tp_comm, local, g->gbuf, N / (size_t)g->tp * C, COH_F32);
+    double t1 = coh_now_s();
+    g->tp_comm_s += t1 - t0;
+    if (g->span)
+        g->span(g->span_ctx, what, t0, t1);
+    if (*st) {
+        *st = coh_err_prefix(*st, "tensor-parallel all-gather (%s)", what);
+        return NULL;
+    }
+    return g->gbuf;
 }
 
 static coh_status head_reduce(void *ctx, float *x, size_t n, int max)

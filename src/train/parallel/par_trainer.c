@@ -13,6 +13,7 @@ void coh_par_config_apply(coh_par_config *c)
     c->train.seq = p->seq ? (int)p->seq : c->train.model.seq;
     c->train.accum = p->microbatches > 0 ? (int)p->microbatches : 1;
     c->train.model.tp = p->tp > 1 ? (int)p->tp : 0;
+    c->train.model.sp = p->tp > 1 && p->sequence_parallel;
 }
 
 static coh_status check(const coh_par_config *c, const coh_mesh *m)

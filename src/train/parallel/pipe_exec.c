@@ -360,7 +360,11 @@ static coh_status run_list(coh_par_trainer *t, const coh_pipe_action *a, int n, 
     par_pipe *pp = t->pipe;
     const coh_trainer_config *c = &t->cfg.train;
     int B = c->batch, T = c->seq;
-    size_t bt = (size_t)B * T, btc = bt * (size_t)c->model.dim;
+    size_t bt = (size_t)B * T;
+    /* a stage's output: this rank's rows (its share of them with sequence parallelism, so a
+     * tp group sends each activation once, split) */
+    size_t btc = (c->model.sp && c->model.tp > 1 ? bt / (size_t)c->model.tp : bt) *
+                 (size_t)c->model.dim;
     coh_status st = COH_OK;
     for (int i = 0; !st && i < n; i++) {
         int mb = a[i].mb + mb0, k = a[i].chunk, lo = pp->lo[k], hi = pp->hi[k];
