@@ -7,8 +7,9 @@
 # per element), and --sequence-parallel at tp 2 and in 3D, on a vocabulary (257) that tp 2 and 4
 # must pad;
 # the replicated tensors stay bit-identical across each tp group; the mesh is printed in
-# Megatron's order; the metrics carry each rank's tp communication time; and bad meshes are
-# refused before anything is allocated, naming the value.
+# Megatron's order; the metrics carry each rank's tp communication time; bad meshes are refused
+# before anything is allocated, naming the value; and ranks started with different flags fail
+# on the collectives' fingerprints instead of hanging.
 . "$(dirname "${BASH_SOURCE[0]}")/par_lib.sh"
 "$py" -c "import numpy" 2>/dev/null || { echo "numpy missing"; exit 77; }
 
@@ -80,4 +81,14 @@ expect 2 "tensor parallel size 3 does not divide the 4 attention heads (valid: 1
 expect 2 "tensor parallel size 8 does not divide the 4 attention heads (valid: 1, 2, 4)" "$cohort" train "${model[@]}" --tp 8
 expect 2 "tp 2 x pp 1 = 2 does not divide the 3 ranks of this job" "$cohort" run --nproc-per-node 3 "$cohort" train "${model[@]}" --tp 2
 expect 2 "--tp 2 with --strategy dp" "$cohort" train "${model[@]}" --tp 2 --strategy dp --devices 2
+# ranks started with different flags: the first tp collective's fingerprint names both calls
+# (here the micro-batch: the embedding's all-reduce counts differ), no rank hangs
+cat >"$work/skew.sh" <<'SH'
+#!/bin/sh
+# rank 1 gets a different micro-batch than its tp peer
+if [ "$RANK" = 1 ]; then exec "$@" --micro-batch 1; else exec "$@"; fi
+SH
+chmod +x "$work/skew.sh"
+expect 1 "tensor-parallel all-reduce (embedding): collective mismatch: rank 0 called allreduce(count=4096" \
+    timeout 60 "$cohort" run --nproc-per-node 2 "$work/skew.sh" "$cohort" train "${model[@]}" --tp 2 --micro-batch 2
 par_done "tensor parallelism trains the same model as one device"
