@@ -110,6 +110,8 @@ coh_status par_find_replicated(coh_par_trainer *t);
 coh_status par_dp_build(coh_par_trainer *t);
 
 /* pipe_exec.c: pipeline parallelism (pp > 1) */
+/* Receives the pipeline's receiver thread may hold at once, the one being read included. */
+#define PIPE_RECV_DEPTH 3
 coh_status par_pipe_create(coh_par_trainer *t, par_pipe **out); /* *out set even on failure */
 void par_pipe_destroy(par_pipe *pp);
 int par_pipe_slots(const par_pipe *pp);
