@@ -7,7 +7,8 @@
 # per element), and --sequence-parallel at tp 2 and in 3D, on a vocabulary (257) that tp 2 and 4
 # must pad;
 # the replicated tensors stay bit-identical across each tp group; the mesh is printed in
-# Megatron's order; the metrics carry each rank's tp communication time; bad meshes are refused
+# Megatron's order; the metrics carry each rank's tp communication time and the trace each
+# collective (4 all-reduces a block a micro-batch); bad meshes are refused
 # before anything is allocated, naming the value; and ranks started with different flags fail
 # on the collectives' fingerprints instead of hanging.
 . "$(dirname "${BASH_SOURCE[0]}")/par_lib.sh"
@@ -75,6 +76,25 @@ if run other 2 --tp 2 --micro-batch 2 --grad-accum 2; then
     rc=$?
     [ $rc -eq 1 ] || fail "tp 2 with global batch 4 against global batch 8: compare exit $rc, want 1: $(cat "$work/other.cmp")"
 fi
+
+# the trace's tensor-parallel track: per micro-batch the embedding's all-reduce, 2 + 2 a block,
+# and the head's two reductions (one chunk of 64 rows) and its input gradient's: 4 L + 4
+"$cohort" run --nproc-per-node 2 "$cohort" train "${model[@]}" --tp 2 --micro-batch 2 \
+    --grad-accum 4 --steps 3 --trace "$work/tp.json" >"$work/trace.out" 2>&1 || fail "tp 2 trace run"
+"$py" - "$work" $L <<'PY' || fail "tp trace"
+import json, sys
+work, L = sys.argv[1], int(sys.argv[2])
+want = 3 * 4 * (4 * L + 4)
+for r in (0, 1):
+    ev = json.load(open("%s/tp.rank%d.json" % (work, r)))["traceEvents"]
+    tp = [e for e in ev if e.get("cat") == "tp"]
+    blocks = [e for e in tp if e["name"] in ("attention output", "mlp output",
+                                             "attention input gradient", "mlp input gradient")]
+    print("rank %d: %d tp events (want %d), %d of them the blocks' (want %d), track %s" % (
+          r, len(tp), want, len(blocks), 3 * 4 * 4 * L, sorted({e["tid"] for e in tp})))
+    if len(tp) != want or len(blocks) != 3 * 4 * 4 * L or {e["tid"] for e in tp} != {3}:
+        sys.exit(1)
+PY
 
 # bad meshes: clear errors naming the value, before any allocation
 expect 2 "tensor parallel size 3 does not divide the 4 attention heads (valid: 1, 2, 4)" "$cohort" run --nproc-per-node 3 "$cohort" train "${model[@]}" --tp 3
