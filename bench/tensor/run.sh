@@ -16,33 +16,12 @@
 # KEEP (a directory to keep the metrics, traces and logs in).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-build=$(cd "${1:-$root/build}" && pwd)
+. "$root/bench/bench_lib.sh"
 rounds=${ROUNDS:-3}
 steps=${STEPS:-8}
-max_load=${MAX_LOAD:-1.0}
-load_wait=${LOAD_WAIT:-1200}
-data_dir=${COHORT_DATA_DIR:-$(sed -n 's/^COHORT_DATA_DIR:PATH=//p' "$build/CMakeCache.txt" 2>/dev/null)}
-data_dir=${data_dir:-$root/../shared/data}
-cohort=$build/cohort
 warm=2
 [ "$steps" -gt "$warm" ] || { echo "STEPS must be above $warm (the warm-up steps)" >&2; exit 2; }
-if [ -n "${KEEP:-}" ]; then
-    work=$(mkdir -p "$KEEP" && cd "$KEEP" && pwd)
-else
-    work=$(mktemp -d)
-fi
-trap '[ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT
-
-corpus=/usr/share/games/fortunes
-[ -d "$corpus" ] || { echo "no $corpus: apt-get install fortunes (scripts/setup.sh)" >&2; exit 2; }
-[ -f "$data_dir/gpt2-bpe/encoder.json" ] ||
-    { echo "no GPT-2 BPE tables in $data_dir/gpt2-bpe: set COHORT_DATA_DIR" >&2; exit 2; }
-files=()
-for f in "$corpus"/*; do
-    case "$f" in *.dat | *.u8) ;; *) [ -f "$f" ] && files+=("$f") ;; esac
-done
-"$cohort" prepare --tokenizer gpt2 --encoder "$data_dir/gpt2-bpe/encoder.json" \
-    --vocab "$data_dir/gpt2-bpe/vocab.bpe" --out "$work/fortunes" "${files[@]}" >/dev/null
+bench_fortunes
 
 B=8 T=256 C=384 L=6 V=50257
 model=(--layers $L --dim $C --heads 6 --seq $T --vocab $V --micro-batch $B
@@ -56,17 +35,6 @@ command_of() {
     tp2-sp) cmd=("${launch[@]}" "$cohort" train --threads 1 --tp 2 --sequence-parallel "${model[@]}") ;;
     esac
 }
-show() {
-    local a out=""
-    for a in "$@"; do
-        case $a in *[!A-Za-z0-9_./=:+-]*) a="'$a'" ;; esac
-        out+="${out:+ }$a"
-    done
-    echo "$out"
-}
-load1() { cut -d' ' -f1 /proc/loadavg; }
-above() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a > b) }'; }
-
 echo "commands (each run adds --metrics FILE, the tp runs --trace FILE):"
 for c in "${configs[@]}"; do
     command_of "$c"
@@ -78,15 +46,8 @@ comm=("${launch[@]}" "$cohort" bench comm --op allreduce --min-bytes $((B * T * 
       --max-bytes $((B * T * C * 4)) --iters 20 --buffers plain --json)
 echo "  $(show "${comm[@]}")"
 echo "load before: $(uptime)"
-waited=0
 for r in $(seq "$rounds"); do
-    if [ "$max_load" != 0 ]; then
-        while above "$(load1)" "$max_load" && [ "$waited" -lt "$load_wait" ]; do
-            echo "round $r: load average $(load1) above $max_load, waiting 60 s ($waited s so far)"
-            sleep 60
-            waited=$((waited + 60))
-        done
-    fi
+    bench_wait_quiet "$r" || echo "round $r: gave up waiting for load ${MAX_LOAD:-1.0}"
     echo "round $r: start at load $(load1) ($(date -u '+%H:%M:%S UTC'))"
     for c in "${configs[@]}"; do
         extra=(--metrics "$work/$c.r$r.jsonl")

@@ -19,22 +19,13 @@ V=257 C=64 L=4 T=32
 par_model $V $L 4 $C $T
 model+=(--lr 1e-3 --warmup 3 --deterministic --shuffle on --steps 30)
 
-compare() { # name ref run
-    "$py" "$src/tests/parallel/par_compare.py" --tensor-l2 "$work/$2.jsonl" "$work/$2.bin" "$work/$3.jsonl" \
-        "$work/$3.bin" $V $C $L $T > "$work/$3.cmp" || fail "$1: $(cat "$work/$3.cmp")"
-    echo "$1: $(cat "$work/$3.cmp")"
-}
-
-# run NAME RANKS OPTIONS...: one run under cohort run, its metrics and parameters kept; every
-# tensor-parallel run checks its replicated tensors at the end
+compare() { par_check "$1" "$2" "$3" --tensor-l2; }
+# run NAME RANKS OPTIONS...: par_train, and every tensor-parallel run checks its replicated
+# tensors at the end
 run() {
-    local name=$1 n=$2
-    shift 2
-    "$cohort" run --nproc-per-node "$n" "$cohort" train "${model[@]}" "$@" \
-        --metrics "$work/$name.jsonl" --dump-params "$work/$name.bin" >"$work/$name.out" 2>&1 ||
-        { fail "$name: $(tail -3 "$work/$name.out")"; return 1; }
+    par_train "$@" || return 1
     grep -q "the replicated tensors (LayerNorms, position embedding, row-parallel biases) are bit-identical" \
-        "$work/$name.out" || fail "$name: the replicated tensors were not checked"
+        "$work/$1.out" || fail "$1: the replicated tensors were not checked"
 }
 
 # global batch 8: single as 2 x 4 micro-batches, the runs as micro-batch 2 x accumulation x dp
