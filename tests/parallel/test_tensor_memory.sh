@@ -8,11 +8,7 @@
 # growth of rank 0) is within 10% of both estimates: the engine's (--engine cohort) and the
 # published model's (Korthikanti et al.'s count).
 . "$(dirname "${BASH_SOURCE[0]}")/par_lib.sh"
-[ -r /proc/self/clear_refs ] || { echo "no /proc/self/clear_refs: peak RSS cannot be reset"; exit 77; }
-# The resident peak means nothing under AddressSanitizer (shadow memory, quarantine): there only
-# the model state (resident pages of the arenas) is compared.
-rss=1
-grep -qs '^COHORT_SANITIZE:BOOL=ON' "${COHORT_BUILD_DIR:-/nonexistent}/CMakeCache.txt" && rss=0
+par_memory_setup
 par_prepare
 shape=(--vocab 257 --layers 4 --heads 4 --dim 128 --seq 64)
 run=("${shape[@]}" --threads 1 --data "$work/c_train_*.bin" --micro-batch 2 --grad-accum 2 --steps 3)
