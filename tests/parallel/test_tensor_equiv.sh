@@ -1,16 +1,15 @@
 #!/usr/bin/env bash
 # test_tensor_equiv.sh: tensor parallelism (Megatron) trains the same model as one device, alone
-# and composed with data parallelism, ZeRO and the pipeline: with the same seed and global batch,
-# 30 steps at (dp, pp, tp) = (1, 1, 2), (1, 1, 4), (2, 1, 2) with ddp and zero1-3, (1, 2, 2)
-# and (2, 2, 2) with zero1 and 1f1b give the losses of `single` within 1e-5 at every step and
-# final parameters within 1e-5 per tensor (relative L2; par_compare.py --tensor-l2 says why not
-# per element), and --sequence-parallel at tp 2 and in 3D, on a vocabulary (257) that tp 2 and 4
-# must pad;
-# the replicated tensors stay bit-identical across each tp group; the mesh is printed in
-# Megatron's order; the metrics carry each rank's tp communication time and the trace each
-# collective (4 all-reduces a block a micro-batch); bad meshes are refused
-# before anything is allocated, naming the value; and ranks started with different flags fail
-# on the collectives' fingerprints instead of hanging.
+# and composed with data parallelism, ZeRO and the pipeline. With the same seed and global batch,
+# 30 steps at (dp, pp, tp) = (1, 1, 2) (also with --recompute full), (1, 1, 4), (2, 1, 2) with
+# ddp and zero1-3, (1, 2, 2) with 1f1b and interleaved, (2, 2, 2) with zero1 and 1f1b and with ddp
+# and gpipe, and --sequence-parallel at tp 2 and in 3D, on a vocabulary (257) that tp 2 and 4 must
+# pad, give the losses of `single` within 1e-5 at every step and final parameters within 1e-5 per
+# tensor (relative L2; par_compare.py --tensor-l2 says why not per element). The replicated
+# tensors stay bit-identical across each tp group; the mesh is printed in Megatron's order; the
+# metrics carry each rank's tp communication time and the trace each collective (4 all-reduces a
+# block a micro-batch); bad meshes are refused before anything is allocated, naming the value;
+# and ranks started with different flags fail on the collectives' fingerprints, not by hanging.
 . "$(dirname "${BASH_SOURCE[0]}")/par_lib.sh"
 "$py" -c "import numpy" 2>/dev/null || { echo "numpy missing"; exit 77; }
 
@@ -41,6 +40,12 @@ run pp2 4 --tp 2 --pp 2 --schedule 1f1b --micro-batch 2 --grad-accum 4 &&
     compare "dp 1 x pp 2 x tp 2, 1f1b" single pp2
 run 3d 8 --tp 2 --pp 2 --strategy zero1 --schedule 1f1b --micro-batch 2 --grad-accum 2 &&
     compare "dp 2 x pp 2 x tp 2, zero1, 1f1b" single 3d
+run 3d-ddp 8 --tp 2 --pp 2 --strategy ddp --schedule gpipe --micro-batch 2 --grad-accum 2 &&
+    compare "dp 2 x pp 2 x tp 2, ddp, gpipe" single 3d-ddp
+run pp2-inter 4 --tp 2 --pp 2 --schedule interleaved --virtual-stages 2 --micro-batch 2 \
+    --grad-accum 4 && compare "dp 1 x pp 2 x tp 2, interleaved v 2" single pp2-inter
+run tp2-rc 2 --tp 2 --recompute full --micro-batch 2 --grad-accum 4 &&
+    compare "tp 2, --recompute full" single tp2-rc
 # sequence parallelism: LayerNorms and the residual stream split by rows over the tp ranks
 run sp2 2 --tp 2 --sequence-parallel --micro-batch 2 --grad-accum 4 &&
     compare "tp 2, --sequence-parallel" single sp2
