@@ -11,6 +11,7 @@
 #include "cli_train_par.h"
 #include "cohort/clock.h"
 #include "cohort/json_writer.h"
+#include "cohort/launch.h"
 #include "cohort/log.h"
 #include "cohort/size.h"
 #include "cohort/train_ckpt.h"
@@ -206,14 +207,14 @@ static coh_status loop(run *r)
 /* After the launcher restarted the job (--max-restarts), continue from the last checkpoint. */
 static const char *resume_path(const train_opts *o)
 {
-    const char *rc = getenv("COHORT_RESTART_COUNT");
+    coh_launch_env env; /* any launcher's restart count: cohort run's, torchrun's, Slurm's */
     char sp[4200];
-    if (o->resume || !o->save || !rc || atoi(rc) < 1)
+    if (o->resume || !o->save || coh_launch_env_read(&env) || env.restart_count < 1)
         return o->resume;
     snprintf(sp, sizeof sp, "%s.state", o->save);
     if (access(sp, R_OK))
         return NULL;
-    coh_info("restart %s: resuming from '%s'", rc, o->save);
+    coh_info("restart %d: resuming from '%s'", env.restart_count, o->save);
     return o->save;
 }
 

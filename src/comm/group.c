@@ -89,10 +89,12 @@ coh_status coh_comm_create(coh_comm_kind kind, coh_comm **out)
         if ((st = coh_self_open(&tp)))
             return st;
     } else if (env.nnodes > 1 || env.local_size != env.size) {
+        const char *forced = getenv("COHORT_COMM");
         return coh_errf(COH_ERR_UNSUPPORTED,
-                        "the job spans %d nodes but shared memory reaches one node: start it "
+                        "the job spans %d nodes but shared memory reaches one node%s: start it "
                         "with mpirun or srun, or set COHORT_COMM=mpi",
-                        env.nnodes > 1 ? env.nnodes : 2);
+                        env.nnodes > 1 ? env.nnodes : 2,
+                        forced && !strcmp(forced, "shm") ? " (COHORT_COMM=shm forces it)" : "");
     } else if (!env.job[0]) {
         return coh_comm_env_no_job(&env);
     } else {
