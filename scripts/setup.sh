@@ -9,6 +9,10 @@ packages=(build-essential cmake clang libclang-rt-dev libopenblas-dev libopenmpi
 # ---- training engine: the main job's corpus (plain-text fortunes, /usr/share/games/fortunes) --
 packages+=(fortunes)
 # ---- end training engine -------------------------------------------------------------------------
+# --- cluster: a one-node Slurm cluster started by tests/launch/test_launch_slurm.sh (slurmctld,
+# slurmd, srun, munge) and MPICH's Hydra (mpiexec.hydra; Open MPI stays the default mpirun)
+packages+=(slurmctld slurmd slurm-client munge mpich)
+# --- end cluster
 # --- data: the Unicode Character Database, source of the GPT-2 pre-split's letter/number tables
 packages+=(unicode-data)
 # --- end data

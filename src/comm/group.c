@@ -102,7 +102,11 @@ coh_status coh_comm_create(coh_comm_kind kind, coh_comm **out)
         if ((st = coh_shm_open(&env, &tp)))
             return st;
     }
-    return comm_wrap(ops, tp, rank, size, env.timeout_s, out);
+    if ((st = comm_wrap(ops, tp, rank, size, env.timeout_s, out)))
+        return st;
+    coh_debug("comm: rank %d of %d (launcher %s) on transport %s", rank, size,
+              coh_launcher_name((coh_launcher_kind)env.launcher), ops->name);
+    return COH_OK;
 }
 
 coh_status coh_comm_create_self(coh_comm **out)
