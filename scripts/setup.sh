@@ -10,8 +10,9 @@ packages=(build-essential cmake clang libclang-rt-dev libopenblas-dev libopenmpi
 packages+=(fortunes)
 # ---- end training engine -------------------------------------------------------------------------
 # --- cluster: a one-node Slurm cluster started by tests/launch/test_launch_slurm.sh (slurmctld,
-# slurmd, srun, munge) and MPICH's Hydra (mpiexec.hydra; Open MPI stays the default mpirun)
-packages+=(slurmctld slurmd slurm-client munge mpich)
+# slurmd, srun, munge) and MPICH (mpiexec.hydra, and libcohort_mpich.so for Hydra and srun
+# --mpi=pmi2 jobs; Open MPI stays the default mpirun and mpicc)
+packages+=(slurmctld slurmd slurm-client munge mpich libmpich-dev pkg-config)
 # --- end cluster
 # --- data: the Unicode Character Database, source of the GPT-2 pre-split's letter/number tables
 packages+=(unicode-data)

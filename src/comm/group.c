@@ -55,13 +55,16 @@ static coh_status want_mpi(coh_comm_kind kind, const coh_comm_env *env, int *mpi
 static coh_status open_mpi(const coh_comm_env *env, const coh_transport_ops **ops, void **tp,
                            int *rank, int *size)
 {
-    coh_status st = coh_mpi_load(env->timeout_s, ops, tp, rank, size);
+    coh_status st = coh_mpi_load(env->timeout_s, env->launcher == COH_LAUNCHER_PMI, ops, tp,
+                                 rank, size);
     if (st)
         return st;
     if (*size != env->size)
         st = coh_errf(COH_ERR_INVALID, "mpi sees %d rank(s) but the launcher (%s) started %d: "
                       "start the job with the mpirun of the MPI that libcohort_mpi.so was built "
-                      "with, or use COHORT_COMM=shm on one node",
+                      "with (MPICH's mpiexec and srun --mpi=pmi2 need libcohort_mpich.so, "
+                      "Open MPI's mpirun and srun --mpi=pmix libcohort_mpi.so; COHORT_MPI_PLUGIN "
+                      "names one), or use COHORT_COMM=shm on one node",
                       *size, coh_launcher_name((coh_launcher_kind)env->launcher), env->size);
     else
         st = coh_hier_wrap(env->timeout_s, *rank, *size, ops, tp);

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # test_launch_hydra.sh: MPICH's Hydra (mpiexec.hydra, PMI variables) starts cohort training:
-# ddp and zero3 on 2 ranks over shared memory equal one device (par_compare.py's bound); with
-# cohort's MPI plug-in built on Open MPI, the MPI transport refuses a Hydra job naming the
-# launcher instead of letting every rank train alone; a Hydra job without a job id names what
-# to set. Skipped by name when mpiexec.hydra is missing.
+# ddp and zero3 on 2 ranks equal one device (par_compare.py's bound), over shared memory
+# (COHORT_COMM=shm) and, where cohort's MPICH plug-in is built, over MPI by default (a PMI
+# launcher picks libcohort_mpich.so); the Open MPI plug-in under Hydra is refused naming the
+# launcher and the plug-in to use instead of letting every rank train alone; a Hydra job on
+# shared memory without a job id names what to set. Skipped by name when mpiexec.hydra is missing.
 . "$(dirname "${BASH_SOURCE[0]}")/../parallel/par_lib.sh"
 hydra=$(command -v mpiexec.hydra) || { echo "SKIP hydra: mpiexec.hydra missing (scripts/setup.sh installs mpich)"; exit 77; }
 "$py" -c "import numpy" 2>/dev/null || { echo "SKIP hydra: numpy missing"; exit 77; }
@@ -30,18 +31,36 @@ for s in ddp zero3; do
     fi
 done
 
-# The default (COHORT_COMM=auto) picks MPI for a PMI launcher; an Open MPI plug-in under Hydra
-# initialises alone, which is refused on every rank naming the launcher.
+# The default (COHORT_COMM=auto) picks MPI for a PMI launcher, on MPICH's plug-in.
+if [ -f "${COHORT_BUILD_DIR:-.}/libcohort_mpich.so" ]; then
+    for s in ddp zero3; do
+        COHORT_LOG=debug timeout 120 "$hydra" -n 2 "$cohort" train "${model[@]}" --strategy $s \
+            --batch 4 --metrics "$work/mpi$s.jsonl" --dump-params "$work/mpi$s.bin" \
+            >"$work/mpi$s.out" 2>&1 || { fail "hydra $s over MPI: $(tail -3 "$work/mpi$s.out")"; continue; }
+        grep -q "(launcher pmi) on transport mpi" "$work/mpi$s.out" ||
+            fail "hydra $s: not over MPI: $(grep 'comm: rank' "$work/mpi$s.out" | head -2)"
+        if "$py" "$src/tests/parallel/par_compare.py" "$work/single.jsonl" "$work/single.bin" \
+            "$work/mpi$s.jsonl" "$work/mpi$s.bin" $V $C $L $T >"$work/mpi$s.cmp" 2>&1; then
+            echo "ok   mpiexec.hydra -n 2, $s over MPICH: $(head -1 "$work/mpi$s.cmp")"
+        else
+            fail "hydra $s over MPICH: $(cat "$work/mpi$s.cmp")"
+        fi
+    done
+else
+    echo "SKIP hydra over MPI: libcohort_mpich.so not built (MPICH's pkg-config file missing)"
+fi
+# An Open MPI plug-in under Hydra initialises alone, which is refused on every rank naming the
+# launcher.
 if [ -f "${COHORT_BUILD_DIR:-.}/libcohort_mpi.so" ]; then
     out=$(COHORT_MPI_PLUGIN="${COHORT_BUILD_DIR:-.}/libcohort_mpi.so" timeout 60 "$hydra" -n 2 \
         "$cohort" train "${model[@]}" --strategy ddp --batch 4 2>&1)
     rc=$?
-    [ $rc -ne 0 ] && [ "$(grep -c "mpi sees 1 rank(s) but the launcher (pmi) started 2" <<<"$out")" -eq 2 ] ||
+    [ $rc -ne 0 ] && [ "$(grep -c "mpi sees 1 rank(s) but the launcher (pmi) started 2.*MPICH's mpiexec and srun --mpi=pmi2 need libcohort_mpich.so" <<<"$out")" -eq 2 ] &&
+        echo "ok   Hydra with cohort's Open MPI plug-in: refused on both ranks, naming pmi and the plug-in to use" ||
         fail "hydra with the Open MPI plug-in: rc $rc: $out"
-    echo "ok   Hydra with cohort's Open MPI plug-in: refused on both ranks, naming pmi"
 fi
 out=$(COHORT_COMM=shm timeout 60 "$hydra" -n 2 "$cohort" train "${model[@]}" --strategy ddp --batch 4 2>&1)
-grep -q "the launcher (pmi) gives no job id (PMI_JOBID is not set).*COHORT_JOB_ID" <<<"$out" ||
+grep -q "the launcher (pmi) gives no job id (PMI_JOBID is not set).*COHORT_JOB_ID" <<<"$out" &&
+    echo "ok   Hydra without COHORT_JOB_ID on shared memory: says to set it" ||
     fail "hydra without a job id: $out"
-echo "ok   Hydra without COHORT_JOB_ID on shared memory: says to set it"
 par_done "MPICH's Hydra starts cohort training"

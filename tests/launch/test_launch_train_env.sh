@@ -8,6 +8,9 @@ set -u
 cohort=${COHORT:?}
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+# ok WHAT: WHAT passed, said only when nothing failed since the last ok
+f0=0
+ok() { [ $fails -eq $f0 ] && echo "ok   $*"; f0=$fails; }
 model=(--dry-run --vocab 256 --layers 1 --dim 32 --heads 2 --seq 16)
 # a clean environment, so the test's own launcher (if any) does not leak in
 run() { env -i PATH="$PATH" "$@"; }
@@ -32,7 +35,7 @@ for l in cohort torchrun openmpi pmi slurm; do
     rc=$?
     [ $rc -eq 2 ] && grep -qF "strategy 'single' runs one process but $l started 2 ranks (${world_var[$l]}=2)" <<<"$out" ||
         fail "$l, single on 2 ranks: rc $rc: $out"
-    echo "ok   $l: ddp, zero1..3 see 2 ranks; single is refused naming $l and ${world_var[$l]}"
+    ok "$l: ddp, zero1..3 see 2 ranks; single is refused naming $l and ${world_var[$l]}"
 done
 
 # sbatch's batch script: SLURM_PROCID=0 and the allocation's task count, but no step: one process
@@ -44,7 +47,7 @@ grep -q "strategy  single on dp 1" <<<"$out" || fail "batch script, single: $out
 out=$(run $batch "$cohort" train "${model[@]}" --strategy ddp 2>&1)
 [ $? -eq 2 ] && grep -q "strategy 'ddp' needs one process per rank.*srun" <<<"$out" ||
     fail "batch script, ddp: $out"
-echo "ok   sbatch's batch script is one process (single runs, ddp says to use srun or cohort run)"
+ok "sbatch's batch script is one process (single runs, ddp says to use srun or cohort run)"
 
 # srun --mpi=pmi2: PMI served by Slurm must agree with it
 pmi2="PMI_JOBID=7.0 PMI_RANK=1 PMI_SIZE=4 SLURM_JOB_ID=7 SLURM_STEP_ID=0 SLURM_PROCID=1 SLURM_NTASKS=2 SLURM_TASKS_PER_NODE=2"
@@ -53,11 +56,11 @@ out=$(run $pmi2 "$cohort" train "${model[@]}" --strategy ddp 2>&1)
 rc=$?
 [ $rc -ne 0 ] && grep -q "PMI_SIZE '4' and SLURM_NTASKS '2'.*disagree" <<<"$out" ||
     fail "pmi and slurm disagreeing: rc $rc: $out"
-echo "ok   PMI_SIZE against SLURM_NTASKS: refused naming both"
+ok "PMI_SIZE against SLURM_NTASKS: refused naming both"
 # shellcheck disable=SC2086
 out=$(run ${pmi2/PMI_SIZE=4/PMI_SIZE=2} "$cohort" train "${model[@]}" --strategy ddp 2>&1)
 grep -q "strategy  ddp on dp 2" <<<"$out" || fail "srun --mpi=pmi2 variables: $out"
-echo "ok   srun --mpi=pmi2's variables make a 2-rank job"
+ok "srun --mpi=pmi2's variables make a 2-rank job"
 
 [ $fails -eq 0 ] && echo "every launcher starts multi-process training through one decision"
 exit $((fails > 0))
