@@ -55,6 +55,15 @@ static coh_status want_mpi(coh_comm_kind kind, const coh_comm_env *env, int *mpi
 static coh_status open_mpi(const coh_comm_env *env, const coh_transport_ops **ops, void **tp,
                            int *rank, int *size)
 {
+    /* srun without an MPI plug-in gives MPI nothing to start from (Open MPI then aborts the
+     * process in MPI_Init): say how to start it instead */
+    if (env->launcher == COH_LAUNCHER_SLURM && !getenv("PMIX_RANK") && !getenv("PMI_FD") &&
+        !getenv("OMPI_COMM_WORLD_SIZE"))
+        return coh_errf(COH_ERR_UNSUPPORTED,
+                        "srun started %d ranks%s without an MPI plug-in (no PMIX_RANK or PMI_FD): "
+                        "start them with 'srun --mpi=pmix' (Open MPI) or 'srun --mpi=pmi2' "
+                        "(MPICH), or set MpiDefault in slurm.conf",
+                        env->size, env->nnodes > 1 ? " on several nodes" : "");
     coh_status st = coh_mpi_load(env->timeout_s, env->launcher == COH_LAUNCHER_PMI, ops, tp,
                                  rank, size);
     if (st)

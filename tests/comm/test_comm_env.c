@@ -61,6 +61,10 @@ static void test_slurm(void)
     coh_comm *c = NULL;
     CHECK_FAILS(coh_comm_create(COH_COMM_SHM, &c), COH_ERR_UNSUPPORTED,
                 "the job spans 2 nodes but shared memory reaches one node");
+    /* srun across nodes picks MPI; without srun's MPI plug-in MPI could not start */
+    CHECK_FAILS(coh_comm_create(COH_COMM_AUTO, &c), COH_ERR_UNSUPPORTED,
+                "srun started 4 ranks on several nodes without an MPI plug-in (no PMIX_RANK or "
+                "PMI_FD): start them with 'srun --mpi=pmix' (Open MPI) or 'srun --mpi=pmi2'");
     const char *bad[] = {"SLURM_PROCID=x", "SLURM_NTASKS=2", "SLURM_STEP_ID=0", NULL};
     set_all(bad);
     CHECK_FAILS(coh_comm_env_read(&e), COH_ERR_INVALID, "invalid SLURM_PROCID 'x'");

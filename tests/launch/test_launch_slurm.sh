@@ -118,7 +118,7 @@ rc=$?
 launcher=
 [ -n "$killed" ] || fail "kill a task: task 1 not found running"
 [ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "kill a task: srun exited $rc (124: the job did not end)"
-grep -q "peer\|lost\|exited\|Killed" "$work/kill.out" || fail "kill a task: nothing said: $(tail -3 "$work/kill.out")"
+grep -q "rank 1 died" "$work/kill.out" || fail "kill a task: rank 0 did not see rank 1 die: $(tail -3 "$work/kill.out")"
 for _ in $(seq 50); do pgrep -x cohort -a | grep -qF "$work" || break; sleep 0.1; done
 pgrep -x cohort -a | grep -qF "$work" && fail "kill a task: a cohort task of the job still runs"
 shm_after=$(ls /dev/shm | grep -c '^cohort-' || true)
