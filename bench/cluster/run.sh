@@ -3,7 +3,8 @@
 # (tests/launch/netns_lib.sh: network namespaces joined by a veth pair shaped with tc tbf, a host
 # name and a /dev/shm per node), 2 ranks per node started by Open MPI (TCP across the link,
 # shared memory inside a node). Per link rate and collective, side by side in each round:
-# cohort's hierarchical transport (COHORT_COMM_HIER=1: shared memory inside the node, MPI across),
+# cohort's hierarchical transport (COHORT_COMM_HIER=1: shared memory inside the node, MPI across;
+# COHORT_COMM_HIER_MIN_BYTES=0: all-gather and reduce-scatter in two steps at every size),
 # cohort's flat MPI transport (COHORT_COMM_HIER=0) and Open MPI's own collective
 # (mpi_comm_bench); the table gives per size the median over the rounds of the slowest rank's
 # mean time, busbw (nccl-tests' convention) and the ratios; then the link's alpha and beta
@@ -37,7 +38,8 @@ export COHORT_MPI_PLUGIN=$build/libcohort_mpi.so
 run() { # KIND PROGRAM...: 2 nodes x 2 ranks, the hierarchy switched by COHORT_COMM_HIER
     local kind=$1
     shift
-    NETNS_TIMEOUT=600 netns_mpirun 2 -x COHORT_COMM_HIER -x COHORT_MPI_PLUGIN "$@" >"$out/$kind.$r"
+    NETNS_TIMEOUT=600 netns_mpirun 2 -x COHORT_COMM_HIER -x COHORT_COMM_HIER_MIN_BYTES -x COHORT_MPI_PLUGIN \
+        "$@" >"$out/$kind.$r"
 }
 echo "# bench/cluster: 2 nodes x 2 ranks (namespaces on one host, $(nproc) cpus), link rates: $rates;" \
     "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -45,7 +47,7 @@ for rate in $rates; do
     netns_shape "$rate"
     for op in $ops; do
         for r in $(seq "$rounds"); do
-            COHORT_COMM_HIER=1 run hier "$build/cohort" bench comm --comm mpi --op "$op" "${args[@]}"
+            COHORT_COMM_HIER=1 COHORT_COMM_HIER_MIN_BYTES=0 run hier "$build/cohort" bench comm --comm mpi --op "$op" "${args[@]}"
             COHORT_COMM_HIER=0 run flat "$build/cohort" bench comm --comm mpi --op "$op" "${args[@]}"
             COHORT_COMM_HIER=0 run ompi "$build/mpi_comm_bench" --op "$op" "${args[@]}"
         done
@@ -75,8 +77,8 @@ print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 fit = []
 for size in sorted(h):
     th, tf, tm = (statistics.median(x[1] for x in d[size]) for d in (h, f, m))
-    row = m[size][0][0]
-    fac = float(row[7]) / float(row[6]) if float(row[6]) else 1  # nccl-tests' busbw factor
+    n = 4  # nccl-tests' busbw factor for 4 ranks
+    fac = 2 * (n - 1) / n if op == "allreduce" else (n - 1) / n
     bw = lambda t: size / (t * 1e-6) / 1e9 * fac
     wrong = sum(x[2] for d in (h, f, m) for x in d[size])
     fit.append((size, tm))
