@@ -34,7 +34,7 @@ why=$(netns_can_run)
 out=$(mktemp -d)
 trap 'netns_down; rm -rf "$out"' EXIT
 netns_up
-export COHORT_MPI_PLUGIN=$build/libcohort_mpi.so
+export COHORT_MPI_PLUGIN=$build/libcohort_mpi.so COHORT_COMM_HIER_MIN_BYTES=0 # (flat runs: unused)
 run() { # KIND PROGRAM...: 2 nodes x 2 ranks, the hierarchy switched by COHORT_COMM_HIER
     local kind=$1
     shift
@@ -47,7 +47,7 @@ for rate in $rates; do
     netns_shape "$rate"
     for op in $ops; do
         for r in $(seq "$rounds"); do
-            COHORT_COMM_HIER=1 COHORT_COMM_HIER_MIN_BYTES=0 run hier "$build/cohort" bench comm --comm mpi --op "$op" "${args[@]}"
+            COHORT_COMM_HIER=1 run hier "$build/cohort" bench comm --comm mpi --op "$op" "${args[@]}"
             COHORT_COMM_HIER=0 run flat "$build/cohort" bench comm --comm mpi --op "$op" "${args[@]}"
             COHORT_COMM_HIER=0 run ompi "$build/mpi_comm_bench" --op "$op" "${args[@]}"
         done
@@ -74,25 +74,27 @@ print(f"\n{op}, link {rate}, 2 nodes x 2 ranks, {f0[2]} {f0[3]} {f0[4]}, median 
 print(f"| size | hier us | busbw GB/s | flat mpi us | busbw GB/s | Open MPI us | busbw GB/s | "
       "hier/flat | hier/MPI | #wrong |")
 print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-fit = []
+fit = {"flat MPI": [], "Open MPI": []}
 for size in sorted(h):
     th, tf, tm = (statistics.median(x[1] for x in d[size]) for d in (h, f, m))
     n = 4  # nccl-tests' busbw factor for 4 ranks
     fac = 2 * (n - 1) / n if op == "allreduce" else (n - 1) / n
     bw = lambda t: size / (t * 1e-6) / 1e9 * fac
     wrong = sum(x[2] for d in (h, f, m) for x in d[size])
-    fit.append((size, tm))
+    fit["flat MPI"].append((size, tf))
+    fit["Open MPI"].append((size, tm))
     print(f"| {size} | {th:.1f} | {bw(th):.3f} | {tf:.1f} | {bw(tf):.3f} | {tm:.1f} | {bw(tm):.3f} | "
           f"{tf/th:.2f} | {tm/th:.2f} | {wrong} |")
-if op == "allgather" and len(fit) >= 2:
+if op == "allgather":
     # all-gather of n bytes over 2 nodes: each node receives the other's half across the link,
     # so t = alpha + (n / 2) beta; least squares over the sizes
-    xs, ys = [s / 2 for s, _ in fit], [t * 1e-6 for _, t in fit]
-    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-    beta = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
-    alpha = my - beta * mx
-    print(f"\nlink {rate}: Open MPI all-gather fits alpha {alpha*1e6:.0f} us, beta {beta*1e9:.3f} ns/byte "
-          f"({1/beta/1e9:.3f} GB/s across the link)")
+    for name, pts in fit.items():
+        xs, ys = [s / 2 for s, _ in pts], [t * 1e-6 for _, t in pts]
+        mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+        beta = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+        alpha = my - beta * mx
+        print(f"\nlink {rate}, {name} all-gather: alpha {alpha*1e6:.0f} us, beta {beta*1e9:.2f} ns/byte "
+              f"({1/beta/1e9:.3f} GB/s across the link)")
 PY
     done
 done

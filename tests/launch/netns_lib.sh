@@ -88,12 +88,15 @@ netns_node() {
 
 # netns_mpirun RANKS_PER_NODE MPIRUN_ARGS...: Open MPI's mpirun on node 0 starting RANKS_PER_NODE
 # ranks on each node, its daemon on node 1 through the agent, both its out-of-band channel and
-# its TCP transport over the shaped link (shared memory inside a node).
+# its TCP transport over the shaped link (shared memory inside a node). The nodes share this
+# machine's cpus, so Open MPI is told to yield when idle (it does not count the other node's
+# ranks as oversubscription: busy-polling ranks then take 10-40 ms for a 64 KiB all-gather).
 netns_mpirun() {
     local per=$1
     shift
     netns_node 0 mpirun --allow-run-as-root --oversubscribe --host "node0:$per,node1:$per" \
         -np $((2 * per)) --mca plm_rsh_agent "$netns_agent" --mca btl self,vader,tcp \
+        --mca mpi_yield_when_idle 1 \
         --mca btl_tcp_if_include "$NETNS_SUBNET.0/24" --mca oob_tcp_if_include "$NETNS_SUBNET.0/24" \
         "$@"
 }
