@@ -7,8 +7,8 @@
 # COHORT_COMM_HIER_MIN_BYTES=0: all-gather and reduce-scatter in two steps at every size),
 # cohort's flat MPI transport (COHORT_COMM_HIER=0) and Open MPI's own collective
 # (mpi_comm_bench); the table gives per size the median over the rounds of the slowest rank's
-# mean time, busbw (nccl-tests' convention) and the ratios; then the link's alpha and beta
-# fitted to Open MPI's all-gather. Needs root.
+# mean time, busbw (nccl-tests' convention) and the ratios; then the link's alpha and beta seen
+# by flat MPI's and Open MPI's all-gather. Needs root.
 # usage: bench/cluster/run.sh BUILD_DIR [--rounds 3] [--rates "10gbit 1gbit"]
 #        [--ops "allreduce allgather reduce_scatter"] [bench options...]
 #   e.g. bench/cluster/run.sh build/rel --rounds 3
@@ -85,16 +85,16 @@ for size in sorted(h):
     fit["Open MPI"].append((size, tm))
     print(f"| {size} | {th:.1f} | {bw(th):.3f} | {tf:.1f} | {bw(tf):.3f} | {tm:.1f} | {bw(tm):.3f} | "
           f"{tf/th:.2f} | {tm/th:.2f} | {wrong} |")
-if op == "allgather":
+if op == "allgather" and len(sizes := sorted(h)) >= 3:
     # all-gather of n bytes over 2 nodes: each node receives the other's half across the link,
-    # so t = alpha + (n / 2) beta; least squares over the sizes
+    # t = alpha + (n / 2) beta: beta from the two largest sizes, alpha what the smallest leaves
     for name, pts in fit.items():
-        xs, ys = [s / 2 for s, _ in pts], [t * 1e-6 for _, t in pts]
-        mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-        beta = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
-        alpha = my - beta * mx
-        print(f"\nlink {rate}, {name} all-gather: alpha {alpha*1e6:.0f} us, beta {beta*1e9:.2f} ns/byte "
-              f"({1/beta/1e9:.3f} GB/s across the link)")
+        t = dict(pts)
+        a, b = sizes[-2], sizes[-1]
+        beta = (t[b] - t[a]) * 1e-6 / ((b - a) / 2)
+        alpha = t[sizes[0]] * 1e-6 - sizes[0] / 2 * beta
+        print(f"\nlink {rate}, {name} all-gather: beta {beta*1e9:.2f} ns/byte ({1/beta/1e9:.3f} GB/s "
+              f"across the link), alpha {alpha*1e6:.0f} us")
 PY
     done
 done
