@@ -94,6 +94,14 @@ static coh_status validate(run *r, double *loss)
     return coh_par_trainer_eval(r->pt, next_batch, r->val, n, loss);
 }
 
+/* Tokens one step trains on, over all ranks and devices. */
+static double step_tokens(const run *r)
+{
+    const train_opts *o = r->o;
+    return (double)o->tc.batch * o->tc.seq * o->tc.accum * r->par.mesh->dp *
+           (o->devices > 0 ? o->devices : 1);
+}
+
 static void write_metrics(run *r, const coh_step_stats *s, double tps, double mfu, double val)
 {
     if (!r->metrics)
@@ -102,6 +110,7 @@ static void write_metrics(run *r, const coh_step_stats *s, double tps, double mf
     coh_jw_init(&w, r->metrics, 0);
     coh_jw_object_begin(&w);
     coh_jw_field_int(&w, "step", s->step);
+    coh_jw_field_double(&w, "tokens", step_tokens(r) * (double)s->step); /* trained so far */
     coh_jw_field_double(&w, "loss", s->loss);
     coh_jw_field_double(&w, "lr", s->lr);
     coh_jw_field_double(&w, "tokens_per_s", tps);
