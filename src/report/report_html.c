@@ -336,7 +336,7 @@ static int timeline(page *p, size_t r)
     qsort(t, n, sizeof *t, by_rank);
     double w0, w1;
     window_of(t, n, &w0, &w1);
-    if (!(w1 > w0)) {
+    if (!(w1 > w0) || !isfinite(w1 - w0)) {
         free(t);
         return 0;
     }
@@ -419,17 +419,15 @@ static int timeline(page *p, size_t r)
         }
     }
     /* time axis in ms */
-    double span_ms = (w1 - w0) / 1000, step = 1;
-    while (span_ms / step > 10)
-        step *= span_ms / step > 50 ? 10 : span_ms / step > 20 ? 5 : 2;
-    while (span_ms / step < 4)
-        step /= 2;
+    double span_ms = (w1 - w0) / 1000, step = pow(10, floor(log10(span_ms)));
+    if (span_ms / step < 2.5)
+        step /= span_ms / step < 1.2 ? 5 : 2;
     int ya = TOP_H + nl * (LANE_H + LANE_GAP);
     fprintf(f, "<g class=\"axis x-axis\"><line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\"/>", LEFT_W,
             WIDTH - RIGHT_W, ya, ya);
-    for (double ms = 0; ms <= span_ms + 1e-9; ms += step)
+    for (int i = 0; i <= 20 && i * step <= span_ms * (1 + 1e-9); i++)
         fprintf(f, "<text class=\"tick\" x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%.4g</text>",
-                LEFT_W + ms * 1000 * scale, ya + 16, ms);
+                LEFT_W + i * step * 1000 * scale, ya + 16, i * step);
     fprintf(f, "<text class=\"axis-label\" x=\"%d\" y=\"%d\" text-anchor=\"middle\">time (ms "
                "from the window's start)</text></g>\n</svg>\n",
             (LEFT_W + WIDTH) / 2, ya + 40);
