@@ -274,9 +274,10 @@ coh_status coh_trace_parse(const char *text, size_t len, coh_trace *t)
     if (root->type == JSON_OBJECT)
         evs = json_get(root, "traceEvents");
     if (!evs || evs->type != JSON_ARRAY) {
+        const char *found = json_type_name((evs ? evs : root)->type);
         json_free(doc);
         return coh_errf(COH_ERR_INVALID, "trace: expected {\"traceEvents\": [...]} or an array "
-                        "of events, found a JSON %s", json_type_name(root->type));
+                        "of events, found %s", evs ? found : "no 'traceEvents'");
     }
     size_t n = evs->u.arr.count;
     t->events = calloc(n ? n : 1, sizeof *t->events);
