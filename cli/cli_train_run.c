@@ -27,7 +27,7 @@ typedef struct run {
     coh_loader *train, *val;
     FILE *metrics;
     double peak_flops, flops_per_token, t_start;
-    int tty, threads;
+    int tty, threads; /* tty: progress_kind() */
     long first_step, last_step;
 } run;
 
@@ -159,17 +159,34 @@ static void show_progress(run *r, const coh_step_stats *s, double tps, double mf
     if (val >= 0)
         snprintf(vbuf, sizeof vbuf, " | val %.4f", val);
     if (r->tty) {
+        /* one line redrawn in place, ended by '\r' so that a launcher passes it on at once; a
+         * validated step's and the last line stay */
         int width = 20, fill = total ? (int)(width * done / total) : width;
-        fprintf(stderr, "\r[%.*s%*s] step %ld/%ld | loss %.4f%s | %.0f tok/s | mfu %.1f%% | "
-                "eta %dm%02ds   ", fill, "####################", width - fill, "", s->step,
-                r->last_step, s->loss, vbuf, tps, mfu * 100, (int)eta / 60, (int)eta % 60);
-        if (s->step == r->last_step)
-            fputc('\n', stderr);
+        const char *on = r->tty > 1 ? "\033[32m" : "", *off = r->tty > 1 ? "\033[0m" : "";
+        fprintf(stderr, "[%s%.*s%s%*s] step %ld/%ld | loss %.4f%s | %.0f tok/s | mfu %.1f%% | "
+                "elapsed %dm%02ds | eta %dm%02ds   %c", on, fill, "####################", off,
+                width - fill, "", s->step, r->last_step, s->loss, vbuf, tps, mfu * 100,
+                (int)el / 60, (int)el % 60, (int)eta / 60, (int)eta % 60,
+                s->step == r->last_step || val >= 0 ? '\n' : '\r');
+        fflush(stderr);
     } else if (s->step % r->o->log_every == 0 || s->step == r->last_step || val >= 0) {
         printf("step %ld/%ld loss %.4f%s lr %.3e tokens_per_s %.0f mfu %.1f%% elapsed %.1fs\n",
                s->step, r->last_step, s->loss, vbuf, s->lr, tps, mfu * 100, el);
         fflush(stdout);
     }
+}
+
+/* The progress line's kind: 0 plain log lines (stderr not a terminal, directly or through the
+ * launcher, or TERM=dumb), 1 a bar without colour (NO_COLOR set), 2 a bar in colour. */
+static int progress_kind(void)
+{
+    const char *term = getenv("TERM"), *relay = getenv("COHORT_STDERR_TTY"),
+               *no_color = getenv("NO_COLOR");
+    if (!isatty(STDERR_FILENO) && !(relay && !strcmp(relay, "1")))
+        return 0;
+    if (term && !strcmp(term, "dumb"))
+        return 0;
+    return no_color && *no_color ? 1 : 2;
 }
 
 static coh_status save(run *r)
@@ -228,7 +245,7 @@ static const char *resume_path(const train_opts *o)
 
 int cli_train_run(const train_opts *o)
 {
-    run r = {.o = o, .tty = isatty(STDERR_FILENO), .threads = coh_get_threads(),
+    run r = {.o = o, .tty = progress_kind(), .threads = coh_get_threads(),
              .resume = resume_path(o)};
     /* before the model exists, so its buffers are not in training's resident peak */
     r.peak_flops = coh_measure_sgemm_flops(1024);

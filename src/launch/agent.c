@@ -199,7 +199,7 @@ static coh_status start_worker(agent *a, worker *w)
     worker_ids id = {w->rank, w->local_rank, a->world, a->nproc, a->node_rank, a->nnodes,
                      a->attempt, a->o->max_restarts, a->master_port, a->o->master_addr,
                      a->run_id, a->o->role ? a->o->role : "default", (long)getpid(),
-                     a->plan.threads};
+                     a->plan.threads, shown && isatty(STDERR_FILENO)};
     int owned = 0;
     char **env = worker_env_build(&id, a->o->extra_env,
                                   a->o->local_rank_env ? a->o->local_rank_env[w->local_rank] : NULL,

@@ -59,6 +59,7 @@ typedef struct worker_ids {
     const char *master_addr, *run_id, *role;
     long launcher_pid;
     int threads; /* 0: leave OMP/OpenBLAS alone */
+    int stderr_tty; /* the worker's stderr is shown on the launcher's terminal */
 } worker_ids;
 
 /* NULL-terminated environment for one worker: the launcher's own, minus what cohort sets,
