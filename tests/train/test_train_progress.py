@@ -119,7 +119,9 @@ def main():
     check(rc == 0, f"launcher tty run exited {rc}: {text[-500:]}")
     check_bar("cohort run, tty", text, color=True, launcher=True)
     check("[rank1]: [" not in text, "cohort run: rank 1 drew a bar")
-    p = subprocess.run(launch, env=dict(base, TERM="xterm"), capture_output=True, text=True)
+    # piped, the launcher drops an inherited COHORT_STDERR_TTY: plain lines
+    p = subprocess.run(launch, env=dict(base, TERM="xterm", COHORT_STDERR_TTY="1"),
+                       capture_output=True, text=True)
     check(p.returncode == 0, f"launcher piped run exited {p.returncode}")
     steps = [int(m.group(2)) for m in map(PLAIN.match, p.stdout.split("\n")) if m]
     check(steps == [5, 10, 15, 20], f"cohort run, piped: plain lines at steps {steps}")
