@@ -281,7 +281,8 @@ void rsvg_line_chart(FILE *f, const rsvg_chart *c, const rsvg_series *s, size_t 
         if (s[k].markers)
             for (size_t i = 0; i < s[k].n; i++)
                 if (isfinite(s[k].x[i]) && isfinite(s[k].y[i]) && (!logx || s[k].x[i] > 0))
-                    fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\"/>",
+                    fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4.5\" fill=\"#fff\" "
+                               "stroke-width=\"2.5\"/>",
                             px(&ax, s[k].x[i]), py(&ay, s[k].y[i]));
         fprintf(f, "</g>\n");
     }
