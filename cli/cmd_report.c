@@ -91,7 +91,7 @@ static int locate(const char *arg, report_run *r)
     }
     if (!r->name[0]) {
         const char *d = strrchr(r->dir, '/');
-        snprintf(r->name, sizeof r->name, "%s",
+        snprintf(r->name, sizeof r->name, "%.127s",
                  strcmp(r->stem, "metrics") ? r->stem : d ? d + 1 : r->dir);
     }
     return 0;
