@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -27,6 +28,7 @@ typedef struct run {
     coh_loader *train, *val;
     FILE *metrics;
     double peak_flops, flops_per_token, t_start;
+    double tps_avg; /* the progress line's smoothed tokens/s */
     int tty, threads; /* tty: progress_kind() */
     long first_step, last_step;
 } run;
@@ -151,6 +153,13 @@ static void write_metrics(run *r, const coh_step_stats *s, double tps, double mf
     fflush(r->metrics);
 }
 
+/* Columns of the terminal on stderr; 0 when unknown (through the launcher, a pty of no size). */
+static int terminal_columns(void)
+{
+    struct winsize ws;
+    return ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 ? ws.ws_col : 0;
+}
+
 static void show_progress(run *r, const coh_step_stats *s, double tps, double mfu, double val)
 {
     long done = s->step - r->first_step, total = r->last_step - r->first_step;
@@ -160,14 +169,25 @@ static void show_progress(run *r, const coh_step_stats *s, double tps, double mf
         snprintf(vbuf, sizeof vbuf, " | val %.4f", val);
     if (r->tty) {
         /* one line redrawn in place, ended by '\r' so that a launcher passes it on at once; a
-         * validated step's and the last line stay */
-        int width = 20, fill = total ? (int)(width * done / total) : width;
+         * validated step's and the last line stay. Speed smoothed as tqdm's (weight 0.3 on
+         * the newest step); the bar fits the terminal's width when it is known. */
+        r->tps_avg = r->tps_avg > 0 ? 0.7 * r->tps_avg + 0.3 * tps : tps;
+        char text[256];
+        snprintf(text, sizeof text, "step %ld/%ld | loss %.4f%s | %.0f tok/s | mfu %.1f%% | "
+                 "elapsed %dm%02ds | eta %dm%02ds", s->step, r->last_step, s->loss, vbuf,
+                 r->tps_avg, mfu > 0 ? r->tps_avg / tps * mfu * 100 : 0.0, (int)el / 60,
+                 (int)el % 60, (int)eta / 60, (int)eta % 60);
+        int cols = terminal_columns(), width = 20;
+        if (cols > 0) {
+            width = cols - (int)strlen(text) - 6;
+            width = width > 30 ? 30 : width < 5 ? 0 : width;
+        }
+        int fill = total ? (int)(width * done / total) : width;
         const char *on = r->tty > 1 ? "\033[32m" : "", *off = r->tty > 1 ? "\033[0m" : "";
-        fprintf(stderr, "[%s%.*s%s%*s] step %ld/%ld | loss %.4f%s | %.0f tok/s | mfu %.1f%% | "
-                "elapsed %dm%02ds | eta %dm%02ds   %c", on, fill, "####################", off,
-                width - fill, "", s->step, r->last_step, s->loss, vbuf, tps, mfu * 100,
-                (int)el / 60, (int)el % 60, (int)eta / 60, (int)eta % 60,
-                s->step == r->last_step || val >= 0 ? '\n' : '\r');
+        if (width)
+            fprintf(stderr, "[%s%.*s%s%*s] ", on, fill, "##############################", off,
+                    width - fill, "");
+        fprintf(stderr, "%s   %c", text, s->step == r->last_step || val >= 0 ? '\n' : '\r');
         fflush(stderr);
     } else if (s->step % r->o->log_every == 0 || s->step == r->last_step || val >= 0) {
         printf("step %ld/%ld loss %.4f%s lr %.3e tokens_per_s %.0f mfu %.1f%% elapsed %.1fs\n",

@@ -23,7 +23,7 @@ if [ -z "$browser" ]; then
 fi
 # chrome ARGS...: headless, its own profile, no sandbox (tests may run as root), console to stderr
 chrome() {
-    timeout 120 "$browser" --headless --no-sandbox --disable-gpu --no-first-run \
+    timeout 120 "$browser" --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --no-first-run \
         --user-data-dir="$work/profile" --enable-logging=stderr --v=0 --hide-scrollbars "$@"
 }
 if ! chrome --dump-dom "data:text/html,<p>ok</p>" >"$work/probe" 2>"$work/probe.err" ||
