@@ -256,10 +256,13 @@ static coh_trace_kind kind_of(const char *cat, int tid)
     return COH_TRACE_COMPUTE;
 }
 
+/* by start; at the same start the longer first (a step's span before what it holds) */
 static int by_start(const void *a, const void *b)
 {
     const coh_trace_event *x = a, *y = b;
-    return x->ts < y->ts ? -1 : x->ts > y->ts;
+    if (x->ts != y->ts)
+        return x->ts < y->ts ? -1 : 1;
+    return x->dur > y->dur ? -1 : x->dur < y->dur;
 }
 
 coh_status coh_trace_parse(const char *text, size_t len, coh_trace *t)
