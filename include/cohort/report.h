@@ -61,7 +61,7 @@ void coh_metrics_release(coh_metrics *m);
 
 typedef enum coh_trace_kind {
     COH_TRACE_COMPUTE,  /* forward, backward, optimizer, a pipeline's F/B of a micro-batch */
-    COH_TRACE_COMM,     /* collectives (gradient and parameter tracks) */
+    COH_TRACE_COMM,     /* collectives (gradient, parameter and tensor-parallel tracks) */
     COH_TRACE_IDLE,     /* waiting: a pipeline stage's receives (its bubble) */
     COH_TRACE_STEP      /* a span around a whole step's compute (drawn as its outline) */
 } coh_trace_kind;
@@ -69,7 +69,8 @@ typedef enum coh_trace_kind {
 typedef struct coh_trace_event {
     char name[40];
     coh_trace_kind kind;
-    int tid;            /* 0 compute, 1 gradient comm, 2 parameter comm */
+    int tid;            /* 0 compute, 1 gradient comm, 2 parameter comm, 3 tensor-parallel comm
+                           (other tracks are not drawn) */
     double ts, dur;     /* microseconds; ts on the clock shared by the ranks of a machine */
 } coh_trace_event;
 

@@ -341,11 +341,11 @@ static int timeline(page *p, size_t r)
         return 0;
     }
     /* lanes: for each rank its compute lane and the comm lanes it used */
-    enum { LANE_H = 26, LANE_GAP = 6, LEFT_W = 150, RIGHT_W = 20, WIDTH = 1000, TOP_H = 50 };
-    int lanes[256][3], nl = 0;
+    enum { LANE_H = 26, LANE_GAP = 6, LEFT_W = 190, RIGHT_W = 20, WIDTH = 1000, TOP_H = 50 };
+    int lanes[256][4], nl = 0;
     size_t nr = n < 256 ? n : 256;
     for (size_t k = 0; k < nr; k++)
-        for (int tid = 0; tid < 3; tid++) {
+        for (int tid = 0; tid < 4; tid++) {
             int used = tid == 0;
             for (size_t i = 0; i < t[k]->nevents && !used; i++)
                 used = t[k]->events[i].tid == tid;
@@ -382,11 +382,12 @@ static int timeline(page *p, size_t r)
     for (int i = 0; i < 5; i++)
         fprintf(f, "<rect class=\"ev-%s\" x=\"%d\" y=\"30\" width=\"14\" height=\"10\"/>"
                    "<text x=\"%d\" y=\"40\">%s</text>",
-                LEG[i][0], LEFT_W + i * 130, LEFT_W + i * 130 + 18, LEG[i][1]);
+                LEG[i][0], LEFT_W + i * 125, LEFT_W + i * 125 + 18, LEG[i][1]);
     fprintf(f, "</g>\n");
-    static const char *const TRACK[3] = {"compute", "gradient comm", "parameter comm"};
+    static const char *const TRACK[4] = {"compute", "gradient comm", "parameter comm",
+                                         "tensor-parallel comm"};
     for (size_t k = 0; k < nr; k++) {
-        for (int tid = 0; tid < 3; tid++) {
+        for (int tid = 0; tid < 4; tid++) {
             if (lanes[k][tid] < 0)
                 continue;
             int y = TOP_H + lanes[k][tid] * (LANE_H + LANE_GAP);
