@@ -21,11 +21,12 @@ typedef struct coh_metrics_step {
     double loss, val_loss, lr, tokens, tokens_per_s, mfu, elapsed_s, grad_norm;
 } coh_metrics_step;
 
-/* One rank's memory (bytes) and, for pipelines, its last step's busy and idle time (us), as the
- * last line holding a "memory" array says. Absent fields are NAN. */
+/* One rank's memory (bytes) and, for pipelines, its last step's busy and idle time (us), for
+ * tensor parallelism its time in the tp collectives (us), as the last line holding a "memory"
+ * array says. Absent fields are NAN. */
 typedef struct coh_metrics_rank {
     int rank;
-    double params, grads, optim, peak_rss, base_rss, predicted, busy_us, idle_us;
+    double params, grads, optim, peak_rss, base_rss, predicted, busy_us, idle_us, tp_comm_us;
 } coh_metrics_rank;
 
 /* A line that could not be used: its 1-based number and why. */

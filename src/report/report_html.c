@@ -474,13 +474,17 @@ static void strategy_of(const coh_report_run *run, char *s, size_t cap, char *me
 {
     const coh_report_estimate *e = run->estimate;
     const coh_metrics *m = run->metrics;
-    int pipeline = m->nranks > 0 && isfinite(m->ranks[0].busy_us);
+    int pipeline = m->nranks > 0 && isfinite(m->ranks[0].busy_us),
+        tensor = m->nranks > 0 && isfinite(m->ranks[0].tp_comm_us);
     if (e && e->strategy[0]) {
         snprintf(s, cap, "%s%s", e->strategy, e->pp > 1 ? " + pipeline" : "");
         snprintf(mesh, mcap, "dp %d x pp %d x tp %d", e->dp, e->pp, e->tp);
     } else {
-        snprintf(s, cap, "%s", m->nranks > 1 ? (pipeline ? "pipeline" : "data parallel")
-                               : m->nranks == 1 ? "single process" : "-");
+        snprintf(s, cap, "%s%s%s",
+                 m->nranks == 1 ? "single process" : m->nranks == 0 ? "-" : "",
+                 m->nranks > 1 ? (pipeline ? "pipeline" : tensor ? "" : "data parallel") : "",
+                 m->nranks > 1 && tensor ? (pipeline ? " + tensor parallel" : "tensor parallel")
+                                         : "");
         snprintf(mesh, mcap, "%zu rank%s", m->nranks, m->nranks == 1 ? "" : "s");
     }
 }

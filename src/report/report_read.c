@@ -82,9 +82,11 @@ static int number_field(const json_value *o, const char *key, double *out, const
 static int read_ranks(coh_metrics *m, long line, const json_value *mem, coh_metrics_rank **out,
                       size_t *nout)
 {
-    static const char *const KEYS[8] = {"params_bytes", "grads_bytes", "optim_bytes",
-                                        "peak_rss_bytes", "base_rss_bytes", "predicted_bytes",
-                                        "busy_us", "idle_us"};
+    enum { NKEYS = 9 };
+    static const char *const KEYS[NKEYS] = {"params_bytes", "grads_bytes", "optim_bytes",
+                                            "peak_rss_bytes", "base_rss_bytes",
+                                            "predicted_bytes", "busy_us", "idle_us",
+                                            "tp_comm_us"};
     *out = NULL;
     *nout = 0;
     if (mem->type != JSON_ARRAY) {
@@ -104,9 +106,10 @@ static int read_ranks(coh_metrics *m, long line, const json_value *mem, coh_metr
             return 0;
         }
         r[i].rank = (int)rk->u.num.integer;
-        double *dst[8] = {&r[i].params, &r[i].grads, &r[i].optim, &r[i].peak_rss,
-                          &r[i].base_rss, &r[i].predicted, &r[i].busy_us, &r[i].idle_us};
-        for (int k = 0; k < 8; k++) {
+        double *dst[NKEYS] = {&r[i].params,    &r[i].grads,     &r[i].optim,
+                              &r[i].peak_rss,  &r[i].base_rss,  &r[i].predicted,
+                              &r[i].busy_us,   &r[i].idle_us,   &r[i].tp_comm_us};
+        for (int k = 0; k < NKEYS; k++) {
             const char *why;
             if (!number_field(o, KEYS[k], dst[k], &why)) {
                 problem(m, line, "'memory' of rank %d: '%s' is %s, expected a number",
