@@ -87,6 +87,12 @@ render report-one-run "$work/one.html" 4400
     --label "MFU (%)" --label bytes --label "time (ms from the window's start)" ||
     fail "one run: DOM"
 [ -s "$work/report-one-run.console" ] && fail "one run: console: $(cat "$work/report-one-run.console")"
+# On paper: the page prints to a PDF of several pages (tables unfolded, charts whole).
+chrome --no-pdf-header-footer --print-to-pdf="$shots/report-one-run.pdf" "file://$work/one.html" \
+    >/dev/null 2>"$work/pdf.err" || fail "print to PDF: $(tail -3 "$work/pdf.err")"
+pages=$(grep -ac "/Type /Page$\|/Type/Page[^s]" "$shots/report-one-run.pdf" 2>/dev/null || true)
+head -c 5 "$shots/report-one-run.pdf" 2>/dev/null | grep -q "%PDF-" || fail "print: not a PDF"
+[ "${pages:-0}" -ge 2 ] || fail "print: $pages page(s), expected the report over several"
 
 # 2. The comparison: both runs in every shared chart, two summary rows, the pipeline's timeline
 # with its F/B blocks (2 steps x 2 stages x 4 micro-batches x forward and backward).
