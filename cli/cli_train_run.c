@@ -153,11 +153,15 @@ static void write_metrics(run *r, const coh_step_stats *s, double tps, double mf
     fflush(r->metrics);
 }
 
-/* Columns of the terminal on stderr; 0 when unknown (through the launcher, a pty of no size). */
+/* Columns of the terminal on stderr (through the launcher: what it says is left after its line
+ * prefix); 0 when unknown (a pty of no size). */
 static int terminal_columns(void)
 {
     struct winsize ws;
-    return ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 ? ws.ws_col : 0;
+    const char *relayed = getenv("COHORT_STDERR_COLUMNS");
+    if (ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0)
+        return ws.ws_col;
+    return relayed ? atoi(relayed) : 0;
 }
 
 static void show_progress(run *r, const coh_step_stats *s, double tps, double mfu, double val)
@@ -173,13 +177,18 @@ static void show_progress(run *r, const coh_step_stats *s, double tps, double mf
          * the newest step); the bar fits the terminal's width when it is known. */
         r->tps_avg = r->tps_avg > 0 ? 0.7 * r->tps_avg + 0.3 * tps : tps;
         char text[256];
-        snprintf(text, sizeof text, "step %ld/%ld | loss %.4f%s | %.0f tok/s | mfu %.1f%% | "
-                 "elapsed %dm%02ds | eta %dm%02ds", s->step, r->last_step, s->loss, vbuf,
-                 r->tps_avg, mfu > 0 ? r->tps_avg / tps * mfu * 100 : 0.0, (int)el / 60,
-                 (int)el % 60, (int)eta / 60, (int)eta % 60);
         int cols = terminal_columns(), width = 20;
+        for (int compact = 0; compact < 2; compact++) { /* tqdm's "elapsed<eta" if narrow */
+            snprintf(text, sizeof text, "step %ld/%ld | loss %.4f%s | %.0f tok/s | mfu %.1f%% | "
+                     "%s%dm%02ds%s%dm%02ds", s->step, r->last_step, s->loss, vbuf, r->tps_avg,
+                     mfu > 0 ? r->tps_avg / tps * mfu * 100 : 0.0, compact ? "" : "elapsed ",
+                     (int)el / 60, (int)el % 60, compact ? "<" : " | eta ", (int)eta / 60,
+                     (int)eta % 60);
+            if (cols <= 0 || (int)strlen(text) < cols)
+                break;
+        }
         if (cols > 0) {
-            width = cols - (int)strlen(text) - 6;
+            width = cols - (int)strlen(text) - 4;
             width = width > 30 ? 30 : width < 5 ? 0 : width;
         }
         int fill = total ? (int)(width * done / total) : width;
@@ -187,7 +196,8 @@ static void show_progress(run *r, const coh_step_stats *s, double tps, double mf
         if (width)
             fprintf(stderr, "[%s%.*s%s%*s] ", on, fill, "##############################", off,
                     width - fill, "");
-        fprintf(stderr, "%s   %c", text, s->step == r->last_step || val >= 0 ? '\n' : '\r');
+        /* erase what a longer previous line left (a cursor control, not a colour) */
+        fprintf(stderr, "%s\033[K%c", text, s->step == r->last_step || val >= 0 ? '\n' : '\r');
         fflush(stderr);
     } else if (s->step % r->o->log_every == 0 || s->step == r->last_step || val >= 0) {
         printf("step %ld/%ld loss %.4f%s lr %.3e tokens_per_s %.0f mfu %.1f%% elapsed %.1fs\n",

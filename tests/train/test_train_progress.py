@@ -2,12 +2,15 @@
 line redrawn in place with step/total, loss, tokens/s, MFU, elapsed and ETA, in colour unless
 NO_COLOR is set; plain log lines with TERM=dumb and off a terminal (their format unchanged); and
 the same line through `cohort run`, whose launcher passes it on from rank 0."""
+import fcntl
 import os
 import pty
 import re
+import struct
 import subprocess
 import sys
 import tempfile
+import termios
 
 COHORT = os.environ["COHORT"]
 SRC = os.environ["COHORT_SOURCE_DIR"]
@@ -15,7 +18,7 @@ fails = []
 
 BAR = re.compile(r"^(\[rank0\]: )?\[(?:\x1b\[32m)?#*(?:\x1b\[0m)? *\] step (\d+)/20 \| loss (\d+\.\d{4})"
                  r"(?: \| val (\d+\.\d{4}))? \| (\d+) tok/s \| mfu (\d+\.\d)% \| "
-                 r"elapsed (\d+)m(\d\d)s \| eta (\d+)m(\d\d)s +$")
+                 r"elapsed (\d+)m(\d\d)s \| eta (\d+)m(\d\d)s\x1b\[K$")
 PLAIN = re.compile(r"^(\[rank0\]: )?step (\d+)/20 loss \d+\.\d{4}(?: \| val \d+\.\d{4})? lr \S+ "
                    r"tokens_per_s \d+ mfu \d+\.\d% elapsed \d+\.\ds$")
 
@@ -26,9 +29,12 @@ def check(cond, what):
         print("FAIL:", what)
 
 
-def run_pty(cmd, env):
-    """Run cmd with stdout and stderr on a new pseudo-terminal; all it wrote, as text."""
+def run_pty(cmd, env, cols=0):
+    """Run cmd with stdout and stderr on a new pseudo-terminal (of cols columns; 0: no size);
+    all it wrote, as text."""
     master, slave = pty.openpty()
+    if cols:
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, cols, 0, 0))
     p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=slave, stderr=slave, env=env)
     os.close(slave)
     out = b""
@@ -96,7 +102,7 @@ def main():
     rc, text = run_pty(train, dict(base, TERM="xterm", NO_COLOR="1"))
     check(rc == 0, f"NO_COLOR run exited {rc}")
     check_bar("NO_COLOR", text, color=False)
-    check("\x1b[" not in text, "NO_COLOR: an escape sequence was written")
+    check("\x1b[3" not in text and "\x1b[0m" not in text, "NO_COLOR: a colour was written")
 
     for name, env in (("TERM=dumb", dict(base, TERM="dumb")),):
         rc, text = run_pty(train, env)
@@ -119,6 +125,22 @@ def main():
     check(rc == 0, f"launcher tty run exited {rc}: {text[-500:]}")
     check_bar("cohort run, tty", text, color=True, launcher=True)
     check("[rank1]: [" not in text, "cohort run: rank 1 drew a bar")
+
+    # The terminal's width: the line fits it, prefix included (the launcher tells the worker the
+    # columns left after its prefix); too narrow for a bar, the bar is left out.
+    visible = lambda seg: re.sub(r"\x1b\[[0-9;]*[mK]", "", seg)
+    for name, cmd, cols in (("tty, 100 columns", train, 100),
+                            ("cohort run, 100 columns", launch, 100)):
+        rc, text = run_pty(cmd, dict(base, TERM="xterm"), cols)
+        segs = [visible(g) for g in re.split(r"[\r\n]", text) if "tok/s |" in g]
+        check(rc == 0 and len(segs) == 20, f"{name}: {len(segs)} progress segments")
+        check(all(len(g) <= cols for g in segs),
+              f"{name}: lines wider than {cols}: {[g for g in segs if len(g) > cols][:2]}")
+        check(all("] step" in g for g in segs if "| val" not in g), f"{name}: no bar")
+    rc, text = run_pty(train, dict(base, TERM="xterm"), 70)
+    segs = [visible(g) for g in re.split(r"[\r\n]", text) if "tok/s |" in g]
+    check(len(segs) == 20 and all(g.startswith("step ") for g in segs),
+          f"70 columns: a bar drawn where it does not fit: {segs[:1]}")
     # piped, the launcher drops an inherited COHORT_STDERR_TTY: plain lines
     p = subprocess.run(launch, env=dict(base, TERM="xterm", COHORT_STDERR_TTY="1"),
                        capture_output=True, text=True)
