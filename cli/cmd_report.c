@@ -77,8 +77,11 @@ static int locate(const char *arg, report_run *r)
     if (!*path)
         return cli_usage_error(CMD, "invalid run '%s': no path", arg);
     if (is_dir(path)) {
-        snprintf(r->dir, sizeof r->dir, "%s", path);
-        snprintf(r->path, sizeof r->path, "%s/metrics.jsonl", path);
+        size_t n = strlen(path);
+        while (n > 1 && path[n - 1] == '/') /* runs/ddp/ is runs/ddp */
+            n--;
+        snprintf(r->dir, sizeof r->dir, "%.*s", (int)n, path);
+        snprintf(r->path, sizeof r->path, "%s/metrics.jsonl", r->dir);
         snprintf(r->stem, sizeof r->stem, "metrics");
     } else {
         snprintf(r->path, sizeof r->path, "%s", path);

@@ -129,6 +129,10 @@ render report-bad-metrics "$work/bad.html" 3600
 # the kept steps: all but the bad line 7's step 6 and the truncated last one
 grep -q "$((n - 2)) steps" "$work/report-bad-metrics.dom" || fail "bad metrics: the page does not say $((n - 2)) steps were kept"
 
+# A folder given with a trailing slash is named after the folder.
+"$cohort" report "$work/pp/" -o "$work/slash.html" 2>/dev/null || fail "report pp/"
+grep -q '<th scope="row">pp</th>' "$work/slash.html" || fail "a run 'pp/' is not named pp"
+
 # 4. Refusals: exit 2 naming the problem, no page written.
 "$cohort" report "$work/ddp" 2>"$work/e1" && fail "no -o accepted"
 grep -q "missing -o REPORT.html" "$work/e1" || fail "no -o: $(cat "$work/e1")"
