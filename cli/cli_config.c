@@ -223,7 +223,8 @@ int cli_config_place(const char *cmd, const cli_config *c, int world)
         return CLI_OK;
     if (world % mp)
         return cli_usage_error(cmd, "tp %d x pp %d = %lld does not divide the %d ranks of this "
-                               "job", p->tp, p->pp, mp, world);
+                               "job: start a multiple of %lld ranks, or change --tp/--pp",
+                               p->tp, p->pp, mp, world, mp);
     if (p->dp != world / mp)
         return cli_usage_error(cmd, "invalid --dp '%d': this job has %d ranks, so dp = %d / (tp "
                                "%d x pp %d) = %lld", p->dp, world, world, p->tp, p->pp,

@@ -37,7 +37,7 @@ static int engine_config(const est_request *r, coh_par_config *pc)
         return cli_usage_error(cmd, "--engine cohort: model too large for the engine");
     memset(pc, 0, sizeof *pc);
     pc->train.model = (coh_gpt_config){(int)m->layers, (int)m->heads, (int)m->dim, (int)m->vocab,
-                                       (int)m->positions};
+                                       (int)m->positions, 0, 0};
     pc->par = *s;
     coh_par_config_apply(pc);
     return CLI_OK;
@@ -159,10 +159,18 @@ static void engine_text(const est_request *r, const engine_view *v, const coh_pa
     printf("model        %s: %lld layers, hidden %lld, %lld heads, vocab %lld, context %lld\n",
            r->model.name, (long long)r->model.layers, (long long)r->model.dim,
            (long long)r->model.heads, (long long)r->model.vocab, (long long)r->model.positions);
-    printf("engine       cohort: %s over %d rank%s, fp32, no dropout, micro batch %d x seq %d, "
-           "accumulation %d, %d threads\n\nwhat %s %d holds at its peak:\n", v->strategy,
-           pc->par.dp, pc->par.dp > 1 ? "s" : "", pc->train.batch, pc->train.seq,
-           pc->train.accum, v->threads, pc->par.pp > 1 ? "pipeline stage" : "rank", v->rank);
+    printf("engine       cohort: %s over %d rank%s", v->strategy, pc->par.dp,
+           pc->par.dp > 1 ? "s" : "");
+    if (pc->par.pp > 1 || pc->par.tp > 1)
+        printf(" x pp %d x tp %d (mesh %dx%dx%d)", pc->par.pp, pc->par.tp, pc->par.dp, pc->par.pp,
+               pc->par.tp);
+    printf(", fp32, no dropout, micro batch %d x seq %d, accumulation %d, %d threads\n\n",
+           pc->train.batch, pc->train.seq, pc->train.accum, v->threads);
+    if (pc->par.tp > 1)
+        printf("one tensor-parallel shard (1 of %d): its heads, MLP columns and vocabulary rows, "
+               "the replicated LayerNorms, position embedding and row-parallel biases\n",
+               pc->par.tp);
+    printf("what %s %d holds at its peak:\n", pc->par.pp > 1 ? "pipeline stage" : "rank", v->rank);
     const struct { const char *name; uint64_t v; } rows[] = {
         {"parameters", pb->state.params}, {"gradients", pb->state.grads}, {"AdamW m and v", pb->state.optim},
         {"activations", tm->activations}, {"activation grads", tm->act_grads},

@@ -16,7 +16,7 @@ static void predict(const train_opts *o, cli_par *p)
     coh_par_config pc = {.train = o->tc, .par = o->cfg.par};
     coh_status st = o->cfg.par.pp > 1
                         ? coh_par_memory_estimate_stage(&pc, p->mesh->pp_rank, &p->predicted)
-                        : coh_par_memory_estimate(&pc, p->world_size, p->rank, &p->predicted);
+                        : coh_par_memory_estimate(&pc, p->mesh->dp, p->mesh->dp_rank, &p->predicted);
     p->has_prediction = st == COH_OK;
     if (st) {
         coh_err_clear();
@@ -135,6 +135,7 @@ static void print_pipeline(const train_opts *o, coh_par_trainer *t)
 {
     const coh_parallel_config *par = &o->cfg.par;
     coh_par_config pc = {.train = o->tc, .par = *par};
+    coh_par_config_apply(&pc); /* a stage of a tensor-parallel shard */
     int v = par->schedule == COH_SCHED_INTERLEAVED ? par->virtual_stages : 1;
     coh_pipe_shape shape = {par->schedule, par->pp, o->tc.accum, v};
     coh_pipe_sim sim = {0};
@@ -167,10 +168,39 @@ static void print_pipeline(const train_opts *o, coh_par_trainer *t)
     }
 }
 
+/* Every rank's place on the mesh, Megatron's order (tp fastest, then dp, then pp), a line of
+ * up to 8 ranks each. */
+static void print_mesh(const coh_mesh *m)
+{
+    int n = m->dp * m->pp * m->tp;
+    char line[512];
+    size_t k = 0;
+    for (int r = 0; r < n; r++) {
+        int tp = r % m->tp, dp = (r / m->tp) % m->dp, pp = r / (m->tp * m->dp);
+        k += (size_t)snprintf(line + k, sizeof line - k, "%srank %d (dp %d, pp %d, tp %d)",
+                              r % 8 ? ", " : "", r, dp, pp, tp);
+        if (r % 8 == 7 || r == n - 1) {
+            coh_info("mesh: %s", line);
+            k = 0;
+        }
+    }
+}
+
 void cli_par_print_start(const train_opts *o, const cli_par *p, coh_par_trainer *t)
 {
     if (p->rank != 0)
         return;
+    const coh_mesh *mesh = coh_par_trainer_mesh(t);
+    if (mesh->pp > 1 || mesh->tp > 1)
+        print_mesh(mesh);
+    if (mesh->tp > 1) {
+        const coh_gpt_config *c = &o->tc.model;
+        int vs = (c->vocab + mesh->tp - 1) / mesh->tp;
+        coh_info("tensor parallelism: tp %d; each tp rank holds %d of %d heads, %d of %d MLP "
+                 "columns and %d vocabulary rows (%d padding the last); 4 all-reduces of "
+                 "(B, T, C) a block per micro-batch", mesh->tp, c->heads / mesh->tp, c->heads,
+                 4 * c->dim / mesh->tp, 4 * c->dim, vs, vs * mesh->tp - c->vocab);
+    }
     if (o->cfg.par.pp > 1) {
         const coh_mesh *m = coh_par_trainer_mesh(t);
         coh_info("strategy %s on mesh %dx%dx%d (dp x pp x tp); global batch %ld sequences = "
@@ -185,9 +215,9 @@ void cli_par_print_start(const train_opts *o, const cli_par *p, coh_par_trainer 
     if (o->devices > 0)
         coh_info("strategy dp: %ld devices in this process, a thread each; device 0 scatters, "
                  "replicates, gathers the loss, reduces the gradients and updates", o->devices);
-    coh_info("strategy %s on mesh %dx1x1 (dp x pp x tp); global batch %ld sequences = "
+    coh_info("strategy %s on mesh %dx1x%d (dp x pp x tp); global batch %ld sequences = "
              "micro-batch %d x accumulation %d x data-parallel %d", coh_strategy_name(o->cfg.par.strategy),
-             dp, (long)c->batch * c->accum * width, c->batch, c->accum, width);
+             dp, mesh->tp, (long)c->batch * c->accum * width, c->batch, c->accum, width);
     coh_par_memory pm;
     char tot[24], eng[24], tr[24], base[24], st[128];
     if (!cli_par_predict(o, p, &pm))
@@ -268,6 +298,7 @@ coh_status cli_par_memory(const cli_par *p, coh_par_trainer *t, const train_opts
         coh_err_clear();
     mine[CLI_MEM_BUSY_US] = (uint64_t)(busy * 1e6);
     mine[CLI_MEM_IDLE_US] = (uint64_t)(idle * 1e6);
+    mine[CLI_MEM_TP_COMM_US] = (uint64_t)(coh_par_trainer_tp_comm_seconds(t) * 1e6);
     return coh_allgather(p->world, mine, all, CLI_MEM_N, COH_I64);
 }
 

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -11,6 +12,7 @@
 #include "cli_train_par.h"
 #include "cohort/clock.h"
 #include "cohort/json_writer.h"
+#include "cohort/launch.h"
 #include "cohort/log.h"
 #include "cohort/size.h"
 #include "cohort/train_ckpt.h"
@@ -27,7 +29,8 @@ typedef struct run {
     coh_loader *train, *val;
     FILE *metrics;
     double peak_flops, flops_per_token, t_start;
-    int tty, threads;
+    double tps_avg; /* the progress line's smoothed tokens/s */
+    int tty, threads; /* tty: progress_kind() */
     long first_step, last_step;
 } run;
 
@@ -94,6 +97,14 @@ static coh_status validate(run *r, double *loss)
     return coh_par_trainer_eval(r->pt, next_batch, r->val, n, loss);
 }
 
+/* Tokens one step trains on, over all ranks and devices. */
+static double step_tokens(const run *r)
+{
+    const train_opts *o = r->o;
+    return (double)o->tc.batch * o->tc.seq * o->tc.accum * r->par.mesh->dp *
+           (o->devices > 0 ? o->devices : 1);
+}
+
 static void write_metrics(run *r, const coh_step_stats *s, double tps, double mfu, double val)
 {
     if (!r->metrics)
@@ -102,6 +113,7 @@ static void write_metrics(run *r, const coh_step_stats *s, double tps, double mf
     coh_jw_init(&w, r->metrics, 0);
     coh_jw_object_begin(&w);
     coh_jw_field_int(&w, "step", s->step);
+    coh_jw_field_double(&w, "tokens", step_tokens(r) * (double)s->step); /* trained so far */
     coh_jw_field_double(&w, "loss", s->loss);
     coh_jw_field_double(&w, "lr", s->lr);
     coh_jw_field_double(&w, "tokens_per_s", tps);
@@ -113,7 +125,8 @@ static void write_metrics(run *r, const coh_step_stats *s, double tps, double mf
     }
     static const char *const MEM[CLI_MEM_N] = {"params_bytes", "grads_bytes", "optim_bytes",
                                                "peak_rss_bytes", "base_rss_bytes",
-                                               "predicted_bytes", "busy_us", "idle_us"};
+                                               "predicted_bytes", "busy_us", "idle_us",
+                                               "tp_comm_us"};
     /* per rank: model state at the optimizer step; peak resident size and the resident size
      * before the model existed (their difference is what training grew); the prediction of
      * that growth */
@@ -122,9 +135,13 @@ static void write_metrics(run *r, const coh_step_stats *s, double tps, double mf
     for (int k = 0; k < r->par.world_size; k++) {
         coh_jw_object_begin(&w);
         coh_jw_field_int(&w, "rank", k);
-        /* pipelines add each stage's compute and waiting (its bubble) in the last step */
-        int n = r->o->cfg.par.pp > 1 ? CLI_MEM_N : CLI_MEM_BUSY_US;
-        for (int i = 0; i < n; i++) {
+        /* pipelines add each stage's compute and waiting (its bubble) in the last step,
+         * tensor parallelism the step's time in its all-reduces */
+        for (int i = 0; i < CLI_MEM_N; i++) {
+            if ((i == CLI_MEM_BUSY_US || i == CLI_MEM_IDLE_US) && r->o->cfg.par.pp < 2)
+                continue;
+            if (i == CLI_MEM_TP_COMM_US && r->o->cfg.par.tp < 2)
+                continue;
             coh_jw_field_uint(&w, MEM[i], r->mem[CLI_MEM_N * k + i]);
         }
         if (k == r->par.rank && coh_par_trainer_devices(r->pt) > 1)
@@ -137,6 +154,17 @@ static void write_metrics(run *r, const coh_step_stats *s, double tps, double mf
     fflush(r->metrics);
 }
 
+/* Columns of the terminal on stderr (through the launcher: what it says is left after its line
+ * prefix); 0 when unknown (a pty of no size). */
+static int terminal_columns(void)
+{
+    struct winsize ws;
+    const char *relayed = getenv("COHORT_STDERR_COLUMNS");
+    if (ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0)
+        return ws.ws_col;
+    return relayed ? atoi(relayed) : 0;
+}
+
 static void show_progress(run *r, const coh_step_stats *s, double tps, double mfu, double val)
 {
     long done = s->step - r->first_step, total = r->last_step - r->first_step;
@@ -145,17 +173,51 @@ static void show_progress(run *r, const coh_step_stats *s, double tps, double mf
     if (val >= 0)
         snprintf(vbuf, sizeof vbuf, " | val %.4f", val);
     if (r->tty) {
-        int width = 20, fill = total ? (int)(width * done / total) : width;
-        fprintf(stderr, "\r[%.*s%*s] step %ld/%ld | loss %.4f%s | %.0f tok/s | mfu %.1f%% | "
-                "eta %dm%02ds   ", fill, "####################", width - fill, "", s->step,
-                r->last_step, s->loss, vbuf, tps, mfu * 100, (int)eta / 60, (int)eta % 60);
-        if (s->step == r->last_step)
-            fputc('\n', stderr);
+        /* one line redrawn in place, ended by '\r' so that a launcher passes it on at once; a
+         * validated step's and the last line stay. Speed smoothed as tqdm's (weight 0.3 on
+         * the newest step); the bar fits the terminal's width when it is known. */
+        r->tps_avg = r->tps_avg > 0 ? 0.7 * r->tps_avg + 0.3 * tps : tps;
+        char text[256];
+        int cols = terminal_columns(), width = 20;
+        for (int compact = 0; compact < 2; compact++) { /* tqdm's "elapsed<eta" if narrow */
+            snprintf(text, sizeof text, "step %ld/%ld | loss %.4f%s | %.0f tok/s | mfu %.1f%% | "
+                     "%s%dm%02ds%s%dm%02ds", s->step, r->last_step, s->loss, vbuf, r->tps_avg,
+                     mfu > 0 ? r->tps_avg / tps * mfu * 100 : 0.0, compact ? "" : "elapsed ",
+                     (int)el / 60, (int)el % 60, compact ? "<" : " | eta ", (int)eta / 60,
+                     (int)eta % 60);
+            if (cols <= 0 || (int)strlen(text) < cols)
+                break;
+        }
+        if (cols > 0) {
+            width = cols - (int)strlen(text) - 4;
+            width = width > 30 ? 30 : width < 5 ? 0 : width;
+        }
+        int fill = total ? (int)(width * done / total) : width;
+        const char *on = r->tty > 1 ? "\033[32m" : "", *off = r->tty > 1 ? "\033[0m" : "";
+        if (width)
+            fprintf(stderr, "[%s%.*s%s%*s] ", on, fill, "##############################", off,
+                    width - fill, "");
+        /* erase what a longer previous line left (a cursor control, not a colour) */
+        fprintf(stderr, "%s\033[K%c", text, s->step == r->last_step || val >= 0 ? '\n' : '\r');
+        fflush(stderr);
     } else if (s->step % r->o->log_every == 0 || s->step == r->last_step || val >= 0) {
         printf("step %ld/%ld loss %.4f%s lr %.3e tokens_per_s %.0f mfu %.1f%% elapsed %.1fs\n",
                s->step, r->last_step, s->loss, vbuf, s->lr, tps, mfu * 100, el);
         fflush(stdout);
     }
+}
+
+/* The progress line's kind: 0 plain log lines (stderr not a terminal, directly or through the
+ * launcher, or TERM=dumb), 1 a bar without colour (NO_COLOR set), 2 a bar in colour. */
+static int progress_kind(void)
+{
+    const char *term = getenv("TERM"), *relay = getenv("COHORT_STDERR_TTY"),
+               *no_color = getenv("NO_COLOR");
+    if (!isatty(STDERR_FILENO) && !(relay && !strcmp(relay, "1")))
+        return 0;
+    if (term && !strcmp(term, "dumb"))
+        return 0;
+    return no_color && *no_color ? 1 : 2;
 }
 
 static coh_status save(run *r)
@@ -179,7 +241,9 @@ static coh_status loop(run *r)
             return st;
         if (o->metrics && (st = cli_par_memory(&r->par, r->pt, o, cli_peak_rss(), r->mem)))
             return st;
-        double tps = tokens / (coh_now_s() - t0), mfu = tps * r->flops_per_token / r->peak_flops;
+        /* MFU against every rank's peak: the tokens are the whole job's */
+        double tps = tokens / (coh_now_s() - t0),
+               mfu = tps * r->flops_per_token / (r->peak_flops * r->par.world_size);
         double val = -1;
         if (r->val && (s.step % o->val_every == 0 || s.step == r->last_step) &&
             (st = validate(r, &val)))
@@ -199,20 +263,20 @@ static coh_status loop(run *r)
 /* After the launcher restarted the job (--max-restarts), continue from the last checkpoint. */
 static const char *resume_path(const train_opts *o)
 {
-    const char *rc = getenv("COHORT_RESTART_COUNT");
+    coh_launch_env env; /* any launcher's restart count: cohort run's, torchrun's, Slurm's */
     char sp[4200];
-    if (o->resume || !o->save || !rc || atoi(rc) < 1)
+    if (o->resume || !o->save || coh_launch_env_read(&env) || env.restart_count < 1)
         return o->resume;
     snprintf(sp, sizeof sp, "%s.state", o->save);
     if (access(sp, R_OK))
         return NULL;
-    coh_info("restart %s: resuming from '%s'", rc, o->save);
+    coh_info("restart %d: resuming from '%s'", env.restart_count, o->save);
     return o->save;
 }
 
 int cli_train_run(const train_opts *o)
 {
-    run r = {.o = o, .tty = isatty(STDERR_FILENO), .threads = coh_get_threads(),
+    run r = {.o = o, .tty = progress_kind(), .threads = coh_get_threads(),
              .resume = resume_path(o)};
     /* before the model exists, so its buffers are not in training's resident peak */
     r.peak_flops = coh_measure_sgemm_flops(1024);
@@ -233,6 +297,11 @@ int cli_train_run(const train_opts *o)
         if (!st && o->cfg.par.pp > 1 && !(st = coh_par_trainer_check_tied(r.pt)) &&
             r.par.rank == 0)
             coh_info("tied embedding: the first and last stage's copies are bit-identical");
+        if (!st && o->cfg.par.tp > 1 && !(st = coh_par_trainer_check_replicated(r.pt)) &&
+            r.par.rank == 0)
+            coh_info("tensor parallelism: the replicated tensors (LayerNorms, position "
+                     "embedding, row-parallel biases) are bit-identical on the %d tp ranks",
+                     (int)o->cfg.par.tp);
         if (!st)
             cli_par_print_peak(&r.par, r.pt, o);
         if (!st && o->dump_params)

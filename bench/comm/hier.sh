@@ -22,11 +22,12 @@ done
 python=${COHORT_PYTHON:-/usr/bin/python3}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-export COHORT_COMM_RANKS_PER_NODE=2
+export COHORT_COMM_RANKS_PER_NODE=2 COHORT_COMM_HIER_MIN_BYTES=0 # two steps at every size
 run() { # run KIND PROGRAM...: 4 ranks, the hierarchy switched by COHORT_COMM_HIER
     local kind=$1
     shift
     mpirun --allow-run-as-root --oversubscribe -x COHORT_COMM_RANKS_PER_NODE -x COHORT_COMM_HIER \
+        -x COHORT_COMM_HIER_MIN_BYTES \
         -np 4 "$@" >"$out/$kind.$r"
 }
 for r in $(seq "$rounds"); do

@@ -68,7 +68,7 @@ static coh_status setup(const opts *o, coh_strategy s, int ndev, bench *b)
     pc.par.strategy = s;
     pc.par.dp = ndev;
     coh_trainer_config_defaults(&pc.train);
-    pc.train.model = (coh_gpt_config){o->L, o->NH, o->C, o->V, o->T};
+    pc.train.model = (coh_gpt_config){o->L, o->NH, o->C, o->V, o->T, 0, 0};
     pc.par.micro_batch = o->B;
     pc.par.seq = o->T;
     pc.train.steps = o->steps + 1;

@@ -17,38 +17,17 @@
 # metrics, traces and logs in).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-build=$(cd "${1:-$root/build}" && pwd)
+. "$root/bench/bench_lib.sh"
 rounds=${ROUNDS:-3}
 steps=${STEPS:-8}
 b=${B:-1}
-max_load=${MAX_LOAD:-1.0}
-load_wait=${LOAD_WAIT:-1200}
-# the data directory: COHORT_DATA_DIR, else the build's (its CMake cache), else the default one
-data_dir=${COHORT_DATA_DIR:-$(sed -n 's/^COHORT_DATA_DIR:PATH=//p' "$build/CMakeCache.txt" 2>/dev/null)}
-data_dir=${data_dir:-$root/../shared/data}
-cohort=$build/cohort
 warm=2
 [ "$steps" -gt "$warm" ] || { echo "STEPS must be above $warm (the warm-up steps)" >&2; exit 2; }
-if [ -n "${KEEP:-}" ]; then
-    work=$(mkdir -p "$KEEP" && cd "$KEEP" && pwd)
-else
-    work=$(mktemp -d)
-    trap 'rm -rf "$work"' EXIT
-fi
 
 # Data: GPT-2 BPE tokens of the text of Debian's `fortunes` package (the main job's corpus, the
 # same files), so the vocabulary is the engine benchmark's 50257 (bench/train draws random
 # tokens from it; `cohort train` needs a shard).
-corpus=/usr/share/games/fortunes
-[ -d "$corpus" ] || { echo "no $corpus: apt-get install fortunes (scripts/setup.sh)" >&2; exit 2; }
-[ -f "$data_dir/gpt2-bpe/encoder.json" ] ||
-    { echo "no GPT-2 BPE tables in $data_dir/gpt2-bpe: set COHORT_DATA_DIR" >&2; exit 2; }
-files=()
-for f in "$corpus"/*; do
-    case "$f" in *.dat | *.u8) ;; *) [ -f "$f" ] && files+=("$f") ;; esac
-done
-"$cohort" prepare --tokenizer gpt2 --encoder "$data_dir/gpt2-bpe/encoder.json" \
-    --vocab "$data_dir/gpt2-bpe/vocab.bpe" --out "$work/fortunes" "${files[@]}"
+bench_fortunes
 # the same text as bytes: a 256-token vocabulary makes the LM head light (0.05 blocks against
 # 9.8 at 50257), the case where model chunks can be balanced and interleaving pays
 "$cohort" prepare --tokenizer byte --out "$work/bytes" "${files[@]}"
@@ -91,18 +70,6 @@ command_of() {
         cmd+=(--grad-accum "$m" --micro-batch "$mb" "${model[@]}")
     fi
 }
-# a command as one would type it (quotes only where the shell needs them)
-show() {
-    local a out=""
-    for a in "$@"; do
-        case $a in *[!A-Za-z0-9_./=:+-]*) a="'$a'" ;; esac
-        out+="${out:+ }$a"
-    done
-    echo "$out"
-}
-load1() { cut -d' ' -f1 /proc/loadavg; }
-above() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a > b) }'; }
-
 echo "commands (each run adds --metrics FILE, and the pp runs --trace FILE):"
 for c in "${configs[@]}"; do
     # shellcheck disable=SC2086
@@ -110,17 +77,10 @@ for c in "${configs[@]}"; do
     echo "  $(show "${cmd[@]}")"
 done
 echo "load before: $(uptime)"
-waited=0 start_loads=() gave_up=() sampler=
+start_loads=() gave_up=() sampler=
 trap '[ -z "$sampler" ] || kill "$sampler" 2>/dev/null || true; [ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT
 for r in $(seq "$rounds"); do
-    if [ "$max_load" != 0 ]; then
-        while above "$(load1)" "$max_load" && [ "$waited" -lt "$load_wait" ]; do
-            echo "round $r: load average $(load1) above $max_load, waiting 60 s ($waited s so far)"
-            sleep 60
-            waited=$((waited + 60))
-        done
-        if above "$(load1)" "$max_load"; then gave_up+=("$r"); fi
-    fi
+    bench_wait_quiet "$r" || gave_up+=("$r")
     echo "round $r: start at load $(load1) ($(date -u '+%H:%M:%S UTC'))"
     start_loads+=("$(load1)")
     echo "[round $r]" >>"$work/load.log"
@@ -238,7 +198,7 @@ echo "global batch $((8 * b)) sequences x 256 tokens; $steps steps a run, the fi
      "loss: round $rounds"
 echo "load average (1 min) at each round's start: ${start_loads[*]}"
 [ ${#gave_up[@]} = 0 ] ||
-    echo "NOT QUIET: round(s) ${gave_up[*]} started above load $max_load after waiting $waited s"
+    echo "NOT QUIET: round(s) ${gave_up[*]} started above load ${MAX_LOAD:-1.0} after waiting $bench_waited s"
 echo "load average (1 min) during the rounds (and the gate's waits between them), every 10 s:" \
      "$(tr '\n' ' ' <"$work/load.log")"
 exit "$status"

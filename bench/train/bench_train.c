@@ -48,7 +48,7 @@ int main(int argc, char **argv)
     openblas_set_num_threads(coh_get_threads());
     double peak = sgemm_peak(2048, 5);
     coh_set_threads(threads);
-    coh_gpt_config cfg = {L, NH, C, V, T};
+    coh_gpt_config cfg = {L, NH, C, V, T, 0, 0};
     coh_gpt *g;
     coh_adamw *o;
     if (coh_gpt_create(&cfg, B, T, &g) || coh_adamw_create(&cfg, &o))

@@ -39,12 +39,18 @@ const char *coh_launcher_name(coh_launcher_kind k);
 /* The variable a launcher's job id comes from ("SLURM_JOB_ID"; "COHORT_JOB_ID" for none). */
 const char *coh_launcher_job_var(coh_launcher_kind k);
 
+/* The variable a launcher's world size comes from ("SLURM_NTASKS"; "WORLD_SIZE" for none). */
+const char *coh_launcher_world_var(coh_launcher_kind k);
+
 /* Fill *out from this process's environment. The first launcher whose variables are present
  * wins, in the order cohort, torchrun, Open MPI, PMI, Slurm (the innermost launcher is the one
  * that set the most specific variables); with none, a single process (rank 0 of 1, job id
- * "single-<pid>"). Errors: COH_ERR_INVALID when a variable is malformed or inconsistent
- * (message names the variable and its value); *out is then zeroed. Thread-safe if nobody
- * modifies the environment concurrently. */
+ * "single-<pid>"). Slurm counts only inside a job step (SLURM_STEP_ID, set by srun): the batch
+ * script of sbatch is one process. PMI served by srun (--mpi=pmi2: PMI_JOBID is the step) must
+ * agree with Slurm's rank and task count, and takes its local rank and node from Slurm.
+ * Errors: COH_ERR_INVALID when a variable is malformed or inconsistent, or two launchers'
+ * variables disagree (message names the variables and values); *out is then zeroed.
+ * Thread-safe if nobody modifies the environment concurrently. */
 coh_status coh_launch_env_read(coh_launch_env *out);
 
 /* Same, from a NULL-terminated "NAME=VALUE" array instead of the process environment. */

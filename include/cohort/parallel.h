@@ -18,8 +18,10 @@ extern "C" {
 
 /* ---- the mesh -------------------------------------------------------------------------------- */
 
-/* World ranks arranged as (dp, pp, tp), tp fastest: rank = (d * pp + p) * tp + t. Each axis has
- * its own communicator made by coh_comm_split; an axis of size 1 is a one-rank communicator. */
+/* World ranks arranged as Megatron-LM orders them, tp fastest, then dp, then pp:
+ * rank = (p * dp + d) * tp + t, so a tensor-parallel group is neighbouring ranks (one node) and
+ * a pipeline's stages are the farthest apart. Each axis has its own communicator made by
+ * coh_comm_split; an axis of size 1 is a one-rank communicator. */
 typedef struct coh_mesh {
     int dp, pp, tp;          /* sizes; dp * pp * tp = world size */
     int dp_rank, pp_rank, tp_rank;
@@ -82,9 +84,9 @@ typedef struct coh_par_config {
     const char *trace_path;    /* Chrome trace events of this rank, NULL = off */
 } coh_par_config;
 
-/* The trainer's view of c->par's batch shape written into c->train (batch = micro_batch, seq =
- * par.seq or the model's context, accum = microbatches or 1). The trainer and the memory
- * prediction call it; callers need not. */
+/* The trainer's view of c->par written into c->train: batch = micro_batch, seq = par.seq or the
+ * model's context, accum = microbatches or 1, model.tp = par.tp (the model becomes one
+ * tensor-parallel shard) and model.sp = par.sequence_parallel with tp > 1. The trainer and the memory prediction call it; callers need not. */
 void coh_par_config_apply(coh_par_config *c);
 
 typedef struct coh_par_trainer coh_par_trainer;
@@ -195,6 +197,17 @@ coh_status coh_par_trainer_pipeline_times(const coh_par_trainer *t, double *busy
 /* The tied embedding's two copies (first and last stage) are bit-identical; COH_OK without a
  * pipeline. COH_ERR_INTERNAL naming how many elements differ. Collective over the pipeline. */
 coh_status coh_par_trainer_check_tied(coh_par_trainer *t);
+
+/* ---- tensor parallelism ---------------------------------------------------------------------- */
+
+/* The tensors every tp rank holds whole (LayerNorms, position embedding, row-parallel biases)
+ * are bit-identical across the tp group; COH_OK without tensor parallelism. COH_ERR_INTERNAL
+ * naming how many elements differ. Collective over tp. */
+coh_status coh_par_trainer_check_replicated(coh_par_trainer *t);
+
+/* Seconds this rank spent in tensor-parallel all-reduces (the model's f and g, the
+ * vocabulary-parallel embedding and cross-entropy) during the last step; 0 without tp. */
+double coh_par_trainer_tp_comm_seconds(const coh_par_trainer *t);
 
 #ifdef __cplusplus
 }

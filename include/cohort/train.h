@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cohort/comm.h"
 #include "cohort/status.h"
 
 #ifdef __cplusplus
@@ -20,6 +21,15 @@ typedef struct coh_gpt_config {
     int dim;    /* C */
     int vocab;  /* V */
     int seq;    /* maxT */
+    int tp;     /* tensor-parallel shards the arenas are split into (Megatron); 0 or 1: the
+                   whole model. With tp > 1 every arena function below (parameter count, layer
+                   ranges, tensor shapes) describes one shard: its heads, its MLP columns and
+                   rows, its slice of the vocabulary (padded to a multiple of tp), and the
+                   replicated LayerNorms, position embedding and row-parallel biases. */
+    int sp;     /* sequence parallelism (Korthikanti et al. 2022), with tp > 1: the LayerNorms'
+                   and the residual stream's activations are split by rows of (B*T) over the tp
+                   ranks, all-gathered before each column-parallel matrix and reduce-scattered
+                   after each row-parallel one. Changes the activations, not the arenas. */
 } coh_gpt_config;
 
 /* Fill `out` with a named preset: "gpt2" (124M), "gpt2-medium", "gpt2-large", "gpt2-xl".
@@ -27,10 +37,12 @@ typedef struct coh_gpt_config {
 coh_status coh_gpt_preset(const char *name, coh_gpt_config *out);
 
 /* COH_ERR_INVALID with a message naming the bad field unless every field is positive, dim is a
- * multiple of heads, and the parameter count fits in memory addressing. */
+ * multiple of heads, tp (when > 1) divides heads, and the parameter count fits in memory
+ * addressing. */
 coh_status coh_gpt_config_check(const coh_gpt_config *c);
 
-/* Number of parameters (wpe included, the tied LM head counted once). */
+/* Number of parameters (wpe included, the tied LM head counted once); of one shard when
+ * c->tp > 1. */
 size_t coh_gpt_param_count(const coh_gpt_config *c);
 
 /* ---- memory estimator (pure: no allocation) ------------------------------------------------ */
@@ -81,6 +93,44 @@ coh_status coh_gpt_tensor(const coh_gpt_config *c, int i, coh_tensor_info *out);
  * A pipeline stage or a DDP bucket is such a contiguous range. */
 void coh_gpt_layer_range(const coh_gpt_config *c, int layer, size_t *begin, size_t *end);
 
+/* ---- tensor-parallel shards ------------------------------------------------------------------ */
+
+/* The vocabulary rows each shard holds: ceil(V / tp). The last shards' rows past V are padding:
+ * zero, never trained, never saved, never sampled. */
+int coh_gpt_vocab_per_shard(const coh_gpt_config *c);
+
+/* Where tensor i of shard `tp_rank` (of c->tp) lies in the full tensor. The shard is `rows`
+ * rows of `nseg` segments of `seg` elements each; local row r, segment s, element j is full
+ * element (row0 + r, col0[s] + j) of a full tensor with `full_cols` columns (vectors are one
+ * row). Column-parallel tensors (attn.c_attn: 3 segments, one per q, k, v; mlp.c_fc) take
+ * columns, row-parallel ones (attn.c_proj.weight, mlp.c_proj.weight, wte by vocabulary) rows;
+ * the rest is replicated (whole on every shard). `rows` excludes the vocabulary's padding. */
+typedef struct coh_tensor_shard {
+    size_t rows, row0;
+    int nseg;
+    size_t seg, col0[3];
+    size_t full_cols;
+    int replicated;   /* every shard holds the whole tensor (identical on all of them) */
+} coh_tensor_shard;
+
+/* COH_ERR_INVALID for i or tp_rank out of range. Without tensor parallelism every tensor is
+ * one replicated segment. */
+coh_status coh_gpt_tensor_shard(const coh_gpt_config *c, int i, int tp_rank,
+                                coh_tensor_shard *out);
+
+/* Copy shard elements between the shard's tensor (local, the arena's layout) and the full
+ * tensor (full, row-major with full_cols columns): gather writes local into its place in full,
+ * scatter reads it back. */
+void coh_tensor_shard_gather(const coh_tensor_shard *s, const float *local, float *full);
+void coh_tensor_shard_scatter(const coh_tensor_shard *s, const float *full, float *local);
+
+/* The whole arena of shard tp_rank of c (c->tp shards) into its places in the whole-model arena
+ * `full` (of c with tp 1), the replicated tensors only by shard 0 (the padding never): buffers
+ * zeroed, filled by every shard and summed over the shards hold the whole model exactly. Scatter
+ * reads the shard's part of a whole-model arena back, replicated tensors included. */
+void coh_gpt_arena_gather(const coh_gpt_config *c, int tp_rank, const float *local, float *full);
+void coh_gpt_arena_scatter(const coh_gpt_config *c, int tp_rank, const float *full, float *local);
+
 /* ---- the model ------------------------------------------------------------------------------ */
 
 typedef struct coh_gpt coh_gpt;
@@ -99,8 +149,22 @@ const coh_gpt_config *coh_gpt_get_config(const coh_gpt *g);
 
 /* GPT-2 initialisation from `seed` (same seed, same weights, on any thread count): N(0, 0.02)
  * for matrices and embeddings, residual projections (attn.c_proj, mlp.c_proj) N(0,
- * 0.02/sqrt(2L)), biases 0, LayerNorm weights 1. */
+ * 0.02/sqrt(2L)), biases 0, LayerNorm weights 1. A tensor-parallel shard draws every full
+ * tensor and keeps its part, so its weights are exactly the whole model's. */
 void coh_gpt_init_weights(coh_gpt *g, uint64_t seed);
+
+/* The tensor-parallel group of a shard model (c->tp > 1): `tp` (borrowed; its size must be
+ * c->tp, its rank is the shard) carries the model's all-reduces: after each row-parallel matrix
+ * in forward and before each column-parallel one in backward (2 + 2 per block, Megatron's f and
+ * g), the vocabulary-parallel embedding's, and the parallel cross-entropy's (no rank builds the
+ * full logits). Call before coh_gpt_init_weights. COH_ERR_INVALID for a size mismatch. With
+ * tp <= 1 the same calls are made and return at once. */
+coh_status coh_gpt_set_tp(coh_gpt *g, coh_comm *tp);
+/* Seconds this model has spent in its tensor-parallel collectives since creation. */
+double coh_gpt_tp_comm_seconds(const coh_gpt *g);
+/* Called around each tensor-parallel collective (times from coh_now_s), for traces. */
+typedef void (*coh_comm_span_fn)(void *ctx, const char *name, double t0, double t1);
+void coh_gpt_set_comm_span(coh_gpt *g, coh_comm_span_fn fn, void *ctx);
 
 /* The flat arenas (count floats each), in coh_gpt_tensor order. Owned by the model. */
 float *coh_gpt_params(coh_gpt *g, size_t *count);

@@ -127,8 +127,10 @@ coh_status coh_shm_open(const coh_comm_env *env, void **self);
 extern const coh_transport_ops coh_shm_ops;
 coh_status coh_self_open(void **self);
 extern const coh_transport_ops coh_self_ops;
-coh_status coh_mpi_load(double timeout_s, const coh_transport_ops **ops, void **self, int *rank,
-                        int *size);
+/* Load the MPI plugin and initialise MPI. pmi: the job was started by a PMI launcher (MPICH's
+ * Hydra, srun --mpi=pmi2), whose MPI is MPICH: libcohort_mpich.so is tried first. */
+coh_status coh_mpi_load(double timeout_s, int pmi, const coh_transport_ops **ops, void **self,
+                        int *rank, int *size);
 /* Put the hierarchical transport (shared memory inside a node, MPI across nodes) in front of
  * the MPI instance *self when ranks share nodes and the job spans several (COHORT_COMM_HIER,
  * COHORT_COMM_RANKS_PER_NODE); otherwise leave *ops and *self as they are. On error the MPI

@@ -55,13 +55,25 @@ static coh_status want_mpi(coh_comm_kind kind, const coh_comm_env *env, int *mpi
 static coh_status open_mpi(const coh_comm_env *env, const coh_transport_ops **ops, void **tp,
                            int *rank, int *size)
 {
-    coh_status st = coh_mpi_load(env->timeout_s, ops, tp, rank, size);
+    /* srun without an MPI plug-in gives MPI nothing to start from (Open MPI then aborts the
+     * process in MPI_Init): say how to start it instead */
+    if (env->launcher == COH_LAUNCHER_SLURM && !getenv("PMIX_RANK") && !getenv("PMI_FD") &&
+        !getenv("OMPI_COMM_WORLD_SIZE"))
+        return coh_errf(COH_ERR_UNSUPPORTED,
+                        "srun started %d ranks%s without an MPI plug-in (no PMIX_RANK or PMI_FD): "
+                        "start them with 'srun --mpi=pmix' (Open MPI) or 'srun --mpi=pmi2' "
+                        "(MPICH), or set MpiDefault in slurm.conf",
+                        env->size, env->nnodes > 1 ? " on several nodes" : "");
+    coh_status st = coh_mpi_load(env->timeout_s, env->launcher == COH_LAUNCHER_PMI, ops, tp,
+                                 rank, size);
     if (st)
         return st;
     if (*size != env->size)
         st = coh_errf(COH_ERR_INVALID, "mpi sees %d rank(s) but the launcher (%s) started %d: "
                       "start the job with the mpirun of the MPI that libcohort_mpi.so was built "
-                      "with, or use COHORT_COMM=shm on one node",
+                      "with (MPICH's mpiexec and srun --mpi=pmi2 need libcohort_mpich.so, "
+                      "Open MPI's mpirun and srun --mpi=pmix libcohort_mpi.so; COHORT_MPI_PLUGIN "
+                      "names one), or use COHORT_COMM=shm on one node",
                       *size, coh_launcher_name((coh_launcher_kind)env->launcher), env->size);
     else
         st = coh_hier_wrap(env->timeout_s, *rank, *size, ops, tp);
@@ -89,10 +101,12 @@ coh_status coh_comm_create(coh_comm_kind kind, coh_comm **out)
         if ((st = coh_self_open(&tp)))
             return st;
     } else if (env.nnodes > 1 || env.local_size != env.size) {
+        const char *forced = getenv("COHORT_COMM");
         return coh_errf(COH_ERR_UNSUPPORTED,
-                        "the job spans %d nodes but shared memory reaches one node: start it "
+                        "the job spans %d nodes but shared memory reaches one node%s: start it "
                         "with mpirun or srun, or set COHORT_COMM=mpi",
-                        env.nnodes > 1 ? env.nnodes : 2);
+                        env.nnodes > 1 ? env.nnodes : 2,
+                        forced && !strcmp(forced, "shm") ? " (COHORT_COMM=shm forces it)" : "");
     } else if (!env.job[0]) {
         return coh_comm_env_no_job(&env);
     } else {
@@ -100,7 +114,11 @@ coh_status coh_comm_create(coh_comm_kind kind, coh_comm **out)
         if ((st = coh_shm_open(&env, &tp)))
             return st;
     }
-    return comm_wrap(ops, tp, rank, size, env.timeout_s, out);
+    if ((st = comm_wrap(ops, tp, rank, size, env.timeout_s, out)))
+        return st;
+    coh_debug("comm: rank %d of %d (launcher %s) on transport %s", rank, size,
+              coh_launcher_name((coh_launcher_kind)env.launcher), ops->name);
+    return COH_OK;
 }
 
 coh_status coh_comm_create_self(coh_comm **out)

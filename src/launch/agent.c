@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -172,6 +173,25 @@ static coh_status open_logs(agent *a, int rank, int *out_fd, int *err_fd)
 }
 
 /* Pipes, log files and the process of one worker. */
+/* The columns a worker's stderr lines have on the launcher's terminal after their prefix (the
+ * worker's pid, unknown yet, rendered as the launcher's: as many digits, near enough); 0 when
+ * the width is unknown, -1 when stderr is not a terminal. */
+static int stderr_columns(const agent *a, const worker *w)
+{
+    struct winsize ws;
+    if (!isatty(STDERR_FILENO))
+        return -1;
+    if (ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) != 0 || ws.ws_col == 0)
+        return 0;
+    char prefix[256];
+    launch_render_prefix(a->o->prefix ? a->o->prefix : "[rank{rank}]: ", prefix, sizeof prefix,
+                         w->rank, w->local_rank, a->node_rank,
+                         a->o->role ? a->o->role : "default", a->host, (long)getpid(),
+                         a->attempt, "stderr");
+    int cols = ws.ws_col - (int)strlen(prefix);
+    return cols > 1 ? cols : 1;
+}
+
 static coh_status start_worker(agent *a, worker *w)
 {
     int po[2], pe[2], lo, le;
@@ -199,7 +219,7 @@ static coh_status start_worker(agent *a, worker *w)
     worker_ids id = {w->rank, w->local_rank, a->world, a->nproc, a->node_rank, a->nnodes,
                      a->attempt, a->o->max_restarts, a->master_port, a->o->master_addr,
                      a->run_id, a->o->role ? a->o->role : "default", (long)getpid(),
-                     a->plan.threads};
+                     a->plan.threads, shown ? stderr_columns(a, w) : -1};
     int owned = 0;
     char **env = worker_env_build(&id, a->o->extra_env,
                                   a->o->local_rank_env ? a->o->local_rank_env[w->local_rank] : NULL,

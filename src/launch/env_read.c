@@ -61,6 +61,14 @@ const char *coh_launcher_job_var(coh_launcher_kind k)
     return "COHORT_JOB_ID";
 }
 
+const char *coh_launcher_world_var(coh_launcher_kind k)
+{
+    for (size_t i = 0; i < sizeof schemes / sizeof schemes[0]; i++)
+        if (schemes[i].kind == k)
+            return schemes[i].world;
+    return "WORLD_SIZE";
+}
+
 /* Read an integer variable; absent leaves *out as is. */
 static coh_status get_int(const char *const *envp, const char *name, long max, int *out)
 {
@@ -180,16 +188,68 @@ static coh_status read_scheme(const char *const *envp, const scheme *s, coh_laun
     return COH_OK;
 }
 
+/* srun sets SLURM_STEP_ID (a number) in every task of a job step; the batch script of sbatch
+ * has SLURM_PROCID=0 and the allocation's SLURM_NTASKS but no step: it is one process, not a
+ * rank of SLURM_NTASKS, whatever it starts itself. */
+static int slurm_in_step(const char *const *envp)
+{
+    const char *step = env_get(envp, "SLURM_STEP_ID");
+    long x;
+    return step && launch_parse_int(step, 1L << 30, &x);
+}
+
+/* srun --mpi=pmi2 serves PMI itself: PMI_JOBID is "<SLURM_JOB_ID>.<SLURM_STEP_ID>". */
+static int pmi_from_slurm(const char *const *envp)
+{
+    const char *pmi = env_get(envp, "PMI_JOBID"), *job = env_get(envp, "SLURM_JOB_ID"),
+               *step = env_get(envp, "SLURM_STEP_ID");
+    char both[160];
+    if (!pmi || !job || !step || !slurm_in_step(envp))
+        return 0;
+    snprintf(both, sizeof both, "%s.%s", job, step);
+    return !strcmp(pmi, both);
+}
+
+/* PMI served by srun: its rank and world must be Slurm's (else the environment was changed
+ * after srun started the task); PMI says nothing of nodes, so Slurm's local rank and node
+ * fill them in. */
+static coh_status merge_slurm_pmi(const char *const *envp, coh_launch_env *e)
+{
+    coh_launch_env sl;
+    memset(&sl, 0, sizeof sl);
+    sl.node_rank = sl.nnodes = -1;
+    const scheme *s = schemes;
+    while (s->kind != COH_LAUNCHER_SLURM)
+        s++;
+    coh_status st = read_scheme(envp, s, &sl);
+    if (st)
+        return coh_err_prefix(st, "srun's PMI");
+    if (sl.world_size != e->world_size || sl.rank != e->rank)
+        return coh_errf(COH_ERR_INVALID,
+                        "PMI_SIZE '%d' and SLURM_NTASKS '%d' (PMI_RANK '%d', SLURM_PROCID '%d') "
+                        "disagree, though srun serves this PMI (PMI_JOBID is the Slurm step): "
+                        "the variables were changed after srun started the task; start the "
+                        "program directly under 'srun --mpi=pmi2' without overriding them",
+                        e->world_size, sl.world_size, e->rank, sl.rank);
+    e->local_rank = sl.local_rank;
+    e->local_world_size = sl.local_world_size;
+    e->node_rank = sl.node_rank;
+    e->nnodes = sl.nnodes;
+    return COH_OK;
+}
+
 coh_status coh_launch_env_read_from(const char *const *envp, coh_launch_env *out)
 {
     memset(out, 0, sizeof *out);
     out->node_rank = out->nnodes = -1;
     for (size_t i = 0; i < sizeof schemes / sizeof schemes[0]; i++) {
         const scheme *s = &schemes[i];
-        if (!env_get(envp, s->rank))
+        if (!env_get(envp, s->rank) || (s->kind == COH_LAUNCHER_SLURM && !slurm_in_step(envp)))
             continue;
         out->launcher = s->kind;
         coh_status st = read_scheme(envp, s, out);
+        if (!st && s->kind == COH_LAUNCHER_PMI && pmi_from_slurm(envp))
+            st = merge_slurm_pmi(envp, out);
         if (st != COH_OK) {
             memset(out, 0, sizeof *out);
             return coh_err_prefix(st, "launcher environment (%s)", coh_launcher_name(s->kind));

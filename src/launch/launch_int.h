@@ -59,6 +59,8 @@ typedef struct worker_ids {
     const char *master_addr, *run_id, *role;
     long launcher_pid;
     int threads; /* 0: leave OMP/OpenBLAS alone */
+    int stderr_cols; /* the worker's stderr is shown on the launcher's terminal: the columns
+                        left after its prefix (0: width unknown); -1 when it is not */
 } worker_ids;
 
 /* NULL-terminated environment for one worker: the launcher's own, minus what cohort sets,

@@ -1,5 +1,6 @@
-/* output.c: workers' stdout/stderr: whole lines only, each prefixed, to the console and/or
- * per-rank log files; the last stderr lines are kept for the failure summary. */
+/* output.c: workers' stdout/stderr: whole lines only (or a progress line ended by '\r'), each
+ * prefixed, to the console and/or per-rank log files; the last stderr lines are kept for the
+ * failure summary. */
 #define _GNU_SOURCE /* accept4, pipe2, sigabbrev_np, sched_setaffinity */
 #include <errno.h>
 #include <stdio.h>
@@ -71,19 +72,30 @@ static void remember(stream *s, const char *line, size_t len)
         s->tail_count++;
 }
 
-/* Emit complete lines: buf[0..len) ends in '\n' after each line. One write per batch, so the
- * console never sees half a line of one worker next to another's. */
+/* The end of the segment starting at p: a '\n', or a '\r' not followed by '\n' (a progress line
+ * redrawn in place, passed on as it comes); NULL when data[p..end) has neither. */
+static const char *segment_end(const char *p, const char *end)
+{
+    for (; p < end; p++)
+        if (*p == '\n' || (*p == '\r' && (p + 1 == end || p[1] != '\n')))
+            return p;
+    return NULL;
+}
+
+/* Emit complete segments: buf[0..len) ends in '\n' or '\r' after each. One write per batch, so
+ * the console never sees half a line of one worker next to another's. Segments ended by '\r'
+ * (progress redrawn in place) are not kept for the failure summary. */
 static void emit(stream *s, const char *data, size_t len)
 {
     if (s->log_fd >= 0)
         write_all(s->log_fd, data, len);
     size_t plen = strlen(s->prefix), lines = 0;
-    for (size_t i = 0; i < len; i++)
-        lines += data[i] == '\n';
     const char *p = data, *end = data + len;
     while (p < end) {
-        const char *nl = memchr(p, '\n', (size_t)(end - p));
-        remember(s, p, (size_t)(nl - p));
+        const char *nl = segment_end(p, end);
+        if (*nl == '\n')
+            remember(s, p, (size_t)(nl - p));
+        lines++;
         p = nl + 1;
     }
     if (!s->console)
@@ -93,7 +105,7 @@ static void emit(stream *s, const char *data, size_t len)
     char *out = need <= sizeof stackbuf ? stackbuf : malloc(need);
     if (!out) { /* no memory: still whole lines, just one write each */
         for (p = data; p < end;) {
-            const char *nl = memchr(p, '\n', (size_t)(end - p));
+            const char *nl = segment_end(p, end);
             write_all(s->console, p, (size_t)(nl - p) + 1);
             p = nl + 1;
         }
@@ -101,7 +113,7 @@ static void emit(stream *s, const char *data, size_t len)
     }
     size_t o = 0;
     for (p = data; p < end;) {
-        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *nl = segment_end(p, end);
         memcpy(out + o, s->prefix, plen);
         o += plen;
         memcpy(out + o, p, (size_t)(nl - p) + 1);
@@ -127,7 +139,7 @@ int stream_pump(stream *s)
     s->len += (size_t)r;
     char *last = NULL;
     for (char *p = s->buf + s->len; p > s->buf; p--)
-        if (p[-1] == '\n') {
+        if (p[-1] == '\n' || p[-1] == '\r') {
             last = p;
             break;
         }

@@ -146,7 +146,7 @@ static const char *const contract[] = {
     "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID",
     "TORCHELASTIC_USE_AGENT_STORE", "COHORT_JOB_ID", "COHORT_RESTART_COUNT", "COHORT_RANK",
     "COHORT_WORLD_SIZE", "COHORT_LOCAL_RANK", "COHORT_LOCAL_WORLD_SIZE", "COHORT_NODE_RANK",
-    "COHORT_NNODES", "COHORT_LAUNCHER_PID", NULL};
+    "COHORT_NNODES", "COHORT_LAUNCHER_PID", "COHORT_STDERR_TTY", "COHORT_STDERR_COLUMNS", NULL};
 
 static int name_is(const char *entry, const char *name)
 {
@@ -213,6 +213,12 @@ static int contract_vars(const worker_ids *id, char **v)
     v[k++] = fmt_int("COHORT_NODE_RANK", id->node_rank);
     v[k++] = fmt_int("COHORT_NNODES", id->nnodes);
     v[k++] = fmt_int("COHORT_LAUNCHER_PID", id->launcher_pid);
+    /* what the worker writes to stderr reaches a terminal (a progress line may be drawn: the
+     * launcher passes lines ended by '\r' on as they come) */
+    if (id->stderr_cols >= 0)
+        v[k++] = fmt_var("COHORT_STDERR_TTY", "1");
+    if (id->stderr_cols > 0) /* the terminal's width left after the line prefix */
+        v[k++] = fmt_int("COHORT_STDERR_COLUMNS", id->stderr_cols);
     /* torchrun's default: NCCL reports errors instead of hanging (unless the user chose) */
     if (!getenv("NCCL_ASYNC_ERROR_HANDLING"))
         v[k++] = fmt_var("NCCL_ASYNC_ERROR_HANDLING", "1");

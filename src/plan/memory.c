@@ -1,6 +1,7 @@
 /* memory.c: checks a strategy against a model and adds up what each device holds: model states
  * after Rajbhandari et al. 2020 (ZeRO) with tp/pp sharding, activations (activations.c), the
  * ZeRO-3 gathered layer and offloaded state. */
+#include <stdio.h>
 #include <string.h>
 
 #include "plan/plan_int.h"
@@ -13,21 +14,31 @@ static coh_status check_degree(const char *what, int64_t v, int64_t max)
     return COH_OK;
 }
 
+/* The tensor-parallel sizes that split m into whole heads and MLP columns, "1, 2, 4". */
+static void valid_tp(const coh_model_desc *m, char *buf, size_t cap)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (long long t = 1; t <= m->heads && n < cap; t++)
+        if (m->heads % t == 0 && m->kv_heads % t == 0 && m->ffn % t == 0)
+            n += (size_t)snprintf(buf + n, cap - n, "%s%lld", n ? ", " : "", t);
+}
+
 static coh_status check_tp(const coh_model_desc *m, const coh_parallel_config *s)
 {
     if (m->arch == COH_ARCH_COUNTS || s->tp == 1)
         return COH_OK;
+    char ok[160];
+    valid_tp(m, ok, sizeof ok);
     if (m->heads % s->tp != 0)
-        return coh_errf(COH_ERR_INVALID,
-                        "tensor parallel size %d does not divide the %lld attention heads", s->tp,
-                        (long long)m->heads);
+        return coh_errf(COH_ERR_INVALID, "tensor parallel size %d does not divide the %lld "
+                        "attention heads (valid: %s)", s->tp, (long long)m->heads, ok);
     if (m->kv_heads % s->tp != 0)
-        return coh_errf(COH_ERR_INVALID,
-                        "tensor parallel size %d does not divide the %lld key/value heads", s->tp,
-                        (long long)m->kv_heads);
+        return coh_errf(COH_ERR_INVALID, "tensor parallel size %d does not divide the %lld "
+                        "key/value heads (valid: %s)", s->tp, (long long)m->kv_heads, ok);
     if (m->ffn % s->tp != 0)
-        return coh_errf(COH_ERR_INVALID, "tensor parallel size %d does not divide the mlp size %lld",
-                        s->tp, (long long)m->ffn);
+        return coh_errf(COH_ERR_INVALID, "tensor parallel size %d does not divide the mlp size "
+                        "%lld (valid: %s)", s->tp, (long long)m->ffn, ok);
     if (s->sequence_parallel && plan_seq(m, s) % s->tp != 0)
         return coh_errf(COH_ERR_INVALID,
                         "sequence parallelism needs the sequence length %lld to be divisible by "

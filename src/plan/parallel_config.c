@@ -87,9 +87,9 @@ int coh_parallel_config_runnable(const coh_parallel_config *c, char *why, size_t
 {
     char buf[160];
     buf[0] = '\0';
-    if (c->tp > 1)
-        snprintf(buf, sizeof buf, "--tp %d: tensor parallelism is not in cohort's trainer yet",
-                 c->tp);
+    if (c->tp > 1 && c->strategy == COH_STRATEGY_DP)
+        snprintf(buf, sizeof buf, "--tp %d with --strategy dp: DataParallel runs whole replicas "
+                 "in one process; use ddp or zero1..3", c->tp);
     else if (c->pp > 1 && coh_strategy_zero_stage(c->strategy) > 1)
         snprintf(buf, sizeof buf, "--strategy %s with --pp %d: ZeRO-2 and -3 shard gradients that "
                  "a pipeline accumulates over its microbatches (DeepSpeed refuses them too); use "
@@ -106,8 +106,9 @@ int coh_parallel_config_runnable(const coh_parallel_config *c, char *why, size_t
     else if (c->offload != COH_OFFLOAD_NONE)
         snprintf(buf, sizeof buf, "--offload %s: cohort's trainer does not offload",
                  coh_offload_name(c->offload));
-    else if (c->sequence_parallel)
-        snprintf(buf, sizeof buf, "--sequence-parallel: needs tensor parallelism");
+    else if (c->sequence_parallel && c->tp < 2)
+        snprintf(buf, sizeof buf, "--sequence-parallel: needs tensor parallelism (--tp 2 or "
+                 "more)");
     else if (c->dropout)
         snprintf(buf, sizeof buf, "--dropout: cohort's GPT has no dropout");
     if (why && cap)

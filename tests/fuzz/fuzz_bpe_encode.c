@@ -1,6 +1,7 @@
 /* fuzz_bpe_encode.c: libFuzzer target for the GPT-2 encoder on arbitrary bytes: it never fails
  * or crashes, every id is in the vocabulary, and decode(encode(x)) == x. Uses GPT-2's tables
- * from COHORT_DATA_DIR/gpt2-bpe when present, else a small built-in table. */
+ * from COHORT_GPT2_DIR (what scripts/setup.sh installs) or COHORT_DATA_DIR/gpt2-bpe when present,
+ * else a small built-in table. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,13 +14,18 @@ static coh_tokenizer *tok;
 
 static void load(void)
 {
-    const char *d = getenv("COHORT_DATA_DIR");
-    if (d) {
+    /* the tables scripts/setup.sh installs, else the data dir's copy */
+    const char *g = getenv("COHORT_GPT2_DIR"), *d = getenv("COHORT_DATA_DIR");
+    for (int i = 0; i < 2; i++) {
+        const char *dir = i ? d : g, *sub = i ? "/gpt2-bpe" : "";
+        if (!dir)
+            continue;
         char enc[4096], vocab[4096];
-        snprintf(enc, sizeof enc, "%s/gpt2-bpe/encoder.json", d);
-        snprintf(vocab, sizeof vocab, "%s/gpt2-bpe/vocab.bpe", d);
+        snprintf(enc, sizeof enc, "%s%s/encoder.json", dir, sub);
+        snprintf(vocab, sizeof vocab, "%s%s/vocab.bpe", dir, sub);
         if (coh_tokenizer_gpt2_create(enc, vocab, &tok) == COH_OK)
             return;
+        coh_err_clear();
     }
     static char enc[8192];
     const char *merges = mini_tables(enc);

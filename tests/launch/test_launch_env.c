@@ -98,10 +98,71 @@ static void test_slurm(void)
     CHECK_STR(coh_launcher_job_var(e.launcher), "SLURM_JOB_ID");
     CHECK_STR(coh_launcher_job_var(COH_LAUNCHER_NONE), "COHORT_JOB_ID");
     /* SLURM_NNODES without SLURM_NODEID: the node is unknown, not inconsistent. */
-    const char *half[] = {"SLURM_PROCID=0", "SLURM_NTASKS=2", "SLURM_NNODES=2", NULL};
+    const char *half[] = {"SLURM_PROCID=0", "SLURM_NTASKS=2", "SLURM_NNODES=2",
+                          "SLURM_STEP_ID=0", NULL};
     e = env_of(half, COH_OK);
     CHECK_INT(e.node_rank, -1);
     CHECK_INT(e.nnodes, -1);
+    CHECK_STR(coh_launcher_world_var(COH_LAUNCHER_SLURM), "SLURM_NTASKS");
+    CHECK_STR(coh_launcher_world_var(COH_LAUNCHER_PMI), "PMI_SIZE");
+}
+
+/* The batch script of `sbatch -n 2` (as Slurm 22.05 sets it: SLURM_PROCID=0, the allocation's
+ * SLURM_NTASKS, no SLURM_STEP_ID) is one process, not rank 0 of 2; `salloc`'s shell too. */
+static void test_slurm_batch(void)
+{
+    const char *batch[] = {"SLURM_JOB_ID=4", "SLURM_LOCALID=0", "SLURM_NNODES=1",
+                           "SLURM_NODEID=0", "SLURM_NPROCS=2", "SLURM_NTASKS=2", "SLURM_PROCID=0",
+                           "SLURM_TASKS_PER_NODE=2", NULL};
+    coh_launch_env e = env_of(batch, COH_OK);
+    CHECK_INT(e.launcher, COH_LAUNCHER_NONE);
+    check_place(&e, 0, 1, 0, 1, 0, 1);
+    const char *salloc[] = {"SLURM_JOB_ID=5", "SLURM_NTASKS=2", NULL};
+    e = env_of(salloc, COH_OK);
+    CHECK_INT(e.launcher, COH_LAUNCHER_NONE);
+    /* a step id that is not a number (the "batch" or "extern" step) is not an srun step */
+    const char *named[] = {"SLURM_PROCID=0", "SLURM_NTASKS=2", "SLURM_STEP_ID=batch", NULL};
+    e = env_of(named, COH_OK);
+    CHECK_INT(e.launcher, COH_LAUNCHER_NONE);
+    /* cohort run inside the batch script: its own variables rule */
+    const char *inner[] = {"SLURM_PROCID=0", "SLURM_NTASKS=1", "SLURM_JOB_ID=4",
+                           "COHORT_RANK=1", "COHORT_WORLD_SIZE=2", "COHORT_LOCAL_RANK=1",
+                           "COHORT_LOCAL_WORLD_SIZE=2", "COHORT_JOB_ID=j", NULL};
+    e = env_of(inner, COH_OK);
+    CHECK_INT(e.launcher, COH_LAUNCHER_COHORT);
+    check_place(&e, 1, 2, 1, 2, 0, 1);
+}
+
+/* srun --mpi=pmi2 (variables as Slurm 22.05 sets them): PMI rules (the comm layer picks MPI
+ * for it) with Slurm's local rank and nodes; PMI and Slurm disagreeing is an error naming both. */
+static void test_slurm_pmi(void)
+{
+    const char *v[] = {"PMI_FD=11", "PMI_JOBID=2.0", "PMI_RANK=3", "PMI_SIZE=4",
+                       "SLURM_JOB_ID=2", "SLURM_STEP_ID=0", "SLURM_PROCID=3", "SLURM_NTASKS=4",
+                       "SLURM_LOCALID=1", "SLURM_NODEID=1", "SLURM_NNODES=2",
+                       "SLURM_TASKS_PER_NODE=2(x2)", NULL};
+    coh_launch_env e = env_of(v, COH_OK);
+    CHECK_INT(e.launcher, COH_LAUNCHER_PMI);
+    check_place(&e, 3, 4, 1, 2, 1, 2);
+    CHECK_STR(e.job_id, "pmi-2.0");
+    const char *bad[] = {"PMI_JOBID=2.0", "PMI_RANK=1", "PMI_SIZE=4", "SLURM_JOB_ID=2",
+                         "SLURM_STEP_ID=0", "SLURM_PROCID=1", "SLURM_NTASKS=2",
+                         "SLURM_TASKS_PER_NODE=2", NULL};
+    CHECK_FAILS(coh_launch_env_read_from(bad, &e), COH_ERR_INVALID,
+                "PMI_SIZE '4' and SLURM_NTASKS '2' (PMI_RANK '1', SLURM_PROCID '1') disagree");
+    CHECK_INT(e.world_size, 0);
+    const char *rank[] = {"PMI_JOBID=2.0", "PMI_RANK=0", "PMI_SIZE=2", "SLURM_JOB_ID=2",
+                          "SLURM_STEP_ID=0", "SLURM_PROCID=1", "SLURM_NTASKS=2", NULL};
+    CHECK_FAILS(coh_launch_env_read_from(rank, &e), COH_ERR_INVALID, "SLURM_PROCID '1') disagree");
+    /* Hydra inside an allocation: its proxies are srun tasks (one per node), its ranks are
+     * PMI's; PMI_JOBID is not the step, so the counts differ legitimately */
+    const char *hydra[] = {"PMI_RANK=3", "PMI_SIZE=4", "MPI_LOCALRANKID=1", "MPI_LOCALNRANKS=2",
+                           "SLURM_JOB_ID=2", "SLURM_STEP_ID=1", "SLURM_PROCID=1",
+                           "SLURM_NTASKS=2", NULL};
+    e = env_of(hydra, COH_OK);
+    CHECK_INT(e.launcher, COH_LAUNCHER_PMI);
+    CHECK_INT(e.world_size, 4);
+    CHECK_INT(e.local_world_size, 2);
 }
 
 static void test_none(void)
@@ -204,6 +265,8 @@ int main(void)
     RUN(test_openmpi);
     RUN(test_pmi);
     RUN(test_slurm);
+    RUN(test_slurm_batch);
+    RUN(test_slurm_pmi);
     RUN(test_none);
     RUN(test_env_errors);
     RUN(test_ranks_filter);

@@ -30,10 +30,11 @@ static int rank, bad;
 enum { DP, PP, TP, AXES };
 static const char *const AXIS[AXES] = {"dp", "pp", "tp"};
 
-/* The world rank at coordinates x[DP], x[PP], x[TP] of sizes n[]: tp fastest. */
+/* The world rank at coordinates x[DP], x[PP], x[TP] of sizes n[]: Megatron's order, tp
+ * fastest, then dp, then pp. */
 static int rank_at(const int *n, const int *x)
 {
-    return (x[DP] * n[PP] + x[PP]) * n[TP] + x[TP];
+    return (x[PP] * n[DP] + x[DP]) * n[TP] + x[TP];
 }
 
 /* This rank's coordinates, found by walking the whole grid (not by inverting the formula the

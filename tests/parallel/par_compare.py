@@ -1,6 +1,6 @@
 """par_compare.py: compares a parallel run with the single-device run: the loss at every step and
-every element of the final parameters (usage: par_compare.py REF.jsonl REF.bin RUN.jsonl RUN.bin
-V C L T). Prints one line of figures, then one "broken: ..." line per bound the run breaks; exit
+every element of the final parameters (usage: par_compare.py [--tensor-l2] REF.jsonl REF.bin
+RUN.jsonl RUN.bin V C L T). Prints one line of figures, then one "broken: ..." line per bound the run breaks; exit
 0 when every bound holds, 1 when one is broken, 2 when the two runs cannot be compared (a file
 missing or unreadable, another step or parameter count), so that a run which crashed is never
 taken for a run which differs.
@@ -18,7 +18,16 @@ its own sums shows it (tests/parallel/test_dp_equiv.c: h.1.mlp.c_fc.weight[935],
 |a - b| <= TOL max(|a|, |b|, F s); it says how far the run is from a bound relative to each
 element itself. F <= 1 is the element bound itself (max(|a|, |b|) <= s), so it is asserted as
 such: the count of elements beyond TOL s must be 0. The key third of c_attn.bias, whose exact
-gradient is zero, needs no exception: the engine keeps it at its initial value."""
+gradient is zero, needs no exception: the engine keeps it at its initial value.
+
+--tensor-l2 holds a run to the loss and per-tensor L2 bounds only, and prints the element figure
+without asserting it: for tensor parallelism, which changes the order of the sums inside every
+split matrix product (each row-parallel product is a sum of per-rank partial products, the
+vocabulary-parallel head sums its softmax over the ranks), so every gradient element carries a
+different rounding, and AdamW turns that into whole steps for the few elements whose gradient is
+within a few eps of zero. One device shows the same: splitting the same global batch as 4 x 2
+instead of 2 x 4 micro-batches moves h.3.mlp.c_proj.weight[798] of the 257-token model by 2.4e-5
+of its tensor's scale (docs/parallel.md, "Tensor parallelism")."""
 import json
 import math
 import sys
@@ -79,8 +88,12 @@ def compare_params(pa, pb, names):
 
 
 def main():
-    ref_m, ref_p, run_m, run_p = sys.argv[1:5]
-    V, C, L, T = map(int, sys.argv[5:9])
+    args = sys.argv[1:]
+    tensor_l2 = args[:1] == ["--tensor-l2"]
+    if tensor_l2:
+        args = args[1:]
+    ref_m, ref_p, run_m, run_p = args[0:4]
+    V, C, L, T = map(int, args[4:8])
     a = [float(json.loads(x)["loss"]) for x in open(ref_m)]
     b = [float(json.loads(x)["loss"]) for x in open(run_m)]
     if len(a) != len(b) or not a:
@@ -110,7 +123,7 @@ def main():
                       % (loss_over, len(a), TOL, loss_rel))
     if not l2 <= TOL:
         broken.append("tensor: %s's l2 rel err %.3g is beyond %g" % (l2_name, l2, TOL))
-    if over or not rel <= TOL:
+    if not tensor_l2 and (over or not rel <= TOL):
         broken.append("element: %d element(s) beyond %g of their tensor's scale (worst %s[%d] at "
                       "%.3g, floor needed %.3g)" % (over, TOL, name, i, rel, need))
     if nonfinite:

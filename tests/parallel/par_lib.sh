@@ -35,6 +35,39 @@ par_model() {
            --data "$work/c_train_*.bin")
 }
 
+# par_check NAME REF RUN [par_compare.py options]: RUN's metrics and final parameters against
+# REF's ($work/NAME.jsonl and .bin, model $V $C $L $T), the figures printed, a broken bound
+# counted as a failure.
+par_check() {
+    local name=$1 ref=$2 run=$3
+    shift 3
+    "$py" "$src/tests/parallel/par_compare.py" "$@" "$work/$ref.jsonl" "$work/$ref.bin" \
+        "$work/$run.jsonl" "$work/$run.bin" "$V" "$C" "$L" "$T" >"$work/$run.cmp" ||
+        fail "$name: $(cat "$work/$run.cmp")"
+    echo "$name: $(cat "$work/$run.cmp")"
+}
+
+# par_train NAME RANKS OPTIONS...: `cohort train` with the model and OPTIONS on RANKS ranks
+# under cohort run, its metrics, parameters and output kept as $work/NAME.*; returns 1 (and
+# counts a failure) when the run fails.
+par_train() {
+    local name=$1 n=$2
+    shift 2
+    "$cohort" run --nproc-per-node "$n" "$cohort" train "${model[@]}" "$@" \
+        --metrics "$work/$name.jsonl" --dump-params "$work/$name.bin" >"$work/$name.out" 2>&1 ||
+        { fail "$name: $(tail -3 "$work/$name.out")"; return 1; }
+}
+
+# par_memory_setup: skips the test (exit 77) where the peak resident size cannot be reset, and
+# sets rss=0 under AddressSanitizer, where the resident peak means nothing (shadow memory,
+# quarantine) and only the model state (resident pages of the arenas) is compared; else rss=1.
+par_memory_setup() {
+    [ -r /proc/self/clear_refs ] ||
+        { echo "no /proc/self/clear_refs: peak RSS cannot be reset"; exit 77; }
+    rss=1
+    grep -qs '^COHORT_SANITIZE:BOOL=ON' "${COHORT_BUILD_DIR:-/nonexistent}/CMakeCache.txt" && rss=0
+}
+
 # The "loss" of every line of a metrics file, and of the last one; the last "step".
 losses() { sed -E 's/.*"loss":([^,]+),.*/\1/' "$1"; }
 last_loss() { tail -1 "$1" | sed -E 's/.*"loss":([^,]+),.*/\1/'; }

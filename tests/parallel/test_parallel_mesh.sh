@@ -2,7 +2,7 @@
 # test_parallel_mesh.sh: the mesh beyond 1x1x1. On 8 ranks (2x2x2, 1x2x4, 4x1x2, 2x4x1 and each
 # axis alone) and 6 ranks (axes of three different sizes, so no two axes can stand in for each
 # other), every rank's coordinates, axis communicators (size, rank, members) and per-axis sums
-# match rank = (d * pp + p) * tp + t, and shapes whose product is not the world size are refused
+# match rank = (p * dp + d) * tp + t (Megatron's order: tp fastest, then dp, then pp), and shapes whose product is not the world size are refused
 # naming the sizes. The checks are mesh_rank's; this script launches it and reads its verdict.
 . "$(dirname "${BASH_SOURCE[0]}")/par_lib.sh"
 

@@ -11,7 +11,7 @@
 #include "cohort/parallel.h"
 #include "train/parallel/strategy.h"
 
-static const coh_gpt_config TINY = {2, 2, 16, 64, 16};
+static const coh_gpt_config TINY = {2, 2, 16, 64, 16, 0, 0};
 
 static void test_strategy_names(void)
 {
@@ -111,7 +111,7 @@ static void test_adamw_ranges(void)
  * rank tile each bucket. */
 static void test_buckets(void)
 {
-    coh_gpt_config c = {4, 2, 32, 64, 16};
+    coh_gpt_config c = {4, 2, 32, 64, 16, 0, 0};
     coh_gpt *g;
     CHECK_OK(coh_gpt_create(&c, 1, 4, &g));
     size_t lb, le;
@@ -241,7 +241,7 @@ static void test_dp_device_memory(void)
     pc.par.strategy = COH_STRATEGY_DP;
     pc.par.dp = 3;
     coh_trainer_config_defaults(&pc.train);
-    pc.train.model = (coh_gpt_config){2, 2, 64, 256, 8}; /* 118 K parameters: 115 pages each */
+    pc.train.model = (coh_gpt_config){2, 2, 64, 256, 8, 0, 0}; /* 118 K parameters: 115 pages each */
     pc.par.micro_batch = 1;
     pc.par.seq = 8;
     pc.train.steps = 2;

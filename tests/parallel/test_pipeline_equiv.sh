@@ -15,21 +15,12 @@ V=256 C=32 L=4 T=32
 par_model $V $L 2 $C $T
 model+=(--lr 1e-3 --warmup 3 --deterministic --shuffle on --steps 30)
 
-compare() { # name ref run
-    "$py" "$src/tests/parallel/par_compare.py" "$work/$2.jsonl" "$work/$2.bin" "$work/$3.jsonl" \
-        "$work/$3.bin" $V $C $L $T > "$work/$3.cmp" || fail "$1: $(cat "$work/$3.cmp")"
-    echo "$1: $(cat "$work/$3.cmp")"
-}
-
-# run NAME RANKS OPTIONS...: one pipeline run under cohort run, its metrics and parameters kept
+compare() { par_check "$@"; }
+# run NAME RANKS OPTIONS...: par_train, and every pipeline checks its tied embedding at the end
 run() {
-    local name=$1 n=$2
-    shift 2
-    "$cohort" run --nproc-per-node "$n" "$cohort" train "${model[@]}" "$@" \
-        --metrics "$work/$name.jsonl" --dump-params "$work/$name.bin" >"$work/$name.out" 2>&1 ||
-        { fail "$name: $(tail -3 "$work/$name.out")"; return 1; }
+    par_train "$@" || return 1
     grep -q "tied embedding: the first and last stage's copies are bit-identical" \
-        "$work/$name.out" || fail "$name: the tied embedding's copies were not checked"
+        "$work/$1.out" || fail "$1: the tied embedding's copies were not checked"
 }
 
 # global batch 8: single as 2 x 4 micro-batches (the pipelines' grouping) and 1 x 8

@@ -5,11 +5,7 @@
 # in-flight activations against 1F1B's: stage 0 keeps m = 8 micro-batches under GPipe and p = 2
 # under 1F1B, and the measured difference in its peak is the predicted one within 15%.
 . "$(dirname "${BASH_SOURCE[0]}")/par_lib.sh"
-[ -r /proc/self/clear_refs ] || { echo "no /proc/self/clear_refs: peak RSS cannot be reset"; exit 77; }
-# The resident peak means nothing under AddressSanitizer (shadow memory, quarantine): there only
-# the model state (resident pages of the arenas) is compared.
-rss=1
-grep -qs '^COHORT_SANITIZE:BOOL=ON' "${COHORT_BUILD_DIR:-/nonexistent}/CMakeCache.txt" && rss=0
+par_memory_setup
 par_prepare
 shape=(--vocab 256 --layers 8 --heads 4 --dim 128 --seq 64)
 run=("${shape[@]}" --threads 1 --data "$work/c_train_*.bin" --micro-batch 2 --grad-accum 8 --steps 3)

@@ -154,7 +154,8 @@ json_check --engine cohort --threads 2 --layers 4 --heads 8 --dim 512 --vocab 81
     'j["per_device"]["gathered_params_bytes"] > 0 and j["per_device"]["grad_buckets_bytes"] > 0'
 expect 0 "what rank 0 holds at its peak:" --model gpt2 --engine cohort --seq 128
 expect 0 "zero2 over 2 ranks" --model gpt2 --engine cohort --dp 2 --zero 2 --seq 128
-expect 2 "--engine cohort prices what cohort train runs: --tp 2: tensor parallelism is not in cohort's trainer yet" --model gpt2 --engine cohort --tp 2
+expect 0 "one tensor-parallel shard (1 of 2)" --model gpt2 --engine cohort --tp 2 --seq 128
+expect 2 "--engine cohort prices what cohort train runs: --sequence-parallel: needs tensor parallelism" --model gpt2 --engine cohort --sequence-parallel
 expect 2 "--recompute selective: cohort's trainer recomputes whole blocks" --model gpt2 --engine cohort --recompute selective
 # full recomputation keeps one output a block and rebuilds one block at a time: less than all
 json_check --engine cohort --layers 4 --heads 8 --dim 512 --vocab 8192 --seq 256 --micro-batch 4 --recompute full -- \

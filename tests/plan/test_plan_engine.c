@@ -91,7 +91,7 @@ static void report(const char *what, const char *how, size_t predicted, size_t m
         CHECK((measured) <= (predicted) + (pages) * page_size());                              \
     } while (0)
 
-static const coh_gpt_config cfg = {4, 8, 512, 8192, 256}; /* layers, heads, dim, vocab, seq */
+static const coh_gpt_config cfg = {4, 8, 512, 8192, 256, 0, 0}; /* layers, heads, dim, vocab, seq */
 enum { B = 4, T = 256 };
 
 static int32_t tok[B * T], tgt[B * T];
@@ -258,7 +258,7 @@ static void test_engine_components(void)
 static void test_engine_attention(void)
 {
 #ifndef UNDER_ASAN
-    const coh_gpt_config c = {1, 8, 64, 256, 1024};
+    const coh_gpt_config c = {1, 8, 64, 256, 1024, 0, 0};
     enum { BA = 1, TA = 1024 };
     coh_train_memory tm;
     CHECK_OK(coh_train_memory_estimate(&c, BA, TA, &tm));

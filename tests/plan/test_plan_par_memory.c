@@ -8,7 +8,7 @@
 #include "check.h"
 #include "cohort/parallel.h"
 
-static const coh_gpt_config model = {4, 4, 256, 512, 64}; /* layers, heads, dim, vocab, seq */
+static const coh_gpt_config model = {4, 4, 256, 512, 64, 0, 0}; /* layers, heads, dim, vocab, seq */
 
 static coh_par_config config(coh_strategy s)
 {

@@ -57,7 +57,7 @@ CASES = {
     "--seq": ("1e3", "16777217", "32", ("strategy", "seq"), None),
     "--ffn": ("lots", "16777217", "256", None, None),
     "--dp": ("two", "1048577", "1", ("strategy", "dp"), None),
-    "--tp": ("0", "65537", "2", ("strategy", "tp"), "--tp 2: tensor parallelism is not in"),
+    "--tp": ("0", "65537", "2", ("strategy", "tp"), "tp 2 x pp 1 = 2 does not divide the 1 ranks"),
     "--pp": ("-2", "65537", "2", ("strategy", "pp"), "tp 1 x pp 2 = 2 does not divide the 1 ranks"),
     "--strategy": ("zero4", None, "single", ("strategy", "name"), None),
     "--zero": ("4", None, "0", ("strategy", "zero"), None),

@@ -15,13 +15,13 @@ static void test_presets_and_layout(void)
     CHECK_OK(coh_gpt_preset("gpt2-xl", &c));
     CHECK_INT(c.layers, 48);
     CHECK_FAILS(coh_gpt_preset("gpt3", &c), COH_ERR_INVALID, "unknown model preset 'gpt3'");
-    coh_gpt_config bad = {2, 3, 8, 10, 4};
+    coh_gpt_config bad = {2, 3, 8, 10, 4, 0, 0};
     CHECK_FAILS(coh_gpt_config_check(&bad), COH_ERR_INVALID, "invalid dim '8'");
     bad.heads = 0;
     CHECK_FAILS(coh_gpt_config_check(&bad), COH_ERR_INVALID, "invalid heads '0'");
 
     /* tensors tile the arena in order with no gap; layers are contiguous ranges */
-    coh_gpt_config t = {3, 2, 8, 11, 5};
+    coh_gpt_config t = {3, 2, 8, 11, 5, 0, 0};
     size_t off = 0;
     int n = coh_gpt_tensor_count(&t);
     CHECK_INT(n, 4 + 12 * 3);
@@ -48,7 +48,7 @@ static void test_presets_and_layout(void)
 
 static void test_memory_estimate(void)
 {
-    coh_gpt_config c = {6, 6, 384, 50257, 256};
+    coh_gpt_config c = {6, 6, 384, 50257, 256, 0, 0};
     coh_train_memory m;
     CHECK_OK(coh_train_memory_estimate(&c, 8, 256, &m));
     size_t P = coh_gpt_param_count(&c) * 4;
@@ -83,7 +83,7 @@ static void run(int accum, int B, float *losses, int steps, float *final_param)
 {
     coh_trainer_config c;
     coh_trainer_config_defaults(&c);
-    c.model = (coh_gpt_config){2, 2, 16, 29, 8};
+    c.model = (coh_gpt_config){2, 2, 16, 29, 8, 0, 0};
     c.batch = B;
     c.seq = 8;
     c.accum = accum;
@@ -149,7 +149,7 @@ static void on_ready(void *ctx, int layer, size_t b, size_t e)
 
 static void test_grad_hook(void)
 {
-    coh_gpt_config c = {3, 2, 8, 11, 4};
+    coh_gpt_config c = {3, 2, 8, 11, 4, 0, 0};
     coh_gpt *g;
     CHECK_OK(coh_gpt_create(&c, 1, 4, &g));
     if (!g)

@@ -161,7 +161,7 @@ struct en_ctx { float *wte, *wpe, *out, *probe; int32_t *tok; int B, T, C; };
 static double en_loss(void *p)
 {
     struct en_ctx *c = p;
-    op_encoder_forward(c->out, c->tok, c->wte, c->wpe, c->B, c->T, c->C);
+    op_encoder_forward(c->out, c->tok, c->wte, c->wpe, c->B, c->T, c->C, 0, 5, 1);
     return dotd(c->out, c->probe, (size_t)c->B * c->T * c->C);
 }
 
@@ -172,9 +172,25 @@ static void test_encoder(void)
     struct en_ctx c = {rnd(V * C, 1), rnd(T * C, 1), rnd(B * T * C, 0), rnd(B * T * C, 1), tok,
                        B, T, C};
     float *dwte = calloc(V * C, 4), *dwpe = calloc(T * C, 4);
-    op_encoder_backward(dwte, dwpe, c.probe, tok, B, T, C);
+    op_encoder_backward(dwte, dwpe, c.probe, tok, B, T, C, 0, V);
     CHECK(fd_error(en_loss, &c, c.wte, V * C, dwte, 1e-2f) < TOL);
     CHECK(fd_error(en_loss, &c, c.wpe, T * C, dwpe, 1e-2f) < TOL);
+    /* split by vocabulary as tensor parallelism splits it (ids 0..2 and 3..4, the first part
+     * adding the positions): the parts sum to the whole exactly, and so do their gradients */
+    float *a = calloc(B * T * C, 4), *b = calloc(B * T * C, 4), *whole = calloc(B * T * C, 4);
+    op_encoder_forward(whole, tok, c.wte, c.wpe, B, T, C, 0, V, 1);
+    op_encoder_forward(a, tok, c.wte, c.wpe, B, T, C, 0, 3, 1);
+    op_encoder_forward(b, tok, c.wte + 3 * C, c.wpe, B, T, C, 3, 2, 0);
+    int same = 1;
+    for (int i = 0; i < B * T * C; i++)
+        same &= a[i] + b[i] == whole[i];
+    CHECK(same);
+    float *dw2 = calloc(V * C, 4), *dp2 = calloc(T * C, 4), *dp3 = calloc(T * C, 4);
+    op_encoder_backward(dw2, dp2, c.probe, tok, B, T, C, 0, 3);
+    op_encoder_backward(dw2 + 3 * C, dp3, c.probe, tok, B, T, C, 3, 2);
+    CHECK(memcmp(dw2, dwte, V * C * 4) == 0);
+    CHECK(memcmp(dp2, dwpe, T * C * 4) == 0 && memcmp(dp3, dwpe, T * C * 4) == 0);
+    free(a), free(b), free(whole), free(dw2), free(dp2), free(dp3);
     free(c.wte), free(c.wpe), free(c.out), free(c.probe), free(dwte), free(dwpe);
 }
 
@@ -184,7 +200,7 @@ static double hd_loss(void *p)
 {
     struct hd_ctx *c = p;
     op_head_loss(c->losses, NULL, NULL, c->logits, 3, c->lnf, c->wte, c->tgt, c->N, c->C, c->V,
-                 0);
+                 0, NULL);
     double s = 0;
     for (size_t i = 0; i < c->N; i++)
         s += c->losses[i];
@@ -198,7 +214,7 @@ static void test_head(void)
     int32_t tgt[7] = {0, 3, 10, 5, 5, 1, 9};
     struct hd_ctx c = {rnd(N * C, 1), rnd(V * C, 1), rnd(3 * V, 0), rnd(N, 0), tgt, N, C, V};
     float *dlnf = calloc(N * C, 4), *dwte = calloc(V * C, 4);
-    op_head_loss(c.losses, dlnf, dwte, c.logits, 3, c.lnf, c.wte, tgt, N, C, V, 2.0f);
+    CHECK_OK(op_head_loss(c.losses, dlnf, dwte, c.logits, 3, c.lnf, c.wte, tgt, N, C, V, 2.0f, NULL));
     CHECK(fd_error(hd_loss, &c, c.lnf, N * C, dlnf, 1e-2f) < TOL);
     CHECK(fd_error(hd_loss, &c, c.wte, V * C, dwte, 1e-2f) < TOL);
     /* loss of uniform logits is log(V) */
@@ -210,7 +226,7 @@ static void test_head(void)
 /* ---- the whole model: analytic gradient vs finite differences on sampled parameters ---- */
 static void test_model(void)
 {
-    coh_gpt_config cfg = {2, 2, 8, 13, 6};
+    coh_gpt_config cfg = {2, 2, 8, 13, 6, 0, 0};
     coh_gpt *g;
     CHECK_OK(coh_gpt_create(&cfg, 2, 5, &g));
     if (!g)
@@ -259,7 +275,7 @@ static size_t qkv_bias_offset(const coh_gpt_config *cfg)
  * while moving the query or value bias as much does change the loss. */
 static void test_key_bias(void)
 {
-    coh_gpt_config cfg = {2, 2, 8, 13, 6};
+    coh_gpt_config cfg = {2, 2, 8, 13, 6, 0, 0};
     coh_gpt *g;
     CHECK_OK(coh_gpt_create(&cfg, 2, 5, &g));
     if (!g)

@@ -10,7 +10,7 @@
 #include "cohort/train.h"
 
 enum { B = 2, T = 8, MB = 3 };
-static const coh_gpt_config CFG = {4, 2, 16, 37, 8};
+static const coh_gpt_config CFG = {4, 2, 16, 37, 8, 0, 0};
 
 static void batch(int k, int32_t *tok, int32_t *tgt)
 {

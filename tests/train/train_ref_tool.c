@@ -45,7 +45,7 @@ int main(int argc, char **argv)
         return fprintf(stderr, "usage: %s DIR grads|adamw STEPS\n", argv[0]), 2;
     const char *dir = argv[1];
     int steps = atoi(argv[3]), B = 3, T = 16;
-    coh_gpt_config c = {2, 4, 32, 67, 24};
+    coh_gpt_config c = {2, 4, 32, 67, 24, 0, 0};
     coh_gpt *g;
     coh_adamw *opt;
     if (coh_gpt_create(&c, B, T, &g) || coh_adamw_create(&c, &opt))

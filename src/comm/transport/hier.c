@@ -132,16 +132,21 @@ coh_status hier_agree(hier *h, const coh_op *op)
     return st;
 }
 
-/* The ops the hierarchy carries, as a function of this group; NULL: flat MPI. */
-static coh_status (*hier_op_of(const hier *h, coh_opkind k))(hier *, const coh_op *)
+/* The ops the hierarchy carries, as a function of this group and the op (the same on every
+ * rank, so all ranks take the same path); NULL: flat MPI. All-gather and reduce-scatter below
+ * split_min bytes go flat: across a shaped link their two steps cost more than they save
+ * there (docs/BENCHMARKS.md, cluster). */
+static coh_status (*hier_op_of(const hier *h, const coh_op *op))(hier *, const coh_op *)
 {
     if (!h->node)
         return NULL;
-    switch (k) {
+    uint64_t bytes = (uint64_t)op->count * coh_dtype_size(op->dtype) * (uint64_t)h->size;
+    int split = h->equal && bytes >= h->split_min;
+    switch (op->kind) {
     case COH_OP_ALLREDUCE: return hier_allreduce;
     case COH_OP_BROADCAST: return hier_broadcast;
-    case COH_OP_ALLGATHER: return h->equal ? hier_allgather : NULL;
-    case COH_OP_REDUCE_SCATTER: return h->equal ? hier_reduce_scatter : NULL;
+    case COH_OP_ALLGATHER: return split ? hier_allgather : NULL;
+    case COH_OP_REDUCE_SCATTER: return split ? hier_reduce_scatter : NULL;
     default: return NULL;
     }
 }
@@ -150,7 +155,7 @@ static coh_status (*hier_op_of(const hier *h, coh_opkind k))(hier *, const coh_o
 static coh_status hier_run(void *self, const coh_op *op)
 {
     hier *h = self;
-    coh_status (*run)(hier *, const coh_op *) = hier_op_of(h, op->kind);
+    coh_status (*run)(hier *, const coh_op *) = hier_op_of(h, op);
     if (!run)
         return h->mpi->run(h->flat, op);
     coh_status st = hier_agree(h, op);
@@ -224,6 +229,7 @@ static coh_status hier_split(void *self, int color, int key, const int *members,
         return coh_errf(COH_ERR_NOMEM, "out of memory");
     }
     h->host_ranks = p->host_ranks;
+    h->split_min = p->split_min;
     /* The members' nodes are known from the parent: renumber them in order of first rank. */
     for (int i = 0, next = 0; i < nmembers; i++) {
         int q = 0;

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cohort/log.h"
+#include "cohort/size.h"
 #include "comm/transport/hier_int.h"
 #include "comm/transport/shm_int.h"
 #include "util/strutil.h"
@@ -40,20 +41,28 @@ static coh_status flat_run(hier *h, coh_opkind k, const void *send, void *recv, 
 
 /* What each rank says about where it is, gathered over MPI. */
 typedef struct host_id {
-    char name[120];   /* host name */
-    int32_t per_node; /* its COHORT_COMM_RANKS_PER_NODE, 0 when unset */
+    char name[120];     /* host name */
+    int32_t per_node;   /* its COHORT_COMM_RANKS_PER_NODE, 0 when unset */
     int32_t pad;
+    uint64_t split_min; /* its COHORT_COMM_HIER_MIN_BYTES (or the default) */
 } host_id;
 
 /* Every rank sees the same gathered values, so all fail alike: none is left waiting. */
 static coh_status check_per_node(const host_id *all, int n)
 {
-    for (int r = 1; r < n; r++)
+    for (int r = 1; r < n; r++) {
         if (all[r].per_node != all[0].per_node)
             return coh_errf(COH_ERR_INVALID, "COHORT_COMM_RANKS_PER_NODE differs between ranks: "
                             "rank 0 has '%d', rank %d has '%d' (0: unset); give every rank the "
                             "same value (mpirun -x COHORT_COMM_RANKS_PER_NODE)",
                             (int)all[0].per_node, r, (int)all[r].per_node);
+        if (all[r].split_min != all[0].split_min)
+            return coh_errf(COH_ERR_INVALID, "COHORT_COMM_HIER_MIN_BYTES differs between ranks: "
+                            "rank 0 has %llu bytes, rank %d has %llu; give every rank the same "
+                            "value (mpirun -x COHORT_COMM_HIER_MIN_BYTES)",
+                            (unsigned long long)all[0].split_min, r,
+                            (unsigned long long)all[r].split_min);
+    }
     return COH_OK;
 }
 
@@ -62,7 +71,7 @@ static coh_status check_per_node(const host_id *all, int n)
  * rank. Also counts the ranks on this host (several simulated nodes may share it). */
 static coh_status find_nodes(hier *h, int per_node)
 {
-    host_id mine = {.per_node = per_node}, *all = malloc(sizeof *all * (size_t)h->size);
+    host_id mine = {.per_node = per_node, .split_min = h->split_min}, *all = malloc(sizeof *all * (size_t)h->size);
     if (!all)
         return coh_errf(COH_ERR_NOMEM, "out of memory");
     gethostname(mine.name, sizeof mine.name - 1);
@@ -213,6 +222,12 @@ void hier_describe(const hier *h, char *buf, size_t n)
     coh_str_append(buf, n, &k, ")");
 }
 
+static const char *hier_min_text(uint64_t bytes, char *buf, size_t n)
+{
+    snprintf(buf, n, "%llu bytes", (unsigned long long)bytes);
+    return buf;
+}
+
 coh_status coh_hier_wrap(double timeout_s, int rank, int size, const coh_transport_ops **ops,
                          void **self)
 {
@@ -224,11 +239,18 @@ coh_status coh_hier_wrap(double timeout_s, int rank, int size, const coh_transpo
     if (env_int("COHORT_COMM_RANKS_PER_NODE", 0, 1, 1 << 20, &per_node))
         return coh_errf(COH_ERR_INVALID, "invalid COHORT_COMM_RANKS_PER_NODE '%s': expected a "
                         "number of ranks from 1", getenv("COHORT_COMM_RANKS_PER_NODE"));
+    uint64_t split_min = HIER_SPLIT_MIN_DEFAULT;
+    const char *sm = getenv("COHORT_COMM_HIER_MIN_BYTES");
+    if (sm && coh_size_parse(sm, &split_min))
+        return coh_errf(COH_ERR_INVALID, "invalid COHORT_COMM_HIER_MIN_BYTES '%s': expected a "
+                        "size in bytes (e.g. 0, 65536, 1M): all-gather and reduce-scatter this "
+                        "large and larger run in two steps", sm);
     if (!on || size < 2)
         return COH_OK;
     hier *h = hier_new(*ops, *self, rank, size, timeout_s);
     if (!h)
         return coh_errf(COH_ERR_NOMEM, "out of memory");
+    h->split_min = split_min;
     coh_status st = find_nodes(h, per_node);
     if (!st)
         st = hier_build(h);
@@ -241,11 +263,13 @@ coh_status coh_hier_wrap(double timeout_s, int rank, int size, const coh_transpo
         hier_destroy(h);
         return st;
     }
+    char mt[48];
     coh_debug("comm: hierarchical transport: %s; all-reduce %s; broadcast across nodes, then "
-              "inside them%s", d,
+              "inside them%s%s", d,
               h->equal ? "as shm reduce-scatter, mpi all-reduce of shards, shm all-gather"
                        : "as shm reduce to node leaders, mpi all-reduce, shm broadcast",
-              h->equal ? "; all-gather and reduce-scatter in two steps" : "");
+              h->equal ? "; all-gather and reduce-scatter in two steps from " : "",
+              h->equal ? hier_min_text(h->split_min, mt, sizeof mt) : "");
     *ops = &coh_hier_ops;
     *self = h;
     return COH_OK;

@@ -8,6 +8,11 @@
 
 #include "comm/comm_int.h"
 
+/* All-gather and reduce-scatter run in two steps from this many bytes (gathered or sent
+ * buffer) up; COHORT_COMM_HIER_MIN_BYTES overrides it. Measured across a shaped link between
+ * namespaces (docs/BENCHMARKS.md, cluster): the two steps lose below 1 MiB, win above. */
+#define HIER_SPLIT_MIN_DEFAULT (1u << 20)
+
 typedef struct hier {
     const coh_transport_ops *mpi; /* ops of flat and cross */
     void *flat;   /* every rank of the group, over MPI: agreement and the ops not split up */
@@ -16,6 +21,8 @@ typedef struct hier {
                      the node leaders (NULL on other ranks) */
     int rank, size, local_rank, local_size, nnodes, equal;
     int host_ranks; /* ranks on this host (simulated nodes may share one) */
+    uint64_t split_min; /* all-gather and reduce-scatter of fewer bytes (the gathered or the
+                           sent buffer) run flat: COHORT_COMM_HIER_MIN_BYTES */
     int *node_of;  /* node index of every rank of the group, for split */
     int *local_of; /* local index of every rank on its node (set by hier_build) */
     coh_fp *fps;   /* every rank's fingerprint, for hier_agree */

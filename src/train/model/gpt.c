@@ -8,28 +8,23 @@
 #include "cohort/train.h"
 #include "train/model/gpt_int.h"
 
-static void block_views(gpt_block *bl, float *base, size_t C)
-{
-    float *p = base;
-    float **slot[GPT_BLOCK_TENSORS] = {&bl->ln1w, &bl->ln1b, &bl->qkvw, &bl->qkvb,
-                                       &bl->attprojw, &bl->attprojb, &bl->ln2w, &bl->ln2b,
-                                       &bl->fcw, &bl->fcb, &bl->fcprojw, &bl->fcprojb};
-    const size_t n[GPT_BLOCK_TENSORS] = {C, C, 3 * C * C, 3 * C, C * C, C,
-                                         C, C, 4 * C * C, 4 * C, 4 * C * C, C};
-    for (int i = 0; i < GPT_BLOCK_TENSORS; i++) {
-        *slot[i] = p;
-        p += n[i];
-    }
-}
-
 static void arena_views(const coh_gpt_config *c, float *arena, gpt_weights *w, gpt_block *blk)
 {
     size_t C = (size_t)c->dim, b, e;
-    w->wte = arena;                       /* (V, C) */
-    w->wpe = arena + (size_t)c->vocab * C; /* (maxT, C) */
+    coh_tensor_info t;
+    coh_gpt_tensor(c, 0, &t);
+    w->wte = arena + t.offset; /* (Vs, C): this shard's vocabulary rows */
+    coh_gpt_tensor(c, 1, &t);
+    w->wpe = arena + t.offset; /* (maxT, C) */
     for (int l = 0; l < c->layers; l++) {
-        coh_gpt_layer_range(c, l, &b, &e);
-        block_views(&blk[l], arena + b, C);
+        gpt_block *bl = &blk[l];
+        float **slot[GPT_BLOCK_TENSORS] = {&bl->ln1w, &bl->ln1b, &bl->qkvw, &bl->qkvb,
+                                           &bl->attprojw, &bl->attprojb, &bl->ln2w, &bl->ln2b,
+                                           &bl->fcw, &bl->fcb, &bl->fcprojw, &bl->fcprojb};
+        for (int k = 0; k < GPT_BLOCK_TENSORS; k++) {
+            coh_gpt_tensor(c, 2 + l * GPT_BLOCK_TENSORS + k, &t);
+            *slot[k] = arena + t.offset;
+        }
     }
     coh_gpt_layer_range(c, c->layers, &b, &e);
     w->lnfw = arena + b; /* (C) */
@@ -39,28 +34,32 @@ static void arena_views(const coh_gpt_config *c, float *arena, gpt_weights *w, g
 /* Carve one slot's saved activations from p in the order gpt_act_sizes counts them. */
 static void slot_views(coh_gpt *g, gpt_slot *sl, float *p, int B, int T)
 {
-    size_t BT = (size_t)B * T, C = (size_t)g->cfg.dim, NH = (size_t)g->cfg.heads;
+    size_t BT = (size_t)B * T, C = (size_t)g->cfg.dim, NH = (size_t)g->NHs;
+    size_t Ca = (size_t)g->Ca, F = (size_t)g->F;
+    gpt_act_sizes_t s;
+    gpt_act_sizes(&g->cfg, B, T, &s);
+    size_t R = s.rows; /* the residual stream's rows this rank keeps */
 #define TAKE(dst, n) (dst = p, p += (n))
-    TAKE(sl->encoded, BT * C);
+    TAKE(sl->encoded, R * C);
     TAKE(sl->lnf, BT * C);
-    TAKE(sl->lnf_mean, BT);
-    TAKE(sl->lnf_rstd, BT);
+    TAKE(sl->lnf_mean, R);
+    TAKE(sl->lnf_rstd, R);
     TAKE(sl->losses, BT);
     for (int l = 0; l < g->cfg.layers; l++) {
         gpt_layer_acts *a = &sl->la[l];
-        TAKE(a->ln1, BT * C);
-        TAKE(a->ln1_mean, BT);
-        TAKE(a->ln1_rstd, BT);
-        TAKE(a->qkv, BT * 3 * C);
-        TAKE(a->atty, BT * C);
+        TAKE(a->ln1, R * C);
+        TAKE(a->ln1_mean, R);
+        TAKE(a->ln1_rstd, R);
+        TAKE(a->qkv, BT * 3 * Ca);
+        TAKE(a->atty, BT * Ca);
         TAKE(a->att_lse, BT * NH);
-        TAKE(a->res2, BT * C);
-        TAKE(a->ln2, BT * C);
-        TAKE(a->ln2_mean, BT);
-        TAKE(a->ln2_rstd, BT);
-        TAKE(a->fch, BT * 4 * C);
-        TAKE(a->fch_gelu, BT * 4 * C);
-        TAKE(a->res3, BT * C);
+        TAKE(a->res2, R * C);
+        TAKE(a->ln2, R * C);
+        TAKE(a->ln2_mean, R);
+        TAKE(a->ln2_rstd, R);
+        TAKE(a->fch, BT * F);
+        TAKE(a->fch_gelu, BT * F);
+        TAKE(a->res3, R * C);
     }
     sl->tokens = (int32_t *)p; /* (B, T), int32 is float-sized */
 #undef TAKE
@@ -68,10 +67,15 @@ static void slot_views(coh_gpt *g, gpt_slot *sl, float *p, int B, int T)
 
 static void scratch_views(coh_gpt *g, int B, int T)
 {
-    size_t BTC = (size_t)B * T * (size_t)g->cfg.dim;
-    g->dres = g->dscratch;
-    g->dtmp = g->dres + BTC;
-    g->dwide = g->dtmp + BTC;
+    gpt_act_sizes_t s;
+    gpt_act_sizes(&g->cfg, B, T, &s);
+    size_t C = (size_t)g->cfg.dim, BTC = (size_t)B * T * C;
+    size_t W = (size_t)(g->F > 3 * g->Ca ? g->F : 3 * g->Ca);
+    g->dres = g->dscratch;          /* (R,C) */
+    g->dtmp = g->dres + s.rows * C; /* (B,T,C) */
+    g->dwide = g->dtmp + BTC;       /* (B,T,W) */
+    g->gbuf = g->sp ? g->dwide + (size_t)B * T * W : NULL; /* (B,T,C) */
+    g->lngrad = g->sp ? g->gbuf + BTC : NULL;                /* (2C) */
 }
 
 coh_status coh_gpt_create(const coh_gpt_config *c, int B, int T, coh_gpt **out)
@@ -85,6 +89,7 @@ coh_status coh_gpt_create(const coh_gpt_config *c, int B, int T, coh_gpt **out)
     if (!g)
         return coh_errf(COH_ERR_NOMEM, "out of memory allocating the model");
     g->cfg = *c;
+    gpt_tp_place(g, 0);
     g->maxB = B;
     g->maxT = T;
     g->nparams = coh_gpt_param_count(c);
@@ -242,22 +247,54 @@ static void fill_normal(float *x, size_t n, double std, uint64_t *s)
     }
 }
 
+/* Draw a full tensor of `numel` values (normal with std, or the constant v) from the stream in
+ * order, keeping the elements shard sh holds: the stream advances as for the whole tensor. */
+static void fill_shard(float *local, const coh_tensor_shard *sh, size_t numel, double std,
+                       float v, uint64_t *s)
+{
+    enum { BLOCK = 4096 }; /* even: the normal pairs never straddle two blocks */
+    float buf[BLOCK];
+    size_t lcols = (size_t)sh->nseg * sh->seg;
+    for (size_t k0 = 0; k0 < numel; k0 += BLOCK) {
+        size_t n = numel - k0 < BLOCK ? numel - k0 : BLOCK;
+        if (std > 0.0)
+            fill_normal(buf, n, std, s);
+        for (size_t j = 0; j < n; j++) {
+            size_t row = (k0 + j) / sh->full_cols, col = (k0 + j) % sh->full_cols;
+            if (row < sh->row0 || row >= sh->row0 + sh->rows)
+                continue;
+            for (int q = 0; q < sh->nseg; q++)
+                if (col >= sh->col0[q] && col < sh->col0[q] + sh->seg)
+                    local[(row - sh->row0) * lcols + (size_t)q * sh->seg + col - sh->col0[q]] =
+                        std > 0.0 ? buf[j] : v;
+        }
+    }
+}
+
 void coh_gpt_init_weights(coh_gpt *g, uint64_t seed)
 {
     uint64_t s = seed;
+    coh_gpt_config whole = g->cfg;
+    whole.tp = 1;
     double resid = 0.02 / sqrt(2.0 * g->cfg.layers);
     int n = coh_gpt_tensor_count(&g->cfg);
     for (int i = 0; i < n; i++) {
-        coh_tensor_info t;
+        coh_tensor_info t, ft;
+        coh_tensor_shard sh;
         coh_gpt_tensor(&g->cfg, i, &t);
+        coh_gpt_tensor(&whole, i, &ft);
+        coh_gpt_tensor_shard(&g->cfg, i, g->tp_rank, &sh);
         float *p = g->params + t.offset;
-        if (t.ndim == 2) {
-            int scaled = strstr(t.name, "c_proj.weight") != NULL;
-            fill_normal(p, t.numel, scaled ? resid : 0.02, &s);
-        } else {
-            float v = strstr(t.name, ".weight") ? 1.0f : 0.0f; /* LayerNorm gains */
+        double std = 0.0;
+        float v = strstr(t.name, ".weight") ? 1.0f : 0.0f; /* LayerNorm gains, zero biases */
+        if (t.ndim == 2)
+            std = strstr(t.name, "c_proj.weight") ? resid : 0.02;
+        if (!sh.replicated)
+            fill_shard(p, &sh, ft.numel, std, v, &s);
+        else if (std > 0.0)
+            fill_normal(p, t.numel, std, &s);
+        else
             for (size_t k = 0; k < t.numel; k++)
                 p[k] = v;
-        }
     }
 }

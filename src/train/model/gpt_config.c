@@ -15,7 +15,7 @@ coh_status coh_gpt_preset(const char *name, coh_gpt_config *out)
     if (st)
         return st;
     *out = (coh_gpt_config){(int)m.layers, (int)m.heads, (int)m.dim, (int)m.vocab,
-                            (int)m.positions};
+                            (int)m.positions, 0, 0};
     return COH_OK;
 }
 
@@ -33,48 +33,113 @@ coh_status coh_gpt_config_check(const coh_gpt_config *c)
     if (c->dim % c->heads)
         return coh_errf(COH_ERR_INVALID,
                         "invalid dim '%d': must be a multiple of heads (%d)", c->dim, c->heads);
+    if (c->tp < 0 || c->tp > c->heads)
+        return coh_errf(COH_ERR_INVALID, "invalid tp '%d': tensor parallelism splits the %d "
+                        "heads, so tp must be 1..%d", c->tp, c->heads, c->heads);
+    if (c->sp && c->tp < 2)
+        return coh_errf(COH_ERR_INVALID, "sequence parallelism splits rows over the tp ranks: "
+                        "it needs tp 2 or more (tp %d)", c->tp);
+    if (c->tp > 1 && c->heads % c->tp)
+        return coh_errf(COH_ERR_INVALID, "invalid tp '%d': it must divide the heads (%d) so "
+                        "every rank holds whole heads", c->tp, c->heads);
     double p = (double)coh_gpt_param_count(c);
     if (p * 4.0 * 4.0 > (double)SIZE_MAX / 2 || p > 1e12)
         return coh_errf(COH_ERR_INVALID, "model too large: %.3g parameters", p);
     return COH_OK;
 }
 
-/* Per-block tensor table: name suffix, rows, cols (cols 0 = vector), decay, scaled init. */
+/* Shard widths: attention columns Ca = C/tp (its heads), MLP columns F = 4C/tp, vocabulary rows
+ * Vs = ceil(V/tp); with tp 1 the whole model. */
+typedef struct gpt_dims {
+    size_t C, Ca, F, Vs, T;
+    int tp;
+} gpt_dims;
+
+static gpt_dims dims_of(const coh_gpt_config *c)
+{
+    gpt_dims d;
+    d.tp = gpt_tp(c);
+    d.C = (size_t)c->dim;
+    d.Ca = d.C / (size_t)d.tp;
+    d.F = 4 * d.C / (size_t)d.tp;
+    d.Vs = ((size_t)c->vocab + (size_t)d.tp - 1) / (size_t)d.tp;
+    d.T = (size_t)c->seq;
+    return d;
+}
+
+int coh_gpt_vocab_per_shard(const coh_gpt_config *c) { return (int)dims_of(c).Vs; }
+
+/* Per-block tensors in arena order: name suffix, decay, and how tensor parallelism splits it. */
+enum { SPLIT_NONE, SPLIT_QKV, SPLIT_COLS, SPLIT_ROWS };
 static const struct {
     const char *suffix;
-    int rows, cols; /* in units of C; 0 cols means 1-D */
-    int decay;
+    int decay, split;
 } block[GPT_BLOCK_TENSORS] = {
-    {"ln_1.weight", 1, 0, 0},      {"ln_1.bias", 1, 0, 0},
-    {"attn.c_attn.weight", 1, 3, 1}, {"attn.c_attn.bias", 3, 0, 0},
-    {"attn.c_proj.weight", 1, 1, 1}, {"attn.c_proj.bias", 1, 0, 0},
-    {"ln_2.weight", 1, 0, 0},      {"ln_2.bias", 1, 0, 0},
-    {"mlp.c_fc.weight", 1, 4, 1},  {"mlp.c_fc.bias", 4, 0, 0},
-    {"mlp.c_proj.weight", 4, 1, 1}, {"mlp.c_proj.bias", 1, 0, 0},
+    {"ln_1.weight", 0, SPLIT_NONE},       {"ln_1.bias", 0, SPLIT_NONE},
+    {"attn.c_attn.weight", 1, SPLIT_QKV}, {"attn.c_attn.bias", 0, SPLIT_QKV},
+    {"attn.c_proj.weight", 1, SPLIT_ROWS}, {"attn.c_proj.bias", 0, SPLIT_NONE},
+    {"ln_2.weight", 0, SPLIT_NONE},       {"ln_2.bias", 0, SPLIT_NONE},
+    {"mlp.c_fc.weight", 1, SPLIT_COLS},   {"mlp.c_fc.bias", 0, SPLIT_COLS},
+    {"mlp.c_proj.weight", 1, SPLIT_ROWS}, {"mlp.c_proj.bias", 0, SPLIT_NONE},
 };
 
-static size_t block_size(size_t C) { return 12 * C * C + 13 * C; }
+/* Full (rows, cols) of block tensor k (cols 0: a vector of `rows`) and its shard's. */
+static void block_shape(const gpt_dims *d, int k, size_t *rows, size_t *cols, size_t *lrows,
+                        size_t *lcols)
+{
+    size_t C = d->C;
+    static const int full[GPT_BLOCK_TENSORS][2] = {{1, 0}, {1, 0}, {1, 3}, {3, 0}, {1, 1}, {1, 0},
+                                                   {1, 0}, {1, 0}, {1, 4}, {4, 0}, {4, 1}, {1, 0}};
+    *rows = (size_t)full[k][0] * C;
+    *cols = (size_t)full[k][1] * C;
+    *lrows = *rows;
+    *lcols = *cols;
+    size_t tp = (size_t)d->tp;
+    switch (block[k].split) {
+    case SPLIT_QKV:
+    case SPLIT_COLS:
+        if (*cols)
+            *lcols /= tp;
+        else
+            *lrows /= tp;
+        break;
+    case SPLIT_ROWS:
+        *lrows /= tp;
+        break;
+    }
+}
+
+static size_t block_size(const gpt_dims *d)
+{
+    size_t n = 0, r, c, lr, lc;
+    for (int k = 0; k < GPT_BLOCK_TENSORS; k++) {
+        block_shape(d, k, &r, &c, &lr, &lc);
+        n += lr * (lc ? lc : 1);
+    }
+    return n;
+}
 
 size_t coh_gpt_param_count(const coh_gpt_config *c)
 {
-    size_t C = (size_t)c->dim;
-    return (size_t)c->vocab * C + (size_t)c->seq * C + (size_t)c->layers * block_size(C) + 2 * C;
+    gpt_dims d = dims_of(c);
+    return d.Vs * d.C + d.T * d.C + (size_t)c->layers * block_size(&d) + 2 * d.C;
 }
 
 int coh_gpt_tensor_count(const coh_gpt_config *c) { return 4 + GPT_BLOCK_TENSORS * c->layers; }
 
 void coh_gpt_layer_range(const coh_gpt_config *c, int layer, size_t *begin, size_t *end)
 {
-    size_t C = (size_t)c->dim, emb = ((size_t)c->vocab + (size_t)c->seq) * C;
+    gpt_dims d = dims_of(c);
+    size_t emb = (d.Vs + d.T) * d.C, bs = block_size(&d);
     if (layer < 0) {
         *begin = 0;
         *end = emb;
     } else if (layer >= c->layers) {
-        *begin = emb + (size_t)c->layers * block_size(C);
-        *end = *begin + 2 * C;
+        *begin = emb + (size_t)c->layers * bs;
+        *end = *begin + 2 * d.C;
     } else {
-        *begin = emb + (size_t)layer * block_size(C);
-        *end = *begin + block_size(C);
+        *begin = emb + (size_t)layer * bs;
+        *end = *begin + bs;
     }
 }
 
@@ -93,31 +158,133 @@ static void set_info(coh_tensor_info *t, const char *name, size_t r, size_t cols
 
 coh_status coh_gpt_tensor(const coh_gpt_config *c, int i, coh_tensor_info *out)
 {
-    size_t C = (size_t)c->dim, V = (size_t)c->vocab, T = (size_t)c->seq;
+    gpt_dims d = dims_of(c);
     int n = coh_gpt_tensor_count(c);
     if (i < 0 || i >= n)
         return coh_errf(COH_ERR_INVALID, "invalid tensor index '%d': must be 0..%d", i, n - 1);
-    size_t b, e;
+    size_t b, e, r, cols, lr, lc;
     if (i == 0) {
-        set_info(out, "transformer.wte.weight", V, C, 0, -1, 1);
+        set_info(out, "transformer.wte.weight", d.Vs, d.C, 0, -1, 1);
     } else if (i == 1) {
-        set_info(out, "transformer.wpe.weight", T, C, V * C, -1, 1);
+        set_info(out, "transformer.wpe.weight", d.T, d.C, d.Vs * d.C, -1, 1);
     } else if (i >= n - 2) {
         coh_gpt_layer_range(c, c->layers, &b, &e);
-        set_info(out, i == n - 2 ? "transformer.ln_f.weight" : "transformer.ln_f.bias", C, 0,
-                 b + (size_t)(i - (n - 2)) * C, -1, 0);
+        set_info(out, i == n - 2 ? "transformer.ln_f.weight" : "transformer.ln_f.bias", d.C, 0,
+                 b + (size_t)(i - (n - 2)) * d.C, -1, 0);
     } else {
         int l = (i - 2) / GPT_BLOCK_TENSORS, k = (i - 2) % GPT_BLOCK_TENSORS;
         coh_gpt_layer_range(c, l, &b, &e);
         size_t off = b;
-        for (int j = 0; j < k; j++)
-            off += (size_t)block[j].rows * C * (block[j].cols ? (size_t)block[j].cols * C : 1);
+        for (int j = 0; j < k; j++) {
+            block_shape(&d, j, &r, &cols, &lr, &lc);
+            off += lr * (lc ? lc : 1);
+        }
+        block_shape(&d, k, &r, &cols, &lr, &lc);
         char name[64];
         snprintf(name, sizeof name, "transformer.h.%d.%s", l, block[k].suffix);
-        set_info(out, name, (size_t)block[k].rows * C, (size_t)block[k].cols * C, off, l,
-                 block[k].decay);
+        set_info(out, name, lr, lc, off, l, block[k].decay);
     }
     return COH_OK;
+}
+
+coh_status coh_gpt_tensor_shard(const coh_gpt_config *c, int i, int tp_rank,
+                                coh_tensor_shard *out)
+{
+    gpt_dims d = dims_of(c);
+    int n = coh_gpt_tensor_count(c);
+    if (i < 0 || i >= n)
+        return coh_errf(COH_ERR_INVALID, "invalid tensor index '%d': must be 0..%d", i, n - 1);
+    if (tp_rank < 0 || tp_rank >= d.tp)
+        return coh_errf(COH_ERR_INVALID, "invalid tensor-parallel rank '%d': must be 0..%d",
+                        tp_rank, d.tp - 1);
+    size_t t = (size_t)tp_rank, rows, cols, lr, lc;
+    int split = SPLIT_NONE;
+    if (i == 0) { /* wte: the vocabulary's rows */
+        rows = (size_t)c->vocab;
+        cols = d.C;
+        lr = d.Vs;
+        lc = d.C;
+        split = d.tp > 1 ? SPLIT_ROWS : SPLIT_NONE;
+    } else if (i == 1 || i >= n - 2) {
+        rows = i == 1 ? d.T : d.C;
+        cols = i == 1 ? d.C : 0;
+        lr = rows;
+        lc = cols;
+    } else {
+        int k = (i - 2) % GPT_BLOCK_TENSORS;
+        block_shape(&d, k, &rows, &cols, &lr, &lc);
+        split = d.tp > 1 ? block[k].split : SPLIT_NONE;
+    }
+    /* vectors are one row of `rows` columns */
+    if (!cols) {
+        cols = rows;
+        lc = lr;
+        rows = lr = 1;
+    }
+    *out = (coh_tensor_shard){.rows = lr, .row0 = 0, .nseg = 1, .seg = lc, .full_cols = cols,
+                              .replicated = split == SPLIT_NONE};
+    if (split == SPLIT_ROWS) {
+        out->row0 = t * lr;
+        out->rows = out->row0 >= rows ? 0 : (rows - out->row0 < lr ? rows - out->row0 : lr);
+    } else if (split == SPLIT_COLS) {
+        out->col0[0] = t * lc;
+    } else if (split == SPLIT_QKV) { /* [q | k | v], each of C columns: this shard's heads */
+        out->nseg = 3;
+        out->seg = lc / 3;
+        for (int s = 0; s < 3; s++)
+            out->col0[s] = (size_t)s * (cols / 3) + t * out->seg;
+    }
+    return COH_OK;
+}
+
+void coh_tensor_shard_gather(const coh_tensor_shard *s, const float *local, float *full)
+{
+    size_t lcols = (size_t)s->nseg * s->seg;
+    for (size_t r = 0; r < s->rows; r++)
+        for (int k = 0; k < s->nseg; k++)
+            memcpy(full + (s->row0 + r) * s->full_cols + s->col0[k],
+                   local + r * lcols + (size_t)k * s->seg, s->seg * sizeof *full);
+}
+
+void coh_tensor_shard_scatter(const coh_tensor_shard *s, const float *full, float *local)
+{
+    size_t lcols = (size_t)s->nseg * s->seg;
+    for (size_t r = 0; r < s->rows; r++)
+        for (int k = 0; k < s->nseg; k++)
+            memcpy(local + r * lcols + (size_t)k * s->seg,
+                   full + (s->row0 + r) * s->full_cols + s->col0[k], s->seg * sizeof *full);
+}
+
+/* Shard and full tensor i of the two layouts, then one copy each way. */
+static void arena_copy(const coh_gpt_config *c, int tp_rank, float *local, float *full,
+                       int to_full)
+{
+    coh_gpt_config whole = *c;
+    whole.tp = 1;
+    int n = coh_gpt_tensor_count(c);
+    for (int i = 0; i < n; i++) {
+        coh_tensor_info lt, ft;
+        coh_tensor_shard s;
+        coh_gpt_tensor(c, i, &lt);
+        coh_gpt_tensor(&whole, i, &ft);
+        coh_gpt_tensor_shard(c, i, tp_rank, &s);
+        if (to_full && s.replicated && tp_rank != 0)
+            continue;
+        if (to_full)
+            coh_tensor_shard_gather(&s, local + lt.offset, full + ft.offset);
+        else
+            coh_tensor_shard_scatter(&s, full + ft.offset, local + lt.offset);
+    }
+}
+
+void coh_gpt_arena_gather(const coh_gpt_config *c, int tp_rank, const float *local, float *full)
+{
+    arena_copy(c, tp_rank, (float *)local, full, 1);
+}
+
+void coh_gpt_arena_scatter(const coh_gpt_config *c, int tp_rank, const float *full, float *local)
+{
+    arena_copy(c, tp_rank, local, (float *)full, 0);
 }
 
 double coh_gpt_flops_per_token(const coh_gpt_config *c, int T)
@@ -131,13 +298,24 @@ double coh_gpt_flops_per_token(const coh_gpt_config *c, int T)
  * so the estimate is the allocation. */
 void gpt_act_sizes(const coh_gpt_config *c, int B, int T, gpt_act_sizes_t *s)
 {
-    size_t BT = (size_t)B * T, C = (size_t)c->dim, L = (size_t)c->layers;
-    size_t NH = (size_t)c->heads;
-    s->per_layer = 16 * BT * C + 4 * BT + BT * NH;
-    s->saved = 2 * BT * C + 3 * BT + L * s->per_layer + BT /* token copy, int32 */;
-    s->grads = 6 * BT * C;
+    gpt_dims d = dims_of(c);
+    size_t BT = (size_t)B * T, C = d.C, L = (size_t)c->layers;
+    size_t NH = (size_t)c->heads / (size_t)d.tp;
+    /* the rows of the residual stream and the LayerNorms a rank keeps: its share of B*T with
+     * sequence parallelism (rounded up; a step checks that tp divides B*T), else all */
+    size_t R = gpt_sp(c) ? (BT + (size_t)d.tp - 1) / (size_t)d.tp : BT;
+    s->rows = R;
+    /* ln1, res2, ln2, res3 (R,C) with their statistics; the shard's: qkv 3Ca, atty Ca, fch and
+     * fch_gelu F each, over every row */
+    s->per_layer = 4 * R * C + 4 * R + 4 * BT * d.Ca + 2 * BT * d.F + BT * NH;
+    /* encoded (R,C), lnf (B,T,C) gathered for the head, its statistics (R), the losses (B*T) */
+    s->saved = R * C + BT * C + 2 * R + BT + L * s->per_layer + BT /* token copy, int32 */;
+    /* dres (R,C), dtmp (B,T,C), dwide (B,T,max(F, 3Ca)), and with sequence parallelism the
+     * gathered rows (B,T,C) and one LayerNorm's gradients over this rank's rows (2C) */
+    s->grads = R * C + BT * C + BT * (d.F > 3 * d.Ca ? d.F : 3 * d.Ca) +
+               (gpt_sp(c) ? BT * C + 2 * C : 0);
     s->chunk_rows = BT < GPT_HEAD_CHUNK ? BT : GPT_HEAD_CHUNK;
-    s->logits = s->chunk_rows * (size_t)c->vocab;
+    s->logits = s->chunk_rows * d.Vs;
 }
 
 coh_status coh_train_memory_estimate(const coh_gpt_config *c, int B, int T, coh_train_memory *out)

@@ -12,6 +12,7 @@
 #define GPT_HEAD_CHUNK 256
 
 typedef struct gpt_act_sizes_t {
+    size_t rows;       /* rows of the residual stream a rank keeps (B*T, or its share with sp) */
     size_t per_layer;  /* floats saved per block */
     size_t saved;      /* floats of all saved activations (token copy included) */
     size_t grads;      /* floats of the backward scratch */
@@ -20,6 +21,11 @@ typedef struct gpt_act_sizes_t {
 } gpt_act_sizes_t;
 
 void gpt_act_sizes(const coh_gpt_config *c, int B, int T, gpt_act_sizes_t *s);
+
+/* Tensor-parallel shards of c: 1 for the whole model. */
+static inline int gpt_tp(const coh_gpt_config *c) { return c->tp > 1 ? c->tp : 1; }
+/* Sequence parallelism is on (it needs tp > 1). */
+static inline int gpt_sp(const coh_gpt_config *c) { return c->sp && c->tp > 1; }
 
 /* Views of one block's parameters (or gradients) in the arena. Matrices are [in, out]. */
 typedef struct gpt_block {
@@ -76,20 +82,63 @@ struct coh_gpt {
     int recompute;         /* keep only block outputs; rebuild a block's activations in backward */
     float *rscratch;       /* (per_layer) the one block's activations being rebuilt */
     float *dscratch;       /* backward scratch */
-    float *dres, *dtmp, *dwide; /* (B,T,C), (B,T,C), (B,T,4C) */
+    float *dres, *dtmp, *dwide; /* (R,C), (B,T,C), (B,T,max(F, 3Ca)) */
+    float *gbuf;           /* (B,T,C) rows gathered from the tp ranks (sequence parallelism) */
+    float *lngrad;         /* (2C) a LayerNorm's gradients over this rank's rows (sequence
+                              parallelism), summed over the tp ranks into the arena */
     float *logits;         /* (chunk, V) */
     size_t chunk_rows;
     coh_grad_ready_fn hook;
     void *hook_ctx;
     coh_param_hook_fn phook;
     void *phook_ctx;
+    /* tensor parallelism (gpt_tp.c): this shard's place and its group */
+    int tp, tp_rank;       /* shards, this one */
+    int Ca, F, NHs;        /* the shard's attention columns, MLP columns, heads */
+    int Vs, v0, Vv;        /* vocabulary rows held, the first one's id, rows that are real */
+    int sp;                /* sequence parallelism: this rank keeps 1/tp of the rows */
+    coh_comm *tp_comm;     /* borrowed; NULL with tp 1 */
+    double tp_comm_s;      /* seconds in tensor-parallel collectives */
+    coh_comm_span_fn span;
+    void *span_ctx;
 };
 
+/* The part of the vocabulary an LM head holds: ids v0..v0+vn-1 in its wte rows 0..vn-1, and
+ * how its row statistics are summed (maxed) over the other parts; reduce NULL: the whole
+ * vocabulary is here. */
+typedef struct gpt_vocab_part {
+    int v0, vn;
+    coh_status (*reduce)(void *ctx, float *x, size_t n, int max); /* in place over the parts */
+    void *ctx;
+} gpt_vocab_part;
+
+/* ---- tensor parallelism (gpt_tp.c): with tp 1 every call returns at once ---- */
+/* Set the shard's sizes for shard tp_rank of gpt_tp(&g->cfg). */
+void gpt_tp_place(coh_gpt *g, int tp_rank);
+/* Sum x (n floats) over the shards, in place: Megatron's g in forward after a row-parallel
+ * matrix, f's conjugate in backward before a column-parallel one. */
+coh_status gpt_tp_allreduce(coh_gpt *g, float *x, size_t n, const char *what);
+/* The rows of a row-parallel product's partial sums x (N rows of C) summed over the shards: all
+ * of them (all-reduce), or with sequence parallelism this rank's share (reduce-scatter); either
+ * way the result starts at x. */
+coh_status gpt_tp_reduce_rows(coh_gpt *g, float *x, size_t N, const char *what);
+/* All N rows of `local` (this rank's share with sequence parallelism): `local` itself, or the
+ * shares all-gathered into g->gbuf. NULL on a failed gather (st set). */
+const float *gpt_tp_all_rows(coh_gpt *g, const float *local, size_t N, const char *what,
+                             coh_status *st);
+/* The rows this rank keeps of N: N, or N / tp with sequence parallelism. */
+static inline size_t gpt_rows(const coh_gpt *g, size_t N) { return g->sp ? N / (size_t)g->tp : N; }
+/* The vocabulary part this shard's LM head holds, reduced over g's tensor-parallel group. */
+gpt_vocab_part gpt_tp_vocab(coh_gpt *g);
+
 /* ---- ops (src/train/model/ops_*.c); N = B*T rows ---- */
+/* out (B,T,C) = wte[tok - v0] (for ids v0..v0+vn-1, the rows this shard holds; 0 for the
+ * others) + wpe[t] when add_wpe: summed over the shards, the whole model's embedding. */
 void op_encoder_forward(float *out, const int32_t *tok, const float *wte, const float *wpe, int B,
-                        int T, int C);
+                        int T, int C, int v0, int vn, int add_wpe);
+/* dwte rows of ids v0..v0+vn-1 and dwpe += dout, each summed in a fixed order. */
 void op_encoder_backward(float *dwte, float *dwpe, const float *dout, const int32_t *tok, int B,
-                         int T, int C);
+                         int T, int C, int v0, int vn);
 void op_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w,
                           const float *b, size_t N, int C);
 /* Adds the input gradient into dinp; adds dw, db. */
@@ -113,11 +162,14 @@ void op_gelu_forward(float *out, const float *inp, size_t n);
 /* dinp = gelu'(inp) * dout (dinp may alias dout) */
 void op_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
 void op_residual_forward(float *out, const float *a, const float *b, size_t n);
-/* Fused LM head + softmax + cross-entropy over rows chunk by chunk. losses (N) per row. When
- * dlnf != NULL: dlnf (N,C) = dloss/dlnf, dwte += dloss/dwte with dloss = grad_scale/N per row. */
-void op_head_loss(float *losses, float *dlnf, float *dwte, float *logits, size_t chunk,
-                  const float *lnf, const float *wte, const int32_t *targets, size_t N, int C,
-                  int V, float grad_scale);
+
+/* Fused LM head + softmax + cross-entropy over rows chunk by chunk (Megatron's parallel
+ * cross-entropy when the vocabulary is split: only (chunk, vn) logits exist). losses (N) per
+ * row. When dlnf != NULL: dlnf (N,C) = this part's dloss/dlnf (to be summed over the parts),
+ * dwte += dloss/dwte with dloss = grad_scale/N per row. part NULL: the whole vocabulary V. */
+coh_status op_head_loss(float *losses, float *dlnf, float *dwte, float *logits, size_t chunk,
+                        const float *lnf, const float *wte, const int32_t *targets, size_t N,
+                        int C, int V, float grad_scale, const gpt_vocab_part *part);
 
 /* logits (V) = x (C) @ wte^T */
 void op_head_logits(float *logits, const float *x, const float *wte, int C, int V);

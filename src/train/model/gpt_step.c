@@ -14,75 +14,151 @@ static gpt_layer_acts acts_of(coh_gpt *g, gpt_slot *sl, int l, int B, int T)
 {
     if (!g->recompute)
         return sl->la[l];
-    size_t BT = (size_t)B * T, C = (size_t)g->cfg.dim, NH = (size_t)g->cfg.heads;
+    size_t BT = (size_t)B * T, C = (size_t)g->cfg.dim, NH = (size_t)g->NHs;
+    size_t Ca = (size_t)g->Ca, F = (size_t)g->F, R = gpt_rows(g, BT);
     gpt_layer_acts a;
     float *p = g->rscratch;
 #define TAKE(dst, n) (dst = p, p += (n))
-    TAKE(a.ln1, BT * C);
-    TAKE(a.ln1_mean, BT);
-    TAKE(a.ln1_rstd, BT);
-    TAKE(a.qkv, BT * 3 * C);
-    TAKE(a.atty, BT * C);
+    TAKE(a.ln1, R * C);
+    TAKE(a.ln1_mean, R);
+    TAKE(a.ln1_rstd, R);
+    TAKE(a.qkv, BT * 3 * Ca);
+    TAKE(a.atty, BT * Ca);
     TAKE(a.att_lse, BT * NH);
-    TAKE(a.res2, BT * C);
-    TAKE(a.ln2, BT * C);
-    TAKE(a.ln2_mean, BT);
-    TAKE(a.ln2_rstd, BT);
-    TAKE(a.fch, BT * 4 * C);
-    TAKE(a.fch_gelu, BT * 4 * C);
+    TAKE(a.res2, R * C);
+    TAKE(a.ln2, R * C);
+    TAKE(a.ln2_mean, R);
+    TAKE(a.ln2_rstd, R);
+    TAKE(a.fch, BT * F);
+    TAKE(a.fch_gelu, BT * F);
 #undef TAKE
     a.res3 = sl->la[l].res3;
     return a;
 }
 
+/* One block, Megatron's split when the model is a tensor-parallel shard: QKV column-parallel by
+ * heads and the attention projection row-parallel, the MLP's first matrix column-parallel and
+ * its second row-parallel; each row-parallel product is a partial sum (its bias added by shard
+ * 0 only), summed over the shards (g) before it joins the residual. LayerNorms run on every
+ * shard: on all rows, or with sequence parallelism on this rank's rows, all-gathered before the
+ * column-parallel matrix and reduce-scattered after the row-parallel one. x: this rank's rows. */
 static coh_status block_forward(coh_gpt *g, gpt_slot *sl, int l, const float *x, int B, int T)
 {
-    int C = g->cfg.dim, NH = g->cfg.heads;
-    size_t N = (size_t)B * T;
+    int C = g->cfg.dim, Ca = g->Ca, F = g->F;
+    size_t N = (size_t)B * T, R = gpt_rows(g, N);
     const gpt_block *w = &g->blk[l];
+    int first = g->tp_rank == 0; /* adds the row-parallel biases */
     gpt_layer_acts act = acts_of(g, sl, l, B, T), *a = &act;
-    op_layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, w->ln1w, w->ln1b, N, C);
-    op_matmul_forward(a->qkv, a->ln1, w->qkvw, w->qkvb, N, C, 3 * C);
-    if (op_attention_forward(a->atty, a->att_lse, a->qkv, B, T, C, NH))
+    coh_status st = COH_OK;
+    const float *in;
+    op_layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, w->ln1w, w->ln1b, R, C);
+    if (!(in = gpt_tp_all_rows(g, a->ln1, N, "ln_1 rows", &st)))
+        return st;
+    op_matmul_forward(a->qkv, in, w->qkvw, w->qkvb, N, C, 3 * Ca);
+    if (op_attention_forward(a->atty, a->att_lse, a->qkv, B, T, Ca, g->NHs))
         return coh_errf(COH_ERR_NOMEM, "out of memory in attention");
     /* the attention-output projection writes into dtmp, free during forward */
-    op_matmul_forward(g->dtmp, a->atty, w->attprojw, w->attprojb, N, C, C);
-    op_residual_forward(a->res2, x, g->dtmp, N * C);
-    op_layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w->ln2w, w->ln2b, N, C);
-    op_matmul_forward(a->fch, a->ln2, w->fcw, w->fcb, N, C, 4 * C);
-    op_gelu_forward(a->fch_gelu, a->fch, N * 4 * C);
-    op_matmul_forward(g->dtmp, a->fch_gelu, w->fcprojw, w->fcprojb, N, 4 * C, C);
-    op_residual_forward(a->res3, a->res2, g->dtmp, N * C);
+    op_matmul_forward(g->dtmp, a->atty, w->attprojw, first ? w->attprojb : NULL, N, Ca, C);
+    if ((st = gpt_tp_reduce_rows(g, g->dtmp, N, "attention output")))
+        return st;
+    op_residual_forward(a->res2, x, g->dtmp, R * C);
+    op_layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w->ln2w, w->ln2b, R, C);
+    if (!(in = gpt_tp_all_rows(g, a->ln2, N, "ln_2 rows", &st)))
+        return st;
+    op_matmul_forward(a->fch, in, w->fcw, w->fcb, N, C, F);
+    op_gelu_forward(a->fch_gelu, a->fch, N * F);
+    op_matmul_forward(g->dtmp, a->fch_gelu, w->fcprojw, first ? w->fcprojb : NULL, N, F, C);
+    if ((st = gpt_tp_reduce_rows(g, g->dtmp, N, "mlp output")))
+        return st;
+    op_residual_forward(a->res3, a->res2, g->dtmp, R * C);
     return COH_OK;
 }
 
-/* dres holds dL/d(block output) on entry and dL/d(block input) on return. */
+/* Where a LayerNorm's weight and bias gradients (wb: 2C in the arena) are accumulated: the
+ * arena itself, or with sequence parallelism a zeroed scratch, since each rank's rows give only
+ * part of this micro-batch's gradient; ln_grads_done sums the parts over the tp ranks (the same
+ * on every rank) and adds them to the arena. */
+static float *ln_grads(coh_gpt *g, float *wb)
+{
+    if (!g->sp)
+        return wb;
+    memset(g->lngrad, 0, 2 * (size_t)g->cfg.dim * sizeof *g->lngrad);
+    return g->lngrad;
+}
+
+static coh_status ln_grads_done(coh_gpt *g, float *wb, const char *what)
+{
+    if (!g->sp)
+        return COH_OK;
+    size_t n = 2 * (size_t)g->cfg.dim;
+    coh_status st = gpt_tp_allreduce(g, g->lngrad, n, what);
+    for (size_t i = 0; !st && i < n; i++)
+        wb[i] += g->lngrad[i];
+    return st;
+}
+
+/* dres holds dL/d(block output) on entry and dL/d(block input) on return (this rank's rows).
+ * Each column-parallel matrix's input gradient is a partial sum over the shards, summed (f's
+ * conjugate; reduce-scattered with sequence parallelism) before the LayerNorm backward; the
+ * replicated parameters' gradients come out identical on every shard. */
 static coh_status block_backward(coh_gpt *g, gpt_slot *sl, int l, const float *x, int B, int T)
 {
-    int C = g->cfg.dim, NH = g->cfg.heads;
-    size_t N = (size_t)B * T;
+    int C = g->cfg.dim, Ca = g->Ca, F = g->F;
+    size_t N = (size_t)B * T, R = gpt_rows(g, N);
     const gpt_block *w = &g->blk[l];
     gpt_block *gw = &g->gblk[l];
+    coh_status st = COH_OK;
     /* recomputation rebuilds the block from its kept input: the same ops on the same bits, so
      * the same activations (dtmp, its scratch, is free until the backward below writes it) */
-    if (g->recompute && block_forward(g, sl, l, x, B, T))
-        return coh_errf(COH_ERR_NOMEM, "out of memory in attention");
+    if (g->recompute && (st = block_forward(g, sl, l, x, B, T)))
+        return st;
     gpt_layer_acts act = acts_of(g, sl, l, B, T), *a = &act;
     float *dres = g->dres, *dtmp = g->dtmp, *dwide = g->dwide;
-    op_matmul_backward(dwide, gw->fcprojw, gw->fcprojb, dres, a->fch_gelu, w->fcprojw, N, 4 * C,
-                       C, 0);
-    op_gelu_backward(dwide, a->fch, dwide, N * 4 * C);
-    op_matmul_backward(dtmp, gw->fcw, gw->fcb, dwide, a->ln2, w->fcw, N, C, 4 * C, 0);
-    op_layernorm_backward(dres, gw->ln2w, gw->ln2b, dtmp, a->res2, w->ln2w, a->ln2_mean,
-                          a->ln2_rstd, N, C);
-    op_matmul_backward(dtmp, gw->attprojw, gw->attprojb, dres, a->atty, w->attprojw, N, C, C, 0);
-    if (op_attention_backward(dwide, dtmp, a->qkv, a->att_lse, B, T, C, NH))
+    const float *all;
+    if (!(all = gpt_tp_all_rows(g, dres, N, "block output gradient rows", &st)))
+        return st;
+    op_matmul_backward(dwide, gw->fcprojw, gw->fcprojb, all, a->fch_gelu, w->fcprojw, N, F, C,
+                       0);
+    op_gelu_backward(dwide, a->fch, dwide, N * F);
+    if (!(all = gpt_tp_all_rows(g, a->ln2, N, "ln_2 rows", &st)))
+        return st;
+    op_matmul_backward(dtmp, gw->fcw, gw->fcb, dwide, all, w->fcw, N, C, F, 0);
+    if ((st = gpt_tp_reduce_rows(g, dtmp, N, "mlp input gradient")))
+        return st;
+    float *dln = ln_grads(g, gw->ln2w); /* ln_2.weight, then ln_2.bias */
+    op_layernorm_backward(dres, dln, dln + C, dtmp, a->res2, w->ln2w, a->ln2_mean, a->ln2_rstd,
+                          R, C);
+    if ((st = ln_grads_done(g, gw->ln2w, "ln_2 gradients")))
+        return st;
+    if (!(all = gpt_tp_all_rows(g, dres, N, "attention output gradient rows", &st)))
+        return st;
+    op_matmul_backward(dtmp, gw->attprojw, gw->attprojb, all, a->atty, w->attprojw, N, Ca, C, 0);
+    if (op_attention_backward(dwide, dtmp, a->qkv, a->att_lse, B, T, Ca, g->NHs))
         return coh_errf(COH_ERR_NOMEM, "out of memory in attention backward");
-    op_matmul_backward(dtmp, gw->qkvw, NULL, dwide, a->ln1, w->qkvw, N, C, 3 * C, 0);
-    op_qkv_bias_backward(gw->qkvb, dwide, N, C);
-    op_layernorm_backward(dres, gw->ln1w, gw->ln1b, dtmp, x, w->ln1w, a->ln1_mean, a->ln1_rstd,
-                          N, C);
-    return COH_OK;
+    if (!(all = gpt_tp_all_rows(g, a->ln1, N, "ln_1 rows", &st)))
+        return st;
+    op_matmul_backward(dtmp, gw->qkvw, NULL, dwide, all, w->qkvw, N, C, 3 * Ca, 0);
+    op_qkv_bias_backward(gw->qkvb, dwide, N, Ca);
+    if ((st = gpt_tp_reduce_rows(g, dtmp, N, "attention input gradient")))
+        return st;
+    dln = ln_grads(g, gw->ln1w);
+    op_layernorm_backward(dres, dln, dln + C, dtmp, x, w->ln1w, a->ln1_mean, a->ln1_rstd, R, C);
+    return ln_grads_done(g, gw->ln1w, "ln_1 gradients");
+}
+
+/* The token and position embeddings into out (this rank's rows): each shard adds its
+ * vocabulary rows (shard 0 the positions), summed over the shards; exact, since every sum has
+ * one term per element that is not zero. */
+static coh_status embed(coh_gpt *g, float *out, const int32_t *tokens, int B, int T)
+{
+    size_t N = (size_t)B * T, C = (size_t)g->cfg.dim;
+    float *part = g->sp ? g->dtmp : out; /* all rows before the reduce-scatter */
+    op_encoder_forward(part, tokens, g->w.wte, g->w.wpe, B, T, (int)C, g->v0, g->Vv,
+                       g->tp_rank == 0);
+    coh_status st = gpt_tp_reduce_rows(g, part, N, "embedding");
+    if (!st && part != out)
+        memcpy(out, part, gpt_rows(g, N) * C * sizeof *out);
+    return st;
 }
 
 static void report(coh_gpt *g, int layer)
@@ -130,29 +206,48 @@ static coh_status check_stage(const coh_gpt *g, int slot, int lo, int hi, int B,
         return coh_errf(COH_ERR_INVALID,
                         "invalid sequence length '%d': the model was created for 1..%d", T,
                         g->maxT);
+    if (g->sp && ((size_t)B * T) % (size_t)g->tp)
+        return coh_errf(COH_ERR_INVALID, "sequence parallelism splits the %d x %d rows of a "
+                        "micro-batch over %d tp ranks: make B x T a multiple of %d", B, T, g->tp,
+                        g->tp);
     return COH_OK;
 }
 
-/* The final LayerNorm and the fused head: the mean loss, and with grad_scale > 0 dL/dlnf into
- * dlnf and the head's part of dwte. */
-static void head_forward(coh_gpt *g, gpt_slot *sl, const int32_t *targets, int B, int T,
-                         float grad_scale, float *dlnf, float *loss)
+/* The final LayerNorm and the fused head (vocabulary-parallel on a shard): the mean loss, and
+ * with grad_scale > 0 dL/dlnf into dlnf (summed over the shards) and the head's part of dwte. */
+static coh_status head_forward(coh_gpt *g, gpt_slot *sl, const int32_t *targets, int B, int T,
+                               float grad_scale, float *dlnf, float *loss)
 {
     int C = g->cfg.dim, L = g->cfg.layers;
-    size_t N = (size_t)B * T;
+    size_t N = (size_t)B * T, R = gpt_rows(g, N);
+    coh_status st = COH_OK;
     params(g, L, COH_PARAM_NEED_FORWARD);
-    op_layernorm_forward(sl->lnf, sl->lnf_mean, sl->lnf_rstd, sl->la[L - 1].res3, g->w.lnfw,
-                         g->w.lnfb, N, C);
+    /* this rank's rows of the final LayerNorm; the head reads all of them */
+    float *own = g->sp ? g->dtmp : sl->lnf;
+    op_layernorm_forward(own, sl->lnf_mean, sl->lnf_rstd, sl->la[L - 1].res3, g->w.lnfw,
+                         g->w.lnfb, R, C);
+    const float *lnf = gpt_tp_all_rows(g, own, N, "ln_f rows", &st);
+    if (lnf && lnf != sl->lnf)
+        memcpy(sl->lnf, lnf, N * (size_t)C * sizeof *sl->lnf);
+    if (st)
+        return st;
     params(g, -1, COH_PARAM_NEED_FORWARD);
-    op_head_loss(sl->losses, grad_scale > 0.0f ? dlnf : NULL, g->gw.wte, g->logits,
-                 g->chunk_rows, sl->lnf, g->w.wte, targets, N, C, g->cfg.vocab, grad_scale);
+    gpt_vocab_part part = gpt_tp_vocab(g);
+    float *d = grad_scale > 0.0f ? dlnf : NULL;
+    st = op_head_loss(sl->losses, d, g->gw.wte, g->logits, g->chunk_rows, sl->lnf, g->w.wte,
+                      targets, N, C, g->cfg.vocab, grad_scale, &part);
     params(g, -1, COH_PARAM_DONE);
+    if (!st && d) /* this rank's rows of dL/dlnf, at the start of dlnf */
+        st = gpt_tp_reduce_rows(g, d, N, "head input gradient");
+    if (st)
+        return st;
     double sum = 0.0;
     for (size_t i = 0; i < N; i++)
         sum += sl->losses[i];
     *loss = (float)(sum / (double)N);
     if (grad_scale <= 0.0f)
         params(g, L, COH_PARAM_DONE);
+    return COH_OK;
 }
 
 coh_status coh_gpt_stage_forward(coh_gpt *g, int slot, int lo, int hi, const int32_t *tokens,
@@ -161,7 +256,7 @@ coh_status coh_gpt_stage_forward(coh_gpt *g, int slot, int lo, int hi, const int
 {
     coh_status st = check_stage(g, slot, lo, hi, B, T);
     int C = g->cfg.dim, L = g->cfg.layers;
-    size_t N = (size_t)B * T;
+    size_t N = (size_t)B * T, R = gpt_rows(g, N);
     gpt_slot *sl = &g->slot[slot];
     if (!st && lo == 0 && !tokens)
         st = coh_errf(COH_ERR_INVALID, "the first stage needs tokens");
@@ -180,13 +275,15 @@ coh_status coh_gpt_stage_forward(coh_gpt *g, int slot, int lo, int hi, const int
     if (lo == 0) {
         memcpy(sl->tokens, tokens, N * sizeof *tokens);
         params(g, -1, COH_PARAM_NEED_FORWARD);
-        op_encoder_forward(sl->encoded, tokens, g->w.wte, g->w.wpe, B, T, C);
+        st = embed(g, sl->encoded, tokens, B, T);
         params(g, -1, COH_PARAM_DONE);
+        if (st)
+            return st;
     } else {
         /* the input lands where the whole model keeps block lo - 1's output (another stage's
          * layer, so its place in this slot is free), and block lo's backward reads it there;
          * each model chunk of a rank keeps its own input */
-        memcpy(sl->la[lo - 1].res3, x_in, N * C * sizeof *x_in);
+        memcpy(sl->la[lo - 1].res3, x_in, R * C * sizeof *x_in);
     }
     for (int l = lo; l < hi; l++) {
         params(g, l, COH_PARAM_NEED_FORWARD);
@@ -196,12 +293,12 @@ coh_status coh_gpt_stage_forward(coh_gpt *g, int slot, int lo, int hi, const int
             return st;
     }
     if (hi < L) {
-        memcpy(x_out, sl->la[hi - 1].res3, N * C * sizeof *x_out);
+        memcpy(x_out, sl->la[hi - 1].res3, R * C * sizeof *x_out);
         return COH_OK;
     }
     /* the whole model on one device keeps dL/dlnf in dtmp until the backward right after */
-    head_forward(g, sl, targets, B, T, grad_scale, g->slot_acts ? sl->dlnf : g->dtmp, loss);
-    return COH_OK;
+    return head_forward(g, sl, targets, B, T, grad_scale, g->slot_acts ? sl->dlnf : g->dtmp,
+                        loss);
 }
 
 coh_status coh_gpt_stage_backward(coh_gpt *g, int slot, int lo, int hi, const float *dout, int B,
@@ -209,7 +306,7 @@ coh_status coh_gpt_stage_backward(coh_gpt *g, int slot, int lo, int hi, const fl
 {
     coh_status st = check_stage(g, slot, lo, hi, B, T);
     int C = g->cfg.dim, L = g->cfg.layers;
-    size_t N = (size_t)B * T;
+    size_t N = (size_t)B * T, R = gpt_rows(g, N);
     if (!st && hi < L && !dout)
         st = coh_errf(COH_ERR_INVALID, "a stage before the last needs its output's gradient");
     if (!st && lo > 0 && !dx_in)
@@ -219,13 +316,16 @@ coh_status coh_gpt_stage_backward(coh_gpt *g, int slot, int lo, int hi, const fl
         return st;
     gpt_slot *sl = &g->slot[slot];
     if (hi == L) {
-        memset(g->dres, 0, N * C * sizeof(float));
-        op_layernorm_backward(g->dres, g->gw.lnfw, g->gw.lnfb, g->slot_acts ? sl->dlnf : g->dtmp,
-                              sl->la[L - 1].res3, g->w.lnfw, sl->lnf_mean, sl->lnf_rstd, N, C);
+        memset(g->dres, 0, R * C * sizeof(float));
+        float *dln = ln_grads(g, g->gw.lnfw);
+        op_layernorm_backward(g->dres, dln, dln + C, g->slot_acts ? sl->dlnf : g->dtmp,
+                              sl->la[L - 1].res3, g->w.lnfw, sl->lnf_mean, sl->lnf_rstd, R, C);
+        if ((st = ln_grads_done(g, g->gw.lnfw, "ln_f gradients")))
+            return st;
         params(g, L, COH_PARAM_DONE);
         report(g, L);
     } else {
-        memcpy(g->dres, dout, N * C * sizeof *dout);
+        memcpy(g->dres, dout, R * C * sizeof *dout);
     }
     for (int l = hi - 1; l >= lo; l--) {
         params(g, l, COH_PARAM_NEED_BACKWARD);
@@ -235,11 +335,14 @@ coh_status coh_gpt_stage_backward(coh_gpt *g, int slot, int lo, int hi, const fl
             return st;
         report(g, l);
     }
-    if (lo == 0) {
-        op_encoder_backward(g->gw.wte, g->gw.wpe, g->dres, sl->tokens, B, T, C);
+    if (lo == 0) { /* every row's gradient reaches this shard's vocabulary rows */
+        const float *all = gpt_tp_all_rows(g, g->dres, N, "embedding gradient rows", &st);
+        if (!all)
+            return st;
+        op_encoder_backward(g->gw.wte, g->gw.wpe, all, sl->tokens, B, T, C, g->v0, g->Vv);
         report(g, -1);
     } else {
-        memcpy(dx_in, g->dres, N * C * sizeof *dx_in);
+        memcpy(dx_in, g->dres, R * C * sizeof *dx_in);
     }
     return COH_OK;
 }
@@ -259,6 +362,9 @@ coh_status coh_gpt_next_logits(coh_gpt *g, const int32_t *tokens, int T, float *
 {
     int C = g->cfg.dim, L = g->cfg.layers;
     coh_status st = check_stage(g, 0, 0, L, 1, T);
+    if (!st && g->tp > 1)
+        st = coh_errf(COH_ERR_UNSUPPORTED, "sampling from a tensor-parallel shard: load the "
+                      "checkpoint (whole tensors) into one model");
     if (!st)
         st = check_ids(g, tokens, (size_t)T, "token");
     if (st)
@@ -266,8 +372,10 @@ coh_status coh_gpt_next_logits(coh_gpt *g, const int32_t *tokens, int T, float *
     gpt_slot *sl = &g->slot[0];
     memcpy(sl->tokens, tokens, (size_t)T * sizeof *tokens);
     params(g, -1, COH_PARAM_NEED_FORWARD);
-    op_encoder_forward(sl->encoded, tokens, g->w.wte, g->w.wpe, 1, T, C);
+    st = embed(g, sl->encoded, tokens, 1, T);
     params(g, -1, COH_PARAM_DONE);
+    if (st)
+        return st;
     for (int l = 0; l < L; l++) {
         params(g, l, COH_PARAM_NEED_FORWARD);
         st = block_forward(g, sl, l, l ? sl->la[l - 1].res3 : sl->encoded, 1, T);

@@ -7,19 +7,30 @@
 #include "train/model/par.h"
 
 void op_encoder_forward(float *out, const int32_t *tok, const float *wte, const float *wpe, int B,
-                        int T, int C)
+                        int T, int C, int v0, int vn, int add_wpe)
 {
 #pragma omp parallel for schedule(static)
     for (long i = 0; i < (long)B * T; i++) {
-        const float *e = wte + (size_t)tok[i] * C, *p = wpe + (size_t)(i % T) * C;
+        const float *p = wpe + (size_t)(i % T) * C;
         float *o = out + (size_t)i * C;
-        for (int c = 0; c < C; c++)
-            o[c] = e[c] + p[c];
+        int v = tok[i] - v0;
+        if (v >= 0 && v < vn) {
+            const float *e = wte + (size_t)v * C;
+            if (add_wpe)
+                for (int c = 0; c < C; c++)
+                    o[c] = e[c] + p[c];
+            else
+                memcpy(o, e, (size_t)C * sizeof *o);
+        } else if (add_wpe) {
+            memcpy(o, p, (size_t)C * sizeof *o);
+        } else {
+            memset(o, 0, (size_t)C * sizeof *o);
+        }
     }
 }
 
 void op_encoder_backward(float *dwte, float *dwpe, const float *dout, const int32_t *tok, int B,
-                         int T, int C)
+                         int T, int C, int v0, int vn)
 {
     /* Columns split over threads: two rows with the same token never race, order is fixed. */
 #pragma omp parallel
@@ -28,11 +39,15 @@ void op_encoder_backward(float *dwte, float *dwpe, const float *dout, const int3
         par_range(C, &c0, &c1);
         for (long i = 0; i < (long)B * T; i++) {
             const float *d = dout + (size_t)i * C;
-            float *e = dwte + (size_t)tok[i] * C, *p = dwpe + (size_t)(i % T) * C;
-            for (int c = c0; c < c1; c++) {
-                e[c] += d[c];
-                p[c] += d[c];
+            float *p = dwpe + (size_t)(i % T) * C;
+            int v = tok[i] - v0;
+            if (v >= 0 && v < vn) {
+                float *e = dwte + (size_t)v * C;
+                for (int c = c0; c < c1; c++)
+                    e[c] += d[c];
             }
+            for (int c = c0; c < c1; c++)
+                p[c] += d[c];
         }
     }
 }

@@ -1,5 +1,5 @@
-/* ops_matmul.c: linear layers ([in, out] weights) through CBLAS sgemm, and the fused LM head
- * with softmax and cross-entropy computed a chunk of rows at a time. */
+/* ops_matmul.c: linear layers ([in, out] weights) through CBLAS sgemm, and the pieces of the
+ * LM head with its softmax cross-entropy, run a chunk of rows at a time (gpt_tp.c). */
 #include <cblas.h>
 #include <math.h>
 #include <string.h>
@@ -86,51 +86,118 @@ void op_qkv_bias_backward(float *db, const float *dqkv, size_t N, int C)
     bias_backward(db + 2 * C, dqkv + 2 * C, N, C, 3 * C);
 }
 
-/* Softmax cross-entropy of one row of logits; with dscale != 0 the row becomes its gradient
- * (softmax - onehot) * dscale. Returns the loss. */
-GPT_CLONES static float xent_row(float *l, int V, int target, float dscale)
+static void op_head_chunk_logits(float *logits, const float *x, const float *wte, size_t R, int C, int V)
+{
+    par_sgemm(CblasNoTrans, CblasTrans, (int)R, V, C, x, C, wte, C, 0.0f, logits, V);
+}
+
+GPT_CLONES static float row_max(const float *l, int V)
 {
     float m = -INFINITY;
 #pragma omp simd reduction(max : m)
     for (int j = 0; j < V; j++)
         m = l[j] > m ? l[j] : m;
-    float s = 0.0f, lt = l[target];
-    if (dscale == 0.0f) {
+    return m;
+}
+
+static void op_head_row_max(float *max, const float *logits, size_t R, int V)
+{
+#pragma omp parallel for schedule(static)
+    for (long r = 0; r < (long)R; r++)
+        max[r] = row_max(logits + (size_t)r * V, V);
+}
+
+GPT_CLONES static float row_sum(float *l, int V, float m, int keep)
+{
+    float s = 0.0f;
+    if (!keep) {
 #pragma omp simd reduction(+ : s)
         for (int j = 0; j < V; j++)
             s += gpt_expf(l[j] - m);
-        return m + logf(s) - lt;
+        return s;
     }
 #pragma omp simd reduction(+ : s)
     for (int j = 0; j < V; j++) {
         l[j] = gpt_expf(l[j] - m);
         s += l[j];
     }
-    float f = dscale / s;
-    for (int j = 0; j < V; j++)
-        l[j] *= f;
-    l[target] -= dscale;
-    return m + logf(s) - lt;
+    return s;
 }
 
-void op_head_loss(float *losses, float *dlnf, float *dwte, float *logits, size_t chunk,
-                  const float *lnf, const float *wte, const int32_t *targets, size_t N, int C,
-                  int V, float grad_scale)
+static void op_head_row_sums(float *sum_tgt, float *logits, const float *max, const int32_t *target,
+                      int v0, size_t R, int V, int keep)
 {
+#pragma omp parallel for schedule(static)
+    for (long r = 0; r < (long)R; r++) {
+        float *l = logits + (size_t)r * V;
+        int t = target[r] - v0;
+        sum_tgt[2 * r + 1] = t >= 0 && t < V ? l[t] : 0.0f;
+        sum_tgt[2 * r] = row_sum(l, V, max[r], keep);
+    }
+}
+
+static void op_head_row_grad(float *logits, const float *sum_tgt, const int32_t *target, int v0,
+                      size_t R, int V, float dscale)
+{
+#pragma omp parallel for schedule(static)
+    for (long r = 0; r < (long)R; r++) {
+        float *l = logits + (size_t)r * V, f = dscale / sum_tgt[2 * r];
+        for (int j = 0; j < V; j++)
+            l[j] *= f;
+        int t = target[r] - v0;
+        if (t >= 0 && t < V)
+            l[t] -= dscale;
+    }
+}
+
+static void op_head_chunk_backward(float *dx, float *dwte, const float *dlogits, const float *x,
+                            const float *wte, size_t R, int C, int V)
+{
+    par_sgemm(CblasNoTrans, CblasNoTrans, (int)R, C, V, dlogits, V, wte, C, 0.0f, dx, C);
+    par_sgemm(CblasTrans, CblasNoTrans, V, C, (int)R, dlogits, V, x, C, 1.0f, dwte, C);
+}
+
+coh_status op_head_loss(float *losses, float *dlnf, float *dwte, float *logits, size_t chunk,
+                        const float *lnf, const float *wte, const int32_t *targets, size_t N,
+                        int C, int V, float grad_scale, const gpt_vocab_part *part)
+{
+    int v0 = part ? part->v0 : 0, vn = part ? part->vn : V;
     float dscale = dlnf ? grad_scale / (float)N : 0.0f;
-    for (size_t r0 = 0; r0 < N; r0 += chunk) {
+    float stats[3 * GPT_HEAD_CHUNK], *max = stats, *sum_tgt = stats + GPT_HEAD_CHUNK;
+    coh_status st = COH_OK;
+    chunk = chunk < GPT_HEAD_CHUNK ? chunk : GPT_HEAD_CHUNK;
+    for (size_t r0 = 0; !st && r0 < N; r0 += chunk) {
         size_t R = N - r0 < chunk ? N - r0 : chunk;
         const float *x = lnf + r0 * C;
-        par_sgemm(CblasNoTrans, CblasTrans, (int)R, V, C, x, C, wte, C, 0.0f, logits, V);
-#pragma omp parallel for schedule(static)
-        for (long r = 0; r < (long)R; r++)
-            losses[r0 + r] = xent_row(logits + (size_t)r * V, V, targets[r0 + r], dscale);
+        const int32_t *tg = targets + r0;
+        if (vn > 0) {
+            op_head_chunk_logits(logits, x, wte, R, C, vn);
+            op_head_row_max(max, logits, R, vn);
+        } else {
+            for (size_t r = 0; r < R; r++)
+                max[r] = -INFINITY;
+        }
+        if (part && part->reduce && (st = part->reduce(part->ctx, max, R, 1)))
+            break;
+        if (vn > 0) {
+            op_head_row_sums(sum_tgt, logits, max, tg, v0, R, vn, dscale != 0.0f);
+        } else {
+            memset(sum_tgt, 0, 2 * R * sizeof *sum_tgt);
+        }
+        if (part && part->reduce && (st = part->reduce(part->ctx, sum_tgt, 2 * R, 0)))
+            break;
+        for (size_t r = 0; r < R; r++)
+            losses[r0 + r] = max[r] + logf(sum_tgt[2 * r]) - sum_tgt[2 * r + 1];
         if (!dlnf)
             continue;
-        par_sgemm(CblasNoTrans, CblasNoTrans, (int)R, C, V, logits, V, wte, C, 0.0f, dlnf + r0 * C,
-                  C);
-        par_sgemm(CblasTrans, CblasNoTrans, V, C, (int)R, logits, V, x, C, 1.0f, dwte, C);
+        if (vn > 0) {
+            op_head_row_grad(logits, sum_tgt, tg, v0, R, vn, dscale);
+            op_head_chunk_backward(dlnf + r0 * C, dwte, logits, x, wte, R, C, vn);
+        } else {
+            memset(dlnf + r0 * C, 0, R * (size_t)C * sizeof *dlnf);
+        }
     }
+    return st;
 }
 
 void op_head_logits(float *logits, const float *x, const float *wte, int C, int V)

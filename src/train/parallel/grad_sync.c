@@ -2,6 +2,7 @@
  * started as soon as backward finished a bucket, collected as it completes; and clipping on the
  * global norm. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "train/parallel/strategy.h"
@@ -107,30 +108,33 @@ void par_grad_hook(void *ctx, int layer, size_t begin, size_t end)
         t->err = par_grad_collect(t, 0);
 }
 
-static double own_sumsq(const coh_par_trainer *t)
-{
-    double s = 0.0;
-    for (int k = t->nbk - 1; k >= 0; k--)
-        for (size_t i = t->bk[k].own_b; i < t->bk[k].own_e; i++)
-            s += (double)t->grads[i] * t->grads[i];
-    return s;
-}
-
+/* The global norm: this rank's sum of squares over what it holds (ZeRO-2/3: its own chunks),
+ * summed over the shards that split it (dp for ZeRO-2/3, tp), then the same scale everywhere. */
 double par_clip(coh_par_trainer *t)
 {
     double clip = t->cfg.train.grad_clip;
-    if (t->stage < 2)
+    int tp = t->mesh->tp > 1;
+    if (t->stage < 2 && !tp)
         return coh_clip_grad_norm(t->grads, t->n, clip);
-    double sum = own_sumsq(t);
-    coh_status st = coh_allreduce(t->dp, &sum, &sum, 1, COH_F64, COH_SUM);
+    double sum = 0.0;
+    if (t->stage < 2)
+        sum = par_sumsq(t, 0, t->n);
+    for (int k = t->nbk - 1; t->stage >= 2 && k >= 0; k--)
+        sum += par_sumsq(t, t->bk[k].own_b, t->bk[k].own_e);
+    coh_status st = COH_OK;
+    if (t->stage >= 2)
+        st = coh_allreduce(t->dp, &sum, &sum, 1, COH_F64, COH_SUM);
+    if (!st && tp)
+        st = coh_allreduce(t->mesh->tp_comm, &sum, &sum, 1, COH_F64, COH_SUM);
     if (st && !t->err)
         t->err = st;
     double norm = sqrt(sum);
     if (clip > 0.0 && norm > clip) {
         float f = (float)(clip / (norm + 1e-6));
-        for (int k = 0; k < t->nbk; k++)
-            for (size_t i = t->bk[k].own_b; i < t->bk[k].own_e; i++)
-                t->grads[i] *= f;
+        if (t->stage < 2)
+            par_scale(t, 0, t->n, f);
+        for (int k = 0; t->stage >= 2 && k < t->nbk; k++)
+            par_scale(t, t->bk[k].own_b, t->bk[k].own_e, f);
     }
     return norm;
 }

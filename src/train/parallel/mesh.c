@@ -14,15 +14,16 @@ coh_status coh_mesh_create(coh_comm *world, int dp, int pp, int tp, coh_mesh **o
     if (!m)
         return coh_errf(COH_ERR_NOMEM, "out of memory allocating the mesh");
     *m = (coh_mesh){.dp = dp, .pp = pp, .tp = tp, .world = world};
+    /* Megatron's order: tp fastest (neighbouring ranks, one node), then dp, then pp */
     m->tp_rank = r % tp;
-    m->pp_rank = (r / tp) % pp;
-    m->dp_rank = r / (tp * pp);
+    m->dp_rank = (r / tp) % dp;
+    m->pp_rank = r / (tp * dp);
     /* ranks sharing the other two coordinates form one group along an axis */
     coh_status st = coh_comm_split(world, m->pp_rank * tp + m->tp_rank, m->dp_rank, &m->dp_comm);
     if (!st)
         st = coh_comm_split(world, m->dp_rank * tp + m->tp_rank, m->pp_rank, &m->pp_comm);
     if (!st)
-        st = coh_comm_split(world, m->dp_rank * pp + m->pp_rank, m->tp_rank, &m->tp_comm);
+        st = coh_comm_split(world, m->pp_rank * dp + m->dp_rank, m->tp_rank, &m->tp_comm);
     if (st) {
         coh_mesh_destroy(m);
         return st;

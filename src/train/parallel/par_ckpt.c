@@ -226,9 +226,87 @@ static coh_status save_pipeline(coh_par_trainer *t, const char *path, const char
     return st;
 }
 
+/* This rank's AdamW moments at their places in its arena (zero elsewhere), summed over the
+ * ranks that split the arena (dp replicas' slices, pipeline stages): every rank then holds its
+ * shard's whole m and v. A range is counted once: replicas that hold the same state contribute
+ * from dp rank 0 only, and a last stage's copy of the tied wte not at all. */
+static coh_status moments_of_shard(coh_par_trainer *t, float *m, float *v)
+{
+    coh_adamw *o = coh_trainer_optimizer(t->base);
+    const float *om = coh_adamw_m(o, NULL), *ov = coh_adamw_v(o, NULL);
+    int sliced = t->stage >= 1 || (t->pipe && t->cfg.par.strategy == COH_STRATEGY_ZERO1);
+    memset(m, 0, t->n * sizeof *m);
+    memset(v, 0, t->n * sizeof *v);
+    size_t off = 0;
+    for (int k = 0; k < t->nown; k++) {
+        size_t len = t->own_re[k] - t->own_rb[k];
+        int skip = (k < shard_first(t)) || (!sliced && t->rdp != 0);
+        if (!skip) {
+            memcpy(m + t->own_rb[k], om + off, len * sizeof *m);
+            memcpy(v + t->own_rb[k], ov + off, len * sizeof *v);
+        }
+        off += len;
+    }
+    coh_status st = COH_OK;
+    coh_comm *axes[2] = {t->ndp > 1 ? t->dp : NULL, t->pipe ? t->mesh->pp_comm : NULL};
+    for (int a = 0; !st && a < 2; a++)
+        if (axes[a] && !(st = coh_allreduce(axes[a], m, m, t->n, COH_F32, COH_SUM)))
+            st = coh_allreduce(axes[a], v, v, t->n, COH_F32, COH_SUM);
+    return st;
+}
+
+/* Tensor parallelism: the whole model's weights and moments gathered from the shards to world
+ * rank 0, which writes the engine's pair (HF-named whole tensors): any mesh resumes from it,
+ * and eval and generate read it as a one-device checkpoint. */
+static coh_status save_tensor_parallel(coh_par_trainer *t, const char *path,
+                                       const char *tokenizer, const coh_loader_pos *data,
+                                       int threads)
+{
+    long step = coh_trainer_get_step(t->base);
+    coh_gpt_config whole = t->cfg.train.model;
+    whole.tp = 1;
+    size_t nw = coh_gpt_param_count(&whole);
+    float *p = malloc(nw * sizeof *p), *m = malloc(nw * sizeof *m), *v = malloc(nw * sizeof *v);
+    float *sm = malloc(t->n * sizeof *sm), *sv = malloc(t->n * sizeof *sv);
+    coh_status st = p && m && v && sm && sv
+                        ? coh_par_trainer_gather_params(t, p)
+                        : coh_errf(COH_ERR_NOMEM, "out of memory gathering the checkpoint");
+    if (!st)
+        st = moments_of_shard(t, sm, sv);
+    if (!st && !(st = par_tp_gather(t, sm, m, nw)))
+        st = par_tp_gather(t, sv, v, nw);
+    if (!st && coh_comm_rank(t->mesh->world) == 0 &&
+        !(st = coh_gpt_save_arena(&whole, p, path, tokenizer, step))) {
+        char sp[4200], thr[24];
+        snprintf(sp, sizeof sp, "%s.state", path);
+        snprintf(thr, sizeof thr, "%d", threads);
+        coh_st_tensor ten[2] = {{"adamw.m", COH_ST_F32, 1, {(int64_t)nw}, m, 0},
+                                {"adamw.v", COH_ST_F32, 1, {(int64_t)nw}, v, 0}};
+        coh_train_state s;
+        memset(&s, 0, sizeof s);
+        s.step = (uint64_t)step;
+        if (data)
+            s.data = *data;
+        coh_st_meta meta[] = {{"threads", thr}};
+        st = coh_state_save(sp, &s, ten, 2, meta, 1);
+    }
+    free(p);
+    free(m);
+    free(v);
+    free(sm);
+    free(sv);
+    coh_status s2 = coh_barrier(t->mesh->world);
+    st = st ? st : s2;
+    if (!st && coh_comm_rank(t->mesh->world) == 0) /* an earlier run's shard sets of this path */
+        remove_other_sets(path, -1);
+    return st;
+}
+
 coh_status coh_par_trainer_save(coh_par_trainer *t, const char *path, const char *tokenizer,
                                 const coh_loader_pos *data, int threads)
 {
+    if (t->mesh->tp > 1)
+        return save_tensor_parallel(t, path, tokenizer, data, threads);
     if (t->pipe)
         return save_pipeline(t, path, tokenizer, data, threads);
     if (t->stage >= 1)

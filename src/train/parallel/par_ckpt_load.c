@@ -9,22 +9,30 @@
 #include "train/gpt_ckpt_int.h"
 #include "train/parallel/strategy.h"
 
-/* Copy the parts of a source (m, v over ranges sr, k x 2) that this rank's optimizer covers;
- * returns the elements copied. */
-static size_t fill(coh_par_trainer *t, const float *sm, const float *sv, const int64_t *sr,
+/* Where moments read from a checkpoint go: ranges [rb[j], re[j]) of the whole model's arena,
+ * held back to back in m and v (this rank's optimizer; or, for a tensor-parallel shard, the
+ * whole arena, cut into the shard afterwards). nparams: the whole model's arena. */
+typedef struct moments_dst {
+    float *m, *v;
+    const size_t *rb, *re;
+    int n;
+    size_t nparams;
+} moments_dst;
+
+/* Copy the parts of a source (m, v over ranges sr, k x 2) that the destination covers; returns
+ * the elements copied. */
+static size_t fill(const moments_dst *d, const float *sm, const float *sv, const int64_t *sr,
                    int64_t k)
 {
-    coh_adamw *o = coh_trainer_optimizer(t->base);
-    float *m = coh_adamw_m(o, NULL), *v = coh_adamw_v(o, NULL);
     size_t soff = 0, got = 0;
     for (int64_t i = 0; i < k; i++) {
         size_t sb = (size_t)sr[2 * i], se = (size_t)sr[2 * i + 1], doff = 0;
-        for (int j = 0; j < t->nown; j++) {
-            size_t db = t->own_rb[j], de = t->own_re[j];
+        for (int j = 0; j < d->n; j++) {
+            size_t db = d->rb[j], de = d->re[j];
             size_t b = sb > db ? sb : db, e = se < de ? se : de;
             if (b < e) {
-                memcpy(m + doff + (b - db), sm + soff + (b - sb), (e - b) * sizeof *m);
-                memcpy(v + doff + (b - db), sv + soff + (b - sb), (e - b) * sizeof *v);
+                memcpy(d->m + doff + (b - db), sm + soff + (b - sb), (e - b) * sizeof *sm);
+                memcpy(d->v + doff + (b - db), sv + soff + (b - sb), (e - b) * sizeof *sv);
                 got += e - b;
             }
             doff += de - db;
@@ -83,11 +91,11 @@ coh_status par_ranges_read(const coh_st_file *f, const char *file, int cols, siz
     return st;
 }
 
-static coh_status load_moments(coh_par_trainer *t, const coh_st_file *f, const char *file,
+static coh_status load_moments(const moments_dst *d, const coh_st_file *f, const char *file,
                                const int64_t *ranges, int64_t k, size_t *got)
 {
     size_t n;
-    coh_status st = check_ranges(file, ranges, k, 2, t->n, &n);
+    coh_status st = check_ranges(file, ranges, k, 2, d->nparams, &n);
     float *m = st ? NULL : malloc((n ? n : 1) * sizeof *m);
     float *v = st ? NULL : malloc((n ? n : 1) * sizeof *v);
     int64_t shape[1] = {(int64_t)n};
@@ -95,21 +103,21 @@ static coh_status load_moments(coh_par_trainer *t, const coh_st_file *f, const c
         st = coh_errf(COH_ERR_NOMEM, "out of memory reading '%s'", file);
     if (!st && !(st = coh_st_read(f, "adamw.m", COH_ST_F32, 1, shape, m)) &&
         !(st = coh_st_read(f, "adamw.v", COH_ST_F32, 1, shape, v)))
-        *got += fill(t, m, v, ranges, k);
+        *got += fill(d, m, v, ranges, k);
     free(m);
     free(v);
     return st ? coh_err_prefix(st, "loading '%s'", file) : COH_OK;
 }
 
-static int overlaps_mine(const coh_par_trainer *t, int64_t b, int64_t e)
+static int overlaps_mine(const moments_dst *d, int64_t b, int64_t e)
 {
-    for (int j = 0; j < t->nown; j++)
-        if ((size_t)b < t->own_re[j] && (size_t)e > t->own_rb[j])
+    for (int j = 0; j < d->n; j++)
+        if ((size_t)b < d->re[j] && (size_t)e > d->rb[j])
             return 1;
     return 0;
 }
 
-static coh_status load_shard(coh_par_trainer *t, const char *path, long step, int j, int n,
+static coh_status load_shard(const moments_dst *d, const char *path, long step, int j, int n,
                              size_t *got)
 {
     char name[4200];
@@ -123,15 +131,15 @@ static coh_status load_shard(coh_par_trainer *t, const char *path, long step, in
     const char *ms = coh_st_meta_get(f, "step");
     if (!ms || atol(ms) != step)
         st = coh_errf(COH_ERR_MISMATCH, "optimizer shard '%s' is not of step %ld", name, step);
-    if (!st && !(st = par_ranges_read(f, name, 2, t->n, &r, &k, &total)))
-        st = load_moments(t, f, name, r, k, got);
+    if (!st && !(st = par_ranges_read(f, name, 2, d->nparams, &r, &k, &total)))
+        st = load_moments(d, f, name, r, k, got);
     free(r);
     coh_st_close(f);
     return st;
 }
 
 /* Every shard the index says overlaps this rank's ranges. */
-static coh_status load_zero(coh_par_trainer *t, const char *path, const char *index, long step,
+static coh_status load_zero(const moments_dst *d, const char *path, const char *index, long step,
                             int n, size_t *got)
 {
     char name[4200];
@@ -143,14 +151,14 @@ static coh_status load_zero(coh_par_trainer *t, const char *path, const char *in
     coh_status st = coh_st_open(name, &f);
     if (st)
         return st;
-    st = par_ranges_read(f, name, 3, t->n, &rows, &k, &total);
+    st = par_ranges_read(f, name, 3, d->nparams, &rows, &k, &total);
     coh_st_close(f);
     for (int j = 0; !st && j < n; j++) {
         int want = 0;
         for (int64_t i = 0; i < k; i++)
-            want |= rows[3 * i] == j && overlaps_mine(t, rows[3 * i + 1], rows[3 * i + 2]);
+            want |= rows[3 * i] == j && overlaps_mine(d, rows[3 * i + 1], rows[3 * i + 2]);
         if (want)
-            st = load_shard(t, path, step, j, n, got);
+            st = load_shard(d, path, step, j, n, got);
     }
     free(rows);
     return st;
@@ -174,24 +182,74 @@ static coh_status load_weights(coh_par_trainer *t, const char *path, const char 
     return st;
 }
 
-static coh_status resume_any(coh_par_trainer *t, const char *path, const char *sp,
-                             const coh_st_file *sf, long step)
+/* The moments of either kind of checkpoint into d. */
+static coh_status read_moments(const moments_dst *d, const char *path, const char *sp,
+                               const coh_st_file *sf, long step, size_t *got)
 {
     const char *index = coh_st_meta_get(sf, "zero_index"), *sdp = coh_st_meta_get(sf, "zero_dp");
-    size_t got = 0, total = 0;
-    coh_status st = load_weights(t, path, sp, step);
-    for (int j = 0; j < t->nown; j++)
-        total += t->own_re[j] - t->own_rb[j];
-    if (!st && index) {
+    if (index) {
         int n = sdp ? atoi(sdp) : 0;
         if (n < 1 || n > 1 << 20)
             return coh_errf(COH_ERR_INVALID, "checkpoint state '%s': invalid zero_dp '%s'", sp,
                             sdp ? sdp : "");
-        st = load_zero(t, path, index, step, n, &got);
-    } else if (!st) {
-        int64_t r[2] = {0, (int64_t)t->n};
-        st = load_moments(t, sf, sp, r, 1, &got);
+        return load_zero(d, path, index, step, n, got);
     }
+    int64_t r[2] = {0, (int64_t)d->nparams};
+    return load_moments(d, sf, sp, r, 1, got);
+}
+
+/* A tensor-parallel shard: the whole model's moments, then this shard's part of them, then the
+ * ranges its optimizer covers. */
+static coh_status read_moments_tp(coh_par_trainer *t, const moments_dst *whole, const char *path,
+                                  const char *sp, const coh_st_file *sf, long step, size_t *got)
+{
+    size_t nw = whole->nparams, have = 0;
+    float *wm = malloc(nw * sizeof *wm), *wv = malloc(nw * sizeof *wv);
+    float *lm = malloc(t->n * sizeof *lm), *lv = malloc(t->n * sizeof *lv);
+    size_t all_b = 0;
+    moments_dst d = {wm, wv, &all_b, &whole->nparams, 1, nw};
+    coh_status st = wm && wv && lm && lv ? read_moments(&d, path, sp, sf, step, &have)
+                                         : coh_errf(COH_ERR_NOMEM, "out of memory reading '%s'",
+                                                    sp);
+    if (!st && have != nw)
+        st = coh_errf(COH_ERR_INVALID, "checkpoint '%s' holds optimizer state for %zu of the "
+                      "model's %zu parameters", path, have, nw);
+    if (!st) {
+        coh_gpt_arena_scatter(&t->cfg.train.model, t->mesh->tp_rank, wm, lm);
+        coh_gpt_arena_scatter(&t->cfg.train.model, t->mesh->tp_rank, wv, lv);
+        coh_adamw *o = coh_trainer_optimizer(t->base);
+        float *m = coh_adamw_m(o, NULL), *v = coh_adamw_v(o, NULL);
+        size_t off = 0;
+        for (int j = 0; j < t->nown; j++) {
+            size_t len = t->own_re[j] - t->own_rb[j];
+            memcpy(m + off, lm + t->own_rb[j], len * sizeof *m);
+            memcpy(v + off, lv + t->own_rb[j], len * sizeof *v);
+            off += len;
+        }
+        *got += off;
+    }
+    free(wm);
+    free(wv);
+    free(lm);
+    free(lv);
+    return st;
+}
+
+static coh_status resume_any(coh_par_trainer *t, const char *path, const char *sp,
+                             const coh_st_file *sf, long step)
+{
+    coh_gpt_config whole = t->cfg.train.model;
+    whole.tp = 1;
+    coh_adamw *o = coh_trainer_optimizer(t->base);
+    moments_dst d = {coh_adamw_m(o, NULL), coh_adamw_v(o, NULL), t->own_rb, t->own_re, t->nown,
+                     coh_gpt_param_count(&whole)};
+    size_t got = 0, total = 0;
+    coh_status st = load_weights(t, path, sp, step);
+    for (int j = 0; j < t->nown; j++)
+        total += t->own_re[j] - t->own_rb[j];
+    if (!st)
+        st = t->mesh->tp > 1 ? read_moments_tp(t, &d, path, sp, sf, step, &got)
+                             : read_moments(&d, path, sp, sf, step, &got);
     if (!st && got != total)
         st = coh_errf(COH_ERR_INVALID, "checkpoint '%s' holds optimizer state for %zu of the %zu "
                       "parameters this rank owns", path, got, total);
@@ -209,7 +267,7 @@ coh_status coh_par_trainer_resume(coh_par_trainer *t, const char *path, coh_load
     coh_status st = coh_state_open(sp, &s, &sf);
     if (st)
         return st;
-    if (!coh_st_meta_get(sf, "zero_index") && t->stage == 0 && !t->pipe) {
+    if (!coh_st_meta_get(sf, "zero_index") && t->stage == 0 && !t->pipe && t->mesh->tp == 1) {
         coh_st_close(sf); /* the engine's own pair, read by the engine */
         st = coh_trainer_resume(t->base, path, data, threads);
         coh_par_trainer_params_loaded(t);

@@ -155,14 +155,16 @@ coh_status coh_par_memory_estimate_stage(const coh_par_config *cfg, int stage,
     gpt_act_sizes_t as;
     gpt_act_sizes(g, c->train.batch, c->train.seq, &as);
     uint64_t bt = (uint64_t)c->train.batch * c->train.seq, btc = bt * (uint64_t)g->dim, blocks = 0;
+    uint64_t btr = (uint64_t)as.rows * (uint64_t)g->dim; /* this rank's rows (sequence parallel) */
     int full = c->par.recompute == COH_RECOMPUTE_FULL;
     for (int k = 0; k < v; k++)
         blocks += (uint64_t)(lay.hi[k] - lay.lo[k]);
     int first = lay.lo[0] == 0, last = lay.hi[v - 1] == g->layers;
     /* one slot: the blocks' saved activations (only outputs when recomputing), each chunk's
-     * input (the embedding's output on the first), the head's LayerNorm, losses and dL/dlnf */
-    uint64_t per_slot = blocks * (full ? btc : as.per_layer) + (uint64_t)v * btc +
-                        (first ? bt : 0) + (last ? 2 * btc + 3 * bt : 0);
+     * input (the embedding's output on the first), the head's LayerNorm (all rows), its
+     * statistics, the losses and dL/dlnf */
+    uint64_t per_slot = blocks * (full ? btr : as.per_layer) + (uint64_t)v * btr +
+                        (first ? bt : 0) + (last ? 2 * btc + 2 * as.rows + bt : 0);
     out->state.params = 4 * (uint64_t)lay.params;
     out->state.grads = 4 * (uint64_t)lay.params;
     uint64_t optim = lay.params;
@@ -175,7 +177,8 @@ coh_status coh_par_memory_estimate_stage(const coh_par_config *cfg, int stage,
     }
     out->state.optim = 8 * optim;
     out->engine = 4 * ((uint64_t)slots * per_slot + (full ? as.per_layer : 0) + as.grads +
-                       (last ? as.logits : 0) + 2 * btc /* received, to send */ +
+                       (last ? as.logits : 0) +
+                       (uint64_t)(PIPE_RECV_DEPTH + 1) * btr /* received ahead, to send */ +
                        2 * (uint64_t)m * bt /* the step's tokens and targets */ + 2 * bt) +
                   tm.attention * (uint64_t)coh_get_threads();
     out->activation_slots = slots;

@@ -99,9 +99,10 @@ coh_status coh_par_trainer_step(coh_par_trainer *t, coh_batch_fn next, void *ctx
             sample_memory(t);
         return st;
     }
-    double loss, t0 = par_now_us();
+    double loss, t0 = par_now_us(), tp0 = coh_gpt_tp_comm_seconds(t->model);
     coh_status st = t->pipe ? par_pipe_forward_backward(t, next, ctx, &loss)
                             : accumulate(t, next, ctx, &loss);
+    t->tp_step_s = coh_gpt_tp_comm_seconds(t->model) - tp0;
     if (st)
         return st;
     par_trace_event(t->trace, "forward+backward", "step", 0, t0, par_now_us());
@@ -144,7 +145,8 @@ coh_status coh_par_trainer_eval(coh_par_trainer *t, coh_batch_fn next, void *ctx
     return st;
 }
 
-coh_status coh_par_trainer_gather_params(coh_par_trainer *t, float *out)
+/* This rank's arena whole (its stage's and ZeRO-3 shards gathered), in its own layout. */
+static coh_status gather_own(coh_par_trainer *t, float *out)
 {
     if (t->pipe)
         return par_pipe_gather(t, out);
@@ -163,6 +165,22 @@ coh_status coh_par_trainer_gather_params(coh_par_trainer *t, float *out)
         b->present = 0;
     }
     return COH_OK;
+}
+
+coh_status coh_par_trainer_gather_params(coh_par_trainer *t, float *out)
+{
+    if (t->mesh->tp == 1)
+        return gather_own(t, out);
+    coh_gpt_config whole = t->cfg.train.model;
+    whole.tp = 1;
+    float *shard = malloc(t->n * sizeof *shard);
+    if (!shard)
+        return coh_errf(COH_ERR_NOMEM, "out of memory gathering the parameters");
+    coh_status st = gather_own(t, shard);
+    if (!st) /* each shard's tensors into their places, summed over the tp group: exact */
+        st = par_tp_gather(t, shard, out, coh_gpt_param_count(&whole));
+    free(shard);
+    return st;
 }
 
 void coh_par_trainer_params_loaded(coh_par_trainer *t)

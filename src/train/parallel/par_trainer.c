@@ -12,6 +12,8 @@ void coh_par_config_apply(coh_par_config *c)
     c->train.batch = (int)p->micro_batch;
     c->train.seq = p->seq ? (int)p->seq : c->train.model.seq;
     c->train.accum = p->microbatches > 0 ? (int)p->microbatches : 1;
+    c->train.model.tp = p->tp > 1 ? (int)p->tp : 0;
+    c->train.model.sp = p->tp > 1 && p->sequence_parallel;
 }
 
 static coh_status check(const coh_par_config *c, const coh_mesh *m)
@@ -41,6 +43,9 @@ static coh_status check(const coh_par_config *c, const coh_mesh *m)
         return coh_errf(COH_ERR_UNSUPPORTED, "strategy '%s' with pp %d: ZeRO-2 and -3 shard "
                         "gradients that a pipeline accumulates over its microbatches; use ddp or "
                         "zero1", coh_strategy_name(p->strategy), m->pp);
+    if (p->strategy == COH_STRATEGY_DP && m->tp > 1)
+        return coh_errf(COH_ERR_UNSUPPORTED, "strategy 'dp' with tp %d: DataParallel runs "
+                        "whole replicas in one process; use ddp or zero1..3 with --tp", m->tp);
     if (p->strategy == COH_STRATEGY_SINGLE && m->dp != 1)
         return coh_errf(COH_ERR_INVALID, "strategy 'single' with %d ranks: use ddp or zero1..3 "
                         "under 'cohort run', or run one process", m->dp);
@@ -97,7 +102,7 @@ static coh_status build_pipeline(coh_par_trainer *t, coh_gpt *model, coh_adamw *
     if (!t->own_rb || !t->own_re)
         return coh_errf(COH_ERR_NOMEM, "out of memory for the stage's ranges");
     /* the optimizer covers the stage's ranges, or with ZeRO-1 this replica's slices of them */
-    t->nown = par_pipe_optimizer_ranges(t->pipe, (size_t)c->vocab * c->dim, t->rdp, t->ndp,
+    t->nown = par_pipe_optimizer_ranges(t->pipe, par_wte_size(c), t->rdp, t->ndp,
                                         t->cfg.par.strategy == COH_STRATEGY_ZERO1, t->own_rb,
                                         t->own_re);
     par_pipe_keep_own(t, coh_gpt_params(model, NULL));
@@ -119,7 +124,17 @@ static coh_status build(coh_par_trainer *t)
     if (st)
         return st;
     t->model = model;
-    coh_gpt_init_weights(model, c->train.seed);
+    if ((st = coh_gpt_set_tp(model, t->mesh->tp_comm))) {
+        coh_gpt_destroy(model);
+        t->model = NULL;
+        return st;
+    }
+    coh_gpt_init_weights(model, c->train.seed); /* a shard keeps its part of each tensor */
+    if (t->mesh->tp > 1 && (st = par_find_replicated(t))) {
+        coh_gpt_destroy(model);
+        t->model = NULL;
+        return st;
+    }
     if (c->par.recompute == COH_RECOMPUTE_FULL && (st = coh_gpt_set_recompute(model, 1))) {
         coh_gpt_destroy(model);
         t->model = NULL;
@@ -143,11 +158,21 @@ static coh_status build(coh_par_trainer *t)
     return alloc_state(t);
 }
 
+/* The model's tensor-parallel all-reduces on the trace's fourth track. */
+static void trace_tp(void *ctx, const char *name, double t0, double t1)
+{
+    coh_par_trainer *t = ctx;
+    par_trace_event(t->trace, name, "tp", 3, t0 * 1e6, t1 * 1e6);
+}
+
 static coh_status start(coh_par_trainer *t)
 {
     coh_status st = COH_OK;
-    if (t->cfg.trace_path && (st = par_trace_open(t->cfg.trace_path, t->rdp, &t->trace)))
+    if (t->cfg.trace_path &&
+        (st = par_trace_open(t->cfg.trace_path, coh_comm_rank(t->mesh->world), &t->trace)))
         return st;
+    if (t->trace && t->mesh->tp > 1)
+        coh_gpt_set_comm_span(t->model, trace_tp, t);
     if (t->pipe) { /* a stage's replicas start from dp rank 0's ranges; gradients stay private */
         const coh_pipe_stage *lay = par_pipe_layout(t->pipe);
         for (int k = 0; t->ndp > 1 && !st && k < lay->nranges; k++)
@@ -246,5 +271,7 @@ void coh_par_trainer_destroy(coh_par_trainer *t)
     free(t->own_rb);
     free(t->own_re);
     free(t->dev_peak);
+    free(t->rep_b);
+    free(t->rep_e);
     free(t);
 }

@@ -1,12 +1,15 @@
 /* pipe_exec.c: the pipeline-parallel step: this rank's stage (its model chunks' layer ranges),
- * one executor that runs any schedule's action list (schedule.c) with sends on a thread of
- * their own, the tied embedding's gradient summed between the first and last stage, the loss
- * and the clipping norm reduced over the pipeline, and dp replicas of each stage averaged.
+ * one executor that runs any schedule's action list (schedule.c) with sends and receives on
+ * threads of their own, the tied embedding's gradient summed between the first and last stage,
+ * the loss and the clipping norm reduced over the pipeline, and dp replicas of each stage
+ * averaged.
  *
  * Point to point runs on two-rank communicators, one per direction of each neighbouring pair:
- * the sender thread uses the ones this rank sends on, the step the ones it receives on, so no
- * communicator is used by two threads, and a send never waits for the receiver's schedule to
- * reach its receive (which is what deadlocks 1F1B with blocking sends). */
+ * the sender thread uses the ones this rank sends on, the receiver thread the ones it receives
+ * on, so no communicator is used by two threads. A send never waits for the receiver's schedule
+ * to reach its receive (which is what deadlocks 1F1B with blocking sends), and a receive is
+ * posted as soon as a buffer is free, in the order the list consumes them, so a message that
+ * arrives while this rank computes is already in place when the list reaches it. */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -40,7 +43,7 @@ struct par_pipe {
     int nowned;
     coh_comm *embed;          /* stages 0 and p - 1 (the tied wte), NULL when p == 1 */
     int32_t *tok, *tgt;       /* (m, B*T) this step's micro-batches */
-    float *xbuf, *ybuf;       /* (B*T*C) received, and to send */
+    float *xbuf, *ybuf;       /* (B*T*C) the receive being read (a ring buffer), and to send */
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -48,7 +51,84 @@ struct par_pipe {
     int busy, quit, started;
     coh_status send_err;
     double busy_us, idle_us;  /* the last step's compute, and waits for peers */
+    /* the receiver thread: the list's receives, taken in order into a ring of buffers */
+    pthread_t rthread;
+    pthread_mutex_t rmu;
+    pthread_cond_t rcv;
+    int rstarted, rquit;
+    coh_comm **rq_comm;       /* (nacts) the current list's receives, in order */
+    size_t rq_count;          /* floats each */
+    int rq_n, rq_done, rq_taken; /* posted, received, consumed by the step */
+    float *ring[PIPE_RECV_DEPTH];
+    coh_status recv_err;
 };
+
+/* ---- the receiver thread -------------------------------------------------------------------- */
+
+/* Receive the list's messages in order while a ring buffer is free: the one the step holds
+ * (the last taken) stays untouched until the step takes the next. */
+static void *receiver(void *arg)
+{
+    par_pipe *pp = arg;
+    pthread_mutex_lock(&pp->rmu);
+    for (;;) {
+        while (!pp->rquit && !pp->recv_err &&
+               (pp->rq_done >= pp->rq_n || pp->rq_done - pp->rq_taken >= PIPE_RECV_DEPTH - 1))
+            pthread_cond_wait(&pp->rcv, &pp->rmu);
+        if (pp->rquit || pp->recv_err)
+            break;
+        int k = pp->rq_done;
+        coh_comm *c = pp->rq_comm[k];
+        float *buf = pp->ring[k % PIPE_RECV_DEPTH];
+        size_t n = pp->rq_count;
+        pthread_mutex_unlock(&pp->rmu);
+        coh_status st = coh_recv(c, buf, n, COH_F32, 0);
+        pthread_mutex_lock(&pp->rmu);
+        if (st) {
+            pp->recv_err = st;
+            coh_warn("pipeline receive failed: %s", coh_last_error());
+        } else {
+            pp->rq_done = k + 1;
+        }
+        pthread_cond_broadcast(&pp->rcv);
+    }
+    pthread_mutex_unlock(&pp->rmu);
+    return NULL;
+}
+
+/* Post the receives of list a (n actions) of `count` floats each. The previous list's were all
+ * taken, so the thread is idle. */
+static void recv_begin(par_pipe *pp, const coh_pipe_action *a, int n, size_t count)
+{
+    pthread_mutex_lock(&pp->rmu);
+    pp->rq_n = pp->rq_done = pp->rq_taken = 0;
+    pp->rq_count = count;
+    for (int i = 0; i < n; i++) {
+        if (a[i].op == COH_PIPE_RECV_ACT)
+            pp->rq_comm[pp->rq_n++] = pp->next_recv;
+        else if (a[i].op == COH_PIPE_RECV_GRAD)
+            pp->rq_comm[pp->rq_n++] = pp->prev_recv;
+    }
+    pthread_cond_broadcast(&pp->rcv);
+    pthread_mutex_unlock(&pp->rmu);
+}
+
+/* The next receive of the list, waited for: its buffer, valid until the next take. */
+static coh_status recv_take(par_pipe *pp, float **buf)
+{
+    pthread_mutex_lock(&pp->rmu);
+    while (pp->rq_done <= pp->rq_taken && !pp->recv_err)
+        pthread_cond_wait(&pp->rcv, &pp->rmu);
+    coh_status st = pp->recv_err;
+    if (!st) {
+        *buf = pp->ring[pp->rq_taken % PIPE_RECV_DEPTH];
+        pp->rq_taken++;
+        pthread_cond_broadcast(&pp->rcv); /* the buffer taken before is free again */
+    }
+    pthread_mutex_unlock(&pp->rmu);
+    return st ? coh_errf(st, "a pipeline receive failed (see the warning above)") : COH_OK;
+}
+
 
 static void *sender(void *arg)
 {
@@ -181,6 +261,8 @@ coh_status par_pipe_create(coh_par_trainer *t, par_pipe **out)
     *out = pp;
     pthread_mutex_init(&pp->mu, NULL);
     pthread_cond_init(&pp->cv, NULL);
+    pthread_mutex_init(&pp->rmu, NULL);
+    pthread_cond_init(&pp->rcv, NULL);
     pp->p = mesh->pp;
     pp->stage = mesh->pp_rank;
     pp->v = c->par.schedule == COH_SCHED_INTERLEAVED ? c->par.virtual_stages : 1;
@@ -203,16 +285,24 @@ coh_status par_pipe_create(coh_par_trainer *t, par_pipe **out)
     pp->chunks_live = calloc((size_t)pp->m, sizeof *pp->chunks_live);
     pp->tok = malloc((size_t)pp->m * bt * sizeof *pp->tok);
     pp->tgt = malloc((size_t)pp->m * bt * sizeof *pp->tgt);
-    pp->xbuf = malloc(btc * sizeof *pp->xbuf);
     pp->ybuf = malloc(btc * sizeof *pp->ybuf);
-    if (pp->nslots < 1 || !pp->slot_of || !pp->chunks_live || !pp->tok || !pp->tgt || !pp->xbuf ||
-        !pp->ybuf)
+    int rings = 1;
+    for (int k = 0; k < PIPE_RECV_DEPTH; k++)
+        rings &= (pp->ring[k] = malloc(btc * sizeof(float))) != NULL;
+    int nq = pp->nacts > pp->neval ? pp->nacts : pp->neval;
+    pp->rq_comm = malloc((size_t)(nq > 0 ? nq : 1) * sizeof *pp->rq_comm);
+    if (pp->nslots < 1 || !pp->slot_of || !pp->chunks_live || !pp->tok || !pp->tgt || !rings ||
+        !pp->ybuf || !pp->rq_comm)
         return coh_errf(COH_ERR_NOMEM, "out of memory for the pipeline");
+    pp->xbuf = pp->ring[0];
     if ((st = make_links(pp, mesh->pp_comm)))
         return st;
     if (pthread_create(&pp->thread, NULL, sender, pp))
         return coh_errf(COH_ERR_SYSTEM, "cannot start the pipeline's sender thread");
     pp->started = 1;
+    if (pthread_create(&pp->rthread, NULL, receiver, pp))
+        return coh_errf(COH_ERR_SYSTEM, "cannot start the pipeline's receiver thread");
+    pp->rstarted = 1;
     return COH_OK;
 }
 
@@ -227,6 +317,13 @@ void par_pipe_destroy(par_pipe *pp)
         pthread_mutex_unlock(&pp->mu);
         pthread_join(pp->thread, NULL);
     }
+    if (pp->rstarted) { /* blocked in a receive only when a peer died: that receive fails */
+        pthread_mutex_lock(&pp->rmu);
+        pp->rquit = 1;
+        pthread_cond_broadcast(&pp->rcv);
+        pthread_mutex_unlock(&pp->rmu);
+        pthread_join(pp->rthread, NULL);
+    }
     while (pp->head) {
         pipe_msg *n = pp->head->next;
         free(pp->head);
@@ -237,6 +334,11 @@ void par_pipe_destroy(par_pipe *pp)
     coh_comm_destroy(pp->embed);
     pthread_mutex_destroy(&pp->mu);
     pthread_cond_destroy(&pp->cv);
+    pthread_mutex_destroy(&pp->rmu);
+    pthread_cond_destroy(&pp->rcv);
+    for (int k = 0; k < PIPE_RECV_DEPTH; k++)
+        free(pp->ring[k]);
+    free(pp->rq_comm);
     free(pp->owned);
     free(pp->acts);
     free(pp->eval_acts);
@@ -244,7 +346,6 @@ void par_pipe_destroy(par_pipe *pp)
     free(pp->chunks_live);
     free(pp->tok);
     free(pp->tgt);
-    free(pp->xbuf);
     free(pp->ybuf);
     free(pp);
 }
@@ -312,7 +413,7 @@ coh_status par_pipe_share_update(coh_par_trainer *t)
 {
     const coh_gpt_config *c = &t->cfg.train.model;
     size_t pb[COH_PIPE_STAGE_MAX_CHUNKS + 2], pe[COH_PIPE_STAGE_MAX_CHUNKS + 2];
-    int n = zero1_pieces(t->pipe, (size_t)c->vocab * c->dim, pb, pe);
+    int n = zero1_pieces(t->pipe, par_wte_size(c), pb, pe);
     coh_status st = COH_OK;
     for (int k = 0; !st && k < n; k++)
         for (int r = 0; !st && r < t->ndp; r++) {
@@ -360,21 +461,24 @@ static coh_status run_list(coh_par_trainer *t, const coh_pipe_action *a, int n, 
     par_pipe *pp = t->pipe;
     const coh_trainer_config *c = &t->cfg.train;
     int B = c->batch, T = c->seq;
-    size_t bt = (size_t)B * T, btc = bt * (size_t)c->model.dim;
+    size_t bt = (size_t)B * T;
+    /* a stage's output: this rank's rows (its share of them with sequence parallelism, so a
+     * tp group sends each activation once, split) */
+    size_t btc = (c->model.sp && c->model.tp > 1 ? bt / (size_t)c->model.tp : bt) *
+                 (size_t)c->model.dim;
     coh_status st = COH_OK;
+    recv_begin(pp, a, n, btc);
     for (int i = 0; !st && i < n; i++) {
         int mb = a[i].mb + mb0, k = a[i].chunk, lo = pp->lo[k], hi = pp->hi[k];
         double t0 = par_now_us();
         switch (a[i].op) {
-        case COH_PIPE_RECV_ACT:
-            st = coh_recv(pp->next_recv, pp->xbuf, btc, COH_F32, 0);
-            pp->idle_us += par_now_us() - t0;
-            par_trace_event(t->trace, "recv activation", "idle", 0, t0, par_now_us());
-            break;
+        case COH_PIPE_RECV_ACT: /* posted ahead: waits only for what has not arrived */
         case COH_PIPE_RECV_GRAD:
-            st = coh_recv(pp->prev_recv, pp->xbuf, btc, COH_F32, 0);
+            st = recv_take(pp, &pp->xbuf);
             pp->idle_us += par_now_us() - t0;
-            par_trace_event(t->trace, "recv gradient", "idle", 0, t0, par_now_us());
+            par_trace_event(t->trace, a[i].op == COH_PIPE_RECV_ACT ? "recv activation"
+                                                                  : "recv gradient",
+                            "idle", 0, t0, par_now_us());
             break;
         case COH_PIPE_SEND_ACT:
             st = pipe_send(pp, pp->next_send, pp->ybuf, btc);
@@ -414,7 +518,7 @@ static coh_status reduce_grads(coh_par_trainer *t)
 {
     par_pipe *pp = t->pipe;
     const coh_gpt_config *c = &t->cfg.train.model;
-    size_t V_C = (size_t)c->vocab * c->dim;
+    size_t V_C = par_wte_size(c);
     coh_status st = COH_OK;
     if (pp->embed)
         st = coh_allreduce(pp->embed, t->grads, t->grads, V_C, COH_F32, COH_SUM);
@@ -435,18 +539,18 @@ double par_pipe_clip(coh_par_trainer *t)
         size_t b = lay->begin[k];
         if (head_copy && b == 0)
             continue;
-        for (size_t i = b; i < lay->end[k]; i++)
-            sum += (double)t->grads[i] * t->grads[i];
+        sum += par_sumsq(t, b, lay->end[k]);
     }
     coh_status st = coh_allreduce(t->mesh->pp_comm, &sum, &sum, 1, COH_F64, COH_SUM);
+    if (!st && t->mesh->tp > 1)
+        st = coh_allreduce(t->mesh->tp_comm, &sum, &sum, 1, COH_F64, COH_SUM);
     if (st && !t->err)
         t->err = st;
     double norm = sqrt(sum), clip = t->cfg.train.grad_clip;
     if (clip > 0.0 && norm > clip) {
         float f = (float)(clip / (norm + 1e-6));
         for (int k = 0; k < lay->nranges; k++)
-            for (size_t i = lay->begin[k]; i < lay->end[k]; i++)
-                t->grads[i] *= f;
+            par_scale(t, lay->begin[k], lay->end[k], f);
     }
     return norm;
 }
@@ -541,7 +645,7 @@ coh_status coh_par_trainer_check_tied(coh_par_trainer *t)
     const coh_gpt_config *c = &t->cfg.train.model;
     /* piece by piece, so the check adds no copy of wte to the stage's peak */
     enum { PIECE = 1 << 16 };
-    size_t n = (size_t)c->vocab * c->dim;
+    size_t n = par_wte_size(c);
     float *copy = malloc(PIECE * sizeof *copy);
     int64_t differ = 0;
     coh_status st = copy ? COH_OK : coh_errf(COH_ERR_NOMEM, "out of memory checking wte");

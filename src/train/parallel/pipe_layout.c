@@ -181,7 +181,7 @@ coh_status coh_par_pipe_stage(const coh_par_config *c, int stage, coh_pipe_stage
     out->tied_copy = last && !first;
     if (out->tied_copy) { /* the LM head's copy of wte */
         out->begin[0] = 0;
-        out->end[0] = (size_t)m->vocab * m->dim;
+        out->end[0] = (size_t)coh_gpt_vocab_per_shard(m) * m->dim;
         out->nranges = 1;
     }
     for (int k = 0; k < v; k++) {

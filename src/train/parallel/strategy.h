@@ -24,6 +24,12 @@
 #include "cohort/train_dp.h"
 
 typedef struct par_trace par_trace;
+
+/* Elements of the token embedding in the arena of c (a tensor-parallel shard's vocabulary rows). */
+static inline size_t par_wte_size(const coh_gpt_config *c)
+{
+    return (size_t)coh_gpt_vocab_per_shard(c) * (size_t)c->dim;
+}
 typedef struct par_pipe par_pipe;
 
 typedef struct par_bucket {
@@ -70,6 +76,9 @@ struct coh_par_trainer {
     size_t *own_rb, *own_re; /* (nown) the optimizer's ranges in arena order */
     int nown;
     par_pipe *pipe;          /* pp > 1: this rank's stage and its schedule */
+    size_t *rep_b, *rep_e;   /* tp > 1: arena ranges of the replicated tensors, sorted */
+    int nrep;
+    double tp_step_s;        /* the last step's time in tensor-parallel all-reduces */
 };
 
 /* buckets.c */
@@ -88,11 +97,21 @@ void par_grad_hook(void *ctx, int layer, size_t begin, size_t end);
 /* Collect finished (or, with `all`, every) bucket communication. */
 coh_status par_grad_collect(coh_par_trainer *t, int all);
 double par_clip(coh_par_trainer *t);
+/* Sum of squared gradients over [b, e), each parameter of the whole model counted once: on a
+ * tensor-parallel shard other than the first, the replicated tensors are left out (shard 0
+ * counts them), so summing over the tp group gives the whole model's. */
+double par_sumsq(const coh_par_trainer *t, size_t b, size_t e);
+/* Scale [b, e) of the gradients by f. */
+void par_scale(coh_par_trainer *t, size_t b, size_t e, float f);
+/* The replicated tensors' ranges of a tensor-parallel shard (rep_b, rep_e). */
+coh_status par_find_replicated(coh_par_trainer *t);
 
 /* par_dp.c: strategy dp, device 0's trainer as the base (stage 0, one rank) */
 coh_status par_dp_build(coh_par_trainer *t);
 
 /* pipe_exec.c: pipeline parallelism (pp > 1) */
+/* Receives the pipeline's receiver thread may hold at once, the one being read included. */
+#define PIPE_RECV_DEPTH 3
 coh_status par_pipe_create(coh_par_trainer *t, par_pipe **out); /* *out set even on failure */
 void par_pipe_destroy(par_pipe *pp);
 int par_pipe_slots(const par_pipe *pp);
@@ -121,6 +140,10 @@ coh_status par_pipe_eval(coh_par_trainer *t, coh_batch_fn next, void *ctx, long 
 coh_status par_pipe_gather(coh_par_trainer *t, float *out);
 /* "0-2" or, with chunks, "0-0,4-4": the layers this rank holds. */
 void par_pipe_describe(const par_pipe *pp, char *buf, size_t cap);
+
+/* par_step.c: the whole model's arena (`whole` floats) in `out` on every rank of the tp group,
+ * from each rank's shard arena. Collective over tp. */
+coh_status par_tp_gather(coh_par_trainer *t, const float *shard, float *out, size_t whole);
 
 /* zero.c */
 void par_param_hook(void *ctx, int layer, coh_param_event ev, size_t begin, size_t end);

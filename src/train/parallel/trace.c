@@ -72,11 +72,12 @@ void par_trace_event(par_trace *tr, const char *name, const char *cat, int tid, 
     e->t1 = t1;
 }
 
-static const char *const THREADS[3] = {"compute", "gradient comm", "parameter comm"};
+static const char *const THREADS[4] = {"compute", "gradient comm", "parameter comm",
+                                       "tensor-parallel comm"};
 
 static void write_events(par_trace *tr, coh_jw *w)
 {
-    for (int i = 0; i < 3; i++) { /* names of the tracks */
+    for (int i = 0; i < 4; i++) { /* names of the tracks */
         coh_jw_object_begin(w);
         coh_jw_key(w, "name"); coh_jw_string(w, "thread_name");
         coh_jw_key(w, "ph"); coh_jw_string(w, "M");

@@ -1,0 +1,58 @@
+# bench_lib.sh: what the side-by-side training benchmarks share, sourced (not run): the build
+# and data directories, a work directory, the fortunes corpus as GPT-2 BPE shards, a command
+# shown as one would type it, and waiting for a quiet machine before a round.
+# Expects `root` (the checkout) and optional $1 (the build directory); sets build, cohort,
+# data_dir, work (removed on exit unless KEEP names a directory to keep it in).
+build=$(cd "${1:-$root/build}" && pwd)
+cohort=$build/cohort
+# the data directory: COHORT_DATA_DIR, else the build's (its CMake cache), else the default one
+data_dir=${COHORT_DATA_DIR:-$(sed -n 's/^COHORT_DATA_DIR:PATH=//p' "$build/CMakeCache.txt" 2>/dev/null)}
+data_dir=${data_dir:-$root/../shared/data}
+if [ -n "${KEEP:-}" ]; then
+    work=$(mkdir -p "$KEEP" && cd "$KEEP" && pwd)
+else
+    work=$(mktemp -d)
+fi
+trap '[ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT
+
+# bench_fortunes: the text files of Debian's `fortunes` package (the main job's corpus) into
+# the array `files`, and their GPT-2 BPE tokens into $work/fortunes_*.bin (vocabulary 50257).
+bench_fortunes() {
+    local corpus=/usr/share/games/fortunes f
+    [ -d "$corpus" ] || { echo "no $corpus: apt-get install fortunes (scripts/setup.sh)" >&2; exit 2; }
+    [ -f "$data_dir/gpt2-bpe/encoder.json" ] ||
+        { echo "no GPT-2 BPE tables in $data_dir/gpt2-bpe: set COHORT_DATA_DIR" >&2; exit 2; }
+    files=()
+    for f in "$corpus"/*; do
+        case "$f" in *.dat | *.u8) ;; *) [ -f "$f" ] && files+=("$f") ;; esac
+    done
+    "$cohort" prepare --tokenizer gpt2 --encoder "$data_dir/gpt2-bpe/encoder.json" \
+        --vocab "$data_dir/gpt2-bpe/vocab.bpe" --out "$work/fortunes" "${files[@]}" >/dev/null
+}
+
+# show ARGS...: a command as one would type it (quotes only where the shell needs them)
+show() {
+    local a out=""
+    for a in "$@"; do
+        case $a in *[!A-Za-z0-9_./=:+-]*) a="'$a'" ;; esac
+        out+="${out:+ }$a"
+    done
+    echo "$out"
+}
+load1() { cut -d' ' -f1 /proc/loadavg; }
+above() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a > b) }'; }
+
+# bench_wait_quiet ROUND: with MAX_LOAD (default 1.0; 0 waits for nothing) wait until the
+# 1-minute load average is at most MAX_LOAD, looking every 60 s, at most LOAD_WAIT s (default
+# 1200) over the whole run; returns 1 when it gave up waiting. bench_waited counts the seconds.
+bench_waited=0
+bench_wait_quiet() {
+    local max=${MAX_LOAD:-1.0} limit=${LOAD_WAIT:-1200}
+    [ "$max" != 0 ] || return 0
+    while above "$(load1)" "$max" && [ "$bench_waited" -lt "$limit" ]; do
+        echo "round $1: load average $(load1) above $max, waiting 60 s ($bench_waited s so far)"
+        sleep 60
+        bench_waited=$((bench_waited + 60))
+    done
+    ! above "$(load1)" "$max"
+}
