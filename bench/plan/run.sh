@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run.sh: `cohort plan`'s predicted step time against `cohort train`'s measured one, on this
-# machine, for every configuration that fits 2 ranks (single with 2 threads; ddp, zero1-3 and
-# pp 2 with each schedule as 2 ranks x 1 thread; ddp over 4 ranks oversubscribed), on two model
+# machine, for every configuration that fits 2 ranks (single with 2 threads; ddp, zero1-3, tp 2
+# and pp 2 with each schedule as 2 ranks x 1 thread; ddp over 4 ranks oversubscribed), on two model
 # shapes, side by side in one run; and whether the planner's top pick is the measured best.
 # First it calibrates: `cohort bench comm` (all-reduce times over 2 ranks, fitted to α + n/β)
 # and `cohort bench gemm` write the calibration file the predictions use.
@@ -88,7 +88,7 @@ configs=(
     "pp-gpipe 2 1 --pp 2 --schedule gpipe --micro-batch 2 --grad-accum 4"
     "pp-naive 2 1 --pp 2 --schedule naive --micro-batch 2 --grad-accum 4"
     "pp-interleaved 2 1 --pp 2 --schedule interleaved --virtual-stages 2 --micro-batch 2 --grad-accum 4"
-    # TP SLOT: "tp 2 1 --tp 2 --micro-batch 4 --grad-accum 1" once cohort train runs --tp
+    "tp 2 1 --tp 2 --micro-batch 8 --grad-accum 1"
     "ddp-4ranks 4 1 --strategy ddp --micro-batch 2 --grad-accum 1"
 )
 if [ -n "${ONLY:-}" ]; then

@@ -250,8 +250,9 @@ coh_status plan_chunk_costs(const coh_model_desc *m, const coh_parallel_config *
         bounds[0] = 0;
         bounds[1] = (int)m->layers;
     } else {
-        coh_gpt_config g = {(int)m->layers, (int)m->heads, (int)m->dim, (int)m->vocab,
-                            (int)seq};
+        coh_gpt_config g = {.layers = (int)m->layers, .heads = (int)m->heads,
+                            .dim = (int)m->dim, .vocab = (int)m->vocab, .seq = (int)seq,
+                            .tp = c->tp, .sp = c->sequence_parallel};
         par_pipe_split(&g, (int)seq, u, p, bounds);
     }
     double b = (double)c->micro_batch, s = (double)seq, N = b * s, h = (double)m->dim;
