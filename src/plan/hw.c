@@ -184,6 +184,7 @@ static coh_status inventory_hw(const json_value *root, const char *path, int nod
 
 coh_status coh_hw_from_inventory(const char *path, int nodes, coh_hw *out)
 {
+    memset(out, 0, sizeof *out); /* defined on every error */
     json_doc *doc;
     coh_status st = json_parse_file(path, &doc);
     if (st != COH_OK)
@@ -303,6 +304,7 @@ static coh_status parse_calibration(const json_value *root, const char *file, co
 
 coh_status coh_calibration_parse(const char *text, size_t len, const char *name, coh_hw *out)
 {
+    memset(out, 0, sizeof *out);
     json_doc *doc;
     coh_status st = json_parse(text, len, &doc);
     if (st != COH_OK)
@@ -314,6 +316,7 @@ coh_status coh_calibration_parse(const char *text, size_t len, const char *name,
 
 coh_status coh_calibration_load(const char *path, coh_hw *out)
 {
+    memset(out, 0, sizeof *out);
     FILE *f = fopen(path, "rb");
     if (!f)
         return coh_errf(COH_ERR_IO, "cannot read calibration file '%s'", path);

@@ -17,7 +17,8 @@ static int hw_devices(const coh_hw *hw)
 {
     if (!hw->gpu)
         return 0; /* ranks on the CPU: any count (oversubscribed past the cores) */
-    return (hw->nodes > 0 ? hw->nodes : 1) * (hw->gpus_per_node > 0 ? hw->gpus_per_node : 1);
+    long n = (long)(hw->nodes > 0 ? hw->nodes : 1) * (hw->gpus_per_node > 0 ? hw->gpus_per_node : 1);
+    return n > (1 << 20) ? 1 << 20 : (int)n;
 }
 
 static coh_status check_devices(const coh_parallel_config *c, const coh_hw *hw)

@@ -11,6 +11,16 @@
 #include "check.h"
 #include "cohort/planner.h"
 
+/* Load an inventory, or fail a check and return from the test when it cannot be read. */
+#define LOAD_INV(name, nodes, hw)                                                              \
+    do {                                                                                       \
+        char p_[512];                                                                          \
+        coh_status l_ = coh_hw_from_inventory(inv(name, p_, sizeof p_), nodes, hw);            \
+        CHECK_OK(l_);                                                                          \
+        if (l_ != COH_OK)                                                                      \
+            return;                                                                            \
+    } while (0)
+
 static const char *inv(const char *name, char *buf, size_t cap)
 {
     const char *src = getenv("COHORT_SOURCE_DIR");
@@ -100,9 +110,8 @@ static int search(const coh_model_desc *m, const coh_hw *hw, int devices, int64_
 /* Single node, model fits: data parallelism (DDP or a ZeRO stage), no tp, no pp. */
 static void test_rule_fits_one_gpu(void)
 {
-    char path[512];
     coh_hw hw;
-    CHECK_OK(coh_hw_from_inventory(inv("a100x8_nvlink.json", path, sizeof path), 1, &hw));
+    LOAD_INV("a100x8_nvlink.json", 1, &hw);
     coh_model_desc m;
     CHECK_OK(coh_model_preset("gpt2-xl", &m));
     coh_plan_result r[3];
@@ -124,9 +133,8 @@ static void test_rule_fits_one_gpu(void)
  * precision): ZeRO-3 over the node, or tp inside the node. */
 static void test_rule_does_not_fit(void)
 {
-    char path[512];
     coh_hw hw;
-    CHECK_OK(coh_hw_from_inventory(inv("a100x8_nvlink.json", path, sizeof path), 1, &hw));
+    LOAD_INV("a100x8_nvlink.json", 1, &hw);
     coh_model_desc m;
     CHECK_OK(coh_model_gpt(40, 5120, 40, 50257, 2048, 0, &m));
     coh_parallel_config one;
@@ -154,9 +162,8 @@ static void test_rule_does_not_fit(void)
  * between them with pipeline stages. */
 static void test_rule_slow_link(void)
 {
-    char path[512];
     coh_hw hw;
-    CHECK_OK(coh_hw_from_inventory(inv("a100x8_slow.json", path, sizeof path), 4, &hw));
+    LOAD_INV("a100x8_slow.json", 4, &hw);
     coh_model_desc m;
     CHECK_OK(coh_model_gpt(40, 5120, 40, 50257, 2048, 0, &m));
     coh_plan_result r[3];
@@ -172,7 +179,7 @@ static void test_rule_slow_link(void)
     CHECK(c->pp >= 4 && c->dp == 1);
     CHECK(c->tp <= 8);
     /* and the same model over the fast link is not forced into that */
-    CHECK_OK(coh_hw_from_inventory(inv("a100x8_nvlink.json", path, sizeof path), 4, &hw));
+    LOAD_INV("a100x8_nvlink.json", 4, &hw);
     coh_plan_result f[1];
     n = search(&m, &hw, 32, 256, f, 1, &st);
     CHECK(n == 1 && f[0].step_s < r[0].step_s);
@@ -246,7 +253,7 @@ static void test_bad_input(void)
     coh_hw hw;
     CHECK_FAILS(coh_hw_from_inventory(inv("a100x8_nolinks.json", path, sizeof path), 2, &hw),
                 COH_ERR_INVALID, "links");
-    CHECK_OK(coh_hw_from_inventory(inv("a100x8_nvlink.json", path, sizeof path), 1, &hw));
+    LOAD_INV("a100x8_nvlink.json", 1, &hw);
     coh_model_desc m;
     CHECK_OK(coh_model_preset("gpt2-xl", &m));
     coh_plan_request q;
