@@ -80,8 +80,12 @@ static int locate(const char *arg, report_run *r)
         size_t n = strlen(path);
         while (n > 1 && path[n - 1] == '/') /* runs/ddp/ is runs/ddp */
             n--;
+        static const char file[] = "/metrics.jsonl";
+        if (n + sizeof file > sizeof r->path)
+            return cli_usage_error(CMD, "invalid run '%s': the path is too long", arg);
         snprintf(r->dir, sizeof r->dir, "%.*s", (int)n, path);
-        snprintf(r->path, sizeof r->path, "%s/metrics.jsonl", r->dir);
+        memcpy(r->path, path, n);
+        memcpy(r->path + n, file, sizeof file);
         snprintf(r->stem, sizeof r->stem, "metrics");
     } else {
         snprintf(r->path, sizeof r->path, "%s", path);
