@@ -8,6 +8,8 @@ packages=(build-essential cmake clang libclang-rt-dev libopenblas-dev libopenmpi
           python3-torch python3-numpy)
 # ---- training engine: the main job's corpus (plain-text fortunes, /usr/share/games/fortunes) --
 packages+=(fortunes)
+# bf16-mixed precision: oneDNN's bf16 matmul (Debian's OpenBLAS has no bf16 GEMM)
+packages+=(libdnnl-dev)
 # ---- end training engine -------------------------------------------------------------------------
 # --- data: the Unicode Character Database, source of the GPT-2 pre-split's letter/number tables
 packages+=(unicode-data)

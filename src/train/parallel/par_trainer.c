@@ -120,7 +120,8 @@ static coh_status build(coh_par_trainer *t)
         return st;
     t->model = model;
     coh_gpt_init_weights(model, c->train.seed);
-    if (c->par.recompute == COH_RECOMPUTE_FULL && (st = coh_gpt_set_recompute(model, 1))) {
+    if ((c->par.recompute == COH_RECOMPUTE_FULL && (st = coh_gpt_set_recompute(model, 1))) ||
+        (c->par.precision == COH_PREC_BF16_MIXED && (st = coh_gpt_set_bf16_mixed(model, 1)))) {
         coh_gpt_destroy(model);
         t->model = NULL;
         return st;
