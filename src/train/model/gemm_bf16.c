@@ -14,6 +14,7 @@
 
 #ifdef COHORT_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.h>
+#include <sys/mman.h>
 #endif
 
 static _Thread_local const gpt_mm *bound_mm;
@@ -259,7 +260,9 @@ coh_status gpt_gemm_bf16(int ta, int tb, int M, int N, int K, const gpt_bf16 *A,
     if ((st = lookup(c, &k, &i)))
         return st;
     size_t need = dnnl_memory_desc_get_size(&c->scratch_md[i]);
-    if (need > c->scratch_bytes) {
+    const gpt_mm *mm = gpt_mm_bound();
+    void *scratch = mm && mm->scratch_bytes >= need ? mm->scratch : NULL;
+    if (!scratch && need > c->scratch_bytes) {
         free(c->scratch);
         c->scratch_bytes = 0;
         if (!(c->scratch = malloc(need)))
@@ -267,6 +270,8 @@ coh_status gpt_gemm_bf16(int ta, int tb, int M, int N, int K, const gpt_bf16 *A,
                             need);
         c->scratch_bytes = need;
     }
+    if (!scratch)
+        scratch = c->scratch;
     dnnl_memory_desc_t ma, mb, mc;
     dnnl_memory_t mem[4] = {NULL, NULL, NULL, NULL};
     dnnl_status_t s = md_2d(&ma, M, K, k.ta, lda, dnnl_bf16);
@@ -281,7 +286,7 @@ coh_status gpt_gemm_bf16(int ta, int tb, int M, int N, int K, const gpt_bf16 *A,
     if (s == dnnl_success)
         s = dnnl_memory_create(&mem[2], &mc, engine, C);
     if (s == dnnl_success)
-        s = dnnl_memory_create(&mem[3], &c->scratch_md[i], engine, c->scratch);
+        s = dnnl_memory_create(&mem[3], &c->scratch_md[i], engine, scratch);
     if (s == dnnl_success) {
         dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, mem[0]}, {DNNL_ARG_WEIGHTS, mem[1]},
                                    {DNNL_ARG_DST, mem[2]}, {DNNL_ARG_SCRATCHPAD, mem[3]}};
@@ -298,6 +303,18 @@ coh_status gpt_gemm_bf16(int ta, int tb, int M, int N, int K, const gpt_bf16 *A,
     return COH_OK;
 }
 
+static void *map_zeros(size_t n)
+{
+    void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+static void unmap(void *p, size_t n)
+{
+    if (p)
+        munmap(p, n);
+}
+
 size_t gpt_gemm_bf16_scratch(int ta, int tb, int M, int N, int K, size_t lda, size_t ldb,
                              size_t ldc, int accumulate, int prepare)
 {
@@ -307,8 +324,25 @@ size_t gpt_gemm_bf16_scratch(int ta, int tb, int M, int N, int K, size_t lda, si
     dnnl_memory_desc_t md;
     mm_cache *c = prepare ? thread_cache() : NULL;
     int i;
-    if (c)
-        return lookup(c, &k, &i) ? 0 : dnnl_memory_desc_get_size(&c->scratch_md[i]);
+    if (c && lookup(c, &k, &i))
+        return 0;
+    if (c) { /* run it once on zeros: the code its runs execute is loaded now, not in training */
+        size_t bytes = dnnl_memory_desc_get_size(&c->scratch_md[i]);
+        /* mapped, not malloc'd: returned whole, and malloc's heap (and its mmap threshold,
+         * which a large free raises) left as the trainer will find it */
+        size_t na = (size_t)(ta ? K : M) * lda * 2, nb = (size_t)(tb ? N : K) * ldb * 2,
+               nc = (size_t)M * ldc * 4, ns = bytes ? bytes : 1;
+        void *A = map_zeros(na), *B = map_zeros(nb), *C = map_zeros(nc), *S = map_zeros(ns);
+        const gpt_mm *was = gpt_mm_bind(NULL);
+        if (A && B && C && S) {
+            gpt_mm tmp = {0, NULL, NULL, NULL, NULL, S, ns};
+            gpt_mm_bind(&tmp);
+            gpt_gemm_bf16(ta, tb, M, N, K, A, lda, B, ldb, accumulate ? 1.0f : 0.0f, C, ldc);
+        }
+        gpt_mm_bind(was);
+        unmap(A, na), unmap(B, nb), unmap(C, nc), unmap(S, ns);
+        return bytes;
+    }
     return make_primitive(&k, NULL, &md) == dnnl_success ? dnnl_memory_desc_get_size(&md) : 0;
 }
 

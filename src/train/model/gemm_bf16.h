@@ -16,6 +16,8 @@ typedef uint16_t gpt_bf16; /* the upper half of an IEEE float */
 typedef struct gpt_mm {
     int bf16;
     gpt_bf16 *a, *b, *w, *wte;
+    void *scratch;        /* oneDNN's scratchpad for the model's products (the largest one's) */
+    size_t scratch_bytes;
 } gpt_mm;
 
 /* The calling thread's products run as *mm says until the next bind (gpt_step.c binds the
@@ -35,14 +37,16 @@ void gpt_to_bf16_rows_inplace(float *x, size_t rows, size_t cols, size_t ld);
 float gpt_bf16_to_float(gpt_bf16 h);
 
 /* C (M x N, fp32, row stride ldc) = beta C + op(A) op(B), op(A) M x K, op(B) K x N; A and B
- * row-major bf16 with row strides lda, ldb (ta/tb: the stored matrix is the transpose).
+ * row-major bf16 with row strides lda, ldb (ta/tb: the stored matrix is the transpose). The
+ * scratchpad is the bound model's when it is large enough, else one the thread keeps.
  * COH_ERR_UNSUPPORTED when oneDNN is missing or refuses the shape. */
 coh_status gpt_gemm_bf16(int ta, int tb, int M, int N, int K, const gpt_bf16 *A, size_t lda,
                          const gpt_bf16 *B, size_t ldb, float beta, float *C, size_t ldc);
 
 /* Bytes of the scratchpad the product of that shape uses (accumulate: beta 1), shared by all
  * products of a thread (the largest counts); 0 when bf16 is unavailable. prepare: also create
- * the product's primitive for the calling thread now (its kernels generated), not at first use. */
+ * the product's primitive for the calling thread now (its kernels generated), not at first use,
+ * and run it once on zeros (its code loaded). */
 size_t gpt_gemm_bf16_scratch(int ta, int tb, int M, int N, int K, size_t lda, size_t ldb,
                              size_t ldc, int accumulate, int prepare);
 

@@ -136,6 +136,7 @@ void coh_gpt_destroy(coh_gpt *g)
     free(g->mm.b);
     free(g->mm.w);
     free(g->mm.wte);
+    free(g->mm.scratch);
     if (gpt_mm_bound() == &g->mm)
         gpt_mm_bind(NULL);
     free(g);
@@ -167,8 +168,10 @@ coh_status coh_gpt_set_bf16_mixed(coh_gpt *g, int on)
         g->mm.b = malloc(s.mm_b * sizeof(gpt_bf16));
         g->mm.w = malloc(s.mm_w * sizeof(gpt_bf16));
         g->mm.wte = malloc(s.mm_wte * sizeof(gpt_bf16));
-        if (!g->mm.a || !g->mm.b || !g->mm.w || !g->mm.wte) {
-            free(g->mm.a), free(g->mm.b), free(g->mm.w), free(g->mm.wte);
+        g->mm.scratch_bytes = gpt_bf16_scratch_bytes(&g->cfg, g->maxB, g->maxT);
+        g->mm.scratch = malloc(g->mm.scratch_bytes ? g->mm.scratch_bytes : 1);
+        if (!g->mm.a || !g->mm.b || !g->mm.w || !g->mm.wte || !g->mm.scratch) {
+            free(g->mm.a), free(g->mm.b), free(g->mm.w), free(g->mm.wte), free(g->mm.scratch);
             g->mm = (gpt_mm){0};
             return coh_errf(COH_ERR_NOMEM, "out of memory for the bf16 operand buffers");
         }

@@ -367,6 +367,13 @@ static size_t bf16_scratch(const coh_gpt_config *c, size_t BT, size_t R, int pre
     return most;
 }
 
+size_t gpt_bf16_scratch_bytes(const coh_gpt_config *c, int B, int T)
+{
+    gpt_act_sizes_t s;
+    gpt_act_sizes(c, B, T, &s);
+    return bf16_scratch(c, (size_t)B * T, s.chunk_rows, 0);
+}
+
 size_t coh_train_memory_bf16(const coh_gpt_config *c, int B, int T)
 {
     if (coh_gpt_config_check(c) || B < 1 || T < 1 || T > c->seq)

@@ -22,6 +22,8 @@ typedef struct gpt_act_sizes_t {
 } gpt_act_sizes_t;
 
 void gpt_act_sizes(const coh_gpt_config *c, int B, int T, gpt_act_sizes_t *s);
+/* bf16-mixed: bytes of the largest oneDNN scratchpad of the model's products for B x T rows. */
+size_t gpt_bf16_scratch_bytes(const coh_gpt_config *c, int B, int T);
 
 /* Tensor-parallel shards of c: 1 for the whole model. */
 static inline int gpt_tp(const coh_gpt_config *c) { return c->tp > 1 ? c->tp : 1; }
