@@ -138,6 +138,7 @@ static double check_product(const float *C, const float *C32, const float *A, co
 
 static void mm_alloc(gpt_mm *mm, size_t a, size_t b, size_t w, size_t wte)
 {
+    *mm = (gpt_mm){0}; /* no scratchpad of its own: the thread's is used */
     mm->bf16 = 1;
     mm->a = malloc(a * sizeof(gpt_bf16));
     mm->b = malloc(b * sizeof(gpt_bf16));

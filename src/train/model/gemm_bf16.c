@@ -232,6 +232,23 @@ static const char *isa_name(dnnl_cpu_isa_t isa)
     return NULL;
 }
 
+void *gpt_bf16_alloc(size_t bytes)
+{
+    size_t n = (bytes + 63) / 64 * 64;
+    return aligned_alloc(64, n ? n : 64);
+}
+
+void gpt_bf16_release_thread_scratch(void)
+{
+    pthread_once(&cache_once, cache_key_create);
+    mm_cache *c = pthread_getspecific(cache_key);
+    if (c) {
+        free(c->scratch);
+        c->scratch = NULL;
+        c->scratch_bytes = 0;
+    }
+}
+
 coh_status gpt_bf16_check(void)
 {
     pthread_once(&engine_once, engine_create);
@@ -265,7 +282,7 @@ coh_status gpt_gemm_bf16(int ta, int tb, int M, int N, int K, const gpt_bf16 *A,
     if (!scratch && need > c->scratch_bytes) {
         free(c->scratch);
         c->scratch_bytes = 0;
-        if (!(c->scratch = malloc(need)))
+        if (!(c->scratch = gpt_bf16_alloc(need)))
             return coh_errf(COH_ERR_NOMEM, "bf16 gemm: out of memory for a %zu-byte scratchpad",
                             need);
         c->scratch_bytes = need;
@@ -377,6 +394,7 @@ static coh_status self_test(void)
                                     want, ta, tb, i, j);
             }
     }
+    gpt_bf16_release_thread_scratch();
     return COH_OK;
 }
 
@@ -395,6 +413,14 @@ coh_bf16_level coh_bf16_support(char *why, size_t cap)
 }
 
 #else /* no oneDNN */
+
+void *gpt_bf16_alloc(size_t bytes)
+{
+    size_t n = (bytes + 63) / 64 * 64;
+    return aligned_alloc(64, n ? n : 64);
+}
+
+void gpt_bf16_release_thread_scratch(void) {}
 
 coh_status gpt_bf16_check(void)
 {
@@ -451,5 +477,6 @@ double coh_measure_bf16_gemm_flops(int n)
     free(a);
     free(b);
     free(c);
+    gpt_bf16_release_thread_scratch();
     return best;
 }

@@ -25,6 +25,13 @@ typedef struct gpt_mm {
 const gpt_mm *gpt_mm_bind(const gpt_mm *mm);
 const gpt_mm *gpt_mm_bound(void);
 
+/* bytes (rounded up to 64) aligned to 64, as oneDNN's kernels read their scratchpad; free()
+ * releases it. */
+void *gpt_bf16_alloc(size_t bytes);
+
+/* Frees the scratchpad the calling thread keeps for products no bound model's fits. */
+void gpt_bf16_release_thread_scratch(void);
+
 /* COH_OK when bf16 products can run here (oneDNN built in, a CPU with at least AVX-512);
  * COH_ERR_UNSUPPORTED naming what is missing otherwise. */
 coh_status gpt_bf16_check(void);

@@ -164,12 +164,12 @@ coh_status coh_gpt_set_bf16_mixed(coh_gpt *g, int on)
             return st;
         gpt_act_sizes_t s;
         gpt_act_sizes(&g->cfg, g->maxB, g->maxT, &s);
-        g->mm.a = malloc(s.mm_a * sizeof(gpt_bf16));
-        g->mm.b = malloc(s.mm_b * sizeof(gpt_bf16));
-        g->mm.w = malloc(s.mm_w * sizeof(gpt_bf16));
-        g->mm.wte = malloc(s.mm_wte * sizeof(gpt_bf16));
+        g->mm.a = gpt_bf16_alloc(s.mm_a * sizeof(gpt_bf16));
+        g->mm.b = gpt_bf16_alloc(s.mm_b * sizeof(gpt_bf16));
+        g->mm.w = gpt_bf16_alloc(s.mm_w * sizeof(gpt_bf16));
+        g->mm.wte = gpt_bf16_alloc(s.mm_wte * sizeof(gpt_bf16));
         g->mm.scratch_bytes = gpt_bf16_scratch_bytes(&g->cfg, g->maxB, g->maxT);
-        g->mm.scratch = malloc(g->mm.scratch_bytes ? g->mm.scratch_bytes : 1);
+        g->mm.scratch = gpt_bf16_alloc(g->mm.scratch_bytes);
         if (!g->mm.a || !g->mm.b || !g->mm.w || !g->mm.wte || !g->mm.scratch) {
             free(g->mm.a), free(g->mm.b), free(g->mm.w), free(g->mm.wte), free(g->mm.scratch);
             g->mm = (gpt_mm){0};
