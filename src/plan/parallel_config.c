@@ -105,6 +105,9 @@ int coh_parallel_config_runnable(const coh_parallel_config *c, char *why, size_t
     else if (c->precision == COH_PREC_BF16_MIXED && c->strategy == COH_STRATEGY_DP)
         snprintf(buf, sizeof buf, "--precision bf16-mixed with --strategy dp: the threaded "
                  "strategy runs fp32; use ddp");
+    else if (c->grad_reduce_bf16 && (c->strategy == COH_STRATEGY_DP || c->pp > 1))
+        snprintf(buf, sizeof buf, "--grad-reduce-dtype bf16 with %s: only ddp and zero1..3 "
+                 "without a pipeline reduce in bf16", c->pp > 1 ? "--pp" : "--strategy dp");
     else if (c->recompute == COH_RECOMPUTE_SELECTIVE)
         snprintf(buf, sizeof buf, "--recompute selective: cohort's trainer recomputes whole "
                  "blocks (--recompute full)");

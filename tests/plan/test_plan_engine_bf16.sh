@@ -4,7 +4,10 @@
 # model state at the optimizer step and its peak resident growth (peak RSS minus the RSS just
 # before the model was created) within 5% of the prediction, the trainer's own prediction equal
 # to the estimator's, and bf16-mixed predicted above fp32 by its operand buffers (what the
-# prediction adds must be there: the same runs in fp32 grow by less).
+# prediction adds must be there: the same runs in fp32 grow by less); also ddp and zero3 with
+# --grad-reduce-dtype bf16 (the bf16 gradient copy: whole for ddp, within 5%; for zero3 the
+# buckets in flight, priced as the two largest at once, which over-predicts: measured -6.6%, so
+# there only the prediction's not falling short is asserted).
 set -u
 cohort=${COHORT:?}
 src=${COHORT_SOURCE_DIR:?}
@@ -28,16 +31,23 @@ if ! out=$("$cohort" train "${shape[@]}" --steps 1 --data "$work/c_train_*.bin" 
 fi
 train=("${shape[@]}" --batch 4 --threads 1 --steps 3 --data "$work/c_train_*.bin")
 runs="single:1:0 ddp:2:0 zero3:2:3"
+run() { # precision name strategy ranks zero [options]
+    local prec=$1 name=$2 s=$3 n=$4 z=$5
+    shift 5
+    "$cohort" estimate --engine cohort "${shape[@]}" --micro-batch 4 --threads 1 --dp "$n" \
+        --zero "$z" --precision $prec "$@" --json >"$work/$prec-$name.est" || fail "$prec $name: estimate"
+    "$cohort" run --nproc-per-node "$n" "$cohort" train "${train[@]}" --strategy "$s" \
+        --precision $prec "$@" --metrics "$work/$prec-$name.jsonl" >"$work/$prec-$name.out" 2>&1 ||
+        fail "$prec $name x$n: $(tail -3 "$work/$prec-$name.out")"
+}
 for prec in bf16-mixed fp32; do
     for r in $runs; do
         IFS=: read -r s n z <<<"$r"
-        "$cohort" estimate --engine cohort "${shape[@]}" --micro-batch 4 --threads 1 --dp "$n" \
-            --zero "$z" --precision $prec --json >"$work/$prec-$s.est" || fail "$prec $s: estimate"
-        "$cohort" run --nproc-per-node "$n" "$cohort" train "${train[@]}" --strategy "$s" \
-            --precision $prec --metrics "$work/$prec-$s.jsonl" >"$work/$prec-$s.out" 2>&1 ||
-            fail "$prec $s x$n: $(tail -3 "$work/$prec-$s.out")"
+        run $prec $s $s $n $z
     done
 done
+run bf16-mixed ddp16 ddp 2 0 --grad-reduce-dtype bf16
+run bf16-mixed zero316 zero3 2 3 --grad-reduce-dtype bf16
 
 "$py" - "$work" "$rss" $runs <<'PYEOF' || fail "memory figures"
 import json, sys
@@ -46,10 +56,13 @@ ok = True
 print("%-10s %-6s %-4s %14s %14s %7s %14s %14s %7s" % ("", "", "rank", "state pred",
       "state meas", "err", "growth pred", "growth meas", "err"))
 growth = {}
-for prec in ("bf16-mixed", "fp32"):
-    for r in runs:
+cases = [(p, r) for p in ("bf16-mixed", "fp32") for r in runs]
+cases += [("bf16-mixed", "ddp16:2:0"), ("bf16-mixed", "zero316:2:3")]
+for prec, r in cases:
         s, n, z = r.split(":")
         est = json.load(open("%s/%s-%s.est" % (work, prec, s)))
+        if est["strategy"]["grad_reduce_dtype"] != ("bf16" if s.endswith("16") else "fp32"):
+            print("%s %s: estimate says %s" % (prec, s, est["strategy"])); ok = False
         if est["strategy"]["precision"] != prec:
             print("%s %s: estimate says %s" % (prec, s, est["strategy"])); ok = False
         pd = est["per_device"]
@@ -67,7 +80,9 @@ for prec in ("bf16-mixed", "fp32"):
                   "%+6.2f%%" % (100 * e2) if rss else "(not compared under ASan)"))
             if prec == "bf16-mixed" and abs(e1) > 0.05:
                 print("  -> model state more than 5% off"); ok = False
-            if prec == "bf16-mixed" and rss and abs(e2) > 0.05:
+            if s == "zero316" and rss and e2 > 0.05:
+                print("  -> resident growth more than 5% above the prediction"); ok = False
+            elif s != "zero316" and prec == "bf16-mixed" and rss and abs(e2) > 0.05:
                 print("  -> resident growth more than 5% off"); ok = False
             if abs(m["predicted_bytes"] - pd["total_bytes"]) > 0.01 * pd["total_bytes"]:
                 print("  -> trainer predicted %d, estimate %d" % (m["predicted_bytes"],

@@ -78,6 +78,7 @@ CASES = {
     "--no-dropout": (None, None, "", ("strategy", "dropout"), None),
     "--offload": ("disk", None, "none", ("strategy", "offload"), None),
     "--bucket-mb": ("0", "1048577", "1.5", ("strategy", "bucket_bytes"), None),
+    "--grad-reduce-dtype": ("fp16", None, "bf16", ("strategy", "grad_reduce_dtype"), None),
     "--nodes": ("x", "65537", ["1", "--gpus-per-node", "1"], ("strategy", "nodes"), None),
     "--gpus-per-node": ("x", "65537", "1", ("strategy", "gpus_per_node"), None),
     "--threads": ("x", "4097", "2", None, None),

@@ -170,6 +170,15 @@ static coh_status start(coh_par_trainer *t)
         coh_debug("gradients (%zu floats) in the %s transport's shared arena", t->n,
                   coh_comm_transport(t->dp));
     }
+    if (t->ndp > 1 && t->cfg.par.grad_reduce_bf16) {
+        size_t bytes = (t->n * sizeof *t->g16 + 4095) / 4096 * 4096;
+        /* DDP/ZeRO-1 reduce whole buckets in place: in the arena, without a copy-in; ZeRO-2/3
+         * give each bucket's pages back once its own chunk is out, so private memory */
+        if (t->stage < 2 && (t->g16 = coh_comm_alloc(t->dp, bytes)))
+            t->g16_shm = 1;
+        else if (!(t->g16 = aligned_alloc(4096, bytes)))
+            return coh_errf(COH_ERR_NOMEM, "out of memory for the bf16 gradient buffer");
+    }
     if (t->stage >= 2) /* gradients live only in buckets being reduced and in own chunks */
         par_release(t->grads, 0, t->n);
     else /* resident from the start, as they will be for the whole run */
@@ -236,6 +245,10 @@ void coh_par_trainer_destroy(coh_par_trainer *t)
     par_pipe_destroy(t->pipe);
     if (t->grads_shm)
         coh_comm_free(t->dp, t->grads_shm);
+    if (t->g16 && t->g16_shm)
+        coh_comm_free(t->dp, t->g16);
+    else
+        free(t->g16);
     free(t->bk);
     free(t->bucket_of);
     free(t->gacc);
