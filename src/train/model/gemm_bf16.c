@@ -56,19 +56,22 @@ void gpt_to_bf16(gpt_bf16 *dst, const float *src, size_t n)
 /* Row by row, 64 values at a time through a local buffer: block j0's bf16 land on bytes
  * 2 j0 .. 2 j0 + 127 of the row, floats j0 / 2 .. j0 / 2 + 31, all read by then (this block or
  * an earlier one), and memcpy keeps the stores out of the aliasing rules. */
+void gpt_to_bf16_row_inplace(float *row, size_t cols)
+{
+    unsigned char *out = (unsigned char *)row;
+    gpt_bf16 tmp[64];
+    for (size_t j0 = 0; j0 < cols; j0 += 64) {
+        size_t k = cols - j0 < 64 ? cols - j0 : 64;
+        to_bf16_run(tmp, row + j0, k);
+        memcpy(out + 2 * j0, tmp, k * sizeof *tmp);
+    }
+}
+
 void gpt_to_bf16_rows_inplace(float *x, size_t rows, size_t cols, size_t ld)
 {
 #pragma omp parallel for schedule(static)
-    for (long r = 0; r < (long)rows; r++) {
-        float *row = x + (size_t)r * ld;
-        unsigned char *out = (unsigned char *)row;
-        gpt_bf16 tmp[64];
-        for (size_t j0 = 0; j0 < cols; j0 += 64) {
-            size_t k = cols - j0 < 64 ? cols - j0 : 64;
-            to_bf16_run(tmp, row + j0, k);
-            memcpy(out + 2 * j0, tmp, k * sizeof *tmp);
-        }
-    }
+    for (long r = 0; r < (long)rows; r++)
+        gpt_to_bf16_row_inplace(x + (size_t)r * ld, cols);
 }
 
 float gpt_bf16_to_float(gpt_bf16 h)

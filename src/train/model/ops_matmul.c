@@ -185,17 +185,40 @@ static void op_head_row_sums(float *sum_tgt, float *logits, const float *max, co
     }
 }
 
+/* dlogits of one row in place: softmax (the exponentials, over their sum) minus the target. */
+static void row_grad(float *l, int V, float sum, int t, float dscale)
+{
+    float f = dscale / sum;
+    for (int j = 0; j < V; j++)
+        l[j] *= f;
+    if (t >= 0 && t < V)
+        l[t] -= dscale;
+}
+
 static void op_head_row_grad(float *logits, const float *sum_tgt, const int32_t *target, int v0,
                       size_t R, int V, float dscale)
 {
 #pragma omp parallel for schedule(static)
+    for (long r = 0; r < (long)R; r++)
+        row_grad(logits + (size_t)r * V, V, sum_tgt[2 * r], target[r] - v0, dscale);
+}
+
+/* bf16-mixed with the whole vocabulary here and gradients wanted: each row's max, exponentials
+ * and their sum, gradient and rounding to bf16 (in place, gpt_to_bf16_rows_inplace's layout) in
+ * one visit while the row is in cache, instead of five passes over the chunk. The arithmetic
+ * is the separate passes' own, so the bits are too. */
+static void op_head_rows_fused_bf16(float *max, float *sum_tgt, float *logits,
+                                    const int32_t *target, int v0, size_t R, int V, float dscale)
+{
+#pragma omp parallel for schedule(static)
     for (long r = 0; r < (long)R; r++) {
-        float *l = logits + (size_t)r * V, f = dscale / sum_tgt[2 * r];
-        for (int j = 0; j < V; j++)
-            l[j] *= f;
+        float *l = logits + (size_t)r * V;
         int t = target[r] - v0;
-        if (t >= 0 && t < V)
-            l[t] -= dscale;
+        max[r] = row_max(l, V);
+        sum_tgt[2 * r + 1] = t >= 0 && t < V ? l[t] : 0.0f;
+        sum_tgt[2 * r] = row_sum(l, V, max[r], 1);
+        row_grad(l, V, sum_tgt[2 * r], t, dscale);
+        gpt_to_bf16_row_inplace(l, (size_t)V);
     }
 }
 
@@ -215,13 +238,15 @@ static void rows_widen_inplace(float *x, size_t rows, size_t cols, size_t ld)
     }
 }
 
-/* bf16-mixed: dlogits become bf16 in place (row stride 2V in bf16 units), then
- * dx = dlogits @ wte and dwte += dlogits^T @ x on the bf16 copies. */
+/* bf16-mixed: dlogits become bf16 in place (row stride 2V in bf16 units; already when rounded),
+ * then dx = dlogits @ wte and dwte += dlogits^T @ x on the bf16 copies. */
 static void op_head_chunk_backward(const gpt_mm *mm, float *dx, float *dwte, float *dlogits,
-                                   const float *x, const float *wte, size_t R, int C, int V)
+                                   const float *x, const float *wte, size_t R, int C, int V,
+                                   int rounded)
 {
     if (mm) {
-        gpt_to_bf16_rows_inplace(dlogits, R, (size_t)V, (size_t)V);
+        if (!rounded)
+            gpt_to_bf16_rows_inplace(dlogits, R, (size_t)V, (size_t)V);
         const gpt_bf16 *dl = (const gpt_bf16 *)(void *)dlogits;
         size_t ld = 2 * (size_t)V;
         int dx_ok = !bf16_failed(gpt_gemm_bf16(0, 0, (int)R, C, V, dl, ld, mm->wte, (size_t)C,
@@ -252,11 +277,20 @@ coh_status op_head_loss(float *losses, float *dlnf, float *dwte, float *logits, 
     const gpt_mm *mm = mm_bf16();
     if (mm && vn > 0)
         gpt_to_bf16(mm->wte, wte, (size_t)vn * C);
+    int fused = mm && dlnf && vn > 0 && !(part && part->reduce);
     chunk = chunk < GPT_HEAD_CHUNK ? chunk : GPT_HEAD_CHUNK;
     for (size_t r0 = 0; !st && r0 < N; r0 += chunk) {
         size_t R = N - r0 < chunk ? N - r0 : chunk;
         const float *x = lnf + r0 * C;
         const int32_t *tg = targets + r0;
+        if (fused) {
+            op_head_chunk_logits(mm, logits, x, wte, R, C, vn);
+            op_head_rows_fused_bf16(max, sum_tgt, logits, tg, v0, R, vn, dscale);
+            for (size_t r = 0; r < R; r++)
+                losses[r0 + r] = max[r] + logf(sum_tgt[2 * r]) - sum_tgt[2 * r + 1];
+            op_head_chunk_backward(mm, dlnf + r0 * C, dwte, logits, x, wte, R, C, vn, 1);
+            continue;
+        }
         if (vn > 0) {
             op_head_chunk_logits(mm, logits, x, wte, R, C, vn);
             op_head_row_max(max, logits, R, vn);
@@ -279,7 +313,7 @@ coh_status op_head_loss(float *losses, float *dlnf, float *dwte, float *logits, 
             continue;
         if (vn > 0) {
             op_head_row_grad(logits, sum_tgt, tg, v0, R, vn, dscale);
-            op_head_chunk_backward(mm, dlnf + r0 * C, dwte, logits, x, wte, R, C, vn);
+            op_head_chunk_backward(mm, dlnf + r0 * C, dwte, logits, x, wte, R, C, vn, 0);
         } else {
             memset(dlnf + r0 * C, 0, R * (size_t)C * sizeof *dlnf);
         }
