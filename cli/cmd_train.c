@@ -314,10 +314,10 @@ static int check_config(train_opts *o)
         char isa[200];
         coh_bf16_level lv = coh_bf16_support(isa, sizeof isa);
         if (lv == COH_BF16_UNAVAILABLE)
-            return cli_usage_error(CMD, "--precision bf16-mixed: %s", isa);
+            return cli_usage_error(CMD, "--precision %s", isa); /* "bf16-mixed: ..." */
         if (lv == COH_BF16_EMULATED)
             coh_warn("--precision bf16-mixed: this CPU has no bf16 instructions (avx512_bf16); "
-                     "oneDNN emulates them on %s, slower than --precision fp32", isa);
+                     "oneDNN emulates them (%s), slower than --precision fp32", isa);
         else
             coh_info("bf16-mixed: products on %s through oneDNN", isa);
     }

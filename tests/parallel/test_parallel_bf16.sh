@@ -24,6 +24,12 @@ expect 2 "--precision fp16-mixed: cohort's trainer runs fp32 or bf16-mixed" \
 expect 2 "--precision bf16-mixed with --strategy dp" \
     "$cohort" train "${model[@]}" --precision bf16-mixed --strategy dp --devices 2
 expect 2 "invalid --precision 'bf17'" "$cohort" train "${model[@]}" --precision bf17
+# a CPU without bf16 instructions (oneDNN told to stop below them): a warning; without AVX-512:
+# a refusal
+expect 0 "warning: --precision bf16-mixed: this CPU has no bf16 instructions (avx512_bf16)" \
+    env ONEDNN_MAX_CPU_ISA=AVX512_CORE "$cohort" train "${model[@]}" --precision bf16-mixed --dry-run
+expect 2 "--precision bf16-mixed: this CPU has no AVX-512, which oneDNN's bf16 matmul needs" \
+    env ONEDNN_MAX_CPU_ISA=AVX2 "$cohort" train "${model[@]}" --precision bf16-mixed --dry-run
 expect 2 "invalid --grad-reduce-dtype 'fp16': valid are fp32, bf16" \
     "$cohort" train "${model[@]}" --grad-reduce-dtype fp16
 expect 2 "--grad-reduce-dtype bf16 with --strategy dp" \
