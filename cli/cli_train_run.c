@@ -279,7 +279,8 @@ int cli_train_run(const train_opts *o)
     run r = {.o = o, .tty = progress_kind(), .threads = coh_get_threads(),
              .resume = resume_path(o)};
     /* before the model exists, so its buffers are not in training's resident peak */
-    r.peak_flops = coh_measure_sgemm_flops(1024);
+    r.peak_flops = o->cfg.par.precision == COH_PREC_BF16_MIXED ? coh_measure_bf16_gemm_flops(1024)
+                                                                : coh_measure_sgemm_flops(1024);
     coh_status st = setup(&r);
     if (!st && o->metrics && (r.par.rank == 0 || r.par.world_size == 1) &&
         !(r.metrics = fopen(o->metrics, r.resume ? "a" : "w")))

@@ -311,11 +311,26 @@ static int check_config(train_opts *o)
             return cli_fail(CMD, st);
     }
 
+    if (p->precision == COH_PREC_BF16_MIXED) { /* before training measures its memory */
+        char isa[200];
+        coh_bf16_level lv = coh_bf16_support(isa, sizeof isa);
+        if (lv == COH_BF16_UNAVAILABLE)
+            return cli_usage_error(CMD, "--precision %s", isa); /* "bf16-mixed: ..." */
+        if (lv == COH_BF16_EMULATED)
+            coh_warn("--precision bf16-mixed: this CPU has no bf16 instructions (avx512_bf16); "
+                     "oneDNN emulates them (%s), slower than --precision fp32", isa);
+        else
+            coh_info("bf16-mixed: products on %s through oneDNN", isa);
+    }
+
     coh_par_config pc = {.train = o->tc, .par = o->cfg.par};
     coh_par_config_apply(&pc);
     o->tc = pc.train;
     o->tc.model.tp = 0; /* the command speaks of the whole model; the trainer holds its shard */
     o->tc.model.sp = 0;
+    if (p->precision == COH_PREC_BF16_MIXED && !o->dry_run &&
+        (st = coh_bf16_prepare(&o->tc.model, o->tc.batch, o->tc.seq)))
+        return cli_fail(CMD, st);
     return 0;
 }
 

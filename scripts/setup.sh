@@ -8,6 +8,8 @@ packages=(build-essential cmake clang libclang-rt-dev libopenblas-dev libopenmpi
           python3-torch python3-numpy)
 # ---- training engine: the main job's corpus (plain-text fortunes, /usr/share/games/fortunes) --
 packages+=(fortunes)
+# bf16-mixed precision: oneDNN's bf16 matmul (Debian's OpenBLAS has no bf16 GEMM)
+packages+=(libdnnl-dev)
 # ---- end training engine -------------------------------------------------------------------------
 # --- cluster: a one-node Slurm cluster started by tests/launch/test_launch_slurm.sh (slurmctld,
 # slurmd, srun, munge) and MPICH (mpiexec.hydra, and libcohort_mpich.so for Hydra and srun

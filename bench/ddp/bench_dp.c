@@ -14,6 +14,8 @@
 typedef struct opts {
     int L, C, NH, T, B, V, steps, threads, devices;
     const char *strategy;
+    coh_precision precision;
+    int grad_bf16;
 } opts;
 
 typedef struct tokens {
@@ -36,11 +38,19 @@ static coh_status next_batch(void *ctx, int32_t *in, int32_t *tg)
 
 static int parse(int argc, char **argv, opts *o)
 {
-    *o = (opts){6, 384, 6, 256, 8, 50257, 10, 0, 2, "single"};
+    *o = (opts){6, 384, 6, 256, 8, 50257, 10, 0, 2, "single", COH_PREC_FP32, 0};
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *k = argv[i], *v = argv[i + 1];
         int n = atoi(v);
         if (!strcmp(k, "--strategy")) o->strategy = v;
+        else if (!strcmp(k, "--precision")) {
+            if (coh_precision_parse(v, &o->precision))
+                return fprintf(stderr, "bench_dp: %s\n", coh_last_error()), 0;
+        } else if (!strcmp(k, "--grad-reduce-dtype")) {
+            if (strcmp(v, "bf16") && strcmp(v, "fp32"))
+                return fprintf(stderr, "bench_dp: invalid --grad-reduce-dtype '%s'\n", v), 0;
+            o->grad_bf16 = !strcmp(v, "bf16");
+        }
         else if (!strcmp(k, "--layers")) o->L = n;
         else if (!strcmp(k, "--dim")) o->C = n;
         else if (!strcmp(k, "--heads")) o->NH = n;
@@ -70,6 +80,8 @@ static coh_status setup(const opts *o, coh_strategy s, int ndev, bench *b)
     coh_trainer_config_defaults(&pc.train);
     pc.train.model = (coh_gpt_config){o->L, o->NH, o->C, o->V, o->T, 0, 0};
     pc.par.micro_batch = o->B;
+    pc.par.precision = o->precision;
+    pc.par.grad_reduce_bf16 = o->grad_bf16;
     pc.par.seq = o->T;
     pc.train.steps = o->steps + 1;
     coh_status st = coh_strategy_is_multiprocess(s) ? coh_comm_create(COH_COMM_AUTO, &b->world)
@@ -112,10 +124,12 @@ int main(int argc, char **argv)
     }
     double tps = (double)o.B * ndev * ranks * o.T * o.steps / total;
     if (coh_comm_rank(b.world) == 0)
-        printf("{\"impl\": \"cohort\", \"strategy\": \"%s\", \"kernel\": \"%s\", \"ranks\": %d, "
+        printf("{\"impl\": \"cohort\", \"strategy\": \"%s\", \"precision\": \"%s\", "
+               "\"grad_reduce_dtype\": \"%s\", \"kernel\": \"%s\", \"ranks\": %d, "
                "\"devices\": %d, \"threads\": %d, \"tokens_per_s\": %.1f, \"step_s\": %.4f, "
-               "\"first_loss\": %.4f, \"loss\": %.4f}\n", o.strategy, coh_blas_kernel(), ranks,
-               ndev, ndev > 1 ? 1 : coh_get_threads(), tps, total / o.steps, first, st.loss);
+               "\"first_loss\": %.4f, \"loss\": %.4f}\n", o.strategy,
+               coh_precision_name(o.precision), o.grad_bf16 ? "bf16" : "fp32", coh_blas_kernel(),
+               ranks, ndev, ndev > 1 ? 1 : coh_get_threads(), tps, total / o.steps, first, st.loss);
     coh_par_trainer_destroy(b.t);
     coh_mesh_destroy(b.mesh);
     coh_comm_destroy(b.world);

@@ -1,5 +1,6 @@
-/* bench_train.c: measures the machine's sgemm peak and cohort's training throughput (tokens/s,
- * MFU against that peak) on one GPT config; prints one JSON line for bench/train/run.sh. */
+/* bench_train.c: measures the machine's sgemm peak (and with --precision bf16-mixed its bf16 GEMM
+ * peak) and cohort's training throughput (tokens/s, MFU against the peak of the precision) on
+ * one GPT config; prints one JSON line for bench/train/run.sh. */
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,10 +30,15 @@ static double sgemm_peak(int n, int reps)
 
 int main(int argc, char **argv)
 {
-    int L = 6, C = 384, NH = 6, T = 256, B = 8, V = 50257, steps = 10, threads = 0;
+    int L = 6, C = 384, NH = 6, T = 256, B = 8, V = 50257, steps = 10, threads = 0, bf16 = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
         int v = atoi(argv[i + 1]);
-        if (!strcmp(argv[i], "--layers")) L = v;
+        if (!strcmp(argv[i], "--precision") && (!strcmp(argv[i + 1], "fp32") ||
+                                                !strcmp(argv[i + 1], "bf16-mixed")))
+            bf16 = !strcmp(argv[i + 1], "bf16-mixed");
+        else if (!strcmp(argv[i], "--precision"))
+            return fprintf(stderr, "unknown precision '%s': fp32 or bf16-mixed\n", argv[i + 1]), 2;
+        else if (!strcmp(argv[i], "--layers")) L = v;
         else if (!strcmp(argv[i], "--dim")) C = v;
         else if (!strcmp(argv[i], "--heads")) NH = v;
         else if (!strcmp(argv[i], "--seq")) T = v;
@@ -48,10 +54,12 @@ int main(int argc, char **argv)
     openblas_set_num_threads(coh_get_threads());
     double peak = sgemm_peak(2048, 5);
     coh_set_threads(threads);
+    double bf16_peak = bf16 ? coh_measure_bf16_gemm_flops(2048) : 0.0;
     coh_gpt_config cfg = {L, NH, C, V, T, 0, 0};
     coh_gpt *g;
     coh_adamw *o;
-    if (coh_gpt_create(&cfg, B, T, &g) || coh_adamw_create(&cfg, &o))
+    if (coh_gpt_create(&cfg, B, T, &g) || coh_adamw_create(&cfg, &o) ||
+        (bf16 && coh_gpt_set_bf16_mixed(g, 1)))
         return fprintf(stderr, "%s\n", coh_last_error()), 1;
     coh_gpt_init_weights(g, 1);
     size_t n;
@@ -77,12 +85,12 @@ int main(int argc, char **argv)
             total += coh_now_s() - t;
     }
     double tps = (double)B * T * steps / total;
-    double mfu = tps * coh_gpt_flops_per_token(&cfg, T) / peak;
-    printf("{\"impl\": \"cohort\", \"kernel\": \"%s\", \"threads\": %d, \"sgemm_gflops\": %.1f, "
-           "\"tokens_per_s\": %.1f, \"mfu\": %.4f, \"step_s\": %.4f, \"loss\": %.4f, "
-           "\"flops_per_token\": %.0f}\n",
-           coh_blas_kernel(), coh_get_threads(), peak * 1e-9, tps, mfu, total / steps, loss,
-           coh_gpt_flops_per_token(&cfg, T));
+    double mfu = tps * coh_gpt_flops_per_token(&cfg, T) / (bf16 ? bf16_peak : peak);
+    printf("{\"impl\": \"cohort\", \"precision\": \"%s\", \"kernel\": \"%s\", \"threads\": %d, "
+           "\"sgemm_gflops\": %.1f, \"bf16_gemm_gflops\": %.1f, \"tokens_per_s\": %.1f, "
+           "\"mfu\": %.4f, \"step_s\": %.4f, \"loss\": %.4f, \"flops_per_token\": %.0f}\n",
+           bf16 ? "bf16-mixed" : "fp32", coh_blas_kernel(), coh_get_threads(), peak * 1e-9,
+           bf16_peak * 1e-9, tps, mfu, total / steps, loss, coh_gpt_flops_per_token(&cfg, T));
     free(tok), free(in), free(tg);
     coh_adamw_destroy(o);
     coh_gpt_destroy(g);

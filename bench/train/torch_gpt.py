@@ -85,10 +85,12 @@ def adamw(m):
                              betas=(0.9, 0.95), eps=1e-8)
 
 
-def train(m, a, batches):
+def train(m, a, batches, bf16=False):
     """a.steps + 1 optimizer steps on batches(k) -> (x, y), the first untimed as cohort's
-    benchmarks do; clipping at 1 and cohort's schedule over the a.steps + 1 steps. Returns the
-    timed seconds and the losses of every step."""
+    benchmarks do; clipping at 1 and cohort's schedule over the a.steps + 1 steps. bf16: the
+    forward pass and loss under torch.autocast("cpu", dtype=torch.bfloat16), PyTorch's mixed
+    precision (fp32 weights and optimizer). Returns the timed seconds and the losses of every
+    step."""
     opt, total, losses = adamw(m), 0.0, []
     for k in range(a.steps + 1):
         x, y = batches(k)
@@ -96,7 +98,8 @@ def train(m, a, batches):
         for g in opt.param_groups:
             g["lr"] = lr_at(k, a.steps + 1)
         opt.zero_grad(set_to_none=True)
-        loss = m(x, y)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            loss = m(x, y)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
         opt.step()

@@ -74,6 +74,8 @@ typedef struct coh_parallel_config {
     coh_offload offload;
     size_t bucket_bytes;       /* gradient bucket of DDP and ZeRO; 0 = 25 MiB */
     int nodes, gpus_per_node;  /* 0 = not given; when given dp*tp*pp must equal their product */
+    int grad_reduce_bf16;      /* 1: DDP/ZeRO gradients travel as bf16 (summed in fp32, rounded
+                                  once: half the traffic); 0: fp32 */
 } coh_parallel_config;
 
 /* What `cohort train` runs without options: one device, no ZeRO, micro batch 1, fp32, no

@@ -66,6 +66,10 @@ typedef struct coh_train_memory {
  * from reading the thread count. COH_ERR_INVALID for a bad config, B < 1, or T outside 1..seq. */
 coh_status coh_train_memory_estimate(const coh_gpt_config *c, int B, int T, coh_train_memory *out);
 
+/* Bytes coh_gpt_set_bf16_mixed adds to a model of this config and batch: the bf16 copies of its
+ * products' operands (0 for a bad config). */
+size_t coh_train_memory_bf16(const coh_gpt_config *c, int B, int T);
+
 /* ---- parameter tensors (views into the flat arena) ----------------------------------------- */
 
 /* One named tensor of the arena. Linear weights are stored [in, out] like Hugging Face's Conv1D,
@@ -216,6 +220,14 @@ coh_status coh_gpt_set_slots(coh_gpt *g, int slots);
  * gradients are bit-identical to a run that keeps everything. COH_ERR_NOMEM. */
 coh_status coh_gpt_set_recompute(coh_gpt *g, int full);
 
+/* bf16-mixed precision (on != 0) or fp32 (0, the default): every matrix product (the blocks'
+ * linear layers and the LM head) rounds its operands to bf16 and accumulates and outputs fp32;
+ * the parameters (the fp32 master weights), gradients, LayerNorm, attention softmax, loss and
+ * the optimizer stay fp32. Turning it on allocates the bf16 operand buffers
+ * (coh_train_memory_bf16). COH_ERR_UNSUPPORTED when bf16 cannot run here (coh_bf16_support),
+ * COH_ERR_NOMEM. */
+coh_status coh_gpt_set_bf16_mixed(coh_gpt *g, int on);
+
 /* Forward of blocks lo..hi-1 for the micro-batch in `slot`. The first stage (lo == 0) reads
  * tokens (B, T) and runs the embeddings; a later one reads x_in (B, T, C), the previous stage's
  * output. A stage before the last writes its output to x_out (B, T, C); the last (hi == L) runs
@@ -343,6 +355,26 @@ void coh_blas_ensure_best_kernel(void);
 
 /* Best of a few n x n sgemm runs using every thread, in FLOP/s: the peak MFU is measured against. */
 double coh_measure_sgemm_flops(int n);
+
+/* Whether bf16-mixed training can run here: UNAVAILABLE (no oneDNN in this build, or a CPU
+ * without AVX-512), EMULATED (AVX-512 without bf16 instructions: correct but slower than fp32),
+ * NATIVE (AVX512-BF16 or AMX). why (may be NULL) gets the instruction set used or the reason. */
+typedef enum coh_bf16_level {
+    COH_BF16_UNAVAILABLE,
+    COH_BF16_EMULATED,
+    COH_BF16_NATIVE
+} coh_bf16_level;
+coh_bf16_level coh_bf16_support(char *why, size_t cap);
+
+/* Generate, on the calling thread, the bf16 kernels a bf16-mixed model of this config trains
+ * micro-batches of B x T with (otherwise made at first use): code, not training memory, so a
+ * trainer that measures what training holds makes them first. COH_ERR_INVALID for a bad config
+ * or batch, COH_ERR_UNSUPPORTED when bf16 cannot run here. */
+coh_status coh_bf16_prepare(const coh_gpt_config *c, int B, int T);
+
+/* Best of a few n x n bf16 GEMM runs (fp32 accumulation, oneDNN) using every thread, in
+ * FLOP/s: the peak bf16-mixed MFU is measured against; 0 when bf16 is unavailable. */
+double coh_measure_bf16_gemm_flops(int n);
 
 /* Threads for OpenMP and OpenBLAS (n < 1: OMP_NUM_THREADS when it is a positive number, as
  * `cohort run` sets it per rank, else the number of online CPUs). */

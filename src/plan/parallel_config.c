@@ -94,9 +94,20 @@ int coh_parallel_config_runnable(const coh_parallel_config *c, char *why, size_t
         snprintf(buf, sizeof buf, "--strategy %s with --pp %d: ZeRO-2 and -3 shard gradients that "
                  "a pipeline accumulates over its microbatches (DeepSpeed refuses them too); use "
                  "ddp or zero1", coh_strategy_name(c->strategy), c->pp);
-    else if (c->precision != COH_PREC_FP32)
-        snprintf(buf, sizeof buf, "--precision %s: cohort's trainer runs fp32",
-                 coh_precision_name(c->precision));
+    else if (c->precision == COH_PREC_FP16_MIXED)
+        snprintf(buf, sizeof buf, "--precision %s: cohort's trainer runs fp32 or bf16-mixed "
+                 "(fp16 would need loss scaling)", coh_precision_name(c->precision));
+#ifndef COHORT_HAVE_DNNL
+    else if (c->precision == COH_PREC_BF16_MIXED)
+        snprintf(buf, sizeof buf, "--precision bf16-mixed: this build of cohort has no bf16 "
+                 "GEMM (oneDNN was not found: install libdnnl-dev and rebuild)");
+#endif
+    else if (c->precision == COH_PREC_BF16_MIXED && c->strategy == COH_STRATEGY_DP)
+        snprintf(buf, sizeof buf, "--precision bf16-mixed with --strategy dp: the threaded "
+                 "strategy runs fp32; use ddp");
+    else if (c->grad_reduce_bf16 && (c->strategy == COH_STRATEGY_DP || c->pp > 1))
+        snprintf(buf, sizeof buf, "--grad-reduce-dtype bf16 with %s: only ddp and zero1..3 "
+                 "without a pipeline reduce in bf16", c->pp > 1 ? "--pp" : "--strategy dp");
     else if (c->recompute == COH_RECOMPUTE_SELECTIVE)
         snprintf(buf, sizeof buf, "--recompute selective: cohort's trainer recomputes whole "
                  "blocks (--recompute full)");

@@ -161,7 +161,7 @@ expect 2 "--recompute selective: cohort's trainer recomputes whole blocks" --mod
 json_check --engine cohort --layers 4 --heads 8 --dim 512 --vocab 8192 --seq 256 --micro-batch 4 --recompute full -- \
     'j["strategy"]["recompute"] == "full"' 'j["per_device"]["total_bytes"] < j["engine"]["total"]' 
 expect 2 "invalid --bucket-mb 'x': must be a number from 0.001 to 1.04858e+06" --model gpt2 --engine cohort --bucket-mb x
-expect 2 "--precision bf16-mixed: cohort's trainer runs fp32" --model gpt2 --engine cohort --precision bf16-mixed
+expect 2 "--precision fp16-mixed: cohort's trainer runs fp32 or bf16-mixed" --model gpt2 --engine cohort --precision fp16-mixed
 expect 2 "--engine cohort needs a GPT-2 model shape" --config "$tmp/llama.json" --engine cohort
 expect 2 "invalid --engine 'deepspeed': valid are cohort" --model gpt2 --engine deepspeed
 

@@ -140,6 +140,13 @@ void coh_gpt_destroy(coh_gpt *g)
     free(g->acts);
     free(g->dscratch);
     free(g->logits);
+    free(g->mm.a);
+    free(g->mm.b);
+    free(g->mm.w);
+    free(g->mm.wte);
+    free(g->mm.scratch);
+    if (gpt_mm_bound() == &g->mm)
+        gpt_mm_bind(NULL);
     free(g);
 }
 
@@ -154,6 +161,30 @@ coh_status coh_gpt_set_recompute(coh_gpt *g, int full)
             return coh_errf(COH_ERR_NOMEM, "out of memory for recomputation");
     }
     g->recompute = full != 0;
+    return COH_OK;
+}
+
+coh_status coh_gpt_set_bf16_mixed(coh_gpt *g, int on)
+{
+    if (on && !g->mm.a) {
+        coh_status st = gpt_bf16_check();
+        if (st)
+            return st;
+        gpt_act_sizes_t s;
+        gpt_act_sizes(&g->cfg, g->maxB, g->maxT, &s);
+        g->mm.a = gpt_bf16_alloc(s.mm_a * sizeof(gpt_bf16));
+        g->mm.b = gpt_bf16_alloc(s.mm_b * sizeof(gpt_bf16));
+        g->mm.w = gpt_bf16_alloc(s.mm_w * sizeof(gpt_bf16));
+        g->mm.wte = gpt_bf16_alloc(s.mm_wte * sizeof(gpt_bf16));
+        g->mm.scratch_bytes = gpt_bf16_scratch_bytes(&g->cfg, g->maxB, g->maxT);
+        g->mm.scratch = gpt_bf16_alloc(g->mm.scratch_bytes);
+        if (!g->mm.a || !g->mm.b || !g->mm.w || !g->mm.wte || !g->mm.scratch) {
+            free(g->mm.a), free(g->mm.b), free(g->mm.w), free(g->mm.wte), free(g->mm.scratch);
+            g->mm = (gpt_mm){0};
+            return coh_errf(COH_ERR_NOMEM, "out of memory for the bf16 operand buffers");
+        }
+    }
+    g->mm.bf16 = on != 0;
     return COH_OK;
 }
 

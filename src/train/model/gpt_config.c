@@ -316,6 +316,15 @@ void gpt_act_sizes(const coh_gpt_config *c, int B, int T, gpt_act_sizes_t *s)
                (gpt_sp(c) ? BT * C + 2 * C : 0);
     s->chunk_rows = BT < GPT_HEAD_CHUNK ? BT : GPT_HEAD_CHUNK;
     s->logits = s->chunk_rows * d.Vs;
+    /* bf16-mixed (ops_matmul.c): a product's input rows (widest: C, Ca or F; the head's chunk of
+     * lnf rows), its output-gradient rows (3Ca, C or F), one block matrix, and the head's
+     * vocabulary rows; the head's dlogits go bf16 in place in the logits chunk */
+    size_t in = d.F > d.C ? d.F : d.C, out = d.F > 3 * d.Ca ? d.F : 3 * d.Ca;
+    out = out > d.C ? out : d.C;
+    s->mm_a = BT * in;
+    s->mm_b = BT * out;
+    s->mm_w = d.C * (d.F > 3 * d.Ca ? d.F : 3 * d.Ca);
+    s->mm_wte = d.Vs * d.C;
 }
 
 coh_status coh_train_memory_estimate(const coh_gpt_config *c, int B, int T, coh_train_memory *out)
@@ -339,5 +348,65 @@ coh_status coh_train_memory_estimate(const coh_gpt_config *c, int B, int T, coh_
     out->attention = 2 * (size_t)T * T * sizeof(float);
     out->total = 4 * P + out->activations + out->act_grads + out->logits +
                  out->attention * (size_t)coh_get_threads();
+    return COH_OK;
+}
+
+/* The largest scratchpad of the bf16 products ops_matmul.c runs for B x T rows, with the same
+ * shapes and strides: each linear layer (IC, OC) forward with and without bias, its two backward
+ * products, and the head's three on full chunks and on the last, shorter one. */
+static size_t bf16_scratch(const coh_gpt_config *c, size_t BT, size_t R, int prep)
+{
+    gpt_dims d = dims_of(c);
+    int N = (int)BT, C = (int)d.C, V = (int)d.Vs;
+    int lin[4][2] = {{C, 3 * (int)d.Ca}, {(int)d.Ca, C}, {C, (int)d.F}, {(int)d.F, C}};
+    size_t most = 0, s;
+#define TAKE(x) (s = (x), most = s > most ? s : most)
+    for (int i = 0; i < 4; i++) {
+        int IC = lin[i][0], OC = lin[i][1];
+        for (int bias = 0; bias < 2; bias++)
+            TAKE(gpt_gemm_bf16_scratch(0, 0, N, OC, IC, IC, OC, OC, bias, prep));
+        TAKE(gpt_gemm_bf16_scratch(0, 1, N, IC, OC, OC, OC, IC, 0, prep));
+        TAKE(gpt_gemm_bf16_scratch(1, 0, IC, OC, N, IC, OC, OC, 1, prep));
+    }
+    size_t rows[2] = {R, BT % R};
+    for (int i = 0; i < 2 && rows[i]; i++) {
+        int r = (int)rows[i];
+        TAKE(gpt_gemm_bf16_scratch(0, 1, r, V, C, C, C, V, 0, prep));
+        TAKE(gpt_gemm_bf16_scratch(0, 0, r, C, V, 2 * (size_t)V, C, C, 0, prep));
+        TAKE(gpt_gemm_bf16_scratch(1, 0, V, C, r, 2 * (size_t)V, C, C, 1, prep));
+    }
+#undef TAKE
+    return most;
+}
+
+size_t gpt_bf16_scratch_bytes(const coh_gpt_config *c, int B, int T)
+{
+    gpt_act_sizes_t s;
+    gpt_act_sizes(c, B, T, &s);
+    return bf16_scratch(c, (size_t)B * T, s.chunk_rows, 0);
+}
+
+size_t coh_train_memory_bf16(const coh_gpt_config *c, int B, int T)
+{
+    if (coh_gpt_config_check(c) || B < 1 || T < 1 || T > c->seq)
+        return 0;
+    gpt_act_sizes_t s;
+    gpt_act_sizes(c, B, T, &s);
+    return (s.mm_a + s.mm_b + s.mm_w + s.mm_wte) * sizeof(gpt_bf16) +
+           bf16_scratch(c, (size_t)B * T, s.chunk_rows, 0);
+}
+
+coh_status coh_bf16_prepare(const coh_gpt_config *c, int B, int T)
+{
+    coh_status st = coh_gpt_config_check(c);
+    if (!st && (B < 1 || T < 1 || T > c->seq))
+        st = coh_errf(COH_ERR_INVALID, "invalid batch %d x %d for bf16 kernels", B, T);
+    if (!st)
+        st = gpt_bf16_check();
+    if (st)
+        return st;
+    gpt_act_sizes_t s;
+    gpt_act_sizes(c, B, T, &s);
+    bf16_scratch(c, (size_t)B * T, s.chunk_rows, 1);
     return COH_OK;
 }

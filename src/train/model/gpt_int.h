@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "cohort/train.h"
+#include "train/model/gemm_bf16.h"
 
 #define GPT_BLOCK_TENSORS 12
 /* Rows of the fused LM head computed at once: (GPT_HEAD_CHUNK, V) logits are all it keeps. */
@@ -18,9 +19,12 @@ typedef struct gpt_act_sizes_t {
     size_t grads;      /* floats of the backward scratch */
     size_t chunk_rows; /* rows of the LM head chunk */
     size_t logits;     /* floats of the LM head chunk */
+    size_t mm_a, mm_b, mm_w, mm_wte; /* bf16-mixed: bf16 elements of each gpt_mm buffer */
 } gpt_act_sizes_t;
 
 void gpt_act_sizes(const coh_gpt_config *c, int B, int T, gpt_act_sizes_t *s);
+/* bf16-mixed: bytes of the largest oneDNN scratchpad of the model's products for B x T rows. */
+size_t gpt_bf16_scratch_bytes(const coh_gpt_config *c, int B, int T);
 
 /* Tensor-parallel shards of c: 1 for the whole model. */
 static inline int gpt_tp(const coh_gpt_config *c) { return c->tp > 1 ? c->tp : 1; }
@@ -101,6 +105,7 @@ struct coh_gpt {
     double tp_comm_s;      /* seconds in tensor-parallel collectives */
     coh_comm_span_fn span;
     void *span_ctx;
+    gpt_mm mm;             /* bf16-mixed: the products' bf16 operand buffers (gemm_bf16.h) */
 };
 
 /* The part of the vocabulary an LM head holds: ids v0..v0+vn-1 in its wte rows 0..vn-1, and

@@ -258,6 +258,7 @@ coh_status coh_gpt_stage_forward(coh_gpt *g, int slot, int lo, int hi, const int
     int C = g->cfg.dim, L = g->cfg.layers;
     size_t N = (size_t)B * T, R = gpt_rows(g, N);
     gpt_slot *sl = &g->slot[slot];
+    gpt_mm_bind(&g->mm); /* the products below run in the model's precision */
     if (!st && lo == 0 && !tokens)
         st = coh_errf(COH_ERR_INVALID, "the first stage needs tokens");
     if (!st && lo > 0 && !x_in)
@@ -315,6 +316,7 @@ coh_status coh_gpt_stage_backward(coh_gpt *g, int slot, int lo, int hi, const fl
     if (st)
         return st;
     gpt_slot *sl = &g->slot[slot];
+    gpt_mm_bind(&g->mm); /* the products below run in the model's precision */
     if (hi == L) {
         memset(g->dres, 0, R * C * sizeof(float));
         float *dln = ln_grads(g, g->gw.lnfw);
@@ -370,6 +372,7 @@ coh_status coh_gpt_next_logits(coh_gpt *g, const int32_t *tokens, int T, float *
     if (st)
         return st;
     gpt_slot *sl = &g->slot[0];
+    gpt_mm_bind(&g->mm); /* the products below run in the model's precision */
     memcpy(sl->tokens, tokens, (size_t)T * sizeof *tokens);
     params(g, -1, COH_PARAM_NEED_FORWARD);
     st = embed(g, sl->encoded, tokens, 1, T);

@@ -1,11 +1,32 @@
 /* ops_matmul.c: linear layers ([in, out] weights) through CBLAS sgemm, and the pieces of the
- * LM head with its softmax cross-entropy, run a chunk of rows at a time (gpt_tp.c). */
+ * LM head with its softmax cross-entropy, run a chunk of rows at a time (gpt_tp.c). A model in
+ * bf16-mixed (bound by gpt_mm_bind) runs every product here on bf16 copies of its operands,
+ * rounded just before, with fp32 accumulation and fp32 results (gemm_bf16.c): the fp32 inputs,
+ * weights, gradients and everything between the products stay as they are. */
 #include <cblas.h>
 #include <math.h>
 #include <string.h>
 
+#include "cohort/log.h"
 #include "train/model/gpt_int.h"
 #include "train/model/par.h"
+
+/* The bound model's bf16 buffers, or NULL: its products run fp32. */
+static const gpt_mm *mm_bf16(void)
+{
+    const gpt_mm *m = gpt_mm_bound();
+    return m && m->bf16 ? m : NULL;
+}
+
+/* A bf16 product oneDNN refused after the model's creation checked it could run (out of
+ * memory): said once, and the product is redone in fp32 so the step stays correct. */
+static int bf16_failed(coh_status st)
+{
+    static int said;
+    if (st && !__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+        coh_warn("%s; the products that fail run fp32 instead", coh_last_error());
+    return st != COH_OK;
+}
 
 /* sgemm with the OpenMP team splitting C into fixed slices (rows when M >= N, else columns),
  * each thread calling single-threaded OpenBLAS: one thread pool instead of two fighting over
@@ -43,6 +64,14 @@ void op_matmul_forward(float *out, const float *inp, const float *w, const float
         for (long i = 0; i < (long)N; i++)
             memcpy(out + (size_t)i * OC, b, (size_t)OC * sizeof *b);
     }
+    const gpt_mm *mm = mm_bf16();
+    if (mm) {
+        gpt_to_bf16(mm->a, inp, N * (size_t)IC);
+        gpt_to_bf16(mm->w, w, (size_t)IC * OC);
+        if (!bf16_failed(gpt_gemm_bf16(0, 0, (int)N, OC, IC, mm->a, (size_t)IC, mm->w,
+                                       (size_t)OC, b ? 1.0f : 0.0f, out, (size_t)OC)))
+            return;
+    }
     par_sgemm(CblasNoTrans, CblasNoTrans, (int)N, OC, IC, inp, IC, w, OC, b ? 1.0f : 0.0f, out,
               OC);
 }
@@ -66,9 +95,20 @@ static void bias_backward(float *db, const float *dout, size_t N, int OC, int ld
 void op_matmul_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
                         const float *w, size_t N, int IC, int OC, int accumulate)
 {
-    par_sgemm(CblasNoTrans, CblasTrans, (int)N, IC, OC, dout, OC, w, OC, accumulate ? 1.0f : 0.0f,
-              dinp, IC);
-    par_sgemm(CblasTrans, CblasNoTrans, IC, OC, (int)N, inp, IC, dout, OC, 1.0f, dw, OC);
+    const gpt_mm *mm = mm_bf16();
+    float beta = accumulate ? 1.0f : 0.0f;
+    if (mm) {
+        gpt_to_bf16(mm->b, dout, N * (size_t)OC);
+        gpt_to_bf16(mm->w, w, (size_t)IC * OC);
+        gpt_to_bf16(mm->a, inp, N * (size_t)IC);
+    }
+    /* dinp = dout @ w^T; dw += inp^T @ dout (a refused product leaves its output untouched) */
+    if (!mm || bf16_failed(gpt_gemm_bf16(0, 1, (int)N, IC, OC, mm->b, (size_t)OC, mm->w,
+                                         (size_t)OC, beta, dinp, (size_t)IC)))
+        par_sgemm(CblasNoTrans, CblasTrans, (int)N, IC, OC, dout, OC, w, OC, beta, dinp, IC);
+    if (!mm || bf16_failed(gpt_gemm_bf16(1, 0, IC, OC, (int)N, mm->a, (size_t)IC, mm->b,
+                                         (size_t)OC, 1.0f, dw, (size_t)OC)))
+        par_sgemm(CblasTrans, CblasNoTrans, IC, OC, (int)N, inp, IC, dout, OC, 1.0f, dw, OC);
     if (db)
         bias_backward(db, dout, N, OC, OC);
 }
@@ -86,8 +126,17 @@ void op_qkv_bias_backward(float *db, const float *dqkv, size_t N, int C)
     bias_backward(db + 2 * C, dqkv + 2 * C, N, C, 3 * C);
 }
 
-static void op_head_chunk_logits(float *logits, const float *x, const float *wte, size_t R, int C, int V)
+/* bf16-mixed: x's bf16 copy goes to mm->a, for the backward products of the same chunk; wte's
+ * is mm->wte, made once per call of op_head_loss. */
+static void op_head_chunk_logits(const gpt_mm *mm, float *logits, const float *x, const float *wte,
+                                 size_t R, int C, int V)
 {
+    if (mm) {
+        gpt_to_bf16(mm->a, x, R * (size_t)C);
+        if (!bf16_failed(gpt_gemm_bf16(0, 1, (int)R, V, C, mm->a, (size_t)C, mm->wte, (size_t)C,
+                                       0.0f, logits, (size_t)V)))
+            return;
+    }
     par_sgemm(CblasNoTrans, CblasTrans, (int)R, V, C, x, C, wte, C, 0.0f, logits, V);
 }
 
@@ -136,23 +185,83 @@ static void op_head_row_sums(float *sum_tgt, float *logits, const float *max, co
     }
 }
 
+/* dlogits of one row in place: softmax (the exponentials, over their sum) minus the target. */
+static void row_grad(float *l, int V, float sum, int t, float dscale)
+{
+    float f = dscale / sum;
+    for (int j = 0; j < V; j++)
+        l[j] *= f;
+    if (t >= 0 && t < V)
+        l[t] -= dscale;
+}
+
 static void op_head_row_grad(float *logits, const float *sum_tgt, const int32_t *target, int v0,
                       size_t R, int V, float dscale)
 {
 #pragma omp parallel for schedule(static)
+    for (long r = 0; r < (long)R; r++)
+        row_grad(logits + (size_t)r * V, V, sum_tgt[2 * r], target[r] - v0, dscale);
+}
+
+/* bf16-mixed with the whole vocabulary here and gradients wanted: each row's max, exponentials
+ * and their sum, gradient and rounding to bf16 (in place, gpt_to_bf16_rows_inplace's layout) in
+ * one visit while the row is in cache, instead of five passes over the chunk. The arithmetic
+ * is the separate passes' own, so the bits are too. */
+static void op_head_rows_fused_bf16(float *max, float *sum_tgt, float *logits,
+                                    const int32_t *target, int v0, size_t R, int V, float dscale)
+{
+#pragma omp parallel for schedule(static)
     for (long r = 0; r < (long)R; r++) {
-        float *l = logits + (size_t)r * V, f = dscale / sum_tgt[2 * r];
-        for (int j = 0; j < V; j++)
-            l[j] *= f;
+        float *l = logits + (size_t)r * V;
         int t = target[r] - v0;
-        if (t >= 0 && t < V)
-            l[t] -= dscale;
+        max[r] = row_max(l, V);
+        sum_tgt[2 * r + 1] = t >= 0 && t < V ? l[t] : 0.0f;
+        sum_tgt[2 * r] = row_sum(l, V, max[r], 1);
+        row_grad(l, V, sum_tgt[2 * r], t, dscale);
+        gpt_to_bf16_row_inplace(l, (size_t)V);
     }
 }
 
-static void op_head_chunk_backward(float *dx, float *dwte, const float *dlogits, const float *x,
-                            const float *wte, size_t R, int C, int V)
+/* bf16 rows written over the first half of their floats (gpt_to_bf16_rows_inplace) widened back
+ * to fp32 in place, last value first (float j covers bf16 2j and 2j+1, both read by then). */
+static void rows_widen_inplace(float *x, size_t rows, size_t cols, size_t ld)
 {
+#pragma omp parallel for schedule(static)
+    for (long r = 0; r < (long)rows; r++) {
+        unsigned char *row = (unsigned char *)(x + (size_t)r * ld);
+        for (size_t j = cols; j-- > 0;) {
+            gpt_bf16 h;
+            memcpy(&h, row + 2 * j, sizeof h);
+            float f = gpt_bf16_to_float(h);
+            memcpy(row + 4 * j, &f, sizeof f);
+        }
+    }
+}
+
+/* bf16-mixed: dlogits become bf16 in place (row stride 2V in bf16 units; already when rounded),
+ * then dx = dlogits @ wte and dwte += dlogits^T @ x on the bf16 copies. */
+static void op_head_chunk_backward(const gpt_mm *mm, float *dx, float *dwte, float *dlogits,
+                                   const float *x, const float *wte, size_t R, int C, int V,
+                                   int rounded)
+{
+    if (mm) {
+        if (!rounded)
+            gpt_to_bf16_rows_inplace(dlogits, R, (size_t)V, (size_t)V);
+        const gpt_bf16 *dl = (const gpt_bf16 *)(void *)dlogits;
+        size_t ld = 2 * (size_t)V;
+        int dx_ok = !bf16_failed(gpt_gemm_bf16(0, 0, (int)R, C, V, dl, ld, mm->wte, (size_t)C,
+                                               0.0f, dx, (size_t)C));
+        int dw_ok = !bf16_failed(gpt_gemm_bf16(1, 0, V, C, (int)R, dl, ld, mm->a, (size_t)C,
+                                               1.0f, dwte, (size_t)C));
+        if (dx_ok && dw_ok)
+            return;
+        rows_widen_inplace(dlogits, R, (size_t)V, (size_t)V);
+        if (!dx_ok)
+            par_sgemm(CblasNoTrans, CblasNoTrans, (int)R, C, V, dlogits, V, wte, C, 0.0f, dx, C);
+        if (!dw_ok)
+            par_sgemm(CblasTrans, CblasNoTrans, V, C, (int)R, dlogits, V, x, C, 1.0f, dwte, C);
+        return;
+    }
     par_sgemm(CblasNoTrans, CblasNoTrans, (int)R, C, V, dlogits, V, wte, C, 0.0f, dx, C);
     par_sgemm(CblasTrans, CblasNoTrans, V, C, (int)R, dlogits, V, x, C, 1.0f, dwte, C);
 }
@@ -165,13 +274,25 @@ coh_status op_head_loss(float *losses, float *dlnf, float *dwte, float *logits, 
     float dscale = dlnf ? grad_scale / (float)N : 0.0f;
     float stats[3 * GPT_HEAD_CHUNK], *max = stats, *sum_tgt = stats + GPT_HEAD_CHUNK;
     coh_status st = COH_OK;
+    const gpt_mm *mm = mm_bf16();
+    if (mm && vn > 0)
+        gpt_to_bf16(mm->wte, wte, (size_t)vn * C);
+    int fused = mm && dlnf && vn > 0 && !(part && part->reduce);
     chunk = chunk < GPT_HEAD_CHUNK ? chunk : GPT_HEAD_CHUNK;
     for (size_t r0 = 0; !st && r0 < N; r0 += chunk) {
         size_t R = N - r0 < chunk ? N - r0 : chunk;
         const float *x = lnf + r0 * C;
         const int32_t *tg = targets + r0;
+        if (fused) {
+            op_head_chunk_logits(mm, logits, x, wte, R, C, vn);
+            op_head_rows_fused_bf16(max, sum_tgt, logits, tg, v0, R, vn, dscale);
+            for (size_t r = 0; r < R; r++)
+                losses[r0 + r] = max[r] + logf(sum_tgt[2 * r]) - sum_tgt[2 * r + 1];
+            op_head_chunk_backward(mm, dlnf + r0 * C, dwte, logits, x, wte, R, C, vn, 1);
+            continue;
+        }
         if (vn > 0) {
-            op_head_chunk_logits(logits, x, wte, R, C, vn);
+            op_head_chunk_logits(mm, logits, x, wte, R, C, vn);
             op_head_row_max(max, logits, R, vn);
         } else {
             for (size_t r = 0; r < R; r++)
@@ -192,7 +313,7 @@ coh_status op_head_loss(float *losses, float *dlnf, float *dwte, float *logits, 
             continue;
         if (vn > 0) {
             op_head_row_grad(logits, sum_tgt, tg, v0, R, vn, dscale);
-            op_head_chunk_backward(dlnf + r0 * C, dwte, logits, x, wte, R, C, vn);
+            op_head_chunk_backward(mm, dlnf + r0 * C, dwte, logits, x, wte, R, C, vn, 0);
         } else {
             memset(dlnf + r0 * C, 0, R * (size_t)C * sizeof *dlnf);
         }

@@ -4,8 +4,59 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
+#include "train/model/gemm_bf16.h"
 #include "train/parallel/strategy.h"
+
+/* --grad-reduce-dtype bf16: a bucket's gradients rounded to bf16 (nearest even) in g16, reduced
+ * there in bf16 (the transport sums in fp32 and rounds once), and widened back into the fp32
+ * gradients: the part this rank keeps (the whole bucket for DDP/ZeRO-1, the own chunk for
+ * ZeRO-2/3). */
+static coh_status issue16(coh_par_trainer *t, par_bucket *b)
+{
+    size_t len = b->end - b->begin, main = b->q * (size_t)t->ndp, tail = len - main;
+    uint16_t *h = t->g16 + b->begin;
+    coh_status st = COH_OK;
+    gpt_to_bf16(h, t->grads + b->begin, len);
+    if (t->stage < 2)
+        return coh_allreduce_async(t->dp, h, h, len, COH_BF16, COH_AVG, &b->req[0]);
+    if (b->q)
+        st = coh_reduce_scatter_async(t->dp, h, h + (size_t)t->rdp * b->q, b->q, COH_BF16,
+                                      COH_AVG, &b->req[0]);
+    if (!st && tail)
+        st = coh_allreduce_async(t->dp, h + main, h + main, tail, COH_BF16, COH_AVG, &b->req[1]);
+    return st;
+}
+
+static void widen(float *dst, const uint16_t *src, size_t n)
+{
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (size_t i = 0; i < n; i++)
+        dst[i] = gpt_bf16_to_float(src[i]);
+}
+
+/* The private pages of g16 [b, e) given back (ZeRO-2/3: only buckets in flight are resident). */
+static void release16(uint16_t *base, size_t b, size_t e)
+{
+    uintptr_t ps = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = (uintptr_t)(base + b), hi = (uintptr_t)(base + e);
+    uintptr_t plo = (lo + ps - 1) / ps * ps, phi = hi / ps * ps;
+    if (plo < phi)
+        madvise((void *)plo, phi - plo, MADV_DONTNEED);
+}
+
+static void finish16(coh_par_trainer *t, par_bucket *b)
+{
+    if (t->stage < 2) {
+        widen(t->grads + b->begin, t->g16 + b->begin, b->end - b->begin);
+        return;
+    }
+    widen(t->grads + b->own_b, t->g16 + b->own_b, b->own_e - b->own_b);
+    if (!t->g16_shm)
+        release16(t->g16, b->begin, b->end);
+}
 
 static coh_status issue(coh_par_trainer *t, int k)
 {
@@ -14,7 +65,9 @@ static coh_status issue(coh_par_trainer *t, int k)
     float *g = t->grads + b->begin;
     coh_status st = COH_OK;
     b->req[0] = b->req[1] = NULL;
-    if (t->stage < 2) {
+    if (t->g16) {
+        st = issue16(t, b);
+    } else if (t->stage < 2) {
         st = coh_allreduce_async(t->dp, g, g, len, COH_F32, COH_AVG, &b->req[0]);
     } else {
         if (b->q)
@@ -57,6 +110,8 @@ static coh_status finish(coh_par_trainer *t, int k)
         b->req[i] = NULL;
     }
     b->busy = 0;
+    if (!st && t->g16)
+        finish16(t, b);
     if (t->trace) { /* names are built only for a trace */
         char name[48];
         snprintf(name, sizeof name, "%s bucket %d",

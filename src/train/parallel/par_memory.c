@@ -56,15 +56,32 @@ static uint64_t grad_bucket_peak(const par_bucket *bk, int nbk)
  * blocks of ceil(m / dp) rounded to 64 elements): rank r reads block r of every peer's bucket
  * and writes the reduced block r back into every peer's, so it maps one block of every peer's
  * gradients. */
-static uint64_t peer_pieces(const par_bucket *bk, int nbk, int dp)
+static uint64_t peer_pieces(const par_bucket *bk, int nbk, int dp, uint64_t elem)
 {
     uint64_t sum = 0;
     for (int k = 0; k < nbk; k++) {
         uint64_t m = bk[k].end - bk[k].begin, blk = ((m + dp - 1) / dp + 63) / 64 * 64;
-        if (m * sizeof(float) > ((uint64_t)16 << 10)) /* smaller ones go through staging */
-            sum += (uint64_t)(dp - 1) * (blk < m ? blk : m) * sizeof(float);
+        if (m * elem > ((uint64_t)16 << 10)) /* smaller ones go through staging */
+            sum += (uint64_t)(dp - 1) * (blk < m ? blk : m) * elem;
     }
     return sum;
+}
+
+/* --grad-reduce-dtype bf16 under ZeRO-2/3: a bucket's bf16 copy is resident from its issue to
+ * its collection; at most the two largest at once. */
+static uint64_t bf16_in_flight(const par_bucket *bk, int nbk)
+{
+    uint64_t a = 0, b = 0;
+    for (int k = 0; k < nbk; k++) {
+        uint64_t x = (uint64_t)(bk[k].end - bk[k].begin) * 2;
+        if (x > a) {
+            b = a;
+            a = x;
+        } else if (x > b) {
+            b = x;
+        }
+    }
+    return a + b;
 }
 
 static void fill(const coh_par_config *c, int stage, int dp, const par_bucket *bk, int nbk,
@@ -78,8 +95,11 @@ static void fill(const coh_par_config *c, int stage, int dp, const par_bucket *b
     out->gathered = stage == 3 ? gathered_peak(bk, bucket_of, c->train.model.layers) : 0;
     out->grad_buckets = stage >= 2 ? grad_bucket_peak(bk, nbk) : 0;
     out->comm = 0;
-    if (dp > 1)
-        out->comm = (stage < 2 ? peer_pieces(bk, nbk, dp) : 0) + 2 * STAGE_HALF * (uint64_t)dp;
+    int b16 = c->par.grad_reduce_bf16;
+    if (dp > 1) /* bf16: DDP/ZeRO-1 reduce the bf16 copy in place (2 bytes a parameter) */
+        out->comm = (stage < 2 ? peer_pieces(bk, nbk, dp, b16 ? 2 : 4) + (b16 ? 2 * n : 0)
+                               : (b16 ? bf16_in_flight(bk, nbk) : 0)) +
+                    2 * STAGE_HALF * (uint64_t)dp;
 }
 
 coh_status coh_par_memory_estimate(const coh_par_config *cfg, int dp, int rank,
@@ -121,6 +141,8 @@ coh_status coh_par_memory_estimate(const coh_par_config *cfg, int dp, int rank,
         out->engine -= (uint64_t)L * (as.per_layer - btc) * sizeof(float);
         out->engine += (uint64_t)as.per_layer * sizeof(float);
     }
+    if (c->par.precision == COH_PREC_BF16_MIXED) /* the products' bf16 operands, scratchpad */
+        out->engine += coh_train_memory_bf16(&c->train.model, c->train.batch, c->train.seq);
     const coh_model_state_bytes *s = &out->state;
     out->total = s->params + s->grads + s->optim + out->engine + out->gathered +
                  out->grad_buckets + out->comm;
@@ -181,6 +203,8 @@ coh_status coh_par_memory_estimate_stage(const coh_par_config *cfg, int stage,
                        (uint64_t)(PIPE_RECV_DEPTH + 1) * btr /* received ahead, to send */ +
                        2 * (uint64_t)m * bt /* the step's tokens and targets */ + 2 * bt) +
                   tm.attention * (uint64_t)coh_get_threads();
+    if (c->par.precision == COH_PREC_BF16_MIXED)
+        out->engine += coh_train_memory_bf16(g, c->train.batch, c->train.seq);
     out->activation_slots = slots;
     out->total = out->state.params + out->state.grads + out->state.optim + out->engine;
     return COH_OK;

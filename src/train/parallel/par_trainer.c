@@ -135,7 +135,8 @@ static coh_status build(coh_par_trainer *t)
         t->model = NULL;
         return st;
     }
-    if (c->par.recompute == COH_RECOMPUTE_FULL && (st = coh_gpt_set_recompute(model, 1))) {
+    if ((c->par.recompute == COH_RECOMPUTE_FULL && (st = coh_gpt_set_recompute(model, 1))) ||
+        (c->par.precision == COH_PREC_BF16_MIXED && (st = coh_gpt_set_bf16_mixed(model, 1)))) {
         coh_gpt_destroy(model);
         t->model = NULL;
         return st;
@@ -193,6 +194,15 @@ static coh_status start(coh_par_trainer *t)
         t->grads = t->grads_shm;
         coh_debug("gradients (%zu floats) in the %s transport's shared arena", t->n,
                   coh_comm_transport(t->dp));
+    }
+    if (t->ndp > 1 && t->cfg.par.grad_reduce_bf16) {
+        size_t bytes = (t->n * sizeof *t->g16 + 4095) / 4096 * 4096;
+        /* DDP/ZeRO-1 reduce whole buckets in place: in the arena, without a copy-in; ZeRO-2/3
+         * give each bucket's pages back once its own chunk is out, so private memory */
+        if (t->stage < 2 && (t->g16 = coh_comm_alloc(t->dp, bytes)))
+            t->g16_shm = 1;
+        else if (!(t->g16 = aligned_alloc(4096, bytes)))
+            return coh_errf(COH_ERR_NOMEM, "out of memory for the bf16 gradient buffer");
     }
     if (t->stage >= 2) /* gradients live only in buckets being reduced and in own chunks */
         par_release(t->grads, 0, t->n);
@@ -260,6 +270,10 @@ void coh_par_trainer_destroy(coh_par_trainer *t)
     par_pipe_destroy(t->pipe);
     if (t->grads_shm)
         coh_comm_free(t->dp, t->grads_shm);
+    if (t->g16 && t->g16_shm)
+        coh_comm_free(t->dp, t->g16);
+    else
+        free(t->g16);
     free(t->bk);
     free(t->bucket_of);
     free(t->gacc);

@@ -56,6 +56,9 @@ struct coh_par_trainer {
     coh_gpt *model;
     float *params, *grads; /* the engine's arenas (n floats) */
     float *grads_shm;      /* DDP/ZeRO-1: grads moved into the transport's arena (owned) */
+    uint16_t *g16;         /* --grad-reduce-dtype bf16: the buckets' bf16 copies in flight (n;
+                              DDP/ZeRO-1 in the transport's arena when it has room) */
+    int g16_shm;           /* g16 came from coh_comm_alloc */
     int32_t *batch_in, *batch_tg; /* one micro-batch (B, T), filled by the batch callback */
     size_t n;
     par_bucket *bk;        /* in backward order: bk[0] holds the last layers */

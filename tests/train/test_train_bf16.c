@@ -1,0 +1,378 @@
+/* test_train_bf16.c: the bf16-mixed ops against their fp32 versions and against exact products,
+ * within bounds derived from bf16 rounding: the rounding itself (nearest even), the matmul
+ * forward and backward, the fused LM head, and a whole model's step.
+ *
+ * The bounds. Rounding a float to bf16 (8 significant bits) changes it by at most u = 2^-9 of
+ * itself, so a product a b of two rounded operands is off by at most (2u + u^2) |a b| < 2^-8
+ * |a b|, and a sum of K such products, accumulated in fp32, by at most
+ *     2^-8 S + K 2^-24 S (1 + 2^-8) with S = sum_k |a_k b_k|
+ * from the exact product of the unrounded operands: each element is checked against that,
+ * computed per element, and separately against the exact (double) product of the operands as
+ * rounded, which leaves only the fp32 accumulation, K 2^-24 S. */
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "cohort/train.h"
+#include "train/model/gemm_bf16.h"
+#include "train/model/gpt_int.h"
+
+static unsigned long long seed = 4242;
+
+static float urand(void)
+{
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((seed >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
+}
+
+static float *rnd(size_t n, float scale)
+{
+    float *x = malloc(n * sizeof *x);
+    for (size_t i = 0; i < n; i++)
+        x[i] = urand() * scale;
+    return x;
+}
+
+static float *copy(const float *x, size_t n)
+{
+    float *y = malloc(n * sizeof *y);
+    memcpy(y, x, n * sizeof *y);
+    return y;
+}
+
+/* x rounded to bf16 and back: the test's own definition, from the value (not the bits). */
+static double round_bf16(float x)
+{
+    if (x == 0.0f || !isfinite(x))
+        return x;
+    int e;
+    frexp(x, &e);                 /* |x| in [2^(e-1), 2^e) */
+    double ulp = ldexp(1.0, e - 8); /* 8 significant bits */
+    double q = x / ulp, lo = floor(q), r = q - lo;
+    double k = r > 0.5 ? lo + 1 : r < 0.5 ? lo : (fmod(lo, 2.0) == 0 ? lo : lo + 1);
+    return k * ulp;
+}
+
+static int skip_reason(char *why, size_t cap)
+{
+    return coh_bf16_support(why, cap) == COH_BF16_UNAVAILABLE;
+}
+
+static const double U8 = 1.0 / 256.0, E32 = 1.0 / 16777216.0;
+
+/* ---- rounding: nearest even, against the definition by value; NaN and infinities kept ---- */
+static void test_rounding(void)
+{
+    enum { n = 20000 };
+    float *x = malloc(n * sizeof *x);
+    gpt_bf16 *h = malloc(n * sizeof *h);
+    for (int i = 0; i < n; i++) {
+        float m = urand();
+        x[i] = ldexpf(m, (i % 60) - 30);
+    }
+    /* exact ties: 1 + 2^-8 (even below: 1), 1 + 3 2^-8 (even above: 1 + 2^-6) */
+    x[0] = 1.0f + 1.0f / 256.0f;
+    x[1] = 1.0f + 3.0f / 256.0f;
+    x[2] = INFINITY;
+    x[3] = -INFINITY;
+    x[4] = NAN;
+    x[5] = FLT_MAX; /* above the largest bf16 by more than half its ulp: infinity */
+    gpt_to_bf16(h, x, n);
+    int wrong = 0;
+    for (int i = 6; i < n; i++)
+        wrong += gpt_bf16_to_float(h[i]) != round_bf16(x[i]);
+    CHECK_INT(wrong, 0);
+    CHECK(gpt_bf16_to_float(h[0]) == 1.0f);
+    CHECK(gpt_bf16_to_float(h[1]) == 1.0f + 4.0f / 256.0f);
+    CHECK(gpt_bf16_to_float(h[2]) == INFINITY);
+    CHECK(gpt_bf16_to_float(h[3]) == -INFINITY);
+    CHECK(isnan(gpt_bf16_to_float(h[4])));
+    CHECK(gpt_bf16_to_float(h[5]) == INFINITY);
+    /* in place, row by row (stride 2 ld in bf16 units), equals the separate conversion */
+    size_t rows = 7, cols = 333, ld = 333;
+    float *y = rnd(rows * ld, 5.0f), *y0 = copy(y, rows * ld);
+    gpt_bf16 *ref = malloc(rows * cols * sizeof *ref);
+    gpt_to_bf16(ref, y0, rows * cols);
+    gpt_to_bf16_rows_inplace(y, rows, cols, ld);
+    const gpt_bf16 *in = (const gpt_bf16 *)(void *)y;
+    wrong = 0;
+    for (size_t r = 0; r < rows; r++)
+        wrong += memcmp(in + r * 2 * ld, ref + r * cols, cols * sizeof *ref) != 0;
+    CHECK_INT(wrong, 0);
+    free(x), free(h), free(y), free(y0), free(ref);
+}
+
+/* C (M,N) = op(A) op(B) with A (M,K) or its transpose stored, checked element by element:
+ * against double on the unrounded operands within 2^-8 S + K 2^-24 S (1 + 2^-8), and against
+ * double on the rounded operands within K 2^-24 S. Returns the largest |C - fp32 C| over S, so
+ * the caller can see the bf16 path really ran (it is not 0). */
+static double check_product(const float *C, const float *C32, const float *A, const float *B,
+                            int M, int N, int K, int ta, int tb, const float *C0)
+{
+    int bad_bound = 0, bad_rounded = 0;
+    double most = 0;
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double exact = C0 ? C0[i * N + j] : 0, rounded = exact, S = C0 ? fabs(exact) : 0;
+            for (int k = 0; k < K; k++) {
+                float a = ta ? A[k * M + i] : A[i * K + k], b = tb ? B[j * K + k] : B[k * N + j];
+                exact += (double)a * b;
+                rounded += round_bf16(a) * round_bf16(b);
+                S += fabs((double)a * b);
+            }
+            double c = C[i * N + j];
+            if (!(fabs(c - exact) <= U8 * S + K * E32 * S * (1 + U8) + 1e-30))
+                bad_bound++;
+            if (!(fabs(c - rounded) <= (K + 1) * E32 * S * (1 + U8) + 1e-30))
+                bad_rounded++;
+            double d = fabs(c - C32[i * N + j]) / (S > 0 ? S : 1);
+            most = d > most ? d : most;
+        }
+    CHECK_INT(bad_bound, 0);
+    CHECK_INT(bad_rounded, 0);
+    return most;
+}
+
+static void mm_alloc(gpt_mm *mm, size_t a, size_t b, size_t w, size_t wte)
+{
+    *mm = (gpt_mm){0}; /* no scratchpad of its own: the thread's is used */
+    mm->bf16 = 1;
+    mm->a = malloc(a * sizeof(gpt_bf16));
+    mm->b = malloc(b * sizeof(gpt_bf16));
+    mm->w = malloc(w * sizeof(gpt_bf16));
+    mm->wte = malloc(wte * sizeof(gpt_bf16));
+}
+
+static void mm_free(gpt_mm *mm)
+{
+    free(mm->a), free(mm->b), free(mm->w), free(mm->wte);
+}
+
+/* ---- linear layer forward (bias first, then the product accumulated) and backward ---- */
+static void test_matmul(void)
+{
+    char why[200];
+    if (skip_reason(why, sizeof why))
+        SKIP_CASE("%s", why);
+    size_t N = 96;
+    int IC = 72, OC = 136;
+    float *inp = rnd(N * IC, 1.0f), *w = rnd((size_t)IC * OC, 0.5f), *b = rnd(OC, 0.3f);
+    float *out = malloc(N * OC * 4), *out32 = malloc(N * OC * 4);
+    float *dout = rnd(N * OC, 1.0f);
+    float *dinp = malloc(N * IC * 4), *dinp32 = malloc(N * IC * 4);
+    float *dw0 = rnd((size_t)IC * OC, 0.2f), *dw = copy(dw0, (size_t)IC * OC),
+          *dw32 = copy(dw0, (size_t)IC * OC);
+    float *db = calloc(OC, 4), *db32 = calloc(OC, 4);
+    gpt_mm mm;
+    mm_alloc(&mm, N * IC, N * OC, (size_t)IC * OC, 1);
+
+    gpt_mm_bind(NULL);
+    op_matmul_forward(out32, inp, w, b, N, IC, OC);
+    op_matmul_backward(dinp32, dw32, db32, dout, inp, w, N, IC, OC, 0);
+    gpt_mm_bind(&mm);
+    op_matmul_forward(out, inp, w, b, N, IC, OC);
+    op_matmul_backward(dinp, dw, db, dout, inp, w, N, IC, OC, 0);
+    gpt_mm_bind(NULL);
+
+    /* forward: the bias rows are the initial C of the product */
+    float *bias_rows = malloc(N * OC * 4);
+    for (size_t i = 0; i < N; i++)
+        memcpy(bias_rows + i * OC, b, OC * 4);
+    double d1 = check_product(out, out32, inp, w, (int)N, OC, IC, 0, 0, bias_rows);
+    /* dinp = dout w^T: B = w stored (IC, OC), transposed */
+    double d2 = check_product(dinp, dinp32, dout, w, (int)N, IC, OC, 0, 1, NULL);
+    /* dw = dw0 + inp^T dout: A = inp stored (N, IC), transposed */
+    double d3 = check_product(dw, dw32, inp, dout, IC, OC, (int)N, 1, 0, dw0);
+    printf("  largest |bf16 - fp32| / S: forward %.2e, dinp %.2e, dw %.2e (bound 2^-8 = %.2e)\n",
+           d1, d2, d3, U8);
+    CHECK(d1 > 1e-4 && d2 > 1e-4 && d3 > 1e-4); /* the bf16 path ran: fp32 is far closer */
+    /* the bias gradient is summed in fp32 from the fp32 dout: the same bits */
+    CHECK(memcmp(db, db32, OC * 4) == 0);
+    /* accumulate: dinp += dout w^T on top of what is there */
+    float *acc = copy(dinp, N * IC);
+    gpt_mm_bind(&mm);
+    op_matmul_backward(acc, dw, db, dout, inp, w, N, IC, OC, 1);
+    gpt_mm_bind(NULL);
+    int bad = 0;
+    for (size_t i = 0; i < N * IC; i++)
+        bad += fabsf(acc[i] - 2.0f * dinp[i]) > 1e-5f * (1.0f + fabsf(dinp[i]));
+    CHECK_INT(bad, 0);
+    mm_free(&mm);
+    free(inp), free(w), free(b), free(out), free(out32), free(dout), free(dinp), free(dinp32);
+    free(dw0), free(dw), free(dw32), free(db), free(db32), free(bias_rows), free(acc);
+}
+
+/* ---- the fused head: losses, dlnf and dwte, chunk smaller than the rows (a partial last
+ * chunk), against an fp64 reference on the unrounded operands. With z = x w^T off by at most
+ * delta_r = 2^-8 max_j S_rj (+ fp32) per row, the loss (log-sum-exp minus the target's logit)
+ * is off by at most 2 delta_r; each probability by at most p (e^(2 delta_r) - 1); the gradient
+ * g = dscale (p - onehot), rounded to bf16, and wte's rounding add 2^-8 of each term of the two
+ * backward products. Those bounds are computed per element below. ---- */
+static void test_head(void)
+{
+    char why[200];
+    if (skip_reason(why, sizeof why))
+        SKIP_CASE("%s", why);
+    size_t N = 45, chunk = 16;
+    int C = 40, V = 301;
+    float *lnf = rnd(N * C, 1.0f), *wte = rnd((size_t)V * C, 0.5f);
+    int32_t *tgt = malloc(N * sizeof *tgt);
+    for (size_t i = 0; i < N; i++)
+        tgt[i] = (int32_t)((i * 37 + 11) % (size_t)V);
+    float *logits = malloc(chunk * V * 4), *losses = malloc(N * 4), *losses32 = malloc(N * 4);
+    float *dlnf = calloc(N * C, 4), *dlnf32 = calloc(N * C, 4);
+    float *dwte = calloc((size_t)V * C, 4), *dwte32 = calloc((size_t)V * C, 4);
+    float gs = 1.5f;
+    gpt_mm mm;
+    mm_alloc(&mm, chunk * C, 1, 1, (size_t)V * C);
+    gpt_mm_bind(NULL);
+    CHECK_OK(op_head_loss(losses32, dlnf32, dwte32, logits, chunk, lnf, wte, tgt, N, C, V, gs,
+                          NULL));
+    gpt_mm_bind(&mm);
+    CHECK_OK(op_head_loss(losses, dlnf, dwte, logits, chunk, lnf, wte, tgt, N, C, V, gs, NULL));
+    gpt_mm_bind(NULL);
+
+    double dscale = gs / (double)N;
+    double *p = malloc(N * V * sizeof *p), *delta = malloc(N * sizeof *delta);
+    int bad_loss = 0, bad_dlnf = 0, bad_dwte = 0;
+    double most = 0;
+    for (size_t r = 0; r < N; r++) {
+        double zmax = -1e300, d = 0, *pr = p + r * V;
+        for (int j = 0; j < V; j++) {
+            double z = 0, S = 0;
+            for (int k = 0; k < C; k++) {
+                z += (double)lnf[r * C + k] * wte[(size_t)j * C + k];
+                S += fabs((double)lnf[r * C + k] * wte[(size_t)j * C + k]);
+            }
+            pr[j] = z;
+            zmax = z > zmax ? z : zmax;
+            double dj = U8 * S + C * E32 * S * (1 + U8);
+            d = dj > d ? dj : d;
+        }
+        delta[r] = d;
+        double sum = 0;
+        for (int j = 0; j < V; j++)
+            sum += exp(pr[j] - zmax);
+        double loss = zmax + log(sum) - pr[tgt[r]];
+        for (int j = 0; j < V; j++)
+            pr[j] = exp(pr[j] - zmax) / sum;
+        /* + the fp32 softmax's own error (log and exp, sums of V terms: well below 1e-5) */
+        if (!(fabs(losses[r] - loss) <= 2 * d + 1e-5 * (1 + fabs(loss))))
+            bad_loss++;
+        double dl = fabs(losses[r] - losses32[r]);
+        most = dl > most ? dl : most;
+    }
+    for (size_t r = 0; r < N; r++) {
+        double grow = exp(2 * delta[r]) - 1;
+        for (int c = 0; c < C; c++) {
+            double exact = 0, bound = 0;
+            for (int j = 0; j < V; j++) {
+                double g = dscale * (p[r * V + j] - (j == tgt[r])), wj = wte[(size_t)j * C + c];
+                double dp = dscale * p[r * V + j] * grow;
+                exact += g * wj;
+                bound += ((fabs(g) + dp) * U8 + dp) * fabs(wj) + (fabs(g) + dp) * fabs(wj) * V * E32;
+            }
+            if (!(fabs(dlnf[r * C + c] - exact) <= bound * 1.01 + 1e-6 * dscale))
+                bad_dlnf++;
+        }
+    }
+    for (int j = 0; j < V; j++)
+        for (int c = 0; c < C; c++) {
+            double exact = 0, bound = 0;
+            for (size_t r = 0; r < N; r++) {
+                double g = dscale * (p[r * V + j] - (j == tgt[r])), x = lnf[r * C + c];
+                double dp = dscale * p[r * V + j] * (exp(2 * delta[r]) - 1);
+                exact += g * x;
+                bound += ((fabs(g) + dp) * U8 + dp) * fabs(x) + (fabs(g) + dp) * fabs(x) * N * E32;
+            }
+            if (!(fabs(dwte[(size_t)j * C + c] - exact) <= bound * 1.01 + 1e-6 * dscale))
+                bad_dwte++;
+        }
+    printf("  head: largest |loss bf16 - loss fp32| %.2e\n", most);
+    CHECK_INT(bad_loss, 0);
+    CHECK_INT(bad_dlnf, 0);
+    CHECK_INT(bad_dwte, 0);
+    CHECK(most > 1e-6); /* the bf16 path ran */
+    mm_free(&mm);
+    free(lnf), free(wte), free(tgt), free(logits), free(losses), free(losses32), free(dlnf);
+    free(dlnf32), free(dwte), free(dwte32), free(p), free(delta);
+}
+
+/* ---- a whole model: coh_gpt_set_bf16_mixed changes the products only. The loss and the
+ * gradient of a bf16-mixed step stay within a few bf16 roundings of fp32's (relative L2 of the
+ * whole gradient below 2^-5: each of the ~10 products a gradient passes through adds at most
+ * 2^-8 relative, plus what LayerNorm's 1/sigma amplifies), and differ from them (the flag did
+ * something); turning it off gives fp32's bits again. ---- */
+static void test_model(void)
+{
+    char why[200];
+    if (skip_reason(why, sizeof why))
+        SKIP_CASE("%s", why);
+    coh_gpt_config cfg = {2, 4, 64, 97, 16, 0, 0};
+    int B = 3, T = 16;
+    coh_gpt *g;
+    CHECK_OK(coh_gpt_create(&cfg, B, T, &g));
+    if (!g)
+        return;
+    coh_gpt_init_weights(g, 3);
+    size_t n;
+    float *gr = coh_gpt_grads(g, &n);
+    int32_t tok[48], tgt[48];
+    for (int i = 0; i < 48; i++)
+        tok[i] = (i * 13 + 5) % 97, tgt[i] = (i * 29 + 1) % 97;
+    float l32, l16, lback;
+    coh_gpt_zero_grad(g);
+    CHECK_OK(coh_gpt_step(g, tok, tgt, B, T, 1.0f, &l32));
+    float *g32 = copy(gr, n);
+    CHECK_OK(coh_gpt_set_bf16_mixed(g, 1));
+    coh_gpt_zero_grad(g);
+    CHECK_OK(coh_gpt_step(g, tok, tgt, B, T, 1.0f, &l16));
+    double d2 = 0, n2 = 0;
+    for (size_t i = 0; i < n; i++)
+        d2 += ((double)gr[i] - g32[i]) * ((double)gr[i] - g32[i]), n2 += (double)g32[i] * g32[i];
+    double rel = sqrt(d2 / n2);
+    printf("  model: loss fp32 %.6f bf16 %.6f, gradient relative L2 %.2e\n", l32, l16, rel);
+    CHECK_NEAR(l16, l32, 1e-2);
+    CHECK(l16 != l32);
+    CHECK(rel < 1.0 / 32 && rel > 1e-5);
+    CHECK_OK(coh_gpt_set_bf16_mixed(g, 0));
+    coh_gpt_zero_grad(g);
+    CHECK_OK(coh_gpt_step(g, tok, tgt, B, T, 1.0f, &lback));
+    CHECK(lback == l32 && memcmp(gr, g32, n * sizeof *gr) == 0);
+    free(g32);
+    coh_gpt_destroy(g);
+    CHECK(gpt_mm_bound() == NULL); /* the model unbound itself */
+}
+
+/* ---- the kernels prepared ahead and the memory the flag adds ---- */
+static void test_prepare(void)
+{
+    char why[200];
+    if (skip_reason(why, sizeof why))
+        SKIP_CASE("%s", why);
+    coh_gpt_config cfg = {2, 4, 64, 97, 16, 0, 0};
+    CHECK_OK(coh_bf16_prepare(&cfg, 3, 16));
+    CHECK_FAILS(coh_bf16_prepare(&cfg, 3, 17), COH_ERR_INVALID, "invalid batch 3 x 17");
+    /* operands: a, b (48 rows x 256), w (64 x 256), wte (97 x 64), bf16; + a scratchpad */
+    size_t operands = (48 * 256 * 2 + 64 * 256 + 97 * 64) * 2;
+    size_t got = coh_train_memory_bf16(&cfg, 3, 16);
+    CHECK(got >= operands);
+    CHECK(coh_train_memory_bf16(&cfg, 3, 17) == 0);
+}
+
+int main(void)
+{
+    char why[200];
+    coh_bf16_level lv = coh_bf16_support(why, sizeof why);
+    printf("bf16 here: %s (%s)\n", lv == COH_BF16_NATIVE ? "native" : lv == COH_BF16_EMULATED
+                                                              ? "emulated" : "unavailable", why);
+    RUN(test_rounding);
+    RUN(test_matmul);
+    RUN(test_head);
+    RUN(test_model);
+    RUN(test_prepare);
+    return CHECK_REPORT();
+}
