@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "plan/planner_int.h"
+#include "util/file.h"
 #include "util/json.h"
 
 /* ---- presets -------------------------------------------------------------------------------- */
@@ -317,32 +318,14 @@ coh_status coh_calibration_parse(const char *text, size_t len, const char *name,
 coh_status coh_calibration_load(const char *path, coh_hw *out)
 {
     memset(out, 0, sizeof *out);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return coh_errf(COH_ERR_IO, "cannot read calibration file '%s'", path);
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (len + 4096 > cap) {
-            cap = cap ? cap * 2 : 65536;
-            char *b = cap > (16u << 20) ? NULL : realloc(buf, cap);
-            if (!b) {
-                free(buf);
-                fclose(f);
-                return coh_errf(cap > (16u << 20) ? COH_ERR_INVALID : COH_ERR_NOMEM,
-                                "calibration file '%s' is over 16 MiB", path);
-            }
-            buf = b;
-        }
-        size_t n = fread(buf + len, 1, cap - len, f);
-        len += n;
-        if (n == 0)
-            break;
-    }
-    int err = ferror(f);
-    fclose(f);
-    coh_status st = err ? coh_errf(COH_ERR_IO, "cannot read calibration file '%s'", path)
-                        : coh_calibration_parse(buf, len, path, out);
+    char *buf;
+    size_t len;
+    coh_status st = util_read_file(path, (size_t)16 << 20, &buf, &len);
+    if (st == COH_ERR_INVALID)
+        return coh_errf(COH_ERR_INVALID, "calibration file '%s' is over 16 MiB", path);
+    if (st)
+        return coh_errf(st, "cannot read calibration file '%s'", path);
+    st = coh_calibration_parse(buf, len, path, out);
     free(buf);
     return st;
 }

@@ -7,40 +7,10 @@
 #include <string.h>
 
 #include "cohort/report.h"
+#include "util/file.h"
 #include "util/json.h"
 
 /* ---- files ----------------------------------------------------------------------------------- */
-
-static coh_status slurp(const char *path, char **text, size_t *len)
-{
-    *text = NULL;
-    *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return coh_errf(COH_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n, f);
-        if (n < cap)
-            break;
-        char *nb = realloc(buf, cap *= 2);
-        if (!nb)
-            free(buf);
-        buf = nb;
-    }
-    int err = ferror(f);
-    fclose(f);
-    if (!buf)
-        return coh_errf(COH_ERR_NOMEM, "out of memory reading '%s'", path);
-    if (err) {
-        free(buf);
-        return coh_errf(COH_ERR_IO, "cannot read '%s'", path);
-    }
-    *text = buf;
-    *len = n;
-    return COH_OK;
-}
 
 /* ---- metrics --------------------------------------------------------------------------------- */
 
@@ -231,7 +201,7 @@ coh_status coh_metrics_read(const char *path, coh_metrics *m)
     char *text;
     size_t len;
     memset(m, 0, sizeof *m);
-    coh_status st = slurp(path, &text, &len);
+    coh_status st = util_read_file(path, 0, &text, &len);
     if (st)
         return st;
     st = coh_metrics_parse(text, len, m);
@@ -332,7 +302,7 @@ coh_status coh_trace_read(const char *path, coh_trace *t)
     size_t len;
     memset(t, 0, sizeof *t);
     t->rank = -1;
-    coh_status st = slurp(path, &text, &len);
+    coh_status st = util_read_file(path, 0, &text, &len);
     if (st)
         return st;
     st = coh_trace_parse(text, len, t);
@@ -402,7 +372,7 @@ coh_status coh_report_estimate_read(const char *path, coh_report_estimate *e)
     char *text;
     size_t len;
     memset(e, 0, sizeof *e);
-    coh_status st = slurp(path, &text, &len);
+    coh_status st = util_read_file(path, 0, &text, &len);
     if (st)
         return st;
     st = coh_report_estimate_parse(text, len, e);

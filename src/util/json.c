@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/file.h"
+
 #define JSON_MAX_DEPTH 256
 
 /* All nodes and strings of a document come from a chain of blocks, freed at once. */
@@ -509,32 +511,12 @@ coh_status json_parse(const char *text, size_t len, json_doc **out)
 coh_status json_parse_file(const char *path, json_doc **out)
 {
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return coh_errf(COH_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    for (;;) {
-        if (!buf) {
-            fclose(f);
-            return coh_errf(COH_ERR_NOMEM, "out of memory reading '%s'", path);
-        }
-        n += fread(buf + n, 1, cap - n, f);
-        if (n < cap)
-            break;
-        cap *= 2;
-        char *nb = realloc(buf, cap);
-        if (!nb)
-            free(buf);
-        buf = nb;
-    }
-    int err = ferror(f);
-    fclose(f);
-    if (err) {
-        free(buf);
-        return coh_errf(COH_ERR_IO, "cannot read '%s'", path);
-    }
-    coh_status st = json_parse(buf, n, out);
+    char *buf;
+    size_t n;
+    coh_status st = util_read_file(path, 0, &buf, &n);
+    if (st)
+        return st;
+    st = json_parse(buf, n, out);
     free(buf);
     if (st != COH_OK)
         return coh_err_prefix(st, "%s", path);
