@@ -38,6 +38,9 @@ static void usage(FILE *f)
             "  --link-intra GB/S[:US]  link inside a node (GB/s one way, latency in us)\n"
             "  --link-inter GB/S[:US]  link between nodes, per device\n"
             "  --device-memory SIZE    memory per device (default: the hardware's)\n"
+            "  --measure               time cohort's own engine on this machine at each\n"
+            "                          configuration's shapes (a second or so per shape)\n"
+            "                          instead of composing compute from the rates\n"
             "search and output:\n"
             "  --global-batch N        sequences per optimizer step (required)\n"
             "  --devices N             devices to use (default: nodes x gpus per node; this\n"
@@ -54,7 +57,7 @@ static void usage(FILE *f)
 }
 
 enum { O_CONFIG = 256, O_GB, O_DEVICES, O_INVENTORY, O_HW, O_CAL, O_LINK_INTRA, O_LINK_INTER,
-       O_DEVMEM, O_TOP, O_RUNNABLE, O_EXPLAIN, O_TRACE, O_JSON, O_HELP };
+       O_DEVMEM, O_MEASURE, O_TOP, O_RUNNABLE, O_EXPLAIN, O_TRACE, O_JSON, O_HELP };
 
 static const struct option own_options[] = {
     {"config", required_argument, 0, O_CONFIG},
@@ -66,6 +69,7 @@ static const struct option own_options[] = {
     {"link-intra", required_argument, 0, O_LINK_INTRA},
     {"link-inter", required_argument, 0, O_LINK_INTER},
     {"device-memory", required_argument, 0, O_DEVMEM},
+    {"measure", no_argument, 0, O_MEASURE},
     {"top", required_argument, 0, O_TOP},
     {"runnable-only", no_argument, 0, O_RUNNABLE},
     {"explain", no_argument, 0, O_EXPLAIN},
@@ -79,7 +83,7 @@ typedef struct opts {
     cli_config cfg;
     const char *config, *inventory, *hw, *cal, *link_intra, *link_inter, *devmem, *trace;
     long global_batch, devices, top;
-    int runnable, explain, json, tp_given, pp_given, recompute_given, strategy_given;
+    int runnable, explain, json, measure, tp_given, pp_given, recompute_given, strategy_given;
 } opts;
 
 static int parse_link(const char *opt, const char *s, coh_link *l)
@@ -120,6 +124,7 @@ static int parse_option(int c, const char *arg, opts *o)
     case O_LINK_INTER: o->link_inter = arg; break;
     case O_DEVMEM: o->devmem = arg; break;
     case O_TOP: return cli_parse_long(cmd, "--top", arg, 1, 1000, &o->top);
+    case O_MEASURE: o->measure = 1; break;
     case O_RUNNABLE: o->runnable = 1; break;
     case O_EXPLAIN: o->explain = 1; break;
     case O_TRACE: o->trace = arg; break;
@@ -195,6 +200,8 @@ static int build_hw(opts *o, coh_hw *hw)
         return cli_fail(cmd, coh_errf(COH_ERR_INVALID, "--nodes %d needs the link between nodes: "
                                       "an inventory with \"links\": {\"inter_node\": ...} or "
                                       "--link-inter GB/S[:US]", hw->nodes));
+    if (o->measure && (st = coh_hw_measure_engine(hw)) != COH_OK)
+        return cli_fail(cmd, st);
     return CLI_OK;
 }
 
@@ -325,7 +332,8 @@ static void print_hw(const coh_hw *hw, int devices)
     if (hw->gpu && hw->inter.bytes_per_s > 0)
         printf("inter-node %.1f GB/s per device, %d nodes\n", hw->inter.bytes_per_s / 1e9,
                hw->nodes);
-    printf("rates: %s; %d devices\n", hw->source, devices);
+    printf("rates: %s%s; %d devices\n", hw->source,
+           hw->engine ? ", compute measured on the engine itself" : "", devices);
 }
 
 static int no_fit(const opts *o, const coh_model_desc *m, const coh_hw *hw, int devices)
@@ -600,12 +608,16 @@ int cmd_plan(int argc, char **argv)
     coh_hw hw;
     if ((rc = build_hw(&o, &hw)) != CLI_OK)
         return rc;
-    if (o.explain)
-        return explain(&o, &m, &hw);
-    if (o.devices && hw.gpu && o.cfg.par.nodes &&
-        o.devices != (long)o.cfg.par.nodes * hw.gpus_per_node)
-        return cli_usage_error(cmd, "invalid --devices '%ld': --nodes %d x %d per node is %ld",
-                               o.devices, o.cfg.par.nodes, hw.gpus_per_node,
-                               (long)o.cfg.par.nodes * hw.gpus_per_node);
-    return search(&o, &m, &hw);
+    if (o.explain) {
+        rc = explain(&o, &m, &hw);
+    } else if (o.devices && hw.gpu && o.cfg.par.nodes &&
+               o.devices != (long)o.cfg.par.nodes * hw.gpus_per_node) {
+        rc = cli_usage_error(cmd, "invalid --devices '%ld': --nodes %d x %d per node is %ld",
+                             o.devices, o.cfg.par.nodes, hw.gpus_per_node,
+                             (long)o.cfg.par.nodes * hw.gpus_per_node);
+    } else {
+        rc = search(&o, &m, &hw);
+    }
+    coh_hw_free_measurements(&hw);
+    return rc;
 }

@@ -11,6 +11,9 @@
 # ever slows a run down), MAX_LOAD (default
 # 1.5: wait until the 1-minute load is at most this, up to LOAD_WAIT s, default 900), KEEP (a
 # directory to keep the metrics and logs in), ONLY (configurations whose name holds this word).
+# Each configuration is predicted twice: with the engine itself timed at its shapes (`cohort
+# plan --measure`, the prediction the goals are about, and the top pick's) and with compute
+# composed from the GEMM and bandwidth rates alone (for comparison).
 # On a machine shared with other work, run it as `nice -n -20 bench/plan/run.sh ...` so its
 # processes take the cores first (the tensor-parallel benchmark does the same).
 set -euo pipefail
@@ -97,15 +100,20 @@ if [ -n "${ONLY:-}" ]; then
     configs=("${kept[@]}")
 fi
 : >"$work/pred.txt"
+wait_load
+echo "predicting at load $(load1) ($(date -u '+%H:%M:%S UTC'))"
 for shape in small large; do
     declare -n sh="shape_$shape"
     "$cohort" plan "${sh[@]}" --global-batch $gb --calibration "$work/cal.json" --runnable-only \
-        --json --top 3 >"$work/top.$shape.json"
+        --measure --json --top 3 >"$work/top.$shape.json"
     for c in "${configs[@]}"; do
         read -r name ranks threads flags <<<"$c"
         # shellcheck disable=SC2086
         "$cohort" plan "${sh[@]}" --explain --nodes 1 --gpus-per-node "$ranks" --threads "$threads" \
-            $flags --calibration "$work/cal.json" --json >"$work/pred.$shape.$name.json"
+            $flags --calibration "$work/cal.json" --measure --json >"$work/pred.$shape.$name.json"
+        # shellcheck disable=SC2086
+        "$cohort" plan "${sh[@]}" --explain --nodes 1 --gpus-per-node "$ranks" --threads "$threads" \
+            $flags --calibration "$work/cal.json" --json >"$work/rates.$shape.$name.json"
     done
 done
 echo "load before: $(uptime)"
@@ -140,28 +148,31 @@ for shape in ("small", "large"):
     allm = {}
     for n in names:
         pred = json.load(open(os.path.join(work, "pred.%s.%s.json" % (shape, n))))
+        rates = json.load(open(os.path.join(work, "rates.%s.%s.json" % (shape, n))))["step_s"]
         meds = []
         for r in range(1, rounds + 1):
             m = [json.loads(l) for l in open(os.path.join(work, "m.%s.%s.r%d.jsonl" % (shape, n, r)))]
             t = [b["elapsed_s"] - a["elapsed_s"] for a, b in zip(m[warm - 1:], m[warm:])]
             meds.append(statistics.median(t))
         meas = min(meds)
-        rows.append((n, pred["step_s"], meas, pred))
+        rows.append((n, pred["step_s"], meas, pred, rates))
         allm[n] = meds
     best = min(rows, key=lambda x: x[2])
+    ok_all = ok_all and all(abs(p / m - 1) <= 0.15 for _, p, m, _, _ in rows)
     top = json.load(open(os.path.join(work, "top.%s.json" % shape)))["configurations"][0]
     print("\nshape %s (%s)" % (shape, "4 x 256, seq 128" if shape == "small" else "8 x 384, seq 256"))
-    print("| configuration | predicted step (ms) | measured step (ms, best of %d rounds) | per round | predicted / measured |" % rounds)
-    print("|:---|---:|---:|:---|---:|")
-    for n, p, m, _ in rows:
+    print("| configuration | predicted step (ms) | measured step (ms, best of %d rounds) | per round | predicted / measured | from rates alone (ms) | rates / measured |" % rounds)
+    print("|:---|---:|---:|:---|---:|---:|---:|")
+    for n, p, m, _, ra in rows:
         err = p / m
-        print("| %s | %.1f | %.1f | %s | %.2f%s |" % (n, p * 1e3, m * 1e3, " / ".join("%.1f" % (x * 1e3) for x in allm[n]),
-              err, "" if abs(err - 1) <= 0.15 else " (outside 15%)"))
+        print("| %s | %.1f | %.1f | %s | %.2f%s | %.1f | %.2f |" % (n, p * 1e3, m * 1e3, " / ".join("%.1f" % (x * 1e3) for x in allm[n]),
+              err, "" if abs(err - 1) <= 0.15 else " (outside 15%)", ra * 1e3, ra / m))
     s = top["strategy"]
-    tn = [n for n, p, m, pr in rows if pr["strategy"]["dp"] == s["dp"] and pr["strategy"]["pp"] == s["pp"]
+    tn = [n for n, p, m, pr, _ in rows if pr["strategy"]["dp"] == s["dp"] and pr["strategy"]["pp"] == s["pp"]
+          and pr["strategy"]["tp"] == s["tp"]
           and pr["strategy"]["name"] == s["name"] and pr["strategy"]["micro_batch"] == s["micro_batch"]
           and pr["strategy"]["microbatches"] == s["microbatches"] and pr["strategy"]["schedule"] == s["schedule"]]
-    tmeas = [m for n, p, m, pr in rows if n in tn]
+    tmeas = [m for n, p, m, pr, _ in rows if n in tn]
     print("planner's top pick: %s (%s); measured best: %s at %.1f ms%s" % (
         top["command"].split(" --layers")[0], ", ".join(tn) or "not among the runs", best[0], best[2] * 1e3,
         "; the pick measured %.1f ms, %.1f%% above the best" % (tmeas[0] * 1e3, 100 * (tmeas[0] / best[2] - 1)) if tmeas else ""))

@@ -67,7 +67,18 @@ typedef struct coh_hw {
     int threads;               /* CPU: threads each rank runs (`--threads`); 0: cores / ranks */
     double gemm_efficiency;    /* GPU roofline: share of peak_flops a large GEMM reaches */
     double mem_bytes_per_s;    /* GPU roofline: memory bandwidth a thin GEMM is bound by */
+    struct coh_engine_costs *engine; /* CPU: measured costs of cohort's engine (owned; NULL:
+                                        priced from the rates) */
 } coh_hw;
+
+/* Price each configuration's compute by timing cohort's own engine on this machine at the
+ * shapes the configuration gives a rank (a block, the embeddings and the LM head forward and
+ * backward, and the optimizer step; each shape measured once, about a second each), as FlexFlow
+ * measures its operators, instead of composing it from the rate table. Communication stays
+ * modelled from the links. COH_ERR_INVALID for GPU hardware (the engine runs on this CPU). */
+coh_status coh_hw_measure_engine(coh_hw *hw);
+/* Forget what coh_hw_measure_engine measured (NULL-safe on a hw that measured nothing). */
+void coh_hw_free_measurements(coh_hw *hw);
 
 /* GPU presets: "a100-80gb", "a100-40gb", "h100-sxm", "v100-32gb" at bf16 (fp16 for V100), with
  * NVLink inside the node; nodes and the inter-node link are left unset (0). Sources in

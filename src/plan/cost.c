@@ -41,6 +41,7 @@ coh_status plan_dev_for(const coh_hw *hw, const coh_parallel_config *c, plan_dev
     if (ranks * out->threads > cores) /* oversubscribed: the threads take turns on the cores */
         out->share = (double)cores / (double)(ranks * out->threads);
     out->saturated = ranks * out->threads >= cores;
+    out->ranks = (int)(ranks < 4096 ? ranks : 4096);
     return COH_OK;
 }
 
@@ -89,6 +90,9 @@ double plan_optimizer_s(const plan_dev *d, const coh_parallel_config *c, double 
     /* AdamW reads p, g, m, v and writes p, m, v (7 x 4 bytes), and the gradient is zeroed;
      * mixed precision also writes the 2-byte working copy. */
     double per = 32.0 + (c->precision != COH_PREC_FP32 ? 2.0 : 0.0);
+    double measured = plan_engine_optimizer_s_per_param(d);
+    if (measured > 0 && c->offload == COH_OFFLOAD_NONE)
+        return n * measured;
     if (c->offload != COH_OFFLOAD_NONE) /* on the host over PCIe-class bandwidth: 25 GB/s */
         return n * per / 25e9 + n * 8.0 / 25e9;
     return plan_elementwise_s(d, n * per);
@@ -161,7 +165,7 @@ typedef struct block_cost {
 } block_cost;
 
 static void block(const coh_model_desc *m, const coh_parallel_config *c, const plan_dev *d,
-                  double b, double s, block_cost *out)
+                  double b, double s, const plan_engine_cost *measured, block_cost *out)
 {
     const coh_hw *hw = d->hw;
     double t = c->tp, h = (double)m->dim, hd = (double)m->head_dim, f = (double)m->ffn;
@@ -192,6 +196,10 @@ static void block(const coh_model_desc *m, const coh_parallel_config *c, const p
     double att_b = (hw->gpu ? 2.0 : 2.5) * att;
     out->bwd = 2 * lin + att_b + 2 * soft_s + 2 * ew_s;
     out->flops_bwd = 2 * lin_flops + (hw->gpu ? 2.0 : 2.5) * att_flops;
+    if (measured) { /* the engine timed at this shape, with the node's other ranks running */
+        out->fwd = measured->block_fwd_s;
+        out->bwd = measured->block_bwd_s;
+    }
     /* Megatron tp: an all-reduce of the block's (N, h) output after attention and after the MLP
      * in forward, and of the input gradients of both in backward */
     double ar = c->tp > 1 ? plan_allreduce_s(hw, c->tp, 1, N * h * e) : 0;
@@ -257,13 +265,28 @@ coh_status plan_chunk_costs(const coh_model_desc *m, const coh_parallel_config *
     }
     double b = (double)c->micro_batch, s = (double)seq, N = b * s, h = (double)m->dim;
     double e = d->half ? 2.0 : 4.0, pbytes = e;
+    const plan_engine_cost *measured = NULL;
+    int zero3_dp = coh_strategy_zero_stage(c->strategy) == 3 ? c->dp : 0;
+    coh_status st = plan_engine_lookup(d, m, (int)c->micro_batch, (int)seq, c->tp, zero3_dp,
+                                       &measured);
+    if (st) {
+        free(bounds);
+        return st;
+    }
     block_cost bc;
-    block(m, c, d, b, s, &bc);
+    block(m, c, d, b, s, measured, &bc);
     double hf, hb, hflops;
     head(m, c, d, N, &hf, &hb, &hflops);
-    double emb_f = plan_elementwise_s(d, 3 * N * h * e) +
-                   (c->tp > 1 ? plan_allreduce_s(d->hw, c->tp, 1, N * h * e) : 0);
+    double emb_ar = c->tp > 1 ? plan_allreduce_s(d->hw, c->tp, 1, N * h * e) : 0;
+    double emb_f = plan_elementwise_s(d, 3 * N * h * e) + emb_ar;
     double emb_b = plan_elementwise_s(d, 2 * N * h * 4.0);
+    if (measured) {
+        double head_ar = c->tp > 1 ? plan_allreduce_s(d->hw, c->tp, 1, N * h * e) : 0;
+        hf = measured->head_fwd_s + head_ar;
+        hb = measured->head_bwd_s;
+        emb_f = measured->emb_fwd_s + emb_ar;
+        emb_b = measured->emb_bwd_s;
+    }
     double bp = block_params(m, c->tp), vocab_shard = ceil((double)m->vocab / c->tp) * h;
     int zero3 = coh_strategy_zero_stage(c->strategy) == 3 && c->dp > 1;
     int dstride = c->tp * c->pp;

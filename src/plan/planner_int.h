@@ -16,7 +16,32 @@ typedef struct plan_dev {
     int half;          /* 2-byte activations and GEMM operands */
     int saturated;     /* CPU: the ranks' threads fill the cores, so communication (done by
                           the transport's progress thread on those cores) cannot overlap */
+    int ranks;         /* CPU: ranks sharing the cores (measured costs run that many at once) */
 } plan_dev;
+
+/* The engine's measured costs at one rank's shape (engine_costs.c). */
+typedef struct plan_engine_cost {
+    int64_t dim, heads, vocab;
+    int micro_batch, seq, tp, threads, half;   /* the shape: the key, with */
+    int ranks;                                 /* ranks running at once on the cores */
+    int zero3_dp;                              /* ZeRO-3's parameter movement over dp (0: none) */
+    double block_fwd_s, block_bwd_s;           /* one block */
+    double emb_fwd_s, emb_bwd_s;               /* the embeddings */
+    double head_fwd_s, head_bwd_s;             /* final LayerNorm, LM head and loss */
+    double optimizer_s_per_param;              /* gradient norm, AdamW, zeroing */
+} plan_engine_cost;
+
+/* Whether the engine can run this model's shape (GPT-2 blocks: 4h MLP, no GQA). */
+int plan_engine_measurable(const coh_model_desc *m);
+/* The measured costs at this shape (measured now if new) when d's hardware measures the
+ * engine and the model is measurable; *out NULL otherwise. Times include the other ranks
+ * running (d->ranks at once) and, with zero3_dp > 1, ZeRO-3's local movement of parameters
+ * (not its communication). Errors: the measurement's. */
+coh_status plan_engine_lookup(const plan_dev *d, const coh_model_desc *m, int micro_batch,
+                              int seq, int tp, int zero3_dp, const plan_engine_cost **out);
+
+/* Seconds per parameter of the measured end of step at d's threads; 0 when none measured. */
+double plan_engine_optimizer_s_per_param(const plan_dev *d);
 
 /* One model chunk's cost per microbatch, in seconds (tp all-reduces and ZeRO-3 stalls are in
  * fwd / bwd, and also counted in the comm fields). */

@@ -123,6 +123,10 @@ expect 2 "unknown hardware preset 'tpu'" --model gpt2 --global-batch 8 --hw tpu
 expect 2 "rates[0].gemm[1]: work 100 not above" "${small[@]}" --global-batch 8 --calibration "$cal/unsorted.json"
 expect 2 "unknown key 'colour'" "${small[@]}" --global-batch 8 --calibration "$cal/unknown_key.json"
 expect 1 "cannot read calibration file" "${small[@]}" --global-batch 8 --calibration "$tmp/none.json"
+# --measure times the engine on this machine: said so, and refused for GPU hardware by name
+expect 0 "compute measured on the engine itself" "${small[@]}" --global-batch 4 --devices 2 \
+    --measure --calibration "$cal/measured.json" --top 2
+expect 2 "it cannot price 'a100-80gb'" --model gpt2 --global-batch 8 --hw a100-80gb --measure
 expect 2 "invalid --link-inter 'fast'" --model gpt2 --global-batch 8 --hw a100-80gb --link-inter fast
 
 exit $fail

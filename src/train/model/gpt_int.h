@@ -103,6 +103,7 @@ struct coh_gpt {
     int sp;                /* sequence parallelism: this rank keeps 1/tp of the rows */
     coh_comm *tp_comm;     /* borrowed; NULL with tp 1 */
     double tp_comm_s;      /* seconds in tensor-parallel collectives */
+    int tp_skip;           /* time the shard alone: collectives return at once (planner) */
     coh_comm_span_fn span;
     void *span_ctx;
     gpt_mm mm;             /* bf16-mixed: the products' bf16 operand buffers (gemm_bf16.h) */
@@ -122,6 +123,10 @@ typedef struct gpt_vocab_part {
 void gpt_tp_place(coh_gpt *g, int tp_rank);
 /* Sum x (n floats) over the shards, in place: Megatron's g in forward after a row-parallel
  * matrix, f's conjugate in backward before a column-parallel one. */
+/* Run a shard without its group, the collectives skipped: its compute is the shard's, its values
+ * are not the whole model's. Only for timing a shard (the planner's measured costs); not with
+ * sequence parallelism (its rows are split). */
+coh_status gpt_tp_skip_collectives(coh_gpt *g);
 coh_status gpt_tp_allreduce(coh_gpt *g, float *x, size_t n, const char *what);
 /* The rows of a row-parallel product's partial sums x (N rows of C) summed over the shards: all
  * of them (all-reduce), or with sequence parallelism this rank's share (reduce-scatter); either

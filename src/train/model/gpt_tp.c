@@ -30,6 +30,15 @@ coh_status coh_gpt_set_tp(coh_gpt *g, coh_comm *tp)
     return COH_OK;
 }
 
+coh_status gpt_tp_skip_collectives(coh_gpt *g)
+{
+    if (g->sp)
+        return coh_errf(COH_ERR_INVALID, "a sequence-parallel shard cannot run without its "
+                        "group: its rows are split");
+    g->tp_skip = 1;
+    return COH_OK;
+}
+
 double coh_gpt_tp_comm_seconds(const coh_gpt *g) { return g->tp_comm_s; }
 
 void coh_gpt_set_comm_span(coh_gpt *g, coh_comm_span_fn fn, void *ctx)
@@ -40,7 +49,7 @@ void coh_gpt_set_comm_span(coh_gpt *g, coh_comm_span_fn fn, void *ctx)
 
 static coh_status reduce(coh_gpt *g, float *x, size_t n, coh_redop op, const char *what)
 {
-    if (g->tp == 1)
+    if (g->tp == 1 || g->tp_skip)
         return COH_OK;
     if (!g->tp_comm)
         return coh_errf(COH_ERR_INVALID, "a model split into %d shards needs its "

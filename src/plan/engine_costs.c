@@ -1,0 +1,355 @@
+/* engine_costs.c: the planner's measured costs (FlexFlow's way): on this machine, times cohort's
+ * own engine running one block, the embeddings and the LM head forward and backward, and the
+ * optimizer step, at the exact shape a configuration gives each rank (micro-batch, sequence, tp
+ * shard, threads, precision), instead of composing them from GEMM and bandwidth rates. Each
+ * shape is measured once and kept for the rest of the search. */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cohort/clock.h"
+#include "cohort/train.h"
+#include "plan/planner_int.h"
+#include "train/model/gpt_int.h" /* gpt_tp_skip_collectives: a shard timed without its group */
+#include "train/parallel/strategy.h" /* par_release: ZeRO-3 gives pages back as the trainer does */
+
+#define REPS 5 /* timed repetitions after one warm-up; the median of each */
+
+struct coh_engine_costs {
+    plan_engine_cost *rows;
+    size_t n, cap;
+};
+
+coh_status coh_hw_measure_engine(coh_hw *hw)
+{
+    if (hw->gpu)
+        return coh_errf(COH_ERR_INVALID, "measuring the engine times cohort's own CPU engine on "
+                        "this machine; it cannot price '%s' (use its rates, without measuring)",
+                        hw->name);
+    if (hw->engine)
+        return COH_OK;
+    hw->engine = calloc(1, sizeof *hw->engine);
+    if (!hw->engine)
+        return coh_errf(COH_ERR_NOMEM, "out of memory for the engine's measured costs");
+    return COH_OK;
+}
+
+void coh_hw_free_measurements(coh_hw *hw)
+{
+    if (!hw->engine)
+        return;
+    free(hw->engine->rows);
+    free(hw->engine);
+    hw->engine = NULL;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* A barrier that can be broken: when a rank cannot start, the others stop instead of waiting. */
+typedef struct probe_barrier {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int n, waiting, broken;
+    unsigned long round;
+} probe_barrier;
+
+/* 0 when all n arrived; -1 once broken. */
+static int barrier_wait(probe_barrier *b)
+{
+    pthread_mutex_lock(&b->mu);
+    unsigned long round = b->round;
+    if (!b->broken && ++b->waiting == b->n) {
+        b->waiting = 0;
+        b->round++;
+        pthread_cond_broadcast(&b->cv);
+    }
+    while (!b->broken && b->round == round)
+        pthread_cond_wait(&b->cv, &b->mu);
+    int rc = b->broken ? -1 : 0;
+    pthread_mutex_unlock(&b->mu);
+    return rc;
+}
+
+static void barrier_break(probe_barrier *b)
+{
+    pthread_mutex_lock(&b->mu);
+    b->broken = 1;
+    pthread_cond_broadcast(&b->cv);
+    pthread_mutex_unlock(&b->mu);
+}
+
+/* One rank of the measurement: its own 3-block model of the configuration's shard. */
+typedef struct probe_rank {
+    const coh_model_desc *m;
+    const plan_engine_cost *k;
+    probe_barrier *bar;
+    coh_status st;
+    char why[256];
+    double t[6][REPS];       /* forward of [0,1), [1,2), [2,3); backward of [2,3), [1,2), [0,1) */
+    double opt[REPS];
+    size_t nparams;
+} probe_rank;
+
+/* ZeRO-3's movement of a range's parameters around its use, as the trainer does it: the part
+ * this rank does not own (all but 1/dp) is written by the gather (here a copy from the whole
+ * weights) into pages given back after the previous use, and given back again after this one. */
+static void zero3_gather(float *params, const float *whole, size_t b, size_t e, int dp)
+{
+    size_t own = (e - b) / (size_t)dp;
+    memcpy(params + b + own, whole + b + own, (e - b - own) * sizeof(float));
+}
+
+static void zero3_release(float *params, size_t b, size_t e, int dp)
+{
+    par_release(params, b + (e - b) / (size_t)dp, e);
+}
+
+static void range_of(const coh_gpt_config *g, int lo, int hi, size_t *b, size_t *e)
+{
+    size_t x, y;
+    coh_gpt_layer_range(g, lo == 0 ? -1 : lo, b, &y);
+    coh_gpt_layer_range(g, hi == g->layers ? g->layers : hi - 1, &x, e);
+}
+
+static void *probe_run(void *arg)
+{
+    probe_rank *r = arg;
+    const plan_engine_cost *k = r->k;
+    coh_gpt_config g = {.layers = 3, .heads = (int)r->m->heads, .dim = (int)r->m->dim,
+                        .vocab = (int)r->m->vocab, .seq = k->seq, .tp = k->tp, .sp = 0};
+    int B = k->micro_batch, T = k->seq;
+    size_t nx = (size_t)B * T * (size_t)g.dim, np = 0;
+    coh_gpt *model = NULL;
+    coh_adamw *opt = NULL;
+    float *whole = NULL;
+    int32_t *tok = malloc(sizeof *tok * (size_t)B * T * 2);
+    float *x1 = malloc(sizeof *x1 * nx * 4), *x2 = x1 ? x1 + nx : NULL;
+    float *d2 = x1 ? x1 + 2 * nx : NULL, *d1 = x1 ? x1 + 3 * nx : NULL;
+    coh_status st = tok && x1 ? COH_OK
+                              : coh_errf(COH_ERR_NOMEM, "out of memory for micro-batch %d x %d",
+                                         B, T);
+    if (!st)
+        st = coh_gpt_create(&g, B, T, &model);
+    if (!st && k->tp > 1)
+        st = gpt_tp_skip_collectives(model);
+    if (!st)
+        st = coh_gpt_set_slots(model, 1);
+    if (!st && k->half)
+        st = coh_gpt_set_bf16_mixed(model, 1);
+    if (!st)
+        st = coh_adamw_create(&g, &opt);
+    float *params = NULL, *grads = NULL;
+    if (!st) {
+        coh_set_threads(k->threads);
+        coh_gpt_init_weights(model, 1234);
+        params = coh_gpt_params(model, &np);
+        grads = coh_gpt_grads(model, &np);
+        uint64_t x = 88172645463325252ull;
+        for (long i = 0; i < 2L * B * T; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            tok[i] = (int32_t)(x % (uint64_t)r->m->vocab);
+        }
+        if (k->zero3_dp > 1 && !(whole = malloc(np * sizeof *whole)))
+            st = coh_errf(COH_ERR_NOMEM, "out of memory for a copy of the weights");
+        if (whole)
+            memcpy(whole, params, np * sizeof *whole);
+    }
+    if (st) {
+        snprintf(r->why, sizeof r->why, "%s", coh_last_error());
+        barrier_break(r->bar);
+    }
+    r->st = st;
+    r->nparams = np;
+    static const int LO[3] = {0, 1, 2};
+    size_t rb[3], re[3];
+    for (int i = 0; i < 3; i++)
+        range_of(&g, LO[i], LO[i] + 1, &rb[i], &re[i]);
+    coh_adamw_params hp = {1e-6f, 0.9f, 0.95f, 1e-8f, 0.1f};
+    for (int rep = -1; rep < REPS; rep++) {
+        if (barrier_wait(r->bar))
+            break;
+        double c[7];
+        float loss;
+        coh_gpt_zero_grad(model);
+        c[0] = coh_now_s();
+        for (int i = 0; i < 6 && !st; i++) {
+            int s = i < 3 ? i : 5 - i, lo = LO[s], hi = lo + 1;
+            if (whole)
+                zero3_gather(params, whole, rb[s], re[s], k->zero3_dp);
+            if (i < 3)
+                st = coh_gpt_stage_forward(model, 0, lo, hi, lo ? NULL : tok,
+                                           lo == 0 ? NULL : (lo == 1 ? x1 : x2),
+                                           hi == 3 ? tok + (size_t)B * T : NULL, B, T, 1.0f,
+                                           hi == 3 ? NULL : (lo == 0 ? x1 : x2),
+                                           hi == 3 ? &loss : NULL);
+            else
+                st = coh_gpt_stage_backward(model, 0, lo, hi, hi == 3 ? NULL : (hi == 2 ? d2 : d1),
+                                            B, T, lo == 0 ? NULL : (lo == 2 ? d2 : d1));
+            if (whole)
+                zero3_release(params, rb[s], re[s], k->zero3_dp);
+            c[i + 1] = coh_now_s();
+        }
+        double o0 = coh_now_s();
+        if (!st) {
+            coh_clip_grad_norm(grads, np, 1.0);
+            coh_adamw_update(opt, params, grads, &hp, rep + 2);
+            coh_gpt_zero_grad(model);
+            if (whole)
+                memcpy(whole, params, np * sizeof *whole);
+        }
+        double o1 = coh_now_s();
+        if (rep >= 0) {
+            for (int i = 0; i < 6; i++)
+                r->t[i][rep] = c[i + 1] - c[i];
+            r->opt[rep] = o1 - o0;
+        }
+    }
+    if (st && !r->st) {
+        r->st = st;
+        snprintf(r->why, sizeof r->why, "%s", coh_last_error());
+    }
+    coh_adamw_destroy(opt);
+    coh_gpt_destroy(model);
+    free(whole);
+    free(tok);
+    free(x1);
+    return NULL;
+}
+
+/* The configuration's ranks of one node run at once, each on its own 3-block model (threads
+ * standing in for processes: the cores, caches and memory are shared the same way), so the
+ * costs include what the ranks do to each other, oversubscription included. Stage calls on
+ * blocks [0,1) (embeddings + a block), [1,2) (a block alone) and [2,3) (a block + final
+ * LayerNorm and head) give each part by difference; then the trainer's end of step: gradient
+ * norm, AdamW, zeroing. The median over ranks and repetitions. */
+static coh_status measure(const coh_model_desc *m, plan_engine_cost *k)
+{
+    int n = k->ranks;
+    probe_rank *r = calloc((size_t)n, sizeof *r);
+    pthread_t *th = calloc((size_t)n, sizeof *th);
+    double *v = malloc(sizeof *v * (size_t)n * REPS);
+    if (!r || !th || !v) {
+        free(r);
+        free(th);
+        free(v);
+        return coh_errf(COH_ERR_NOMEM, "out of memory for %d measuring ranks", n);
+    }
+    probe_barrier bar = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .n = n};
+    int started = 1, threads = coh_get_threads(); /* rank 0 runs on this thread */
+    for (int i = 0; i < n; i++)
+        r[i] = (probe_rank){.m = m, .k = k, .bar = &bar};
+    while (started < n && pthread_create(&th[started], NULL, probe_run, &r[started]) == 0)
+        started++;
+    coh_status st = COH_OK;
+    if (started < n) { /* a thread could not start: the barrier would never fill */
+        barrier_break(&bar);
+        st = coh_errf(COH_ERR_NOMEM, "cannot start %d measuring threads", n);
+    } else {
+        probe_run(&r[0]);
+    }
+    for (int i = 1; i < started; i++)
+        pthread_join(th[i], NULL);
+    coh_set_threads(threads);
+    pthread_mutex_destroy(&bar.mu);
+    pthread_cond_destroy(&bar.cv);
+    for (int i = 0; i < n && !st; i++)
+        if (r[i].st)
+            st = coh_errf(r[i].st, "%s", r[i].why);
+    if (!st) {
+        double part[6];
+        for (int j = 0; j < 6; j++) {
+            for (int i = 0; i < n; i++)
+                memcpy(v + (size_t)i * REPS, r[i].t[j], sizeof(double) * REPS);
+            part[j] = median(v, n * REPS);
+        }
+        for (int i = 0; i < n; i++)
+            memcpy(v + (size_t)i * REPS, r[i].opt, sizeof(double) * REPS);
+        double f0 = part[0], f1 = part[1], f2 = part[2], b2 = part[3], b1 = part[4], b0 = part[5];
+        k->block_fwd_s = f1;
+        k->block_bwd_s = b1;
+        k->emb_fwd_s = fmax(0.0, f0 - f1);
+        k->emb_bwd_s = fmax(0.0, b0 - b1);
+        k->head_fwd_s = fmax(0.0, f2 - f1);
+        k->head_bwd_s = fmax(0.0, b2 - b1);
+        k->optimizer_s_per_param = median(v, n * REPS) / (double)r[0].nparams;
+        if (getenv("COHORT_PLAN_DEBUG"))
+            fprintf(stderr, "measured b %d s %d tp %d thr %d ranks %d zero3 %d: blk %.2f/%.2f "
+                    "emb %.2f/%.2f head %.2f/%.2f ms opt %.3f ns/param\n", k->micro_batch,
+                    k->seq, k->tp, k->threads, n, k->zero3_dp, f1 * 1e3, b1 * 1e3,
+                    k->emb_fwd_s * 1e3, k->emb_bwd_s * 1e3, k->head_fwd_s * 1e3,
+                    k->head_bwd_s * 1e3, k->optimizer_s_per_param * 1e9);
+    }
+    free(r);
+    free(th);
+    free(v);
+    return st;
+}
+
+int plan_engine_measurable(const coh_model_desc *m)
+{
+    return m->arch == COH_ARCH_GPT2 && m->ffn == 4 * m->dim && m->kv_heads == m->heads &&
+           m->head_dim * m->heads == m->dim;
+}
+
+coh_status plan_engine_lookup(const plan_dev *d, const coh_model_desc *m, int micro_batch,
+                              int seq, int tp, int zero3_dp, const plan_engine_cost **out)
+{
+    struct coh_engine_costs *e = d->hw->engine;
+    *out = NULL;
+    if (!e || !plan_engine_measurable(m))
+        return COH_OK;
+    plan_engine_cost key = {.dim = m->dim, .heads = m->heads, .vocab = m->vocab,
+                            .micro_batch = micro_batch, .seq = seq, .tp = tp,
+                            .threads = d->threads, .half = d->half, .ranks = d->ranks,
+                            .zero3_dp = zero3_dp > 1 ? zero3_dp : 0};
+    for (size_t i = 0; i < e->n; i++) {
+        const plan_engine_cost *r = &e->rows[i];
+        if (r->dim == key.dim && r->heads == key.heads && r->vocab == key.vocab &&
+            r->micro_batch == key.micro_batch && r->seq == key.seq && r->tp == key.tp &&
+            r->threads == key.threads && r->half == key.half && r->ranks == key.ranks &&
+            r->zero3_dp == key.zero3_dp) {
+            *out = r;
+            return COH_OK;
+        }
+    }
+    if (e->n == e->cap) {
+        size_t cap = e->cap ? 2 * e->cap : 16;
+        plan_engine_cost *rows = realloc(e->rows, cap * sizeof *rows);
+        if (!rows)
+            return coh_errf(COH_ERR_NOMEM, "out of memory for the engine's measured costs");
+        e->rows = rows;
+        e->cap = cap;
+    }
+    coh_status st = measure(m, &key);
+    if (st) {
+        char why[256];
+        snprintf(why, sizeof why, "%s", coh_last_error());
+        return coh_errf(st, "measuring the engine at micro-batch %d x %d, tp %d, %d rank(s) of "
+                        "%d thread(s): %s", micro_batch, seq, tp, d->ranks, d->threads, why);
+    }
+    e->rows[e->n] = key;
+    *out = &e->rows[e->n++];
+    return COH_OK;
+}
+
+double plan_engine_optimizer_s_per_param(const plan_dev *d)
+{
+    const struct coh_engine_costs *e = d->hw->engine;
+    for (size_t i = 0; e && i < e->n; i++)
+        if (e->rows[i].threads == d->threads && e->rows[i].half == d->half &&
+            e->rows[i].ranks == d->ranks)
+            return e->rows[i].optimizer_s_per_param;
+    return 0;
+}
