@@ -102,18 +102,20 @@ typedef struct probe_rank {
     size_t nparams;
 } probe_rank;
 
-/* ZeRO-3's movement of a range's parameters around its use, as the trainer does it: the part
- * this rank does not own (all but 1/dp) is written by the gather (here a copy from the whole
- * weights) into pages given back after the previous use, and given back again after this one. */
-static void zero3_gather(float *params, const float *whole, size_t b, size_t e, int dp)
+/* ZeRO's local movement, as the trainer does it, on the part of a range this rank does not own
+ * (all but 1/dp): ZeRO-3 gathers parameters (here a copy from the whole weights) into pages
+ * given back after their previous use, and gives them back after this one; ZeRO-2 and 3 give
+ * back gradient pages after their reduce-scatter, so the next micro-batch's backward writes
+ * into fresh pages again. */
+static void zero_gather(float *params, const float *whole, size_t b, size_t e, int dp)
 {
     size_t own = (e - b) / (size_t)dp;
     memcpy(params + b + own, whole + b + own, (e - b - own) * sizeof(float));
 }
 
-static void zero3_release(float *params, size_t b, size_t e, int dp)
+static void zero_release(float *arena, size_t b, size_t e, int dp)
 {
-    par_release(params, b + (e - b) / (size_t)dp, e);
+    par_release(arena, b + (e - b) / (size_t)dp, e);
 }
 
 static void range_of(const coh_gpt_config *g, int lo, int hi, size_t *b, size_t *e)
@@ -161,7 +163,7 @@ static void *probe_run(void *arg)
             x ^= x << 13, x ^= x >> 7, x ^= x << 17;
             tok[i] = (int32_t)(x % (uint64_t)r->m->vocab);
         }
-        if (k->zero3_dp > 1 && !(whole = malloc(np * sizeof *whole)))
+        if (k->zero_stage == 3 && !(whole = malloc(np * sizeof *whole)))
             st = coh_errf(COH_ERR_NOMEM, "out of memory for a copy of the weights");
         if (whole)
             memcpy(whole, params, np * sizeof *whole);
@@ -182,12 +184,13 @@ static void *probe_run(void *arg)
             break;
         double c[7];
         float loss;
-        coh_gpt_zero_grad(model);
+        if (k->zero_stage < 2 || rep < 0) /* ZeRO-2/3: the released pages read back as zero */
+            coh_gpt_zero_grad(model);
         c[0] = coh_now_s();
         for (int i = 0; i < 6 && !st; i++) {
             int s = i < 3 ? i : 5 - i, lo = LO[s], hi = lo + 1;
             if (whole)
-                zero3_gather(params, whole, rb[s], re[s], k->zero3_dp);
+                zero_gather(params, whole, rb[s], re[s], k->zero_dp);
             if (i < 3)
                 st = coh_gpt_stage_forward(model, 0, lo, hi, lo ? NULL : tok,
                                            lo == 0 ? NULL : (lo == 1 ? x1 : x2),
@@ -198,14 +201,17 @@ static void *probe_run(void *arg)
                 st = coh_gpt_stage_backward(model, 0, lo, hi, hi == 3 ? NULL : (hi == 2 ? d2 : d1),
                                             B, T, lo == 0 ? NULL : (lo == 2 ? d2 : d1));
             if (whole)
-                zero3_release(params, rb[s], re[s], k->zero3_dp);
+                zero_release(params, rb[s], re[s], k->zero_dp);
+            if (k->zero_stage >= 2 && i >= 3)
+                zero_release(grads, rb[s], re[s], k->zero_dp);
             c[i + 1] = coh_now_s();
         }
         double o0 = coh_now_s();
         if (!st) {
             coh_clip_grad_norm(grads, np, 1.0);
             coh_adamw_update(opt, params, grads, &hp, rep + 2);
-            coh_gpt_zero_grad(model);
+            if (k->zero_stage < 2)
+                coh_gpt_zero_grad(model);
             if (whole)
                 memcpy(whole, params, np * sizeof *whole);
         }
@@ -285,9 +291,9 @@ static coh_status measure(const coh_model_desc *m, plan_engine_cost *k)
         k->head_bwd_s = fmax(0.0, b2 - b1);
         k->optimizer_s_per_param = median(v, n * REPS) / (double)r[0].nparams;
         if (getenv("COHORT_PLAN_DEBUG"))
-            fprintf(stderr, "measured b %d s %d tp %d thr %d ranks %d zero3 %d: blk %.2f/%.2f "
+            fprintf(stderr, "measured b %d s %d tp %d thr %d ranks %d zero %d/%d: blk %.2f/%.2f "
                     "emb %.2f/%.2f head %.2f/%.2f ms opt %.3f ns/param\n", k->micro_batch,
-                    k->seq, k->tp, k->threads, n, k->zero3_dp, f1 * 1e3, b1 * 1e3,
+                    k->seq, k->tp, k->threads, n, k->zero_stage, k->zero_dp, f1 * 1e3, b1 * 1e3,
                     k->emb_fwd_s * 1e3, k->emb_bwd_s * 1e3, k->head_fwd_s * 1e3,
                     k->head_bwd_s * 1e3, k->optimizer_s_per_param * 1e9);
     }
@@ -304,7 +310,8 @@ int plan_engine_measurable(const coh_model_desc *m)
 }
 
 coh_status plan_engine_lookup(const plan_dev *d, const coh_model_desc *m, int micro_batch,
-                              int seq, int tp, int zero3_dp, const plan_engine_cost **out)
+                              int seq, int tp, int zero_stage, int dp,
+                              const plan_engine_cost **out)
 {
     struct coh_engine_costs *e = d->hw->engine;
     *out = NULL;
@@ -313,13 +320,14 @@ coh_status plan_engine_lookup(const plan_dev *d, const coh_model_desc *m, int mi
     plan_engine_cost key = {.dim = m->dim, .heads = m->heads, .vocab = m->vocab,
                             .micro_batch = micro_batch, .seq = seq, .tp = tp,
                             .threads = d->threads, .half = d->half, .ranks = d->ranks,
-                            .zero3_dp = zero3_dp > 1 ? zero3_dp : 0};
+                            .zero_stage = dp > 1 && zero_stage >= 2 ? zero_stage : 0,
+                            .zero_dp = dp > 1 && zero_stage >= 2 ? dp : 1};
     for (size_t i = 0; i < e->n; i++) {
         const plan_engine_cost *r = &e->rows[i];
         if (r->dim == key.dim && r->heads == key.heads && r->vocab == key.vocab &&
             r->micro_batch == key.micro_batch && r->seq == key.seq && r->tp == key.tp &&
             r->threads == key.threads && r->half == key.half && r->ranks == key.ranks &&
-            r->zero3_dp == key.zero3_dp) {
+            r->zero_stage == key.zero_stage && r->zero_dp == key.zero_dp) {
             *out = r;
             return COH_OK;
         }
