@@ -16,6 +16,7 @@
 #include "cohort/clock.h"
 #include "cohort/train.h"
 #include "plan/planner_int.h"
+#include "train/model/gpt_int.h" /* gpt_sgemm_nt: the engine's product */
 
 /* Best of `reps` timings of f over `inner` calls. */
 static double best_of(int reps, int inner, void (*f)(void *), void *ctx)
@@ -36,24 +37,11 @@ typedef struct gemm_ctx {
     float *a, *b, *c;
 } gemm_ctx;
 
-/* As the engine runs a matrix product (ops_matmul.c): OpenBLAS single-threaded, the OpenMP
- * team splitting C's rows in slices of 16. */
+/* As the engine runs a matrix product: its own threaded sgemm (ops_matmul.c). */
 static void run_gemm(void *p)
 {
     gemm_ctx *g = p;
-#pragma omp parallel
-    {
-        int k = 1, t = 0;
-#ifdef _OPENMP
-        k = omp_get_num_threads();
-        t = omp_get_thread_num();
-#endif
-        long blocks = (g->M + 15) / 16, b0 = blocks * t / k * 16, b1 = blocks * (t + 1) / k * 16;
-        b1 = b1 < g->M ? b1 : g->M;
-        if (b1 > b0)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(b1 - b0), g->N, g->K, 1.0f,
-                        g->a + b0 * g->K, g->K, g->b, g->K, 0.0f, g->c + b0 * g->N, g->N);
-    }
+    gpt_sgemm_nt(g->M, g->N, g->K, g->a, g->b, g->c);
 }
 
 /* One thread's product inside a parallel region (the concurrent row). */

@@ -123,6 +123,11 @@ typedef struct gpt_vocab_part {
 void gpt_tp_place(coh_gpt *g, int tp_rank);
 /* Sum x (n floats) over the shards, in place: Megatron's g in forward after a row-parallel
  * matrix, f's conjugate in backward before a column-parallel one. */
+/* C (M x N) = A (M x K) times B (N x K) transposed, row-major, as every product of the engine
+ * runs (the OpenMP team splitting C, each thread calling single-threaded OpenBLAS): for the
+ * planner's rate probe. */
+void gpt_sgemm_nt(int M, int N, int K, const float *A, const float *B, float *C);
+
 /* Run a shard without its group, the collectives skipped: its compute is the shard's, its values
  * are not the whole model's. Only for timing a shard (the planner's measured costs); not with
  * sequence parallelism (its rows are split). */

@@ -325,3 +325,8 @@ void op_head_logits(float *logits, const float *x, const float *wte, int C, int 
 {
     cblas_sgemv(CblasRowMajor, CblasNoTrans, V, C, 1.0f, wte, C, x, 1, 0.0f, logits, 1);
 }
+
+void gpt_sgemm_nt(int M, int N, int K, const float *A, const float *B, float *C)
+{
+    par_sgemm(CblasNoTrans, CblasTrans, M, N, K, A, K, B, K, 0.0f, C, N);
+}
