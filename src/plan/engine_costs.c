@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cohort/clock.h"
 #include "cohort/train.h"
@@ -15,7 +16,7 @@
 #include "train/model/gpt_int.h" /* gpt_tp_skip_collectives: a shard timed without its group */
 #include "train/parallel/strategy.h" /* par_release: ZeRO-3 gives pages back as the trainer does */
 
-#define REPS 5 /* timed repetitions after one warm-up; the median of each */
+#define REPS 5 /* timed repetitions after one warm-up */
 
 struct coh_engine_costs {
     plan_engine_cost *rows;
@@ -43,18 +44,6 @@ void coh_hw_free_measurements(coh_hw *hw)
     free(hw->engine->rows);
     free(hw->engine);
     hw->engine = NULL;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 /* A barrier that can be broken: when a rank cannot start, the others stop instead of waiting. */
@@ -102,15 +91,17 @@ typedef struct probe_rank {
     size_t nparams;
 } probe_rank;
 
-/* ZeRO's local movement, as the trainer does it, on the part of a range this rank does not own
- * (all but 1/dp): ZeRO-3 gathers parameters (here a copy from the whole weights) into pages
- * given back after their previous use, and gives them back after this one; ZeRO-2 and 3 give
- * back gradient pages after their reduce-scatter, so the next micro-batch's backward writes
- * into fresh pages again. */
-static void zero_gather(float *params, const float *whole, size_t b, size_t e, int dp)
+/* ZeRO's local page movement, as the trainer does it, on the part of a range this rank does
+ * not own (all but 1/dp): ZeRO-3 gathers parameters into pages given back after their previous
+ * use, and gives them back after this one; ZeRO-2 and 3 give back gradient pages after their
+ * reduce-scatter, so the next micro-batch's backward writes into fresh pages again. The gather's
+ * copy itself is the collective's, priced from the link: here only the pages are faulted in
+ * (one write each; the weights read as zero, which times the same). */
+static void zero_gather(float *params, size_t b, size_t e, int dp)
 {
-    size_t own = (e - b) / (size_t)dp;
-    memcpy(params + b + own, whole + b + own, (e - b - own) * sizeof(float));
+    size_t own = (e - b) / (size_t)dp, step = (size_t)sysconf(_SC_PAGESIZE) / sizeof(float);
+    for (size_t i = b + own; i < e; i += step)
+        params[i] = 0.0f;
 }
 
 static void zero_release(float *arena, size_t b, size_t e, int dp)
@@ -135,7 +126,6 @@ static void *probe_run(void *arg)
     size_t nx = (size_t)B * T * (size_t)g.dim, np = 0;
     coh_gpt *model = NULL;
     coh_adamw *opt = NULL;
-    float *whole = NULL;
     int32_t *tok = malloc(sizeof *tok * (size_t)B * T * 2);
     float *x1 = malloc(sizeof *x1 * nx * 4), *x2 = x1 ? x1 + nx : NULL;
     float *d2 = x1 ? x1 + 2 * nx : NULL, *d1 = x1 ? x1 + 3 * nx : NULL;
@@ -163,10 +153,6 @@ static void *probe_run(void *arg)
             x ^= x << 13, x ^= x >> 7, x ^= x << 17;
             tok[i] = (int32_t)(x % (uint64_t)r->m->vocab);
         }
-        if (k->zero_stage == 3 && !(whole = malloc(np * sizeof *whole)))
-            st = coh_errf(COH_ERR_NOMEM, "out of memory for a copy of the weights");
-        if (whole)
-            memcpy(whole, params, np * sizeof *whole);
     }
     if (st) {
         snprintf(r->why, sizeof r->why, "%s", coh_last_error());
@@ -189,8 +175,8 @@ static void *probe_run(void *arg)
         c[0] = coh_now_s();
         for (int i = 0; i < 6 && !st; i++) {
             int s = i < 3 ? i : 5 - i, lo = LO[s], hi = lo + 1;
-            if (whole)
-                zero_gather(params, whole, rb[s], re[s], k->zero_dp);
+            if (k->zero_stage == 3)
+                zero_gather(params, rb[s], re[s], k->zero_dp);
             if (i < 3)
                 st = coh_gpt_stage_forward(model, 0, lo, hi, lo ? NULL : tok,
                                            lo == 0 ? NULL : (lo == 1 ? x1 : x2),
@@ -200,7 +186,7 @@ static void *probe_run(void *arg)
             else
                 st = coh_gpt_stage_backward(model, 0, lo, hi, hi == 3 ? NULL : (hi == 2 ? d2 : d1),
                                             B, T, lo == 0 ? NULL : (lo == 2 ? d2 : d1));
-            if (whole)
+            if (k->zero_stage == 3)
                 zero_release(params, rb[s], re[s], k->zero_dp);
             if (k->zero_stage >= 2 && i >= 3)
                 zero_release(grads, rb[s], re[s], k->zero_dp);
@@ -212,8 +198,6 @@ static void *probe_run(void *arg)
             coh_adamw_update(opt, params, grads, &hp, rep + 2);
             if (k->zero_stage < 2)
                 coh_gpt_zero_grad(model);
-            if (whole)
-                memcpy(whole, params, np * sizeof *whole);
         }
         double o1 = coh_now_s();
         if (rep >= 0) {
@@ -228,7 +212,6 @@ static void *probe_run(void *arg)
     }
     coh_adamw_destroy(opt);
     coh_gpt_destroy(model);
-    free(whole);
     free(tok);
     free(x1);
     return NULL;
@@ -239,17 +222,16 @@ static void *probe_run(void *arg)
  * costs include what the ranks do to each other, oversubscription included. Stage calls on
  * blocks [0,1) (embeddings + a block), [1,2) (a block alone) and [2,3) (a block + final
  * LayerNorm and head) give each part by difference; then the trainer's end of step: gradient
- * norm, AdamW, zeroing. The median over ranks and repetitions. */
+ * norm, AdamW, zeroing. Each part is the slowest rank's in a repetition (a synchronous step is
+ * paced by it), and the least of the repetitions (other work only ever adds time). */
 static coh_status measure(const coh_model_desc *m, plan_engine_cost *k)
 {
     int n = k->ranks;
     probe_rank *r = calloc((size_t)n, sizeof *r);
     pthread_t *th = calloc((size_t)n, sizeof *th);
-    double *v = malloc(sizeof *v * (size_t)n * REPS);
-    if (!r || !th || !v) {
+    if (!r || !th) {
         free(r);
         free(th);
-        free(v);
         return coh_errf(COH_ERR_NOMEM, "out of memory for %d measuring ranks", n);
     }
     probe_barrier bar = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .n = n};
@@ -274,14 +256,16 @@ static coh_status measure(const coh_model_desc *m, plan_engine_cost *k)
         if (r[i].st)
             st = coh_errf(r[i].st, "%s", r[i].why);
     if (!st) {
-        double part[6];
-        for (int j = 0; j < 6; j++) {
-            for (int i = 0; i < n; i++)
-                memcpy(v + (size_t)i * REPS, r[i].t[j], sizeof(double) * REPS);
-            part[j] = median(v, n * REPS);
+        double part[7];
+        for (int j = 0; j < 7; j++) {
+            part[j] = INFINITY;
+            for (int rep = 0; rep < REPS; rep++) {
+                double slowest = 0;
+                for (int i = 0; i < n; i++)
+                    slowest = fmax(slowest, j < 6 ? r[i].t[j][rep] : r[i].opt[rep]);
+                part[j] = fmin(part[j], slowest);
+            }
         }
-        for (int i = 0; i < n; i++)
-            memcpy(v + (size_t)i * REPS, r[i].opt, sizeof(double) * REPS);
         double f0 = part[0], f1 = part[1], f2 = part[2], b2 = part[3], b1 = part[4], b0 = part[5];
         k->block_fwd_s = f1;
         k->block_bwd_s = b1;
@@ -289,7 +273,7 @@ static coh_status measure(const coh_model_desc *m, plan_engine_cost *k)
         k->emb_bwd_s = fmax(0.0, b0 - b1);
         k->head_fwd_s = fmax(0.0, f2 - f1);
         k->head_bwd_s = fmax(0.0, b2 - b1);
-        k->optimizer_s_per_param = median(v, n * REPS) / (double)r[0].nparams;
+        k->optimizer_s_per_param = part[6] / (double)r[0].nparams;
         if (getenv("COHORT_PLAN_DEBUG"))
             fprintf(stderr, "measured b %d s %d tp %d thr %d ranks %d zero %d/%d: blk %.2f/%.2f "
                     "emb %.2f/%.2f head %.2f/%.2f ms opt %.3f ns/param\n", k->micro_batch,
@@ -299,7 +283,6 @@ static coh_status measure(const coh_model_desc *m, plan_engine_cost *k)
     }
     free(r);
     free(th);
-    free(v);
     return st;
 }
 
