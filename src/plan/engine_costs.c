@@ -14,7 +14,6 @@
 #include "cohort/train.h"
 #include "plan/planner_int.h"
 #include "train/model/gpt_int.h" /* gpt_tp_skip_collectives: a shard timed without its group */
-#include "train/parallel/strategy.h" /* par_release: ZeRO-3 gives pages back as the trainer does */
 
 #define REPS 5 /* timed repetitions after one warm-up */
 
@@ -91,31 +90,6 @@ typedef struct probe_rank {
     size_t nparams;
 } probe_rank;
 
-/* ZeRO's local page movement, as the trainer does it, on the part of a range this rank does
- * not own (all but 1/dp): ZeRO-3 gathers parameters into pages given back after their previous
- * use, and gives them back after this one; ZeRO-2 and 3 give back gradient pages after their
- * reduce-scatter, so the next micro-batch's backward writes into fresh pages again. The gather's
- * copy itself is the collective's, priced from the link: here only the pages are faulted in
- * (one write each; the weights read as zero, which times the same). */
-static void zero_gather(float *params, size_t b, size_t e, int dp)
-{
-    size_t own = (e - b) / (size_t)dp, step = (size_t)sysconf(_SC_PAGESIZE) / sizeof(float);
-    for (size_t i = b + own; i < e; i += step)
-        params[i] = 0.0f;
-}
-
-static void zero_release(float *arena, size_t b, size_t e, int dp)
-{
-    par_release(arena, b + (e - b) / (size_t)dp, e);
-}
-
-static void range_of(const coh_gpt_config *g, int lo, int hi, size_t *b, size_t *e)
-{
-    size_t x, y;
-    coh_gpt_layer_range(g, lo == 0 ? -1 : lo, b, &y);
-    coh_gpt_layer_range(g, hi == g->layers ? g->layers : hi - 1, &x, e);
-}
-
 static void *probe_run(void *arg)
 {
     probe_rank *r = arg;
@@ -160,23 +134,16 @@ static void *probe_run(void *arg)
     }
     r->st = st;
     r->nparams = np;
-    static const int LO[3] = {0, 1, 2};
-    size_t rb[3], re[3];
-    for (int i = 0; i < 3; i++)
-        range_of(&g, LO[i], LO[i] + 1, &rb[i], &re[i]);
     coh_adamw_params hp = {1e-6f, 0.9f, 0.95f, 1e-8f, 0.1f};
     for (int rep = -1; rep < REPS; rep++) {
         if (barrier_wait(r->bar))
             break;
         double c[7];
         float loss;
-        if (k->zero_stage < 2 || rep < 0) /* ZeRO-2/3: the released pages read back as zero */
-            coh_gpt_zero_grad(model);
+        coh_gpt_zero_grad(model);
         c[0] = coh_now_s();
         for (int i = 0; i < 6 && !st; i++) {
-            int s = i < 3 ? i : 5 - i, lo = LO[s], hi = lo + 1;
-            if (k->zero_stage == 3)
-                zero_gather(params, rb[s], re[s], k->zero_dp);
+            int lo = i < 3 ? i : 5 - i, hi = lo + 1; /* blocks [lo, hi) */
             if (i < 3)
                 st = coh_gpt_stage_forward(model, 0, lo, hi, lo ? NULL : tok,
                                            lo == 0 ? NULL : (lo == 1 ? x1 : x2),
@@ -186,18 +153,13 @@ static void *probe_run(void *arg)
             else
                 st = coh_gpt_stage_backward(model, 0, lo, hi, hi == 3 ? NULL : (hi == 2 ? d2 : d1),
                                             B, T, lo == 0 ? NULL : (lo == 2 ? d2 : d1));
-            if (k->zero_stage == 3)
-                zero_release(params, rb[s], re[s], k->zero_dp);
-            if (k->zero_stage >= 2 && i >= 3)
-                zero_release(grads, rb[s], re[s], k->zero_dp);
             c[i + 1] = coh_now_s();
         }
         double o0 = coh_now_s();
         if (!st) {
             coh_clip_grad_norm(grads, np, 1.0);
             coh_adamw_update(opt, params, grads, &hp, rep + 2);
-            if (k->zero_stage < 2)
-                coh_gpt_zero_grad(model);
+            coh_gpt_zero_grad(model);
         }
         double o1 = coh_now_s();
         if (rep >= 0) {
@@ -219,7 +181,10 @@ static void *probe_run(void *arg)
 
 /* The configuration's ranks of one node run at once, each on its own 3-block model (threads
  * standing in for processes: the cores, caches and memory are shared the same way), so the
- * costs include what the ranks do to each other, oversubscription included. Stage calls on
+ * costs include what the ranks do to each other, oversubscription included. Not ZeRO's giving
+ * back and faulting in of pages: threads share one address space, where every release stops
+ * the other threads for a TLB shootdown that separate processes never pay (tried: it overstated
+ * ZeRO-3's step by 20% to 40%); that stays unpriced. Stage calls on
  * blocks [0,1) (embeddings + a block), [1,2) (a block alone) and [2,3) (a block + final
  * LayerNorm and head) give each part by difference; then the trainer's end of step: gradient
  * norm, AdamW, zeroing. Each part is the slowest rank's in a repetition (a synchronous step is
@@ -275,9 +240,9 @@ static coh_status measure(const coh_model_desc *m, plan_engine_cost *k)
         k->head_bwd_s = fmax(0.0, b2 - b1);
         k->optimizer_s_per_param = part[6] / (double)r[0].nparams;
         if (getenv("COHORT_PLAN_DEBUG"))
-            fprintf(stderr, "measured b %d s %d tp %d thr %d ranks %d zero %d/%d: blk %.2f/%.2f "
+            fprintf(stderr, "measured b %d s %d tp %d thr %d ranks %d: blk %.2f/%.2f "
                     "emb %.2f/%.2f head %.2f/%.2f ms opt %.3f ns/param\n", k->micro_batch,
-                    k->seq, k->tp, k->threads, n, k->zero_stage, k->zero_dp, f1 * 1e3, b1 * 1e3,
+                    k->seq, k->tp, k->threads, n, f1 * 1e3, b1 * 1e3,
                     k->emb_fwd_s * 1e3, k->emb_bwd_s * 1e3, k->head_fwd_s * 1e3,
                     k->head_bwd_s * 1e3, k->optimizer_s_per_param * 1e9);
     }
@@ -293,8 +258,7 @@ int plan_engine_measurable(const coh_model_desc *m)
 }
 
 coh_status plan_engine_lookup(const plan_dev *d, const coh_model_desc *m, int micro_batch,
-                              int seq, int tp, int zero_stage, int dp,
-                              const plan_engine_cost **out)
+                              int seq, int tp, const plan_engine_cost **out)
 {
     struct coh_engine_costs *e = d->hw->engine;
     *out = NULL;
@@ -302,15 +266,12 @@ coh_status plan_engine_lookup(const plan_dev *d, const coh_model_desc *m, int mi
         return COH_OK;
     plan_engine_cost key = {.dim = m->dim, .heads = m->heads, .vocab = m->vocab,
                             .micro_batch = micro_batch, .seq = seq, .tp = tp,
-                            .threads = d->threads, .half = d->half, .ranks = d->ranks,
-                            .zero_stage = dp > 1 && zero_stage >= 2 ? zero_stage : 0,
-                            .zero_dp = dp > 1 && zero_stage >= 2 ? dp : 1};
+                            .threads = d->threads, .half = d->half, .ranks = d->ranks};
     for (size_t i = 0; i < e->n; i++) {
         const plan_engine_cost *r = &e->rows[i];
         if (r->dim == key.dim && r->heads == key.heads && r->vocab == key.vocab &&
             r->micro_batch == key.micro_batch && r->seq == key.seq && r->tp == key.tp &&
-            r->threads == key.threads && r->half == key.half && r->ranks == key.ranks &&
-            r->zero_stage == key.zero_stage && r->zero_dp == key.zero_dp) {
+            r->threads == key.threads && r->half == key.half && r->ranks == key.ranks) {
             *out = r;
             return COH_OK;
         }

@@ -24,8 +24,6 @@ typedef struct plan_engine_cost {
     int64_t dim, heads, vocab;
     int micro_batch, seq, tp, threads, half;   /* the shape: the key, with */
     int ranks;                                 /* ranks running at once on the cores */
-    int zero_stage, zero_dp;                   /* ZeRO-2/3's page movement over dp ranks
-                                                  (stage 0, dp 1: none) */
     double block_fwd_s, block_bwd_s;           /* one block */
     double emb_fwd_s, emb_bwd_s;               /* the embeddings */
     double head_fwd_s, head_bwd_s;             /* final LayerNorm, LM head and loss */
@@ -36,11 +34,9 @@ typedef struct plan_engine_cost {
 int plan_engine_measurable(const coh_model_desc *m);
 /* The measured costs at this shape (measured now if new) when d's hardware measures the
  * engine and the model is measurable; *out NULL otherwise. Times include the other ranks
- * running (d->ranks at once) and ZeRO-2/3's local movement of gradients and parameters over
- * dp ranks (not its communication). Errors: the measurement's. */
+ * running (d->ranks at once). Errors: the measurement's. */
 coh_status plan_engine_lookup(const plan_dev *d, const coh_model_desc *m, int micro_batch,
-                              int seq, int tp, int zero_stage, int dp,
-                              const plan_engine_cost **out);
+                              int seq, int tp, const plan_engine_cost **out);
 
 /* Seconds per parameter of the measured end of step at d's threads; 0 when none measured. */
 double plan_engine_optimizer_s_per_param(const plan_dev *d);
