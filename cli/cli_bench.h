@@ -8,5 +8,7 @@ int bench_comm(int argc, char **argv);
 extern const char bench_comm_summary[];
 int bench_gemm(int argc, char **argv);
 extern const char bench_gemm_summary[];
+int bench_link(int argc, char **argv);
+extern const char bench_link_summary[];
 
 #endif
