@@ -16,17 +16,27 @@ else
 fi
 trap '[ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT
 
-# bench_fortunes: the text files of Debian's `fortunes` package (the main job's corpus) into
-# the array `files`, and their GPT-2 BPE tokens into $work/fortunes_*.bin (vocabulary 50257).
-bench_fortunes() {
+# bench_fortune_files: the text files of Debian's `fortunes` package (the main job's corpus)
+# into the array `files`.
+bench_fortune_files() {
     local corpus=/usr/share/games/fortunes f
     [ -d "$corpus" ] || { echo "no $corpus: apt-get install fortunes (scripts/setup.sh)" >&2; exit 2; }
-    [ -f "$data_dir/gpt2-bpe/encoder.json" ] ||
-        { echo "no GPT-2 BPE tables in $data_dir/gpt2-bpe: set COHORT_DATA_DIR" >&2; exit 2; }
     files=()
     for f in "$corpus"/*; do
         case "$f" in *.dat | *.u8) ;; *) [ -f "$f" ] && files+=("$f") ;; esac
     done
+}
+# bench_fortunes_bytes: those files' bytes as tokens into $work/bytes_*.bin (vocabulary 256).
+bench_fortunes_bytes() {
+    bench_fortune_files
+    "$cohort" prepare --tokenizer byte --out "$work/bytes" "${files[@]}" >/dev/null
+}
+# bench_fortunes: the files into `files`, and their GPT-2 BPE tokens into $work/fortunes_*.bin
+# (vocabulary 50257).
+bench_fortunes() {
+    [ -f "$data_dir/gpt2-bpe/encoder.json" ] ||
+        { echo "no GPT-2 BPE tables in $data_dir/gpt2-bpe: set COHORT_DATA_DIR" >&2; exit 2; }
+    bench_fortune_files
     "$cohort" prepare --tokenizer gpt2 --encoder "$data_dir/gpt2-bpe/encoder.json" \
         --vocab "$data_dir/gpt2-bpe/vocab.bpe" --out "$work/fortunes" "${files[@]}" >/dev/null
 }

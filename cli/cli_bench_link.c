@@ -25,9 +25,8 @@ enum { LAT_BYTES = 8, LAT_TRIPS = 200, LAT_WARMUP = 20, MAX_SIZES = 64, HOST_CHA
 
 typedef struct link_bench {
     coh_comm *c;
-    int rank, iters, warmup, json;
-    uint64_t min_bytes, max_bytes;
-    double factor;
+    int rank, json;
+    bench_sweep sw;
     const char *calibration;
 } link_bench;
 
@@ -55,62 +54,28 @@ static void usage(FILE *f)
             LAT_BYTES, LAT_TRIPS);
 }
 
-static int parse_args(link_bench *b, int argc, char **argv, coh_comm_kind *kind)
+static int parse_args(link_bench *b, int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"min-bytes", 1, 0, 'b'}, {"max-bytes", 1, 0, 'e'},   {"step-factor", 1, 0, 'f'},
-        {"iters", 1, 0, 'n'},     {"warmup", 1, 0, 'w'},      {"comm", 1, 0, 'c'},
-        {"json", 0, 0, 'j'},      {"calibration", 1, 0, 'C'}, {"help", 0, 0, 'h'},
-        {0, 0, 0, 0}};
-    int ch;
+    static const struct option opts[] = {{"json", 0, 0, 'j'}, {"calibration", 1, 0, 'C'},
+                                         {"help", 0, 0, 'h'}, BENCH_SWEEP_OPTIONS, {0, 0, 0, 0}};
+    int ch, r;
     optind = 1;
     opterr = 0;
     while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (ch) {
-        case 'b':
-            if (!cli_parse_size(CMD, "--min-bytes", optarg, 1, &b->min_bytes))
-                return CLI_USAGE;
-            break;
-        case 'e':
-            if (!cli_parse_size(CMD, "--max-bytes", optarg, 1, &b->max_bytes))
-                return CLI_USAGE;
-            break;
-        case 'f':
-            if (!cli_parse_double(CMD, "--step-factor", optarg, 1, 1024, &b->factor))
-                return CLI_USAGE;
-            if (b->factor == 1)
-                return cli_usage_error(CMD, "invalid --step-factor '%s': must be above 1 (the "
-                                       "sizes would never grow)", optarg);
-            break;
-        case 'n':
-            if (!cli_parse_int(CMD, "--iters", optarg, 1, 1000000, &b->iters))
-                return CLI_USAGE;
-            break;
-        case 'w':
-            if (!cli_parse_int(CMD, "--warmup", optarg, 0, 1000000, &b->warmup))
-                return CLI_USAGE;
-            break;
-        case 'c':
-            if (!strcmp(optarg, "auto") || !strcmp(optarg, "shm") || !strcmp(optarg, "mpi"))
-                *kind = !strcmp(optarg, "mpi") ? COH_COMM_MPI
-                        : !strcmp(optarg, "shm") ? COH_COMM_SHM : COH_COMM_AUTO;
-            else
-                return cli_usage_error(CMD, "invalid --comm '%s': expected auto, shm or mpi",
-                                       optarg);
-            break;
         case 'C': b->calibration = optarg; break;
         case 'j': b->json = 1; break;
         case 'h': usage(stdout); return -1;
-        default: return cli_bad_option(CMD, argv);
+        default:
+            if ((r = bench_sweep_option(CMD, ch, optarg, &b->sw)) < 0)
+                return cli_bad_option(CMD, argv);
+            if (!r)
+                return CLI_USAGE;
         }
     }
     if (cli_no_operands(CMD, argc, argv))
         return CLI_USAGE;
-    if (b->min_bytes > b->max_bytes)
-        return cli_usage_error(CMD, "invalid sizes: --min-bytes %llu above --max-bytes %llu",
-                               (unsigned long long)b->min_bytes,
-                               (unsigned long long)b->max_bytes);
-    return CLI_OK;
+    return bench_sweep_check(CMD, &b->sw);
 }
 
 static int by_value(const void *a, const void *b)
@@ -185,7 +150,7 @@ static int preflight(link_bench *b, coh_hw *cal)
     if (verdict == CLI_OK && b->rank == 0 && !b->json)
         printf("# cohort bench link: rank 0 on %s, rank 1 on %s, transport %s, median of %d "
                "round trips\n# %10s %12s %12s %8s\n# %10s %12s %12s %8s\n", host[0], host[1],
-               coh_comm_transport(b->c), b->iters, "size", "one-way", "bandwidth", "#wrong",
+               coh_comm_transport(b->c), b->sw.iters, "size", "one-way", "bandwidth", "#wrong",
                "(B)", "(us)", "(GB/s)", "");
     return verdict;
 }
@@ -212,13 +177,12 @@ static int merge(const link_bench *b, coh_hw *cal, double alpha_s, double beta)
 
 int bench_link(int argc, char **argv)
 {
-    link_bench b = {.iters = 5, .warmup = 1, .min_bytes = 64 << 10, .max_bytes = 64 << 20,
-                    .factor = 4};
-    coh_comm_kind kind = COH_COMM_AUTO;
-    int rc = parse_args(&b, argc, argv, &kind);
+    link_bench b = {.sw = {.iters = 5, .warmup = 1, .min_bytes = 64 << 10,
+                           .max_bytes = 64 << 20, .factor = 4, .kind = COH_COMM_AUTO}};
+    int rc = parse_args(&b, argc, argv);
     if (rc)
         return rc < 0 ? CLI_OK : rc;
-    coh_status st = coh_comm_create(kind, &b.c);
+    coh_status st = coh_comm_create(b.sw.kind, &b.c);
     if (st)
         return cli_fail(CMD, st);
     b.rank = coh_comm_rank(b.c);
@@ -235,8 +199,8 @@ int bench_link(int argc, char **argv)
         return rc;
     }
     double sizes[MAX_SIZES], secs[MAX_SIZES];
-    int rows = 0, trips = b.iters > LAT_TRIPS ? b.iters : LAT_TRIPS;
-    size_t cap = b.max_bytes > LAT_BYTES ? (size_t)b.max_bytes : LAT_BYTES;
+    int rows = 0, trips = b.sw.iters > LAT_TRIPS ? b.sw.iters : LAT_TRIPS;
+    size_t cap = b.sw.max_bytes > LAT_BYTES ? (size_t)b.sw.max_bytes : LAT_BYTES;
     uint8_t *out = malloc(cap), *back = malloc(cap);
     double *times = malloc(sizeof(double) * (size_t)trips);
     if (!out || !back || !times)
@@ -249,10 +213,11 @@ int bench_link(int argc, char **argv)
         st = ping_pong(&b, out, back, LAT_BYTES, LAT_TRIPS, LAT_WARMUP, times, &alpha_s, &w);
     wrong += w;
     int sweep = 0; /* sizes run, on both ranks alike */
-    for (double sz = (double)b.min_bytes; !st && sz <= (double)b.max_bytes * 1.0000001 &&
-                                          sweep < MAX_SIZES; sz *= b.factor, sweep++) {
+    double top = (double)b.sw.max_bytes * 1.0000001;
+    for (double sz = (double)b.sw.min_bytes; !st && sz <= top && sweep < MAX_SIZES;
+         sz *= b.sw.factor, sweep++) {
         size_t bytes = (size_t)sz;
-        st = ping_pong(&b, out, back, bytes, b.iters, b.warmup, times, &t, &w);
+        st = ping_pong(&b, out, back, bytes, b.sw.iters, b.sw.warmup, times, &t, &w);
         if (st || b.rank)
             continue;
         wrong += w;

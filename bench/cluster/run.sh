@@ -59,15 +59,7 @@ echo "# bench/cluster: 2 nodes x 2 ranks (namespaces on one host, $(nproc) cpus)
 shape=(--layers 4 --dim 256 --heads 4 --vocab 256 --seq 128)
 step=(--strategy ddp --micro-batch 2 --grad-accum 1 --threads 1)
 "$cohort" bench gemm --out "$work/cal.json" >"$work/gemm.txt"
-if [ "$ddp_steps" -gt 0 ]; then
-    corpus=/usr/share/games/fortunes
-    [ -d "$corpus" ] || { echo "no $corpus: apt-get install fortunes (scripts/setup.sh)" >&2; exit 2; }
-    files=()
-    for f in "$corpus"/*; do
-        case "$f" in *.dat | *.u8) ;; *) [ -f "$f" ] && files+=("$f") ;; esac
-    done
-    "$cohort" prepare --tokenizer byte --out "$work/bytes" "${files[@]}" >/dev/null
-fi
+[ "$ddp_steps" -eq 0 ] || bench_fortunes_bytes
 link_step() { # RATE: the link measured into cal.RATE.json; the ddp step predicted and measured
     local rate=$1
     cp "$work/cal.json" "$work/cal.$rate.json"

@@ -10,10 +10,7 @@
 # or cohort's MPI plug-in.
 . "$(dirname "${BASH_SOURCE[0]}")/../parallel/par_lib.sh"
 . "$src/tests/launch/netns_lib.sh"
-why=$(netns_can_run)
-[ -z "$why" ] || { echo "SKIP namespaces: $why"; exit 77; }
-command -v mpirun >/dev/null && [ -f "${COHORT_BUILD_DIR:-.}/libcohort_mpi.so" ] ||
-    { echo "SKIP namespaces: mpirun or libcohort_mpi.so missing"; exit 77; }
+netns_skip_unless_mpi
 trap 'netns_down; rm -rf "$work"' EXIT
 chmod 755 "$work"
 netns_up || { fail "namespaces could not be made"; par_done ""; }

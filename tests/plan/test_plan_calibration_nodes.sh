@@ -6,25 +6,7 @@
 # ranks on each, reports the link in its JSON and launches through mpirun; without a link, with
 # a bad one or with a device count the nodes cannot share, it refuses naming the value and the
 # fix. The link measured between two real (namespace) nodes: tests/launch/test_launch_netns_link.sh.
-set -u
-: "${COHORT:?}" "${COHORT_SOURCE_DIR:?}" "${COHORT_PYTHON:=/usr/bin/python3}"
-fail=0
-cal=$COHORT_SOURCE_DIR/tests/fuzz/corpus/calibration
-
-expect() {
-    local code=$1 needle=$2
-    shift 2
-    local out rc
-    out=$("$COHORT" plan "$@" 2>&1)
-    rc=$?
-    if [ "$rc" -ne "$code" ] || ! tr -s ' ' <<<"$out" | grep -qF -- "$needle"; then
-        echo "FAIL: cohort plan $* -> exit $rc (want $code), output lacks '$needle':"
-        echo "$out" | sed 's/^/    /'
-        fail=1
-    else
-        echo "ok   $* -> $code: $needle"
-    fi
-}
+. "$(dirname "$0")/plan_cli_lib.sh" # expect, cal, fail
 
 small=(--layers 2 --dim 64 --heads 4 --vocab 256 --seq 32)
 ddp=(--explain --nodes 2 --gpus-per-node 2 --strategy ddp --micro-batch 2 --grad-accum 1 --threads 1)
