@@ -23,13 +23,12 @@ static const char *const bop_names[] = {"allreduce", "reduce", "broadcast", "all
 
 typedef struct bench {
     coh_comm *c;
-    int n, rank, arena, json, iters, warmup;
+    int n, rank, arena, json;
     long wrong; /* wrong elements over all rows and ranks */
     bop op;
     coh_dtype t;
     coh_redop redop;
-    uint64_t min_bytes, max_bytes;
-    double factor;
+    bench_sweep sw;
 } bench;
 
 static void usage(FILE *f)
@@ -162,14 +161,14 @@ static coh_status one_size(bench *b, uint64_t bytes, coh_jw *jw)
         coh_dtype_set(s, i, b->t, input(b, b->rank, i));
     memset(r, 0, nr * esz);
     coh_status st = COH_OK;
-    for (int i = 0; i < b->warmup && !st; i++)
+    for (int i = 0; i < b->sw.warmup && !st; i++)
         st = run_op(b, s, r, per);
     if (!st)
         st = coh_barrier(b->c);
     double t0 = coh_now_s();
-    for (int i = 0; i < b->iters && !st; i++)
+    for (int i = 0; i < b->sw.iters && !st; i++)
         st = run_op(b, s, r, per);
-    double us = (coh_now_s() - t0) / b->iters * 1e6;
+    double us = (coh_now_s() - t0) / b->sw.iters * 1e6;
     /* the verified run: fresh inputs, one op, every element checked */
     for (size_t i = 0; i < ns; i++)
         coh_dtype_set(s, i, b->t, input(b, b->rank, i));
@@ -219,14 +218,11 @@ static coh_status one_size(bench *b, uint64_t bytes, coh_jw *jw)
     return COH_OK;
 }
 
-static int parse_args(bench *b, int argc, char **argv, coh_comm_kind *kind)
+static int parse_args(bench *b, int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"op", 1, 0, 'o'},        {"dtype", 1, 0, 't'},     {"redop", 1, 0, 'r'},
-        {"min-bytes", 1, 0, 'b'}, {"max-bytes", 1, 0, 'e'}, {"step-factor", 1, 0, 'f'},
-        {"iters", 1, 0, 'n'},     {"warmup", 1, 0, 'w'},    {"buffers", 1, 0, 'B'},
-        {"comm", 1, 0, 'c'},      {"json", 0, 0, 'j'},      {"help", 0, 0, 'h'},
-        {0, 0, 0, 0}};
+        {"op", 1, 0, 'o'},   {"dtype", 1, 0, 't'}, {"redop", 1, 0, 'r'}, {"buffers", 1, 0, 'B'},
+        {"json", 0, 0, 'j'}, {"help", 0, 0, 'h'},  BENCH_SWEEP_OPTIONS,  {0, 0, 0, 0}};
     int ch;
     optind = 1;
     while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -249,71 +245,38 @@ static int parse_args(bench *b, int argc, char **argv, coh_comm_kind *kind)
             if (coh_redop_parse(optarg, &b->redop))
                 return cli_fail(CMD, COH_ERR_INVALID);
             break;
-        case 'b':
-            if (!cli_parse_size(CMD, "--min-bytes", optarg, 1, &b->min_bytes))
-                return CLI_USAGE;
-            break;
-        case 'e':
-            if (!cli_parse_size(CMD, "--max-bytes", optarg, 1, &b->max_bytes))
-                return CLI_USAGE;
-            break;
-        case 'f':
-            if (!cli_parse_double(CMD, "--step-factor", optarg, 1, 1024, &b->factor))
-                return CLI_USAGE;
-            if (b->factor == 1)
-                return cli_usage_error(CMD, "invalid --step-factor '%s': must be above 1 (the "
-                                       "sizes would never grow)", optarg);
-            break;
-        case 'n':
-            if (!cli_parse_int(CMD, "--iters", optarg, 1, 1000000, &b->iters))
-                return CLI_USAGE;
-            break;
-        case 'w':
-            if (!cli_parse_int(CMD, "--warmup", optarg, 0, 1000000, &b->warmup))
-                return CLI_USAGE;
-            break;
         case 'B':
             if (strcmp(optarg, "arena") && strcmp(optarg, "plain"))
                 return cli_usage_error(CMD, "invalid --buffers '%s': expected arena or "
                                        "plain", optarg);
             b->arena = !strcmp(optarg, "arena");
             break;
-        case 'c':
-            if (!strcmp(optarg, "auto") || !strcmp(optarg, "shm") || !strcmp(optarg, "mpi"))
-                *kind = !strcmp(optarg, "mpi") ? COH_COMM_MPI
-                        : !strcmp(optarg, "shm") ? COH_COMM_SHM : COH_COMM_AUTO;
-            else
-                return cli_usage_error(CMD, "invalid --comm '%s': expected auto, shm "
-                                       "or mpi", optarg);
-            break;
         case 'j': b->json = 1; break;
         case 'h': usage(stdout); return -1;
-        default: return CLI_USAGE;
+        default:
+            if (bench_sweep_option(CMD, ch, optarg, &b->sw) != 1)
+                return CLI_USAGE;
         }
     }
     if (optind < argc)
         return cli_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
-    if (b->min_bytes > b->max_bytes)
-        return cli_usage_error(CMD, "invalid sizes: --min-bytes %llu above --max-bytes "
-                               "%llu", (unsigned long long)b->min_bytes,
-                               (unsigned long long)b->max_bytes);
-    return CLI_OK;
+    return bench_sweep_check(CMD, &b->sw);
 }
 
 int bench_comm(int argc, char **argv)
 {
-    bench b = {.iters = 20, .warmup = 5, .arena = 1, .t = COH_F32, .redop = COH_SUM,
-               .min_bytes = 4 << 10, .max_bytes = 256 << 20, .factor = 2};
-    coh_comm_kind kind = COH_COMM_AUTO;
-    int rc = parse_args(&b, argc, argv, &kind);
+    bench b = {.arena = 1, .t = COH_F32, .redop = COH_SUM,
+               .sw = {.iters = 20, .warmup = 5, .min_bytes = 4 << 10, .max_bytes = 256 << 20,
+                      .factor = 2, .kind = COH_COMM_AUTO}};
+    int rc = parse_args(&b, argc, argv);
     if (rc)
         return rc < 0 ? CLI_OK : rc;
     if (b.arena && !getenv("COHORT_SHM_ARENA")) { /* room for both buffers of the largest row */
         char v[32];
-        snprintf(v, sizeof v, "%llu", (unsigned long long)(2 * b.max_bytes + (1 << 20)));
+        snprintf(v, sizeof v, "%llu", (unsigned long long)(2 * b.sw.max_bytes + (1 << 20)));
         setenv("COHORT_SHM_ARENA", v, 1);
     }
-    coh_status st = coh_comm_create(kind, &b.c);
+    coh_status st = coh_comm_create(b.sw.kind, &b.c);
     if (st)
         return cli_fail(CMD, st);
     b.n = coh_comm_size(b.c);
@@ -325,11 +288,11 @@ int bench_comm(int argc, char **argv)
         printf("# cohort bench comm: %d ranks, transport %s, %s buffers, %d iters\n"
                "# %10s %12s %6s %14s %6s %10s %8s %8s %8s\n"
                "# %10s %12s %6s %14s %6s %10s %8s %8s %8s\n",
-               b.n, coh_comm_transport(b.c), b.arena ? "arena" : "plain", b.iters, "size",
+               b.n, coh_comm_transport(b.c), b.arena ? "arena" : "plain", b.sw.iters, "size",
                "count", "type", "op", "redop", "time", "algbw", "busbw", "#wrong", "(B)",
                "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "");
-    for (double sz = (double)b.min_bytes; sz <= (double)b.max_bytes * 1.0000001 && !st;
-         sz *= b.factor) {
+    for (double sz = (double)b.sw.min_bytes; sz <= (double)b.sw.max_bytes * 1.0000001 && !st;
+         sz *= b.sw.factor) {
         uint64_t bytes = (uint64_t)sz / coh_dtype_size(b.t) * coh_dtype_size(b.t);
         st = one_size(&b, bytes, b.json && !b.rank ? &jw : NULL);
     }

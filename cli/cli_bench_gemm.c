@@ -20,7 +20,9 @@ static void usage(FILE *f)
                "bandwidth and the cost of one op, for 1 thread and for all cores, and writes\n"
                "them as a calibration file for 'cohort plan --calibration FILE'. The link\n"
                "between ranks comes from 'cohort bench comm' (an α-β fit of its all-reduce\n"
-               "times; bench/plan/run.sh does it) or is estimated from the copy bandwidth.\n");
+               "times; bench/plan/run.sh does it) or is estimated from the copy bandwidth;\n"
+               "the link between nodes from 'cohort bench link --calibration FILE' (one rank\n"
+               "on each of two nodes), which adds it to the file.\n");
 }
 
 int bench_gemm(int argc, char **argv)

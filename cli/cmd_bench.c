@@ -15,6 +15,7 @@ static const struct {
 } benches[] = {
     {"comm", bench_comm, bench_comm_summary},
     {"gemm", bench_gemm, bench_gemm_summary},
+    {"link", bench_link, bench_link_summary},
 };
 
 static void usage(FILE *f)
@@ -38,5 +39,5 @@ int cmd_bench(int argc, char **argv)
     for (size_t i = 0; i < sizeof benches / sizeof *benches; i++)
         if (!strcmp(argv[1], benches[i].name))
             return benches[i].run(argc - 1, argv + 1);
-    return cli_usage_error("bench", "unknown benchmark '%s': expected comm or gemm", argv[1]);
+    return cli_usage_error("bench", "unknown benchmark '%s': expected comm, gemm or link", argv[1]);
 }

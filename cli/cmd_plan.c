@@ -32,7 +32,9 @@ static void usage(FILE *f)
             "model: --model NAME, --config FILE, or --layers --dim --heads --vocab --seq\n"
             "hardware:\n"
             "  --calibration FILE      this machine's rates from 'cohort bench gemm' (default:\n"
-            "                          a quick probe of this machine)\n"
+            "                          a quick probe of this machine); with --nodes N, N such\n"
+            "                          machines joined by its \"inter_node\" link ('cohort\n"
+            "                          bench link'), --gpus-per-node ranks on each\n"
             "  --inventory FILE        GPUs of an inventory (docs/inventory.md) with its \"links\"\n"
             "  --hw PRESET             a100-80gb, a100-40gb, h100-sxm, v100-32gb (8 per node)\n"
             "  --link-intra GB/S[:US]  link inside a node (GB/s one way, latency in us)\n"
@@ -200,6 +202,20 @@ static int build_hw(opts *o, coh_hw *hw)
         return cli_fail(cmd, coh_errf(COH_ERR_INVALID, "--nodes %d needs the link between nodes: "
                                       "an inventory with \"links\": {\"inter_node\": ...} or "
                                       "--link-inter GB/S[:US]", hw->nodes));
+    if (!hw->gpu && p->nodes > 1) { /* several nodes like this one, its ranks per node */
+        if (hw->inter.bytes_per_s <= 0)
+            return cli_fail(cmd, coh_errf(COH_ERR_INVALID, "--nodes %d needs the link between "
+                            "nodes: a calibration file with \"inter_node\" ('cohort bench link "
+                            "--calibration FILE' with one rank on each of two nodes) or "
+                            "--link-inter GB/S[:US]", p->nodes));
+        if (o->devices && o->devices % p->nodes)
+            return cli_usage_error(cmd, "invalid --devices '%ld': --nodes %d run the same "
+                                   "number of ranks each", o->devices, p->nodes);
+        hw->nodes = p->nodes;
+        hw->gpus_per_node = p->gpus_per_node ? p->gpus_per_node
+                            : o->devices     ? (int)(o->devices / p->nodes)
+                                             : 0; /* 0: searched, 1 to cores per node */
+    }
     if (o->measure && (st = coh_hw_measure_engine(hw)) != COH_OK)
         return cli_fail(cmd, st);
     return CLI_OK;
@@ -226,7 +242,9 @@ static void command_line(const opts *o, const coh_model_desc *m, const coh_hw *h
     int n = c->dp * c->tp * c->pp;
     size_t k = 0;
 #define ADD(...) k += (size_t)snprintf(b + (k < cap ? k : cap), k < cap ? cap - k : 0, __VA_ARGS__)
-    if (n > 1) {
+    if (n > 1 && !hw->gpu && hw->nodes > 1) /* cohort train spans nodes through MPI */
+        ADD("mpirun -np %d --npernode %d --host HOSTS ", n, (n + hw->nodes - 1) / hw->nodes);
+    else if (n > 1) {
         int per = hw->gpu ? (n < hw->gpus_per_node ? n : hw->gpus_per_node) : n;
         int nodes = (n + per - 1) / per;
         if (nodes > 1)
@@ -329,6 +347,9 @@ static void print_hw(const coh_hw *hw, int devices)
     else
         printf("hardware: %s, %d cores, %s, ranks linked at %.2f GB/s (%.0f us)\n", hw->name,
                hw->cores, mem, hw->intra.bytes_per_s / 1e9, hw->intra.alpha_s * 1e6);
+    if (!hw->gpu && hw->nodes > 1)
+        printf("nodes: %d like it, inter-node link %.4g GB/s (%.4g us)\n", hw->nodes,
+               hw->inter.bytes_per_s / 1e9, hw->inter.alpha_s * 1e6);
     if (hw->gpu && hw->inter.bytes_per_s > 0)
         printf("inter-node %.1f GB/s per device, %d nodes\n", hw->inter.bytes_per_s / 1e9,
                hw->nodes);
@@ -420,12 +441,15 @@ static coh_status search_rank_counts(const coh_model_desc *m, coh_plan_request *
     memset(stats, 0, sizeof *stats);
     *n = 0;
     coh_status last = COH_OK;
-    int found = 0;
+    int found = 0, nodes = hw->nodes > 1 ? hw->nodes : 1;
+    coh_hw node_hw = *hw; /* over several nodes: `ranks` on each */
     for (int ranks = 1; ranks <= hw->cores; ranks++) {
-        q->devices = ranks;
+        q->devices = ranks * nodes;
+        if (nodes > 1)
+            node_hw.gpus_per_node = ranks;
         coh_plan_stats s;
         int k = 0;
-        coh_status st = coh_plan_search(m, q, hw, part, top, &k, &s);
+        coh_status st = coh_plan_search(m, q, &node_hw, part, top, &k, &s);
         stats->considered += s.considered;
         stats->invalid += s.invalid;
         stats->too_big += s.too_big;
@@ -461,7 +485,7 @@ static int search(opts *o, const coh_model_desc *m, const coh_hw *hw)
     q.global_batch = o->global_batch;
     q.seq = o->cfg.seq;
     int devices = (int)o->devices;
-    if (!devices && hw->gpu)
+    if (!devices && (hw->gpu || (hw->nodes > 1 && hw->gpus_per_node > 0)))
         devices = hw->nodes * hw->gpus_per_node;
     q.devices = devices;
     q.precision = o->cfg.precision_given ? o->cfg.par.precision : hw->precision;
@@ -482,7 +506,7 @@ static int search(opts *o, const coh_model_desc *m, const coh_hw *hw)
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     coh_status st;
-    if (hw->gpu || o->devices)
+    if (hw->gpu || devices)
         st = coh_plan_search(m, &q, hw, res, top, &n, &stats);
     else
         st = search_rank_counts(m, &q, hw, res, top, &n, &stats);
@@ -510,6 +534,14 @@ static int search(opts *o, const coh_model_desc *m, const coh_hw *hw)
         coh_jw_field_int(&w, "devices", devices);
         coh_jw_field_string(&w, "hardware", hw->name);
         coh_jw_field_string(&w, "rates", hw->source);
+        coh_jw_field_int(&w, "nodes", hw->nodes > 1 ? hw->nodes : 1);
+        if (hw->nodes > 1) {
+            coh_jw_key(&w, "inter_node");
+            coh_jw_object_begin(&w);
+            coh_jw_field_double(&w, "gbytes_per_s", hw->inter.bytes_per_s / 1e9);
+            coh_jw_field_double(&w, "latency_us", hw->inter.alpha_s * 1e6);
+            coh_jw_object_end(&w);
+        }
         coh_jw_field_int(&w, "global_batch", q.global_batch);
         coh_jw_key(&w, "search");
         coh_jw_object_begin(&w);
@@ -537,8 +569,12 @@ static int search(opts *o, const coh_model_desc *m, const coh_hw *hw)
     if (devices)
         print_hw(hw, devices);
     else {
-        print_hw(hw, hw->cores);
-        printf("searched 1 to %d ranks (one per core at most)\n", hw->cores);
+        print_hw(hw, hw->cores * (hw->nodes > 1 ? hw->nodes : 1));
+        if (hw->nodes > 1)
+            printf("searched 1 to %d ranks per node on %d nodes (one per core at most)\n",
+                   hw->cores, hw->nodes);
+        else
+            printf("searched 1 to %d ranks (one per core at most)\n", hw->cores);
     }
     printf("model: %s, global batch %lld x %lld tokens, %s; searched %ld configurations in %.2f s: "
            "%ld invalid, %ld do not fit, %ld simulated, %ld skipped by their lower bound\n",
@@ -610,7 +646,7 @@ int cmd_plan(int argc, char **argv)
         return rc;
     if (o.explain) {
         rc = explain(&o, &m, &hw);
-    } else if (o.devices && hw.gpu && o.cfg.par.nodes &&
+    } else if (o.devices && (hw.gpu || hw.nodes > 1) && o.cfg.par.nodes &&
                o.devices != (long)o.cfg.par.nodes * hw.gpus_per_node) {
         rc = cli_usage_error(cmd, "invalid --devices '%ld': --nodes %d x %d per node is %ld",
                              o.devices, o.cfg.par.nodes, hw.gpus_per_node,

@@ -104,7 +104,11 @@ coh_status coh_hw_from_inventory(const char *path, int nodes, coh_hw *out);
  *   {"cohort_calibration": 1, "machine": "...", "cores": 2, "memory_bytes": 25769803776,
  *    "rates": [{"threads": 1, "gemm": [[work, flops_per_s], ...],
  *               "elementwise_gbytes_per_s": 9.5, "op_overhead_us": 2.0}, ...],
- *    "link": {"latency_us": 4.0, "gbytes_per_s": 3.1}}
+ *    "link": {"latency_us": 4.0, "gbytes_per_s": 3.1},
+ *    "inter_node": {"latency_us": 10, "gbytes_per_s": 0.12}}
+ * "link" joins the ranks of one node; the optional "inter_node" (written by `cohort bench link
+ * --calibration FILE`, one rank on each of two nodes) is the link to another node like it: with
+ * it, hw->inter is set and a plan over several nodes of this machine needs no --link-inter.
  * Parsing is strict: unknown keys, out-of-range numbers, unsorted or repeated points are errors
  * that name the key and value. */
 coh_status coh_calibration_parse(const char *text, size_t len, const char *name, coh_hw *out);

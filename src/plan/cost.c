@@ -13,7 +13,7 @@
 
 int plan_node_size(const coh_hw *hw, const coh_parallel_config *c)
 {
-    if (!hw->gpu) /* every rank on this machine */
+    if (!hw->gpu && hw->nodes <= 1) /* every rank on this machine */
         return c->dp * c->tp * c->pp;
     return hw->gpus_per_node > 0 ? hw->gpus_per_node : 1;
 }
@@ -32,6 +32,8 @@ coh_status plan_dev_for(const coh_hw *hw, const coh_parallel_config *c, plan_dev
         return COH_OK;
     }
     long ranks = (long)c->dp * c->tp * c->pp;
+    if (hw->nodes > 1 && hw->gpus_per_node > 0 && ranks > hw->gpus_per_node)
+        ranks = hw->gpus_per_node; /* several nodes like this one: a node's ranks share its cores */
     int cores = hw->cores > 0 ? hw->cores : 1;
     out->threads = hw->threads > 0 ? hw->threads : ranks >= cores ? 1 : (int)(cores / ranks);
     out->row = &hw->rates[0];
@@ -102,7 +104,7 @@ double plan_optimizer_s(const plan_dev *d, const coh_parallel_config *c, double 
 
 const coh_link *plan_link(const coh_hw *hw, long a, long b)
 {
-    if (!hw->gpu || hw->gpus_per_node < 1 || hw->nodes <= 1)
+    if (hw->gpus_per_node < 1 || hw->nodes <= 1) /* CPU nodes: gpus_per_node = ranks per node */
         return &hw->intra;
     return a / hw->gpus_per_node == b / hw->gpus_per_node ? &hw->intra : &hw->inter;
 }
@@ -111,7 +113,7 @@ const coh_link *plan_link(const coh_hw *hw, long a, long b)
 static void group_shape(const coh_hw *hw, int n, int stride, int *g, int *k)
 {
     int gpn = hw->gpus_per_node;
-    if (!hw->gpu || hw->nodes <= 1 || gpn < 1) {
+    if (hw->nodes <= 1 || gpn < 1) {
         *g = n;
         *k = 1;
         return;
@@ -138,7 +140,10 @@ static double collective(const coh_hw *hw, int n, int stride, double bytes, doub
     /* hierarchical: reduce-scatter inside the node, the collective across nodes on 1/g of the
      * data (each of the g ranks on its own NIC), all-gather inside the node */
     double inside = g > 1 ? ring_steps(g, 1.0, &hw->intra, bytes) : 0;
-    double across = ring_steps(k, passes, &hw->inter, bytes / g);
+    coh_link inter = hw->inter;
+    if (!hw->gpu) /* CPU nodes (a calibration): the g ranks' shards share the node's one link */
+        inter.bytes_per_s /= g;
+    double across = ring_steps(k, passes, &inter, bytes / g);
     double hier = (passes > 1 ? 2 : 1) * inside + across;
     return fmin(flat, hier);
 }

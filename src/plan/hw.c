@@ -208,7 +208,7 @@ double plan_cpu_peak(const coh_hw *hw)
 /* ---- calibration ---------------------------------------------------------------------------- */
 
 static const char *const CAL_KEYS[] = {"cohort_calibration", "machine", "cores", "memory_bytes",
-                                       "peak_gflops", "rates", "link", NULL};
+                                       "peak_gflops", "rates", "link", "inter_node", NULL};
 static const char *const RATE_KEYS[] = {"threads", "gemm", "elementwise_gbytes_per_s",
                                         "op_overhead_us", NULL};
 
@@ -300,6 +300,11 @@ static coh_status parse_calibration(const json_value *root, const char *file, co
     else
         out->intra = (coh_link){5e-6, 2e9};
     out->inter = (coh_link){0, 0};
+    /* the link to another node like this one (`cohort bench link --calibration`); without it
+     * a plan over several nodes needs --link-inter */
+    const json_value *inter = json_get(root, "inter_node");
+    if (inter)
+        TRY(parse_link(file, "inter_node", inter, &out->inter));
     return COH_OK;
 }
 
@@ -352,8 +357,12 @@ coh_status coh_calibration_write(const coh_hw *hw, const char *path)
             fprintf(f, "%s[%.6g, %.6g]", k ? ", " : "", r->gemm.work[k], r->gemm.flops[k]);
         fprintf(f, "]}");
     }
-    fprintf(f, "],\n \"link\": {\"latency_us\": %.6g, \"gbytes_per_s\": %.6g}}\n",
+    fprintf(f, "],\n \"link\": {\"latency_us\": %.6g, \"gbytes_per_s\": %.6g}",
             hw->intra.alpha_s * 1e6, hw->intra.bytes_per_s / 1e9);
+    if (hw->inter.bytes_per_s > 0)
+        fprintf(f, ",\n \"inter_node\": {\"latency_us\": %.6g, \"gbytes_per_s\": %.6g}",
+                hw->inter.alpha_s * 1e6, hw->inter.bytes_per_s / 1e9);
+    fprintf(f, "}\n");
     if (fclose(f))
         return coh_errf(COH_ERR_IO, "cannot write calibration file '%s'", path);
     return COH_OK;

@@ -15,7 +15,7 @@
 
 static int hw_devices(const coh_hw *hw)
 {
-    if (!hw->gpu)
+    if (!hw->gpu && hw->nodes <= 1)
         return 0; /* ranks on the CPU: any count (oversubscribed past the cores) */
     long n = (long)(hw->nodes > 0 ? hw->nodes : 1) * (hw->gpus_per_node > 0 ? hw->gpus_per_node : 1);
     return n > (1 << 20) ? 1 << 20 : (int)n;
@@ -29,11 +29,12 @@ static coh_status check_devices(const coh_parallel_config *c, const coh_hw *hw)
         return coh_errf(COH_ERR_INVALID, "dp %d x tp %d x pp %d = %ld devices, the hardware has "
                         "%d (%d nodes x %d)", c->dp, c->tp, c->pp, n, have,
                         hw->nodes > 0 ? hw->nodes : 1, hw->gpus_per_node);
-    if (hw->gpu && n > hw->gpus_per_node && hw->inter.bytes_per_s <= 0)
+    if ((hw->gpu || hw->nodes > 1) && n > hw->gpus_per_node && hw->inter.bytes_per_s <= 0)
         return coh_errf(COH_ERR_INVALID, "%ld devices span nodes of %d, and no link between "
                         "nodes is known: give the inventory's \"links\" or --link-inter", n,
                         hw->gpus_per_node);
-    if (c->nodes && c->gpus_per_node && hw->gpu && c->gpus_per_node != hw->gpus_per_node)
+    if (c->nodes && c->gpus_per_node && (hw->gpu || hw->nodes > 1) &&
+        c->gpus_per_node != hw->gpus_per_node)
         return coh_errf(COH_ERR_INVALID, "--gpus-per-node %d disagrees with the hardware's %d",
                         c->gpus_per_node, hw->gpus_per_node);
     return COH_OK;
@@ -66,7 +67,7 @@ static void reasons(const coh_model_desc *m, const coh_hw *hw, coh_plan_result *
     char *b = r->reasons;
     size_t cap = sizeof r->reasons;
     b[0] = '\0';
-    int multi_node = hw->gpu && hw->nodes > 1 && (long)c->dp * c->tp * c->pp > hw->gpus_per_node;
+    int multi_node = hw->nodes > 1 && (long)c->dp * c->tp * c->pp > hw->gpus_per_node;
     if (c->tp > 1) {
         if (multi_node)
             add_reason(b, cap, "tp %d stays inside a node: %.3g GB/s each way against %.3g GB/s "
@@ -160,8 +161,9 @@ coh_status coh_plan_config_internal(const coh_model_desc *m, const coh_parallel_
     /* 6 N per token plus attention's 12 L h s (PaLM's MFU, Chowdhery et al. 2022, app. B) */
     out->model_flops = 6.0 * (double)out->estimate.counts.total * tokens +
                        12.0 * m->layers * m->dim * (double)c.seq * tokens;
-    /* a CPU's peak is the whole machine's (its ranks share the cores) */
-    out->mfu = out->model_flops / (step.step_s * (hw->gpu ? devices : 1.0) * hw->peak_flops);
+    /* a CPU's peak is the whole machine's (its ranks share the cores): one per node */
+    double peaks = hw->gpu ? devices : hw->nodes > 1 ? hw->nodes : 1.0;
+    out->mfu = out->model_flops / (step.step_s * peaks * hw->peak_flops);
     out->threads = d.threads;
     out->runnable = coh_parallel_config_runnable(&c, out->missing, sizeof out->missing);
     reasons(m, hw, out);
@@ -373,7 +375,7 @@ static coh_status enumerate_rest(search *S, coh_parallel_config c)
 static coh_status enumerate(search *S)
 {
     const coh_plan_request *q = S->req;
-    int n = q->devices, node = S->hw->gpu ? S->hw->gpus_per_node : n;
+    int n = q->devices, node = S->hw->gpu || S->hw->nodes > 1 ? S->hw->gpus_per_node : n;
     for (int tp = 1; tp <= n && tp <= node; tp++) { /* tp within a node */
         if (n % tp || (q->fixed_tp && tp != q->fixed_tp))
             continue;
@@ -439,7 +441,7 @@ coh_status coh_plan_search(const coh_model_desc *m, const coh_plan_request *req,
         return coh_errf(COH_ERR_INVALID, "invalid global batch '%lld': need at least 1",
                         (long long)req->global_batch);
     int have = hw_devices(hw);
-    if (hw->gpu) {
+    if (hw->gpu || hw->nodes > 1) {
         int gpn = hw->gpus_per_node;
         if (have && req->devices > have)
             return coh_errf(COH_ERR_INVALID, "invalid device count '%d': the hardware has %d "

@@ -1,6 +1,6 @@
 /* fuzz_calibration.c: libFuzzer target for planner calibration files: parse or fail with a
  * message; what parses has sorted positive curves and prices a configuration to a finite,
- * positive step time. */
+ * positive step time, and with an "inter_node" link also one over 2 nodes of 2 ranks. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -41,5 +41,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (coh_plan_config(&m, &c, &hw, &res) != COH_OK || !isfinite(res.step_s) ||
         !(res.step_s > 0))
         abort();
+    if (hw.inter.bytes_per_s > 0) { /* a link between nodes: 2 nodes of 2 ranks price too */
+        if (!(hw.inter.alpha_s >= 0) || !isfinite(hw.inter.bytes_per_s))
+            abort();
+        hw.nodes = 2;
+        hw.gpus_per_node = 2;
+        c.dp = 4;
+        if (coh_plan_config(&m, &c, &hw, &res) != COH_OK || !isfinite(res.step_s) ||
+            !(res.step_s > 0) || !(res.comm_s > 0))
+            abort();
+    }
     return 0;
 }

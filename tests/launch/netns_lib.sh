@@ -19,6 +19,16 @@ netns_can_run() {
     done
 }
 
+# netns_skip_unless_mpi: a namespace test's first step: exits 77 (skipped) saying why when the
+# nodes cannot be made here or Open MPI or cohort's MPI plug-in is missing.
+netns_skip_unless_mpi() {
+    local why
+    why=$(netns_can_run)
+    [ -z "$why" ] || { echo "SKIP namespaces: $why"; exit 77; }
+    command -v mpirun >/dev/null && [ -f "${COHORT_BUILD_DIR:-.}/libcohort_mpi.so" ] ||
+        { echo "SKIP namespaces: mpirun or libcohort_mpi.so missing"; exit 77; }
+}
+
 # netns_up: nodes 0 and 1 with the link between them up and unshaped; the agent script written.
 netns_up() {
     export PATH=$PATH:/usr/sbin

@@ -11,10 +11,7 @@
 # Skipped by name without root, iproute2, Open MPI or cohort's MPI plug-in.
 . "$(dirname "${BASH_SOURCE[0]}")/../parallel/par_lib.sh"
 . "$src/tests/launch/netns_lib.sh"
-why=$(netns_can_run)
-[ -z "$why" ] || { echo "SKIP namespaces: $why"; exit 77; }
-command -v mpirun >/dev/null && [ -f "${COHORT_BUILD_DIR:-.}/libcohort_mpi.so" ] ||
-    { echo "SKIP namespaces: mpirun or libcohort_mpi.so missing"; exit 77; }
+netns_skip_unless_mpi
 "$py" -c "import numpy" 2>/dev/null || { echo "SKIP namespaces: numpy missing"; exit 77; }
 trap 'netns_down; [ -n "$launcher" ] && kill -9 "$launcher" 2>/dev/null; rm -rf "$work"' EXIT
 chmod 755 "$work"

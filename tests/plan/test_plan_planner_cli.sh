@@ -4,28 +4,10 @@
 # `cohort bench gemm` writing a calibration file that plan reads back, and every refusal (bad
 # device counts, no link between nodes, nothing fits with the estimator's remedies, a bad
 # calibration file) with its exit code and message.
-set -u
-: "${COHORT:?}" "${COHORT_SOURCE_DIR:?}" "${COHORT_PYTHON:=/usr/bin/python3}"
+. "$(dirname "$0")/plan_cli_lib.sh" # expect, cal, fail
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-fail=0
 inv=$COHORT_SOURCE_DIR/tests/plan/inventories
-cal=$COHORT_SOURCE_DIR/tests/fuzz/corpus/calibration
-
-expect() {
-    local code=$1 needle=$2
-    shift 2
-    local out rc
-    out=$("$COHORT" plan "$@" 2>&1)
-    rc=$?
-    if [ "$rc" -ne "$code" ] || ! tr -s ' ' <<<"$out" | grep -qF -- "$needle"; then
-        echo "FAIL: cohort plan $* -> exit $rc (want $code), output lacks '$needle':"
-        echo "$out" | sed 's/^/    /'
-        fail=1
-    else
-        echo "ok   $* -> $code: $needle"
-    fi
-}
 
 small=(--layers 4 --dim 128 --heads 4 --vocab 256 --seq 64)
 
