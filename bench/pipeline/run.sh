@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # run.sh: pipeline-parallel training throughput against one process, side by side in one run:
 # `cohort train` single (2 threads, the anchor) and pp 2 (2 ranks x 1 thread under `cohort run`)
-# with 1f1b, gpipe and naive at 8 microbatches, 1f1b and interleaved (v = 2) at 2 (each with its
-# default split and with the one that puts a block in every chunk), all at the same global
+# with 1f1b, gpipe and naive at 8 microbatches, 1f1b and interleaved (v = 2) at 2 (gpipe and
+# the m = 2 rows also with the old default split, which balances the stages' summed compute with
+# a block in every chunk), all at the same global
 # batch, on the engine benchmark model made deeper (12 layers); and 1f1b against
 # interleaved at m = 2 again with a byte vocabulary, whose light LM head lets chunks balance. Rounds alternate the
 # configurations so the machine's noise hits all of them; median tokens/s over the rounds, the
@@ -51,8 +52,9 @@ configs=(
     "naive 2 naive 1 8 $b 50257"
     "1f1b-m2 2 1f1b 1 2 $((4 * b)) 50257"
     "interleaved-m2 2 interleaved 2 2 $((4 * b)) 50257"
+    "gpipe-blocks 2 gpipe 1 8 $b 50257 0-10,11"
     "1f1b-m2-blocks 2 1f1b 1 2 $((4 * b)) 50257 0-10,11"
-    "interleaved-m2-blocks 2 interleaved 2 2 $((4 * b)) 50257 0-4,5,6-10,11"
+    "interleaved-m2-blocks 2 interleaved 2 2 $((4 * b)) 50257 0-3,4,5-10,11"
     "single-bytes 1 - 1 8 $b 256"
     "1f1b-m2-bytes 2 1f1b 1 2 $((4 * b)) 256"
     "interleaved-m2-bytes 2 interleaved 2 2 $((4 * b)) 256"

@@ -85,6 +85,11 @@ static void test_head_alone_at_m2(void)
     CHECK_INT(bi[4], L);
     CHECK_INT(bi[3], L); /* the last chunk holds the head alone */
     CHECK(bi[1] >= 1 && bi[2] > bi[1] && bi[3] > bi[2]);
+    /* the balanced starts, the defaults before the split was simulated (bench/pipeline's
+     * "-blocks" rows): 0-3 | 4 | 5-10 | 11 + head and 0-10 | 11 + head */
+    const int old_i[5] = {0, 4, 5, 11, 12}, old_1[3] = {0, 11, 12};
+    CHECK_NEAR(simulate(&c, &inter, old_i), ti_bal, 1e-12);
+    CHECK_NEAR(simulate(&c, &f1b, old_1), t1_bal, 1e-12);
     CHECK(ti <= ti_bal);
     CHECK(ti < ti_bal * 0.99);  /* the head alone beats a block in every chunk */
     CHECK(ti < t1_bal * 0.99);  /* and 1F1B with a block on every stage */
