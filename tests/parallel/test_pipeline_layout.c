@@ -175,6 +175,9 @@ static void test_choice_bounds(void)
         CHECK(b[k + 1] > b[k]);
     coh_pipe_shape bad = {COH_SCHED_INTERLEAVED, 2, 3, 2};
     CHECK_FAILS(pipe_choose_split(&c, 384, &bad, b, NULL, NULL), COH_ERR_INVALID, "'3'");
+    coh_pipe_shape deep = {COH_SCHED_1F1B, 4, 4, 1};
+    CHECK_FAILS(pipe_choose_split(&c, 3, &deep, b, NULL, NULL), COH_ERR_INVALID,
+                "at most one virtual stage a block");
     free(b);
 }
 

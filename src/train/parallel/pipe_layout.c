@@ -110,7 +110,7 @@ static void split_balanced(int L, int u, int p, double blk, double head, int *bo
 
 typedef struct chooser {
     pipe_sim_in in;
-    int L, u;
+    int u;
     pipe_chunk_cost cost;
     double *fwd, *bwd;  /* [u] each virtual stage's, filled per candidate */
     long actions;       /* in all the lists: one simulation's work */
@@ -191,6 +191,9 @@ coh_status pipe_choose_split(const pipe_chunk_cost *cost, int L, const coh_pipe_
                              int *bounds, double *step, double *balanced_step)
 {
     int p = shape->stages, v = shape->virtual_stages, u = p * v;
+    if (p < 1 || v < 1 || u > L)
+        return coh_errf(COH_ERR_INVALID, "invalid pipeline of '%d' x %d virtual stages for %d "
+                        "blocks: at most one virtual stage a block", p, v, L);
     split_balanced(L, u, p, cost->block_fwd + cost->block_bwd, cost->head_fwd + cost->head_bwd,
                    bounds);
     if (step)
@@ -201,7 +204,7 @@ coh_status pipe_choose_split(const pipe_chunk_cost *cost, int L, const coh_pipe_
         return COH_OK;
     pipe_lists l;
     coh_status st = pipe_lists_build(shape, &l);
-    chooser c = {.L = L, .u = u, .cost = *cost, .budget = CHOOSE_BUDGET};
+    chooser c = {.u = u, .cost = *cost, .budget = CHOOSE_BUDGET};
     c.fwd = malloc(sizeof(double) * (size_t)u);
     c.bwd = malloc(sizeof(double) * (size_t)u);
     int *b = malloc(sizeof(int) * (size_t)(u + 1) * 2), *best = b ? b + u + 1 : NULL;
@@ -254,9 +257,14 @@ void par_pipe_split(const coh_gpt_config *c, int T, const coh_pipe_shape *shape,
     pipe_chunk_cost cost;
     pipe_estimate_costs(c, T, &cost);
     if (pipe_choose_split(&cost, c->layers, shape, bounds, NULL, NULL)) {
-        int p = shape->stages, u = p * shape->virtual_stages;
-        split_balanced(c->layers, u, p, cost.block_fwd + cost.block_bwd,
-                       cost.head_fwd + cost.head_bwd, bounds);
+        int p = shape->stages, u = p * shape->virtual_stages, L = c->layers;
+        coh_err_clear();
+        if (u <= L && p >= 1 && p <= COH_PIPE_MAX_STAGES)
+            split_balanced(L, u, p, cost.block_fwd + cost.block_bwd,
+                           cost.head_fwd + cost.head_bwd, bounds);
+        else /* callers check u <= L first; even parts rather than nothing */
+            for (int i = 0; i <= u; i++)
+                bounds[i] = (int)((long)L * i / (u > 0 ? u : 1));
     }
 }
 

@@ -145,10 +145,12 @@ void pipe_chunk_costs(const pipe_chunk_cost *c, const int *b, int u, double *fwd
  * with these costs, give a strictly shorter step. Deterministic and bounded (a few ms);
  * pipelines over 2^16 stages x microbatches x chunks keep the balanced split. *step and
  * *balanced_step (each may be NULL) get the simulated steps of the choice and of the balanced
- * split (NAN when not simulated). COH_ERR_NOMEM, or the shape's COH_ERR_INVALID. */
+ * split (NAN when not simulated). COH_ERR_NOMEM, or COH_ERR_INVALID for the shape or more
+ * virtual stages than blocks. */
 coh_status pipe_choose_split(const pipe_chunk_cost *cost, int L, const coh_pipe_shape *shape,
                              int *bounds, double *step, double *balanced_step);
-/* pipe_choose_split with the engine's costs of model c; the balanced split when it fails. */
+/* pipe_choose_split with the engine's costs of model c; the balanced split when it fails (the
+ * error cleared). */
 void par_pipe_split(const coh_gpt_config *c, int T, const coh_pipe_shape *shape, int *bounds);
 /* The activation slots a stage's list needs: the most micro-batches with a chunk forwarded and
  * not yet backwarded (-1 out of memory). */
