@@ -63,11 +63,8 @@ static void stages_text(const est_request *r, const coh_par_config *pc)
         coh_par_memory m;
         if (coh_par_pipe_stage(pc, s, &st) || coh_par_memory_estimate_stage(pc, s, &m))
             return;
-        char blocks[128] = "";
-        size_t n = 0;
-        for (int k = 0; k < st.chunks && n < sizeof blocks; k++)
-            n += (size_t)snprintf(blocks + n, sizeof blocks - n, "%s%d-%d", k ? "," : "",
-                                  st.lo[k], st.hi[k] - 1);
+        char blocks[128];
+        coh_pipe_stage_blocks(&st, blocks, sizeof blocks);
         printf("  stage %-3d blocks %-12s model state %12s, in all %12s (%d activation slots)\n",
                s, blocks, est_fmt(m.state.params + m.state.grads + m.state.optim, r->si, a, sizeof a),
                est_fmt(m.total, r->si, b, sizeof b), m.activation_slots);
@@ -85,8 +82,16 @@ static void stages_json(coh_jw *w, const coh_par_config *pc)
             break;
         coh_jw_object_begin(w);
         coh_jw_field_int(w, "stage", s);
-        coh_jw_field_int(w, "first_block", st.lo[0]);
-        coh_jw_field_int(w, "last_block", st.hi[st.chunks - 1] - 1);
+        int first = -1, last = -1; /* of the blocks held: a chunk may hold none */
+        for (int k = 0; k < st.chunks; k++)
+            if (st.lo[k] < st.hi[k]) {
+                first = first < 0 ? st.lo[k] : first;
+                last = st.hi[k] - 1;
+            }
+        char blocks[512];
+        coh_jw_field_int(w, "first_block", first);
+        coh_jw_field_int(w, "last_block", last);
+        coh_jw_field_string(w, "blocks", coh_pipe_stage_blocks(&st, blocks, sizeof blocks));
         coh_jw_field_uint(w, "parameters", st.params);
         coh_jw_field_uint(w, "model_state_bytes", m.state.params + m.state.grads + m.state.optim);
         coh_jw_field_uint(w, "activation_slots", (uint64_t)m.activation_slots);

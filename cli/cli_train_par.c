@@ -149,20 +149,16 @@ static void print_pipeline(const train_opts *o, coh_par_trainer *t)
         coh_pipe_stage st;
         if (coh_par_pipe_stage(&pc, s, &st))
             return;
-        char layers[256] = "", state[24];
-        size_t n = 0;
-        for (int k = 0; k < st.chunks && n < sizeof layers; k++)
-            n += (size_t)snprintf(layers + n, sizeof layers - n, "%s%d-%d", k ? "," : "",
-                                  st.lo[k], st.hi[k] - 1);
+        char layers[256], state[24];
+        coh_pipe_stage_blocks(&st, layers, sizeof layers);
         coh_par_memory pm;
         char total[24] = "?";
         if (!coh_par_memory_estimate_stage(&pc, s, &pm))
             coh_size_format(pm.total, total, sizeof total);
         coh_info("stage %d: blocks %s%s%s; %.2fM parameters, model state %s (fp32 params, "
                  "grads, AdamW m and v); predicted %s in all with %d activation slot%s", s,
-                 layers, st.lo[0] == 0 ? " + embeddings" : "",
-                 st.hi[st.chunks - 1] == o->tc.model.layers ? " + final LayerNorm and head"
-                                                          : "",
+                 layers, st.first ? " + embeddings" : "",
+                 st.last ? " + final LayerNorm and head" : "",
                  st.params / 1e6, coh_size_format(16 * (uint64_t)st.params, state, sizeof state),
                  total, pm.activation_slots, pm.activation_slots == 1 ? "" : "s");
     }

@@ -32,8 +32,10 @@ static void help(void)
            "                        (default 2; the same as --dp N); --micro-batch is per device\n"
            "  --trace FILE.json     Chrome/Perfetto trace per rank (FILE.rankN.json for N > 1)\n"
            "  --dump-params FILE    write the final parameters as raw little-endian f32\n"
-           "  --stage-layers SPLIT  blocks of each pipeline stage, e.g. 0-2,3-7 (default: balanced\n"
-           "                        by estimated compute, the LM head included)\n"
+           "  --stage-layers SPLIT  blocks of each pipeline stage, e.g. 0-2,3-7; 'embeddings'\n"
+           "                        first or 'head' last for a stage of those alone, e.g.\n"
+           "                        0,1,2-11,head (default: the split whose simulated step is\n"
+           "                        shortest, the LM head's estimated compute included)\n"
            "  --dry-run             print the configuration as the trainer would run it and exit\n"
            "                        (with --json: as JSON); refusals exit 2 as a real run would\n"
            "model and data:\n"
@@ -368,11 +370,11 @@ static int dry_run(const train_opts *o)
         coh_pipe_stage st;
         if (coh_par_pipe_stage(&pc, s, &st))
             return cli_fail(CMD, COH_ERR_INVALID);
-        printf("stage %d   blocks", s);
-        for (int k = 0; k < st.chunks; k++)
-            printf("%s%d-%d", k ? "," : " ", st.lo[k], st.hi[k] - 1);
-        printf("%s%s, %zu parameters\n", st.lo[0] == 0 ? " + embeddings" : "",
-               st.hi[st.chunks - 1] == m->layers ? " + final LayerNorm and head" : "", st.params);
+        char blocks[512];
+        printf("stage %d   blocks %s%s%s, %zu parameters\n", s,
+               coh_pipe_stage_blocks(&st, blocks, sizeof blocks),
+               st.first ? " + embeddings" : "", st.last ? " + final LayerNorm and head" : "",
+               st.params);
     }
     return CLI_OK;
 }

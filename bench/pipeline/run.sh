@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # run.sh: pipeline-parallel training throughput against one process, side by side in one run:
 # `cohort train` single (2 threads, the anchor) and pp 2 (2 ranks x 1 thread under `cohort run`)
-# with 1f1b, gpipe and naive at 8 microbatches, 1f1b and interleaved (v = 2) at 2, all at the
-# same global batch, on the engine benchmark model made deeper (12 layers); and 1f1b against
+# with 1f1b, gpipe and naive at 8 microbatches, 1f1b and interleaved (v = 2) at 2 (gpipe and
+# the m = 2 rows also with the old default split, which balances the stages' summed compute with
+# a block in every chunk), all at the same global
+# batch, on the engine benchmark model made deeper (12 layers); and 1f1b against
 # interleaved at m = 2 again with a byte vocabulary, whose light LM head lets chunks balance. Rounds alternate the
 # configurations so the machine's noise hits all of them; median tokens/s over the rounds, the
 # ratio to single and the pipeline's ideal 1 / (1 + (p - 1) / (v m)); every run must train
@@ -11,8 +13,9 @@
 # run (default 8; the first 2 are warm-up), B (sequences per microbatch at m = 8, default 1; at
 # m = 2 it is 4 B), MAX_LOAD (default 1.0: wait before each round until the 1-minute load
 # average is at most this, sleeping 60 s between looks, at most LOAD_WAIT s in all, default
-# 1200; 0 waits for nothing), ONLY (run only the configurations whose name holds this word,
-# e.g. bytes), COHORT_DATA_DIR (where gpt2-bpe/ is; default the build's, as
+# 1200; 0 waits for nothing), ONLY (run only the configurations whose name matches this
+# extended regular expression, e.g. bytes or '^(1f1b|interleaved)-m2$', with the single anchor
+# of their vocabulary), COHORT_DATA_DIR (where gpt2-bpe/ is; default the build's, as
 # CMake's COHORT_DATA_DIR: ../shared/data beside the checkout), KEEP (a directory to keep the
 # metrics, traces and logs in).
 set -euo pipefail
@@ -38,7 +41,10 @@ model_50257=(--layers 12 --dim 384 --heads 6 --seq 256 --vocab 50257
 model_256=(--layers 12 --dim 384 --heads 6 --seq 256 --vocab 256 --data "$work/bytes_train_*.bin"
            --tokenizer byte --steps "$steps" --log-every 1000 --warmup 4)
 launch=("$cohort" run --nproc-per-node 2 --standalone)
-# name, pp, schedule, virtual stages, microbatches m, sequences per microbatch, vocabulary
+# name, pp, schedule, virtual stages, microbatches m, sequences per microbatch, vocabulary and
+# (-blocks) the split with a block in every chunk that balances the stages' summed compute, the
+# default before the split was chosen by simulating the schedule (which now puts the LM head
+# alone in the last chunk at m = 2)
 configs=(
     "single 1 - 1 8 $b 50257"
     "1f1b 2 1f1b 1 8 $b 50257"
@@ -46,27 +52,46 @@ configs=(
     "naive 2 naive 1 8 $b 50257"
     "1f1b-m2 2 1f1b 1 2 $((4 * b)) 50257"
     "interleaved-m2 2 interleaved 2 2 $((4 * b)) 50257"
+    "gpipe-blocks 2 gpipe 1 8 $b 50257 0-10,11"
+    "1f1b-m2-blocks 2 1f1b 1 2 $((4 * b)) 50257 0-10,11"
+    "interleaved-m2-blocks 2 interleaved 2 2 $((4 * b)) 50257 0-3,4,5-10,11"
     "single-bytes 1 - 1 8 $b 256"
     "1f1b-m2-bytes 2 1f1b 1 2 $((4 * b)) 256"
     "interleaved-m2-bytes 2 interleaved 2 2 $((4 * b)) 256"
 )
-# ONLY=WORD keeps the configurations whose name holds WORD (each with its own single anchor)
+# ONLY=PATTERN keeps the configurations whose name matches PATTERN (an extended regular
+# expression: a word, or e.g. '^(1f1b|interleaved)-m2$'), each with the single anchor of its
+# vocabulary
 if [ -n "${ONLY:-}" ]; then
-    kept=()
+    kept=() vocabs=" "
     for c in "${configs[@]}"; do
-        case ${c%% *} in *"$ONLY"*) kept+=("$c") ;; esac
+        read -r name _ _ _ _ _ vocab _ <<<"$c"
+        if grep -qE -- "$ONLY" <<<"$name"; then
+            kept+=("$c")
+            vocabs+="$vocab "
+        fi
     done
-    configs=("${kept[@]}")
+    [ ${#kept[@]} -gt 0 ] || { echo "ONLY='$ONLY' matches no configuration" >&2; exit 2; }
+    anchors=()
+    for c in "${configs[@]}"; do # the single runs first, as in the full table
+        read -r name pp _ _ _ _ vocab _ <<<"$c"
+        if [ "$pp" = 1 ] && [[ $vocabs == *" $vocab "* ]] && ! grep -qE -- "$ONLY" <<<"$name"; then
+            anchors+=("$c")
+        fi
+    done
+    configs=("${anchors[@]}" "${kept[@]}")
 fi
-# the command of one configuration, into the array cmd (without --metrics and --trace)
+# the command of one configuration, into the array cmd (without --metrics and --trace); an
+# eighth field, when there is one, is its --stage-layers
 command_of() {
-    local name=$1 pp=$2 sched=$3 v=$4 m=$5 mb=$6 vocab=$7
+    local name=$1 pp=$2 sched=$3 v=$4 m=$5 mb=$6 vocab=$7 split=${8:-}
     local -n model="model_$vocab"
     if [ "$pp" = 1 ]; then
         cmd=("$cohort" train --threads 2 --micro-batch "$mb" --grad-accum "$m" "${model[@]}")
     else
         cmd=("${launch[@]}" "$cohort" train --threads 1 --pp "$pp" --schedule "$sched")
         [ "$v" = 1 ] || cmd+=(--virtual-stages "$v")
+        [ -z "$split" ] || cmd+=(--stage-layers "$split")
         cmd+=(--grad-accum "$m" --micro-batch "$mb" "${model[@]}")
     fi
 }
@@ -105,6 +130,11 @@ done
 kill "$sampler" 2>/dev/null || true
 sampler=
 echo "load after: $(uptime)"
+echo "what each pipeline stage holds (round 1's start-up lines):"
+for c in "${configs[@]}"; do
+    read -r name pp _ <<<"$c"
+    [ "$pp" = 1 ] || sed -nE "s/.*(stage [0-9]+: blocks [^;]*);.*/  $name: \1/p" "$work/$name.r1.log" | sort -u
+done
 
 # The table: per run, tokens/s over steps warm+1 .. steps from the metrics (the tokens of each
 # step are its tokens_per_s times its duration, elapsed_s minus the previous step's), median
@@ -140,7 +170,7 @@ def busy(trace):
     return work_us / (t1 - t0), idle_us / work_us
 
 res = {}
-for name, pp, sched, v, m, mb, vocab in configs:
+for name, pp, sched, v, m, mb, vocab, *_ in configs:
     rates, losses = [], []
     for r in range(1, rounds + 1):
         rate, tok, first, last, sps = run_rate(os.path.join(work, "%s.r%d.jsonl" % (name, r)))
@@ -165,13 +195,14 @@ print("| configuration | ranks x threads | m x micro-batch | tokens/s (median) |
       " ideal | vs ideal | busy share per stage | bubble per stage (formula) |"
       " loss (step 1 -> last) |")
 print("|:---|:---|:---|---:|---:|---:|---:|:---|:---|:---|")
-for name, pp, sched, v, m, mb, vocab in configs:
+for name, pp, sched, v, m, mb, vocab, *split in configs:
     med, rates, (first, last), shares, bubbles = res[name]
     p, vv, mm = int(pp), int(v), int(m)
     if p == 1:
         what, rt, ideal = "single", "1 x 2", None
     else:
         what = "pp %d, %s%s" % (p, sched, ", v = %d" % vv if vv > 1 else "")
+        what += ", split %s" % split[0] if split else ""
         rt = "%d x 1" % p
         ideal = 1 / p if sched == "naive" else 1 / (1 + (p - 1) / (vv * mm))
     what += "" if vocab == "50257" else " (vocab 256)"

@@ -165,13 +165,18 @@ const coh_mesh *coh_par_trainer_mesh(const coh_par_trainer *t);
 #define COH_PIPE_STAGE_MAX_CHUNKS 64
 
 /* What pipeline stage `stage` of c (c->par.pp stages, c->par.virtual_stages chunks each with
- * the interleaved schedule) holds. Blocks are split into contiguous virtual stages balanced by
- * estimated compute per stage, the last one carrying the LM head.
- * The first stage holds the embeddings, the last the final LayerNorm and a copy of the tied
- * token embedding for its head. */
+ * the interleaved schedule) holds. Blocks are split into contiguous virtual stages (chunk k of
+ * stage s is virtual stage k * pp + s); by default the split whose simulated step, the
+ * schedule's own action lists run with each chunk's estimated compute, is shortest.
+ * Virtual stage 0 (chunk 0 of stage 0) also holds the embeddings, the last one (the last chunk
+ * of stage pp - 1) the final LayerNorm, the LM head and, with pp > 1, a copy of the tied token
+ * embedding. Those two may hold no block (lo == hi): "embeddings" or "head" only; every other
+ * chunk holds at least one. */
 typedef struct coh_pipe_stage {
     int chunks;                            /* model chunks on this stage */
     int lo[COH_PIPE_STAGE_MAX_CHUNKS], hi[COH_PIPE_STAGE_MAX_CHUNKS]; /* blocks lo..hi-1 */
+    int first, last;                       /* holds virtual stage 0 (the embeddings), the last
+                                              virtual stage (final LayerNorm and head) */
     int nranges;                           /* arena ranges held (parameters, gradients, AdamW) */
     size_t begin[COH_PIPE_STAGE_MAX_CHUNKS + 1], end[COH_PIPE_STAGE_MAX_CHUNKS + 1];
     int tied_copy;                         /* holds the head's copy of wte */
@@ -182,10 +187,16 @@ typedef struct coh_pipe_stage {
  * COH_ERR_INVALID for a stage outside 0..pp-1, more virtual stages than blocks, or a bad split. */
 coh_status coh_par_pipe_stage(const coh_par_config *c, int stage, coh_pipe_stage *out);
 
+/* The stage's chunks as --stage-layers spells them, "0-0,2-11", an empty chunk "embeddings" or
+ * "head", into buf (cap bytes, NUL-terminated, cut short when it does not fit). Returns buf. */
+char *coh_pipe_stage_blocks(const coh_pipe_stage *st, char *buf, size_t cap);
+
 /* What one rank of pipeline stage `stage` holds: the model state of its arena ranges (fp32
  * parameters, gradients, AdamW m and v) and its engine buffers, with one activation slot per
- * micro-batch its schedule keeps in flight (GPipe m, 1F1B p - stage, ...). Pure apart from
- * reading the thread count. COH_ERR_INVALID as coh_par_pipe_stage. */
+ * micro-batch its schedule keeps in flight (GPipe m, 1F1B p - stage, ...). Its total is at
+ * least the whole model's fp32 parameters, which the seeded initialisation writes before the
+ * stage gives back the pages of the others. Pure apart from reading the thread count.
+ * COH_ERR_INVALID as coh_par_pipe_stage. */
 coh_status coh_par_memory_estimate_stage(const coh_par_config *c, int stage, coh_par_memory *out);
 
 /* The last step's time on this pipeline stage: computing its forwards and backwards, and

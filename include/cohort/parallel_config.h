@@ -65,8 +65,9 @@ typedef struct coh_parallel_config {
                                   accumulation; a pipeline's microbatches); 0 = 1, or pp */
     coh_schedule schedule;
     int virtual_stages;        /* interleaved schedule: model chunks per device, v */
-    const char *stage_layers;  /* "0-2,3-7": blocks of each virtual stage; NULL = balanced by
-                                  estimated compute (borrowed) */
+    const char *stage_layers;  /* "0-2,3-7" or "0,1,2-11,head": blocks of each virtual stage
+                                  (coh_pipe_parse_layers); NULL = the split whose simulated
+                                  step is shortest (borrowed) */
     coh_precision precision;
     coh_recompute recompute;
     int sequence_parallel;

@@ -142,9 +142,12 @@ coh_status coh_pipeline_draw(const coh_pipe_shape *shape, int fwd_cells, int bwd
 /* ---- the split of the blocks ------------------------------------------------------------------ */
 
 /* `--stage-layers` as users write it, "0-2,3-7" (a lone "5" is block 5): the blocks of each of
- * the `parts` virtual stages, contiguous, in order, covering 0..layers-1 once. bounds[0..parts]
- * receives the first block of each and `layers`. COH_ERR_INVALID naming the text and what is
- * wrong (a gap, an overlap, the stage count). */
+ * the `parts` virtual stages, contiguous, in order, covering 0..layers-1 once; the word
+ * "embeddings" as the first entry or "head" as the last names a virtual stage holding no block
+ * (the embeddings, or the final LayerNorm and LM head, alone), e.g. "0,1,2-11,head".
+ * bounds[0..parts] receives the first block of each and `layers` (an empty first stage has
+ * bounds[1] == 0, an empty last one bounds[parts - 1] == layers). COH_ERR_INVALID naming the
+ * text and what is wrong (a gap, an overlap, the stage count, a word elsewhere). */
 coh_status coh_pipe_parse_layers(const char *text, int layers, int parts, int *bounds);
 
 #ifdef __cplusplus

@@ -246,6 +246,22 @@ coh_status coh_gpt_stage_forward(coh_gpt *g, int slot, int lo, int hi, const int
 coh_status coh_gpt_stage_backward(coh_gpt *g, int slot, int lo, int hi, const float *dout, int B,
                                   int T, float *dx_in);
 
+/* What a model chunk holds besides its blocks (coh_gpt_chunk_forward's `ends`). */
+enum { COH_GPT_EMBEDDINGS = 1, COH_GPT_HEAD = 2 };
+
+/* coh_gpt_stage_forward and _backward with the ends named: `ends` holds COH_GPT_EMBEDDINGS
+ * (needs lo == 0: run the embeddings on tokens instead of reading x_in) and COH_GPT_HEAD (needs
+ * hi == L: the final LayerNorm and head instead of x_out), so a pipeline chunk may start at
+ * block 0 yet read its input, end at block L yet send its output, or hold no block at all:
+ * lo == hi with the embeddings alone (its output is the embedding's) or the head alone (its
+ * input is the last block's output). A chunk holds a block or an end. coh_gpt_stage_forward is
+ * this with ends (lo == 0 ? EMBEDDINGS : 0) | (hi == L ? HEAD : 0) and lo < hi. */
+coh_status coh_gpt_chunk_forward(coh_gpt *g, int slot, int lo, int hi, int ends,
+                                 const int32_t *tokens, const float *x_in, const int32_t *targets,
+                                 int B, int T, float grad_scale, float *x_out, float *loss);
+coh_status coh_gpt_chunk_backward(coh_gpt *g, int slot, int lo, int hi, int ends,
+                                  const float *dout, int B, int T, float *dx_in);
+
 /* Logits (V floats) of the next token after tokens[0..T-1] (one sequence, T <= seq). */
 coh_status coh_gpt_next_logits(coh_gpt *g, const int32_t *tokens, int T, float *logits);
 

@@ -266,7 +266,8 @@ coh_status plan_chunk_costs(const coh_model_desc *m, const coh_parallel_config *
         coh_gpt_config g = {.layers = (int)m->layers, .heads = (int)m->heads,
                             .dim = (int)m->dim, .vocab = (int)m->vocab, .seq = (int)seq,
                             .tp = c->tp, .sp = c->sequence_parallel};
-        par_pipe_split(&g, (int)seq, u, p, bounds);
+        coh_pipe_shape shape = {c->schedule, p, (int)plan_microbatches(c), v};
+        par_pipe_split(&g, (int)seq, &shape, bounds);
     }
     double b = (double)c->micro_batch, s = (double)seq, N = b * s, h = (double)m->dim;
     double e = d->half ? 2.0 : 4.0, pbytes = e;

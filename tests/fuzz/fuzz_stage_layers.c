@@ -1,5 +1,6 @@
 /* fuzz_stage_layers.c: libFuzzer target for the --stage-layers parser: any text either fails
- * cleanly or yields contiguous stages covering every block once. */
+ * cleanly or yields contiguous stages covering every block once, each holding a block but the
+ * first ("embeddings") and the last ("head"). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,7 +21,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     if (bounds[0] != 0 || bounds[parts] != layers)
         abort();
     for (int i = 0; i < parts; i++)
-        if (bounds[i + 1] <= bounds[i])
-            abort(); /* every stage holds at least one block, in order */
+        if (bounds[i + 1] < bounds[i] || (bounds[i + 1] == bounds[i] && i > 0 && i < parts - 1))
+            abort(); /* in order, every stage in between holding at least one block */
     return 0;
 }

@@ -50,8 +50,17 @@ run 1f1b-rc 2 --pp 2 --schedule 1f1b --micro-batch 2 --grad-accum 4 --recompute 
     compare "1f1b, pp 2, --recompute full" single 1f1b-rc
 run interleaved-rc 2 --pp 2 --schedule interleaved --virtual-stages 2 --micro-batch 2 \
     --grad-accum 4 --recompute full && compare "interleaved, pp 2, --recompute full" single interleaved-rc
-grep -q "stage 0: blocks 0-0,2-2 + embeddings" "$work/interleaved.out" ||
-    fail "interleaved: stage 0 should hold blocks 0 and 2: $(grep 'stage 0' "$work/interleaved.out")"
+# the default split is the one whose simulated step is shortest: here the embeddings alone in
+# the first chunk (blocks 0-1 on stage 1, 2-3 on stage 0, the head on stage 1)
+grep -q "stage 0: blocks embeddings,2-3 + embeddings" "$work/interleaved.out" &&
+    grep -q "stage 1: blocks 0-1,head + final LayerNorm and head" "$work/interleaved.out" ||
+    fail "interleaved: the default split: $(grep 'stage [01]:' "$work/interleaved.out")"
+# and a block in every chunk
+run interleaved-blocks 2 --pp 2 --schedule interleaved --virtual-stages 2 --micro-batch 2 \
+    --grad-accum 4 --stage-layers 0,1,2,3 &&
+    compare "interleaved, pp 2, a block in every chunk" single interleaved-blocks
+grep -q "stage 0: blocks 0-0,2-2 + embeddings" "$work/interleaved-blocks.out" ||
+    fail "interleaved-blocks: stage 0 should hold blocks 0 and 2: $(grep 'stage 0' "$work/interleaved-blocks.out")"
 
 # the start-up summary: the mesh, each stage's blocks, the schedule's bubble
 out="$work/1f1b-pp4.out"

@@ -3,7 +3,8 @@
 # --engine cohort --pp`: each stage's model state (resident pages of its parameter and gradient
 # ranges, its AdamW moments) within 5%, its peak resident growth within 10%, and GPipe's
 # in-flight activations against 1F1B's: stage 0 keeps m = 8 micro-batches under GPipe and p = 2
-# under 1F1B, and the measured difference in its peak is the predicted one within 15%.
+# under 1F1B, and the measured difference in its peak is the predicted one within 15%; and the
+# same for stages whose chunk holds the embeddings or the head alone.
 . "$(dirname "${BASH_SOURCE[0]}")/par_lib.sh"
 par_memory_setup
 par_prepare
@@ -46,6 +47,47 @@ print("stage 0, gpipe (%d slots) - 1f1b (%d slots): predicted %d, measured %d (%
       g["activation_slots"], f["activation_slots"], pred, meas, 100 * (meas - pred) / pred))
 if g["activation_slots"] != 8 or f["activation_slots"] != 2 or (rss and abs(meas - pred) > 0.15 * pred):
     ok = False
+sys.exit(0 if ok else 1)
+PY
+
+# stages whose chunk holds no block: each stage's model state against the trainer's layout
+# (--dry-run: its parameters, 16 bytes each: fp32 parameters, gradients, AdamW m and v) within
+# 5%, and its resident growth against its prediction (coh_par_memory_estimate_stage, what
+# `cohort estimate --engine cohort` prints) within 10%
+il=(--schedule interleaved --virtual-stages 2)
+layouts=("il-head ${il[*]} --stage-layers 0,1-4,5-7,head"
+         "il-emb ${il[*]} --stage-layers embeddings,0-1,2-5,6-7"
+         "1f1b-head --schedule 1f1b --stage-layers 0-7,head")
+for l in "${layouts[@]}"; do
+    read -r name opts <<<"$l"
+    # shellcheck disable=SC2086
+    "$cohort" run --nproc-per-node 2 "$cohort" train "${run[@]}" --pp 2 $opts --dry-run >"$work/$name.dry" 2>&1 ||
+        fail "$name: dry run: $(tail -3 "$work/$name.dry")"
+    # shellcheck disable=SC2086
+    "$cohort" run --nproc-per-node 2 "$cohort" train "${run[@]}" --pp 2 $opts \
+        --metrics "$work/$name.jsonl" >"$work/$name.out" 2>&1 || fail "$name: $(tail -3 "$work/$name.out")"
+done
+"$py" - "$work" "$rss" il-head il-emb 1f1b-head <<'PY' || fail "memory figures of stages holding no block"
+import json, re, sys
+work, rss, ok = sys.argv[1], sys.argv[2] == "1", True
+for name in sys.argv[3:]:
+    dry = open("%s/%s.dry" % (work, name)).read()
+    params = {int(s): int(p) for s, p in re.findall(r"stage (\d+) +blocks .*, (\d+) parameters", dry)}
+    mem = json.loads(open("%s/%s.jsonl" % (work, name)).read().splitlines()[-1])["memory"]
+    for m in mem:
+        held = m["params_bytes"] + m["grads_bytes"] + m["optim_bytes"]
+        want = 16 * params[m["rank"]]
+        grow = m["peak_rss_bytes"] - m["base_rss_bytes"]
+        e1, e2 = (held - want) / want, (grow - m["predicted_bytes"]) / m["predicted_bytes"]
+        print("%-9s stage %d: state %d predicted, %d held (%+.2f%%); growth %d predicted, %d "
+              "measured (%+.2f%%)" % (name, m["rank"], want, held, 100 * e1,
+                                       m["predicted_bytes"], grow, 100 * e2))
+        if abs(e1) > 0.05:
+            print("  -> model state more than 5% off"); ok = False
+        if rss and abs(e2) > 0.10:
+            print("  -> resident growth more than 10% off"); ok = False
+    if len(params) != 2 or len(mem) != 2:
+        print("%s: stages missing: %s" % (name, dry)); ok = False
 sys.exit(0 if ok else 1)
 PY
 par_done "pipeline memory matches the estimate"

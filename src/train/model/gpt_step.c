@@ -188,15 +188,22 @@ static coh_status check_ids(const coh_gpt *g, const int32_t *ids, size_t n, cons
     return COH_OK;
 }
 
-static coh_status check_stage(const coh_gpt *g, int slot, int lo, int hi, int B, int T)
+static coh_status check_stage(const coh_gpt *g, int slot, int lo, int hi, int ends, int B,
+                              int T)
 {
+    int L = g->cfg.layers;
     if (slot < 0 || slot >= g->nslots)
         return coh_errf(COH_ERR_INVALID, "invalid slot '%d': the model has 0..%d", slot,
                         g->nslots - 1);
-    if (lo < 0 || hi > g->cfg.layers || lo >= hi)
+    if (lo < 0 || hi > L || lo > hi || (lo == hi && !ends))
         return coh_errf(COH_ERR_INVALID, "invalid layer range %d..%d: the model has layers "
-                        "0..%d", lo, hi - 1, g->cfg.layers - 1);
-    if ((lo > 0 || hi < g->cfg.layers) && !g->slot_acts)
+                        "0..%d", lo, hi - 1, L - 1);
+    if (ends & ~(COH_GPT_EMBEDDINGS | COH_GPT_HEAD))
+        return coh_errf(COH_ERR_INVALID, "invalid chunk ends '%d'", ends);
+    if (((ends & COH_GPT_EMBEDDINGS) && lo != 0) || ((ends & COH_GPT_HEAD) && hi != L))
+        return coh_errf(COH_ERR_INVALID, "layer range %d..%d: the embeddings come before block "
+                        "0 and the head after block %d", lo, hi - 1, L - 1);
+    if ((lo > 0 || hi < L || ends != (COH_GPT_EMBEDDINGS | COH_GPT_HEAD)) && !g->slot_acts)
         return coh_errf(COH_ERR_INVALID, "layer range %d..%d: a stage needs coh_gpt_set_slots",
                         lo, hi - 1);
     if (B < 1 || B > g->maxB)
@@ -250,30 +257,60 @@ static coh_status head_forward(coh_gpt *g, gpt_slot *sl, const int32_t *targets,
     return COH_OK;
 }
 
+/* Where block l's input is kept: the previous block's output, or the embeddings' (l = 0). */
+static float *block_input(gpt_slot *sl, int l) { return l ? sl->la[l - 1].res3 : sl->encoded; }
+
+static int stage_ends(const coh_gpt *g, int lo, int hi)
+{
+    return (lo == 0 ? COH_GPT_EMBEDDINGS : 0) | (hi == g->cfg.layers ? COH_GPT_HEAD : 0);
+}
+
 coh_status coh_gpt_stage_forward(coh_gpt *g, int slot, int lo, int hi, const int32_t *tokens,
                                  const float *x_in, const int32_t *targets, int B, int T,
                                  float grad_scale, float *x_out, float *loss)
 {
-    coh_status st = check_stage(g, slot, lo, hi, B, T);
-    int C = g->cfg.dim, L = g->cfg.layers;
+    if (lo >= hi)
+        return coh_errf(COH_ERR_INVALID, "invalid layer range %d..%d: the model has layers "
+                        "0..%d", lo, hi - 1, g->cfg.layers - 1);
+    return coh_gpt_chunk_forward(g, slot, lo, hi, stage_ends(g, lo, hi), tokens, x_in, targets,
+                                 B, T, grad_scale, x_out, loss);
+}
+
+coh_status coh_gpt_stage_backward(coh_gpt *g, int slot, int lo, int hi, const float *dout, int B,
+                                  int T, float *dx_in)
+{
+    if (lo >= hi)
+        return coh_errf(COH_ERR_INVALID, "invalid layer range %d..%d: the model has layers "
+                        "0..%d", lo, hi - 1, g->cfg.layers - 1);
+    return coh_gpt_chunk_backward(g, slot, lo, hi, stage_ends(g, lo, hi), dout, B, T, dx_in);
+}
+
+coh_status coh_gpt_chunk_forward(coh_gpt *g, int slot, int lo, int hi, int ends,
+                                 const int32_t *tokens, const float *x_in, const int32_t *targets,
+                                 int B, int T, float grad_scale, float *x_out, float *loss)
+{
+    coh_status st = check_stage(g, slot, lo, hi, ends, B, T);
+    int C = g->cfg.dim, first = ends & COH_GPT_EMBEDDINGS, last = ends & COH_GPT_HEAD;
     size_t N = (size_t)B * T, R = gpt_rows(g, N);
+    if (st)
+        return st;
     gpt_slot *sl = &g->slot[slot];
     gpt_mm_bind(&g->mm); /* the products below run in the model's precision */
-    if (!st && lo == 0 && !tokens)
+    if (first && !tokens)
         st = coh_errf(COH_ERR_INVALID, "the first stage needs tokens");
-    if (!st && lo > 0 && !x_in)
+    if (!st && !first && !x_in)
         st = coh_errf(COH_ERR_INVALID, "a stage after the first needs its input activation");
-    if (!st && hi == L && !targets)
+    if (!st && last && !targets)
         st = coh_errf(COH_ERR_INVALID, "targets are required for a training or eval step");
-    if (!st && hi < L && !x_out)
+    if (!st && !last && !x_out)
         st = coh_errf(COH_ERR_INVALID, "a stage before the last needs a buffer for its output");
-    if (!st && lo == 0)
+    if (!st && first)
         st = check_ids(g, tokens, N, "token");
-    if (!st && hi == L)
+    if (!st && last)
         st = check_ids(g, targets, N, "target");
     if (st)
         return st;
-    if (lo == 0) {
+    if (first) {
         memcpy(sl->tokens, tokens, N * sizeof *tokens);
         params(g, -1, COH_PARAM_NEED_FORWARD);
         st = embed(g, sl->encoded, tokens, B, T);
@@ -281,20 +318,21 @@ coh_status coh_gpt_stage_forward(coh_gpt *g, int slot, int lo, int hi, const int
         if (st)
             return st;
     } else {
-        /* the input lands where the whole model keeps block lo - 1's output (another stage's
-         * layer, so its place in this slot is free), and block lo's backward reads it there;
-         * each model chunk of a rank keeps its own input */
-        memcpy(sl->la[lo - 1].res3, x_in, R * C * sizeof *x_in);
+        /* the input lands where the whole model keeps block lo - 1's output (the embeddings'
+         * for lo = 0; another stage's, so its place in this slot is free), and block lo's
+         * backward (or the head's LayerNorm) reads it there; each model chunk of a rank keeps
+         * its own input */
+        memcpy(block_input(sl, lo), x_in, R * C * sizeof *x_in);
     }
     for (int l = lo; l < hi; l++) {
         params(g, l, COH_PARAM_NEED_FORWARD);
-        st = block_forward(g, sl, l, l ? sl->la[l - 1].res3 : sl->encoded, B, T);
+        st = block_forward(g, sl, l, block_input(sl, l), B, T);
         params(g, l, COH_PARAM_DONE);
         if (st)
             return st;
     }
-    if (hi < L) {
-        memcpy(x_out, sl->la[hi - 1].res3, R * C * sizeof *x_out);
+    if (!last) {
+        memcpy(x_out, block_input(sl, hi), R * C * sizeof *x_out);
         return COH_OK;
     }
     /* the whole model on one device keeps dL/dlnf in dtmp until the backward right after */
@@ -302,22 +340,23 @@ coh_status coh_gpt_stage_forward(coh_gpt *g, int slot, int lo, int hi, const int
                         loss);
 }
 
-coh_status coh_gpt_stage_backward(coh_gpt *g, int slot, int lo, int hi, const float *dout, int B,
-                                  int T, float *dx_in)
+coh_status coh_gpt_chunk_backward(coh_gpt *g, int slot, int lo, int hi, int ends,
+                                  const float *dout, int B, int T, float *dx_in)
 {
-    coh_status st = check_stage(g, slot, lo, hi, B, T);
-    int C = g->cfg.dim, L = g->cfg.layers;
+    coh_status st = check_stage(g, slot, lo, hi, ends, B, T);
+    int C = g->cfg.dim, L = g->cfg.layers, first = ends & COH_GPT_EMBEDDINGS;
+    int last = ends & COH_GPT_HEAD;
     size_t N = (size_t)B * T, R = gpt_rows(g, N);
-    if (!st && hi < L && !dout)
+    if (!st && !last && !dout)
         st = coh_errf(COH_ERR_INVALID, "a stage before the last needs its output's gradient");
-    if (!st && lo > 0 && !dx_in)
+    if (!st && !first && !dx_in)
         st = coh_errf(COH_ERR_INVALID, "a stage after the first needs a buffer for its input's "
                       "gradient");
     if (st)
         return st;
     gpt_slot *sl = &g->slot[slot];
     gpt_mm_bind(&g->mm); /* the products below run in the model's precision */
-    if (hi == L) {
+    if (last) {
         memset(g->dres, 0, R * C * sizeof(float));
         float *dln = ln_grads(g, g->gw.lnfw);
         op_layernorm_backward(g->dres, dln, dln + C, g->slot_acts ? sl->dlnf : g->dtmp,
@@ -331,13 +370,13 @@ coh_status coh_gpt_stage_backward(coh_gpt *g, int slot, int lo, int hi, const fl
     }
     for (int l = hi - 1; l >= lo; l--) {
         params(g, l, COH_PARAM_NEED_BACKWARD);
-        st = block_backward(g, sl, l, l ? sl->la[l - 1].res3 : sl->encoded, B, T);
+        st = block_backward(g, sl, l, block_input(sl, l), B, T);
         params(g, l, COH_PARAM_DONE);
         if (st)
             return st;
         report(g, l);
     }
-    if (lo == 0) { /* every row's gradient reaches this shard's vocabulary rows */
+    if (first) { /* every row's gradient reaches this shard's vocabulary rows */
         const float *all = gpt_tp_all_rows(g, g->dres, N, "embedding gradient rows", &st);
         if (!all)
             return st;
@@ -363,7 +402,7 @@ coh_status coh_gpt_step(coh_gpt *g, const int32_t *tokens, const int32_t *target
 coh_status coh_gpt_next_logits(coh_gpt *g, const int32_t *tokens, int T, float *logits)
 {
     int C = g->cfg.dim, L = g->cfg.layers;
-    coh_status st = check_stage(g, 0, 0, L, 1, T);
+    coh_status st = check_stage(g, 0, 0, L, COH_GPT_EMBEDDINGS | COH_GPT_HEAD, 1, T);
     if (!st && g->tp > 1)
         st = coh_errf(COH_ERR_UNSUPPORTED, "sampling from a tensor-parallel shard: load the "
                       "checkpoint (whole tensors) into one model");

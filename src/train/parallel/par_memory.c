@@ -181,10 +181,11 @@ coh_status coh_par_memory_estimate_stage(const coh_par_config *cfg, int stage,
     int full = c->par.recompute == COH_RECOMPUTE_FULL;
     for (int k = 0; k < v; k++)
         blocks += (uint64_t)(lay.hi[k] - lay.lo[k]);
-    int first = lay.lo[0] == 0, last = lay.hi[v - 1] == g->layers;
+    int first = lay.first, last = lay.last; /* by virtual stage: a chunk may hold no block */
     /* one slot: the blocks' saved activations (only outputs when recomputing), each chunk's
-     * input (the embedding's output on the first), the head's LayerNorm (all rows), its
-     * statistics, the losses and dL/dlnf */
+     * input (the embedding's output on the first; an embeddings-only chunk's output, a
+     * head-only chunk's input), the head's LayerNorm (all rows), its statistics, the losses and
+     * dL/dlnf */
     uint64_t per_slot = blocks * (full ? btr : as.per_layer) + (uint64_t)v * btr +
                         (first ? bt : 0) + (last ? 2 * btc + 2 * as.rows + bt : 0);
     out->state.params = 4 * (uint64_t)lay.params;
@@ -207,5 +208,10 @@ coh_status coh_par_memory_estimate_stage(const coh_par_config *cfg, int stage,
         out->engine += coh_train_memory_bf16(g, c->train.batch, c->train.seq);
     out->activation_slots = slots;
     out->total = out->state.params + out->state.grads + out->state.optim + out->engine;
+    /* the seeded initialisation writes the whole arena's parameters before the stage gives back
+     * the pages of the others: a stage lighter than that (the head alone) peaks there */
+    uint64_t init = 4 * (uint64_t)coh_gpt_param_count(g);
+    if (init > out->total)
+        out->total = init;
     return COH_OK;
 }

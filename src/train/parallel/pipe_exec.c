@@ -453,6 +453,15 @@ static void trace_compute(coh_par_trainer *t, const char *what, int mb, int chun
     par_trace_event(t->trace, name, "compute", 0, t0, par_now_us());
 }
 
+/* What chunk k of this stage holds besides its blocks: the embeddings (virtual stage 0), the
+ * final LayerNorm and head (the last virtual stage). By virtual stage, not by blocks: a chunk
+ * may hold no block, and with the head alone in the last one another ends at block L too. */
+static int chunk_ends(const par_pipe *pp, int k)
+{
+    return (pp->layout.first && k == 0 ? COH_GPT_EMBEDDINGS : 0) |
+           (pp->layout.last && k == pp->v - 1 ? COH_GPT_HEAD : 0);
+}
+
 /* Run one action list over micro-batches (train: forward with the gradient's scale, then
  * backward; eval: forward only). *loss: the last stage's summed micro-batch losses. */
 static coh_status run_list(coh_par_trainer *t, const coh_pipe_action *a, int n, int mb0,
@@ -489,10 +498,10 @@ static coh_status run_list(coh_par_trainer *t, const coh_pipe_action *a, int n, 
         case COH_PIPE_FORWARD: {
             float l = 0.0f;
             int slot = scale > 0.0f ? slot_take(pp, a[i].mb) : 0;
-            st = coh_gpt_stage_forward(t->model, slot, lo, hi, pp->tok + (size_t)mb * bt,
-                                       pp->xbuf, pp->tgt + (size_t)mb * bt, B, T, scale,
-                                       pp->ybuf, &l);
-            if (hi == pp->L)
+            st = coh_gpt_chunk_forward(t->model, slot, lo, hi, chunk_ends(pp, k),
+                                       pp->tok + (size_t)mb * bt, pp->xbuf,
+                                       pp->tgt + (size_t)mb * bt, B, T, scale, pp->ybuf, &l);
+            if (chunk_ends(pp, k) & COH_GPT_HEAD)
                 *loss += l;
             pp->busy_us += par_now_us() - t0;
             if (t->trace)
@@ -500,8 +509,8 @@ static coh_status run_list(coh_par_trainer *t, const coh_pipe_action *a, int n, 
             break;
         }
         case COH_PIPE_BACKWARD:
-            st = coh_gpt_stage_backward(t->model, pp->slot_of[a[i].mb], lo, hi, pp->xbuf, B, T,
-                                        pp->ybuf);
+            st = coh_gpt_chunk_backward(t->model, pp->slot_of[a[i].mb], lo, hi,
+                                        chunk_ends(pp, k), pp->xbuf, B, T, pp->ybuf);
             pp->chunks_live[a[i].mb]--;
             pp->busy_us += par_now_us() - t0;
             if (t->trace)
@@ -532,7 +541,7 @@ static coh_status reduce_grads(coh_par_trainer *t)
 double par_pipe_clip(coh_par_trainer *t)
 {
     par_pipe *pp = t->pipe;
-    int head_copy = pp->lo[0] != 0 && pp->hi[pp->v - 1] == pp->L; /* counted on stage 0 */
+    int head_copy = pp->layout.tied_copy; /* counted on stage 0 */
     const coh_pipe_stage *lay = &pp->layout;
     double sum = 0.0;
     for (int k = 0; k < lay->nranges; k++) {
@@ -618,7 +627,7 @@ coh_status par_pipe_eval(coh_par_trainer *t, coh_batch_fn next, void *ctx, long 
 coh_status par_pipe_gather(coh_par_trainer *t, float *out)
 {
     par_pipe *pp = t->pipe;
-    int head_copy = pp->lo[0] != 0 && pp->hi[pp->v - 1] == pp->L;
+    int head_copy = pp->layout.tied_copy;
     memset(out, 0, t->n * sizeof *out);
     const coh_pipe_stage *lay = &pp->layout;
     for (int k = 0; k < lay->nranges; k++)
@@ -630,11 +639,7 @@ coh_status par_pipe_gather(coh_par_trainer *t, float *out)
 
 void par_pipe_describe(const par_pipe *pp, char *buf, size_t cap)
 {
-    size_t n = 0;
-    buf[0] = '\0';
-    for (int k = 0; k < pp->v && n < cap; k++)
-        n += (size_t)snprintf(buf + n, cap - n, "%s%d-%d", k ? "," : "", pp->lo[k],
-                              pp->hi[k] - 1);
+    coh_pipe_stage_blocks(&pp->layout, buf, cap);
 }
 
 coh_status coh_par_trainer_check_tied(coh_par_trainer *t)

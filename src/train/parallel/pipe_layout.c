@@ -1,10 +1,17 @@
-/* pipe_layout.c: where a pipeline puts the model: the blocks of each virtual stage (balanced by
- * estimated compute per stage, the LM head included), and the arena ranges each stage holds. Pure, so the
- * trainer, its memory prediction and the start-up summary agree. */
+/* pipe_layout.c: where a pipeline puts the model: the blocks of each virtual stage, chosen by
+ * simulating the schedule's own action lists with each chunk's estimated compute (the LM head
+ * and the embeddings included; the first virtual stage may hold the embeddings alone and the
+ * last the head alone), and the arena ranges each stage holds. Pure, so the trainer, its memory
+ * prediction, the planner and the start-up summary agree. */
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "train/parallel/pipeline_int.h"
 #include "train/parallel/strategy.h"
+
+/* ---- the balanced split: the search's starting point ---------------------------------------- */
 
 /* The work of each stage for bounds of u virtual stages over p stages (virtual stage k on stage
  * k mod p): the largest, and the sum of squares to break ties toward balance. */
@@ -50,11 +57,10 @@ static void split_chunks(int L, int u, int p, double blk, double head, int *b)
     }
 }
 
-void par_pipe_split(const coh_gpt_config *c, int T, int u, int p, int *bounds)
+/* Every virtual stage at least one block, each stage's summed compute balanced: exactly (the
+ * smallest largest stage) for one chunk a stage, by local search for several. */
+static void split_balanced(int L, int u, int p, double blk, double head, int *bounds)
 {
-    int L = c->layers;
-    double blk = 24.0 * c->dim * (double)c->dim + 4.0 * T * (double)c->dim;
-    double head = 2.0 * c->vocab * (double)c->dim;
     if (u > p && p <= COH_PIPE_MAX_STAGES) {
         split_chunks(L, u, p, blk, head, bounds);
         return;
@@ -95,6 +101,173 @@ void par_pipe_split(const coh_gpt_config *c, int T, int u, int p, int *bounds)
     free(cut);
 }
 
+/* ---- the split the schedule runs fastest -------------------------------------------------- */
+
+/* Simulated action visits one choice may spend (a few milliseconds), and the largest pipeline
+ * (stages x microbatches x chunks) it simulates; beyond it the balanced split stands. */
+#define CHOOSE_BUDGET 2000000L
+#define CHOOSE_MAX_SIZE (1 << 16)
+
+typedef struct chooser {
+    pipe_sim_in in;
+    int u;
+    pipe_chunk_cost cost;
+    double *fwd, *bwd;  /* [u] each virtual stage's, filled per candidate */
+    long actions;       /* in all the lists: one simulation's work */
+    long budget;        /* action visits left */
+} chooser;
+
+/* The simulated step of bounds b; INFINITY when the budget is spent. */
+static double step_time(chooser *c, const int *b)
+{
+    if (c->budget < c->actions)
+        return INFINITY;
+    c->budget -= c->actions;
+    pipe_chunk_costs(&c->cost, b, c->u, c->fwd, c->bwd);
+    coh_pipe_sim sim;
+    return pipe_simulate(&c->in, &sim, NULL) ? INFINITY : sim.makespan;
+}
+
+/* The fewest blocks chunk k may hold: the first and last none (embeddings or head alone). */
+static int min_blocks(int u, int k) { return k == 0 || k == u - 1 ? 0 : 1; }
+
+/* Shift boundaries i..j (1 <= i <= j < u) by d: one block from chunk j to chunk i - 1 (d = 1)
+ * or back (d = -1), the chunks between moving whole. 0 when a chunk would get too small. */
+static int shift(int *b, int u, int i, int j, int d)
+{
+    if (b[i] + d - b[i - 1] < min_blocks(u, i - 1) || b[j + 1] - b[j] - d < min_blocks(u, j))
+        return 0;
+    for (int k = i; k <= j; k++)
+        b[k] += d;
+    return 1;
+}
+
+/* From b (step t), take any shift that shortens the simulated step, until none does. */
+static double descend(chooser *c, int *b, double t)
+{
+    int u = c->u;
+    for (int improved = 1; improved && c->budget >= c->actions;) {
+        improved = 0;
+        for (int w = 0; w < u - 1; w++) /* single boundaries first, then wider windows */
+            for (int i = 1; i + w < u; i++)
+                for (int d = -1; d <= 1; d += 2) {
+                    if (!shift(b, u, i, i + w, d))
+                        continue;
+                    double t2 = step_time(c, b);
+                    if (t2 < t * (1.0 - 1e-9)) {
+                        t = t2;
+                        improved = 1;
+                    } else {
+                        shift(b, u, i, i + w, -d);
+                    }
+                }
+    }
+    return t;
+}
+
+void pipe_chunk_costs(const pipe_chunk_cost *c, const int *b, int u, double *fwd, double *bwd)
+{
+    for (int k = 0; k < u; k++) {
+        double n = b[k + 1] - b[k];
+        fwd[k] = n * c->block_fwd + (k == 0 ? c->embed_fwd : 0) + (k == u - 1 ? c->head_fwd : 0);
+        bwd[k] = n * c->block_bwd + (k == 0 ? c->embed_bwd : 0) + (k == u - 1 ? c->head_bwd : 0);
+    }
+}
+
+void pipe_estimate_costs(const coh_gpt_config *c, int T, pipe_chunk_cost *out)
+{
+    double C = c->dim, V = c->vocab;
+    /* per token: a block's forward 2 x 12 C^2 multiply-adds and attention's 4 T C, backward
+     * twice that; the fused head computes its logits and both gradient products in forward
+     * (2 V C each), its backward is the final LayerNorm's; the embeddings gather and scatter */
+    out->block_fwd = 24.0 * C * C + 4.0 * T * C;
+    out->block_bwd = 2.0 * out->block_fwd;
+    out->head_fwd = 3.0 * 2.0 * V * C;
+    out->head_bwd = 10.0 * C;
+    out->embed_fwd = out->embed_bwd = 2.0 * C;
+}
+
+coh_status pipe_choose_split(const pipe_chunk_cost *cost, int L, const coh_pipe_shape *shape,
+                             int *bounds, double *step, double *balanced_step)
+{
+    int p = shape->stages, v = shape->virtual_stages, u = p * v;
+    if (p < 1 || v < 1 || u > L)
+        return coh_errf(COH_ERR_INVALID, "invalid pipeline of '%d' x %d virtual stages for %d "
+                        "blocks: at most one virtual stage a block", p, v, L);
+    split_balanced(L, u, p, cost->block_fwd + cost->block_bwd, cost->head_fwd + cost->head_bwd,
+                   bounds);
+    if (step)
+        *step = NAN;
+    if (balanced_step)
+        *balanced_step = NAN;
+    if ((long)p * shape->microbatches * v > CHOOSE_MAX_SIZE || u < 2)
+        return COH_OK;
+    pipe_lists l;
+    coh_status st = pipe_lists_build(shape, &l);
+    chooser c = {.u = u, .cost = *cost, .budget = CHOOSE_BUDGET};
+    c.fwd = malloc(sizeof(double) * (size_t)u);
+    c.bwd = malloc(sizeof(double) * (size_t)u);
+    int *b = malloc(sizeof(int) * (size_t)(u + 1) * 2), *best = b ? b + u + 1 : NULL;
+    if (!st && (!c.fwd || !c.bwd || !b))
+        st = coh_errf(COH_ERR_NOMEM, "out of memory choosing the pipeline's split");
+    if (!st) {
+        c.in = (pipe_sim_in){p, shape->microbatches, v, l.list, l.count, 0, 0, NULL, c.fwd,
+                             c.bwd};
+        for (int s = 0; s < p; s++)
+            c.actions += l.count[s];
+        /* starts: the balanced split, then it with the last chunk the head alone, the first the
+         * embeddings alone, and both; the shortest step wins, ties to the earlier start */
+        double t_best = step_time(&c, bounds);
+        if (balanced_step)
+            *balanced_step = t_best;
+        memcpy(best, bounds, sizeof(int) * (size_t)(u + 1));
+        for (int start = 0; start < 4; start++) {
+            memcpy(b, bounds, sizeof(int) * (size_t)(u + 1));
+            if (start == 3 && u == 2)
+                continue;
+            if ((start & 1) && L - b[u - 2] < min_blocks(u, u - 2))
+                continue;
+            if (start & 1)
+                b[u - 1] = L;
+            if ((start & 2) && b[2] < min_blocks(u, 1))
+                continue;
+            if (start & 2)
+                b[1] = 0;
+            if (start && !memcmp(b, bounds, sizeof(int) * (size_t)(u + 1)))
+                continue;
+            double t = descend(&c, b, start ? step_time(&c, b) : t_best);
+            if (t < t_best * (1.0 - 1e-9)) {
+                t_best = t;
+                memcpy(best, b, sizeof(int) * (size_t)(u + 1));
+            }
+        }
+        memcpy(bounds, best, sizeof(int) * (size_t)(u + 1));
+        if (step)
+            *step = t_best;
+    }
+    free(c.fwd);
+    free(c.bwd);
+    free(b);
+    pipe_lists_release(&l);
+    return st;
+}
+
+void par_pipe_split(const coh_gpt_config *c, int T, const coh_pipe_shape *shape, int *bounds)
+{
+    pipe_chunk_cost cost;
+    pipe_estimate_costs(c, T, &cost);
+    if (pipe_choose_split(&cost, c->layers, shape, bounds, NULL, NULL)) {
+        int p = shape->stages, u = p * shape->virtual_stages, L = c->layers;
+        coh_err_clear();
+        if (u <= L && p >= 1 && p <= COH_PIPE_MAX_STAGES)
+            split_balanced(L, u, p, cost.block_fwd + cost.block_bwd,
+                           cost.head_fwd + cost.head_bwd, bounds);
+        else /* callers check u <= L first; even parts rather than nothing */
+            for (int i = 0; i <= u; i++)
+                bounds[i] = (int)((long)L * i / (u > 0 ? u : 1));
+    }
+}
+
 /* "a-b" or "a" at *p: the block range [lo, hi]; advances *p. 0 when it is not one. */
 static int read_range(const char **p, long *lo, long *hi)
 {
@@ -113,36 +286,82 @@ static int read_range(const char **p, long *lo, long *hi)
     return **p == ',' || **p == '\0';
 }
 
+/* Whether the entry at p (up to the next ',' or the end) is the word w. */
+static int is_word(const char *p, const char *w)
+{
+    size_t n = strcspn(p, ",");
+    return n == strlen(w) && !strncmp(p, w, n);
+}
+
 coh_status coh_pipe_parse_layers(const char *text, int layers, int parts, int *bounds)
 {
-    const char *p = text ? text : "";
+    const char *t = text ? text : "", *p = t;
     int n = 0;
     long next = 0;
     while (*p) {
         long lo, hi;
-        if (!read_range(&p, &lo, &hi))
-            return coh_errf(COH_ERR_INVALID, "invalid --stage-layers '%s': expected block ranges "
-                            "like 0-2,3-7", text ? text : "");
-        if (lo != next || hi < lo || hi >= layers)
-            return coh_errf(COH_ERR_INVALID, "invalid --stage-layers '%s': stage %d is blocks "
-                            "%ld-%ld, but it must start at block %ld and end before block %d "
-                            "(the stages cover blocks 0..%d in order, each once)", text, n, lo,
-                            hi, next, layers, layers - 1);
         if (n == parts)
             return coh_errf(COH_ERR_INVALID, "invalid --stage-layers '%s': more than the %d "
-                            "stages of the pipeline (pp x virtual stages)", text, parts);
-        bounds[n++] = (int)lo;
-        next = hi + 1;
+                            "stages of the pipeline (pp x virtual stages)", t, parts);
+        if (is_word(p, "embeddings")) { /* the first virtual stage, no block */
+            if (n > 0)
+                return coh_errf(COH_ERR_INVALID, "invalid --stage-layers '%s': 'embeddings' (a "
+                                "stage of the embeddings alone) can only be the first entry, "
+                                "not entry %d; a stage in between holds at least one block",
+                                t, n + 1);
+            bounds[n++] = 0;
+            p += strlen("embeddings");
+        } else if (is_word(p, "head")) { /* the last virtual stage, no block */
+            if (p[strlen("head")] != '\0')
+                return coh_errf(COH_ERR_INVALID, "invalid --stage-layers '%s': 'head' (a stage "
+                                "of the final LayerNorm and LM head alone) can only be the last "
+                                "entry, not entry %d; a stage in between holds at least one "
+                                "block", t, n + 1);
+            if (next != layers)
+                return coh_errf(COH_ERR_INVALID, "invalid --stage-layers '%s': 'head' ends the "
+                                "stages, but blocks %ld..%d are in none", t, next, layers - 1);
+            bounds[n++] = layers;
+            p += strlen("head");
+        } else if (!read_range(&p, &lo, &hi)) {
+            return coh_errf(COH_ERR_INVALID, "invalid --stage-layers '%s': expected block ranges "
+                            "like 0-2,3-7, with 'embeddings' first or 'head' last for a stage "
+                            "holding no block", t);
+        } else if (lo != next || hi < lo || hi >= layers) {
+            return coh_errf(COH_ERR_INVALID, "invalid --stage-layers '%s': stage %d is blocks "
+                            "%ld-%ld, but it must start at block %ld and end before block %d "
+                            "(the stages cover blocks 0..%d in order, each once)", t, n, lo,
+                            hi, next, layers, layers - 1);
+        } else {
+            bounds[n++] = (int)lo;
+            next = hi + 1;
+        }
         if (*p == ',' && !*++p)
-            return coh_errf(COH_ERR_INVALID, "invalid --stage-layers '%s': empty last entry",
-                            text);
+            return coh_errf(COH_ERR_INVALID, "invalid --stage-layers '%s': empty last entry", t);
     }
     if (n != parts || next != layers)
         return coh_errf(COH_ERR_INVALID, "invalid --stage-layers '%s': %d stage(s) covering "
                         "blocks 0..%ld, but the pipeline has %d stages (pp x virtual stages) over "
-                        "blocks 0..%d", text ? text : "", n, next - 1, parts, layers - 1);
+                        "blocks 0..%d", t, n, next - 1, parts, layers - 1);
     bounds[parts] = layers;
     return COH_OK;
+}
+
+char *coh_pipe_stage_blocks(const coh_pipe_stage *st, char *buf, size_t cap)
+{
+    size_t n = 0;
+    if (cap)
+        buf[0] = '\0';
+    for (int k = 0; k < st->chunks && n < cap; k++) {
+        const char *sep = k ? "," : "";
+        int w;
+        if (st->lo[k] < st->hi[k])
+            w = snprintf(buf + n, cap - n, "%s%d-%d", sep, st->lo[k], st->hi[k] - 1);
+        else
+            w = snprintf(buf + n, cap - n, "%s%s", sep,
+                         st->first && k == 0 ? "embeddings" : "head");
+        n += w > 0 ? (size_t)w : 0;
+    }
+    return buf;
 }
 
 coh_status coh_par_pipe_stage(const coh_par_config *c, int stage, coh_pipe_stage *out)
@@ -154,18 +373,21 @@ coh_status coh_par_pipe_stage(const coh_par_config *c, int stage, coh_pipe_stage
     if (p < 1 || v < 1 || v > COH_PIPE_MAX_VIRTUAL || stage < 0 || stage >= p)
         return coh_errf(COH_ERR_INVALID, "invalid pipeline stage '%d' of %d (%d chunks)", stage,
                         p, v);
-    if (u > L)
+    if (u > L && !c->par.stage_layers)
         return coh_errf(COH_ERR_INVALID, "pipeline of %d virtual stages for %d layers: at most "
                         "one stage per layer", u, L);
     int *bounds = malloc(sizeof *bounds * ((size_t)u + 1));
     if (!bounds)
         return coh_errf(COH_ERR_NOMEM, "out of memory laying out the pipeline");
     int T = c->par.seq ? (int)c->par.seq : m->seq;
+    int mb = c->par.microbatches > 0 ? (int)c->par.microbatches
+                                     : c->train.accum > 0 ? c->train.accum : 1;
+    coh_pipe_shape shape = {c->par.schedule, p, mb, v};
     coh_status st = COH_OK;
     if (c->par.stage_layers)
         st = coh_pipe_parse_layers(c->par.stage_layers, L, u, bounds);
     else
-        par_pipe_split(m, T, u, p, bounds);
+        par_pipe_split(m, T, &shape, bounds);
     if (st) {
         free(bounds);
         return st;
@@ -176,18 +398,23 @@ coh_status coh_par_pipe_stage(const coh_par_config *c, int stage, coh_pipe_stage
         out->hi[k] = bounds[k * p + stage + 1];
     }
     free(bounds);
-    int first = out->lo[0] == 0, last = out->hi[v - 1] == L;
+    /* by virtual stage, not by blocks: with the head alone in the last chunk, another chunk ends
+     * at block L too */
+    out->first = stage == 0;
+    out->last = stage == p - 1;
     size_t b, e;
-    out->tied_copy = last && !first;
+    out->tied_copy = out->last && !out->first;
     if (out->tied_copy) { /* the LM head's copy of wte */
         out->begin[0] = 0;
         out->end[0] = (size_t)coh_gpt_vocab_per_shard(m) * m->dim;
         out->nranges = 1;
     }
     for (int k = 0; k < v; k++) {
-        coh_gpt_layer_range(m, out->lo[k] == 0 ? -1 : out->lo[k], &b, &e);
+        int embeds = out->first && k == 0, head = out->last && k == v - 1;
+        /* an empty chunk is the embeddings' range (-1) or the final LayerNorm's (L) */
+        coh_gpt_layer_range(m, embeds ? -1 : out->lo[k], &b, &e);
         size_t begin = b;
-        coh_gpt_layer_range(m, out->hi[k] == L ? L : out->hi[k] - 1, &b, &e);
+        coh_gpt_layer_range(m, head ? L : out->hi[k] - 1, &b, &e);
         int n = out->nranges;
         if (n && out->end[n - 1] == begin) {
             out->end[n - 1] = e;

@@ -51,8 +51,10 @@ static coh_status compute(sim *S, int s, const coh_pipe_action *a, coh_pipe_stag
     if (*d != (fwd ? 0 : 1))
         return bad(s, S->pc[s], a, fwd ? "forwarded twice" : "backward without its forward");
     *d += 1;
-    S->clock[s] += fwd ? in->fwd : in->bwd;
-    st->busy += fwd ? in->fwd : in->bwd;
+    int u = a->chunk * in->stages + s;
+    double t = fwd ? (in->fwd_u ? in->fwd_u[u] : in->fwd) : (in->bwd_u ? in->bwd_u[u] : in->bwd);
+    S->clock[s] += t;
+    st->busy += t;
     st->finish = S->clock[s];
     S->held[s] += fwd ? 1 : -1;
     if (S->held[s] > st->peak_in_flight)
@@ -249,7 +251,7 @@ coh_status coh_pipeline_simulate(const coh_pipe_shape *shape, double t_fwd, doub
     rc = pipe_lists_build(shape, &l);
     double v = shape->virtual_stages;
     pipe_sim_in in = {shape->stages, shape->microbatches, shape->virtual_stages,
-                      l.list, l.count, t_fwd / v, t_bwd / v, NULL};
+                      l.list, l.count, t_fwd / v, t_bwd / v, NULL, NULL, NULL};
     if (!rc)
         rc = pipe_simulate(&in, out, stages);
     pipe_lists_release(&l);

@@ -28,6 +28,9 @@ typedef struct pipe_sim_in {
     const int *count;             /* [stages] */
     double fwd, bwd;              /* time of one chunk's forward, backward */
     double *const *start;         /* NULL, or [stages][count[s]]: filled with each start time */
+    const double *fwd_u, *bwd_u;  /* NULL, or [stages * chunks]: the forward and backward time
+                                     of each virtual stage u = chunk * stages + stage, in place
+                                     of fwd and bwd (a pipeline whose chunks differ) */
 } pipe_sim_in;
 
 /* COH_ERR_INVALID naming the stage, the action and the message when the lists deadlock, a send

@@ -129,10 +129,29 @@ int par_pipe_optimizer_ranges(const par_pipe *pp, size_t vc, int rdp, int ndp, i
 coh_status par_pipe_share_update(coh_par_trainer *t);
 /* Zero and give back the pages of every parameter this stage does not hold (after a full load). */
 void par_pipe_keep_own(coh_par_trainer *t, float *params);
-/* pipe_layout.c: blocks 0..L-1 in u contiguous virtual stages on p stages (virtual stage k on
- * stage k mod p): bounds[0..u], balancing each stage's estimated compute, the last virtual stage
- * carrying the LM head (exactly for one chunk a stage, by local search for several). */
-void par_pipe_split(const coh_gpt_config *c, int T, int u, int p, int *bounds);
+/* pipe_layout.c: the estimated compute of a model chunk, in any one unit: per block, and what
+ * the first virtual stage (embeddings) and the last (final LayerNorm, LM head, loss) add. */
+typedef struct pipe_chunk_cost {
+    double block_fwd, block_bwd, embed_fwd, embed_bwd, head_fwd, head_bwd;
+} pipe_chunk_cost;
+/* The engine's costs per token of model c at sequence length T (multiply-adds). */
+void pipe_estimate_costs(const coh_gpt_config *c, int T, pipe_chunk_cost *out);
+/* Each of u virtual stages' forward and backward time for bounds b[0..u]. */
+void pipe_chunk_costs(const pipe_chunk_cost *c, const int *b, int u, double *fwd, double *bwd);
+/* Blocks 0..L-1 in u = p * v contiguous virtual stages of `shape` (virtual stage k on stage
+ * k mod p): bounds[0..u]. Starts from the split that balances each stage's summed compute with
+ * at least one block a chunk, and from it with the first chunk the embeddings alone and the
+ * last the head alone; from each, moves boundaries while the schedule's action lists, simulated
+ * with these costs, give a strictly shorter step. Deterministic and bounded (a few ms);
+ * pipelines over 2^16 stages x microbatches x chunks keep the balanced split. *step and
+ * *balanced_step (each may be NULL) get the simulated steps of the choice and of the balanced
+ * split (NAN when not simulated). COH_ERR_NOMEM, or COH_ERR_INVALID for the shape or more
+ * virtual stages than blocks. */
+coh_status pipe_choose_split(const pipe_chunk_cost *cost, int L, const coh_pipe_shape *shape,
+                             int *bounds, double *step, double *balanced_step);
+/* pipe_choose_split with the engine's costs of model c; the balanced split when it fails (the
+ * error cleared). */
+void par_pipe_split(const coh_gpt_config *c, int T, const coh_pipe_shape *shape, int *bounds);
 /* The activation slots a stage's list needs: the most micro-batches with a chunk forwarded and
  * not yet backwarded (-1 out of memory). */
 int par_pipe_count_slots(const coh_pipe_action *a, int n, int m);
