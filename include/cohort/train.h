@@ -319,6 +319,8 @@ typedef struct coh_trainer_config {
     float beta1, beta2, eps, weight_decay;
     float grad_clip;         /* global-norm clip; 0 = off */
     uint64_t seed;           /* weight init */
+    int save_bf16;           /* checkpoints write the weights in bf16 (an export for inference,
+                                not resumable); 0: fp32, the master weights */
 } coh_trainer_config;
 
 /* Defaults: accum 1, warmup 0, lr 3e-4, min_lr_frac 0.1, betas 0.9/0.95, eps 1e-8, wd 0.1,
@@ -355,6 +357,7 @@ coh_status coh_trainer_eval(coh_trainer *t, coh_batch_fn next, void *ctx, long n
 coh_gpt *coh_trainer_model(coh_trainer *t);
 coh_adamw *coh_trainer_optimizer(coh_trainer *t);
 long coh_trainer_get_step(const coh_trainer *t);
+const coh_trainer_config *coh_trainer_get_config(const coh_trainer *t);
 void coh_trainer_set_step(coh_trainer *t, long step); /* after restoring a checkpoint */
 
 /* ---- BLAS and threads ------------------------------------------------------------------------ */

@@ -39,6 +39,8 @@ GPT_CLONES static void to_bf16_run(gpt_bf16 *dst, const float *src, size_t n)
     }
 }
 
+void gpt_to_bf16_serial(gpt_bf16 *dst, const float *src, size_t n) { to_bf16_run(dst, src, n); }
+
 void gpt_to_bf16(gpt_bf16 *dst, const float *src, size_t n)
 {
     if (n < 65536) {
@@ -355,7 +357,7 @@ size_t gpt_gemm_bf16_scratch(int ta, int tb, int M, int N, int K, size_t lda, si
         void *A = map_zeros(na), *B = map_zeros(nb), *C = map_zeros(nc), *S = map_zeros(ns);
         const gpt_mm *was = gpt_mm_bind(NULL);
         if (A && B && C && S) {
-            gpt_mm tmp = {0, NULL, NULL, NULL, NULL, S, ns};
+            gpt_mm tmp = {.scratch = S, .scratch_bytes = ns};
             gpt_mm_bind(&tmp);
             gpt_gemm_bf16(ta, tb, M, N, K, A, lda, B, ldb, accumulate ? 1.0f : 0.0f, C, ldc);
         }

@@ -11,6 +11,9 @@
 #define GPT_BLOCK_TENSORS 12
 /* Rows of the fused LM head computed at once: (GPT_HEAD_CHUNK, V) logits are all it keeps. */
 #define GPT_HEAD_CHUNK 256
+/* bf16-mixed, whole vocabulary: rows whose bf16 dL/dlogits the head keeps (gpt_mm.dl) before
+ * its dL/dx and dL/dwte products run over all of them at once. */
+#define GPT_HEAD_DL_ROWS 2048
 
 typedef struct gpt_act_sizes_t {
     size_t rows;       /* rows of the residual stream a rank keeps (B*T, or its share with sp) */
@@ -19,7 +22,9 @@ typedef struct gpt_act_sizes_t {
     size_t grads;      /* floats of the backward scratch */
     size_t chunk_rows; /* rows of the LM head chunk */
     size_t logits;     /* floats of the LM head chunk */
-    size_t mm_a, mm_b, mm_w, mm_wte; /* bf16-mixed: bf16 elements of each gpt_mm buffer */
+    size_t mm_a, mm_b, mm_w, mm_wte, mm_dl; /* bf16-mixed: bf16 elements of each gpt_mm
+                                               buffer (dl: 0 on a tensor-parallel shard) */
+    size_t dl_rows;    /* bf16-mixed: rows of gpt_mm.dl */
 } gpt_act_sizes_t;
 
 void gpt_act_sizes(const coh_gpt_config *c, int B, int T, gpt_act_sizes_t *s);

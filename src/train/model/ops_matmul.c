@@ -5,6 +5,7 @@
  * weights, gradients and everything between the products stay as they are. */
 #include <cblas.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cohort/log.h"
@@ -173,6 +174,18 @@ GPT_CLONES static float row_sum(float *l, int V, float m, int keep)
     return s;
 }
 
+/* row_sum keeping the exponentials, written to e instead of over the logits. */
+GPT_CLONES static float row_exp_to(float *e, const float *l, int V, float m)
+{
+    float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+    for (int j = 0; j < V; j++) {
+        e[j] = gpt_expf(l[j] - m);
+        s += e[j];
+    }
+    return s;
+}
+
 static void op_head_row_sums(float *sum_tgt, float *logits, const float *max, const int32_t *target,
                       int v0, size_t R, int V, int keep)
 {
@@ -203,22 +216,51 @@ static void op_head_row_grad(float *logits, const float *sum_tgt, const int32_t 
         row_grad(logits + (size_t)r * V, V, sum_tgt[2 * r], target[r] - v0, dscale);
 }
 
-/* bf16-mixed with the whole vocabulary here and gradients wanted: each row's max, exponentials
- * and their sum, gradient and rounding to bf16 (in place, gpt_to_bf16_rows_inplace's layout) in
- * one visit while the row is in cache, instead of five passes over the chunk. The arithmetic
- * is the separate passes' own, so the bits are too. */
-static void op_head_rows_fused_bf16(float *max, float *sum_tgt, float *logits,
-                                    const int32_t *target, int v0, size_t R, int V, float dscale)
+/* dlogits of one row: the exponentials (already in e), their sum's share, minus the target,
+ * rounded to bf16 into out. The arithmetic of row_grad then the rounding, so the same bits. */
+GPT_CLONES static void row_grad_to_bf16(gpt_bf16 *out, float *e, int V, float sum, int t,
+                                        float dscale)
 {
-#pragma omp parallel for schedule(static)
-    for (long r = 0; r < (long)R; r++) {
-        float *l = logits + (size_t)r * V;
-        int t = target[r] - v0;
-        max[r] = row_max(l, V);
-        sum_tgt[2 * r + 1] = t >= 0 && t < V ? l[t] : 0.0f;
-        sum_tgt[2 * r] = row_sum(l, V, max[r], 1);
-        row_grad(l, V, sum_tgt[2 * r], t, dscale);
-        gpt_to_bf16_row_inplace(l, (size_t)V);
+    float f = dscale / sum;
+#pragma omp simd
+    for (int j = 0; j < V; j++)
+        e[j] *= f;
+    if (t >= 0 && t < V)
+        e[t] -= dscale;
+    gpt_to_bf16_serial(out, e, (size_t)V);
+}
+
+/* bf16-mixed with the whole vocabulary here and gradients wanted: each row's max, exponentials
+ * and their sum, gradient and rounding to bf16 in one visit while the row is in cache, instead
+ * of five passes over the chunk. With dl (row stride ldl) the bf16 rows go there and the
+ * exponentials to a row of the thread's own (the logits are only read); without, everything
+ * happens in place (gpt_to_bf16_rows_inplace's layout). The arithmetic is the separate passes'
+ * own, so the bits are too. */
+static void op_head_rows_fused_bf16(float *max, float *sum_tgt, float *logits, gpt_bf16 *dl,
+                                    size_t ldl, const int32_t *target, int v0, size_t R, int V,
+                                    float dscale)
+{
+#pragma omp parallel
+    {
+        float *e = dl ? gpt_bf16_alloc((size_t)V * sizeof *e) : NULL;
+#pragma omp for schedule(static)
+        for (long r = 0; r < (long)R; r++) {
+            float *l = logits + (size_t)r * V;
+            int t = target[r] - v0;
+            max[r] = row_max(l, V);
+            sum_tgt[2 * r + 1] = t >= 0 && t < V ? l[t] : 0.0f;
+            if (e) {
+                sum_tgt[2 * r] = row_exp_to(e, l, V, max[r]);
+                row_grad_to_bf16(dl + (size_t)r * ldl, e, V, sum_tgt[2 * r], t, dscale);
+            } else { /* in place (also when the row buffer could not be had) */
+                sum_tgt[2 * r] = row_sum(l, V, max[r], 1);
+                row_grad(l, V, sum_tgt[2 * r], t, dscale);
+                gpt_to_bf16_row_inplace(l, (size_t)V);
+                if (dl)
+                    memcpy(dl + (size_t)r * ldl, l, (size_t)V * sizeof *dl);
+            }
+        }
+        free(e);
     }
 }
 
@@ -266,6 +308,60 @@ static void op_head_chunk_backward(const gpt_mm *mm, float *dx, float *dwte, flo
     par_sgemm(CblasTrans, CblasNoTrans, V, C, (int)R, dlogits, V, x, C, 1.0f, dwte, C);
 }
 
+/* The products a group's bf16 dL/dlogits (dl, n rows of V) ends in, dx = dl wte and
+ * dwte += dl^T x, each once over the whole group; one that oneDNN refuses is redone in fp32
+ * chunk by chunk, its rows widened into the logits chunk. */
+static void op_head_group_backward(const gpt_mm *mm, float *dx, float *dwte, float *logits,
+                                   size_t chunk, const float *x, const float *wte, size_t n,
+                                   int C, int V)
+{
+    int dx_ok = !bf16_failed(gpt_gemm_bf16(0, 0, (int)n, C, V, mm->dl, (size_t)V, mm->wte,
+                                           (size_t)C, 0.0f, dx, (size_t)C));
+    int dw_ok = !bf16_failed(gpt_gemm_bf16(1, 0, V, C, (int)n, mm->dl, (size_t)V, mm->a,
+                                           (size_t)C, 1.0f, dwte, (size_t)C));
+    for (size_t r0 = 0; !(dx_ok && dw_ok) && r0 < n; r0 += chunk) {
+        size_t R = n - r0 < chunk ? n - r0 : chunk;
+#pragma omp parallel for schedule(static)
+        for (long i = 0; i < (long)(R * (size_t)V); i++)
+            logits[i] = gpt_bf16_to_float(mm->dl[r0 * (size_t)V + (size_t)i]);
+        if (!dx_ok)
+            par_sgemm(CblasNoTrans, CblasNoTrans, (int)R, C, V, logits, V, wte, C, 0.0f,
+                      dx + r0 * C, C);
+        if (!dw_ok)
+            par_sgemm(CblasTrans, CblasNoTrans, V, C, (int)R, logits, V, x + r0 * C, C, 1.0f,
+                      dwte, C);
+    }
+}
+
+/* bf16-mixed, the whole vocabulary, gradients wanted, and room for the dL/dlogits of a group of
+ * rows (gpt_mm.dl): per chunk the logits product and the fused row pass into dl, then per group
+ * the two backward products over all its rows: the fp32 dL/dwte is read and written once a
+ * group, not once a chunk, and each product runs on its largest shape. */
+static void op_head_grouped(const gpt_mm *mm, float *losses, float *dlnf, float *dwte,
+                            float *logits, size_t chunk, const float *lnf, const float *wte,
+                            const int32_t *targets, size_t N, int C, int V, float dscale)
+{
+    float stats[3 * GPT_HEAD_CHUNK], *max = stats, *sum_tgt = stats + GPT_HEAD_CHUNK;
+    for (size_t g0 = 0; g0 < N; g0 += mm->dl_rows) {
+        size_t n = N - g0 < mm->dl_rows ? N - g0 : mm->dl_rows;
+        gpt_to_bf16(mm->a, lnf + g0 * C, n * (size_t)C);
+        for (size_t r0 = 0; r0 < n; r0 += chunk) {
+            size_t R = n - r0 < chunk ? n - r0 : chunk;
+            const gpt_bf16 *xa = mm->a + r0 * C;
+            if (bf16_failed(gpt_gemm_bf16(0, 1, (int)R, V, C, xa, (size_t)C, mm->wte, (size_t)C,
+                                          0.0f, logits, (size_t)V)))
+                par_sgemm(CblasNoTrans, CblasTrans, (int)R, V, C, lnf + (g0 + r0) * C, C, wte,
+                          C, 0.0f, logits, V);
+            op_head_rows_fused_bf16(max, sum_tgt, logits, mm->dl + r0 * (size_t)V, (size_t)V,
+                                    targets + g0 + r0, 0, R, V, dscale);
+            for (size_t r = 0; r < R; r++)
+                losses[g0 + r0 + r] = max[r] + logf(sum_tgt[2 * r]) - sum_tgt[2 * r + 1];
+        }
+        op_head_group_backward(mm, dlnf + g0 * C, dwte, logits, chunk, lnf + g0 * C, wte, n, C,
+                               V);
+    }
+}
+
 coh_status op_head_loss(float *losses, float *dlnf, float *dwte, float *logits, size_t chunk,
                         const float *lnf, const float *wte, const int32_t *targets, size_t N,
                         int C, int V, float grad_scale, const gpt_vocab_part *part)
@@ -279,13 +375,18 @@ coh_status op_head_loss(float *losses, float *dlnf, float *dwte, float *logits, 
         gpt_to_bf16(mm->wte, wte, (size_t)vn * C);
     int fused = mm && dlnf && vn > 0 && !(part && part->reduce);
     chunk = chunk < GPT_HEAD_CHUNK ? chunk : GPT_HEAD_CHUNK;
+    if (fused && mm->dl && mm->dl_rows >= chunk) {
+        op_head_grouped(mm, losses, dlnf, dwte, logits, chunk, lnf, wte, targets, N, C, vn,
+                        dscale);
+        return COH_OK;
+    }
     for (size_t r0 = 0; !st && r0 < N; r0 += chunk) {
         size_t R = N - r0 < chunk ? N - r0 : chunk;
         const float *x = lnf + r0 * C;
         const int32_t *tg = targets + r0;
         if (fused) {
             op_head_chunk_logits(mm, logits, x, wte, R, C, vn);
-            op_head_rows_fused_bf16(max, sum_tgt, logits, tg, v0, R, vn, dscale);
+            op_head_rows_fused_bf16(max, sum_tgt, logits, NULL, 0, tg, v0, R, vn, dscale);
             for (size_t r = 0; r < R; r++)
                 losses[r0 + r] = max[r] + logf(sum_tgt[2 * r]) - sum_tgt[2 * r + 1];
             op_head_chunk_backward(mm, dlnf + r0 * C, dwte, logits, x, wte, R, C, vn, 1);
