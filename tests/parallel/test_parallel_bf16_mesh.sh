@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# test_parallel_bf16_mesh.sh: tensor and pipeline parallelism in --precision bf16-mixed train the
+# same model as one device in bf16-mixed: 30 steps at tp 2 and at pp 2 (1f1b), with the same
+# seed and micro-batches (2 x accumulation 4), give single bf16-mixed's loss within 1e-5
+# relative at every step and final parameters within 2e-3 (relative L2 of every tensor), the
+# bounds of test_parallel_bf16.sh's ddp and zero3, which fp32 against bf16-mixed breaks. Why
+# these bounds hold for tp too: bf16-mixed rounds every operand element by element, so a shard's
+# bf16 operands are exactly single's; what differs is the fp32 accumulation order (tp's
+# row-parallel products sum their K halves over the shards, the vocabulary-parallel head sums
+# its row statistics over them), which is fp32's 1e-5 on the loss; an fp32 difference that moves
+# an operand across a bf16 rounding boundary moves it by 2^-8, hence parameters within 2e-3
+# (half of 2^-8), not fp32's 1e-5. Also --save-dtype bf16 from both meshes (their own gather
+# and save paths): a BF16 file whose values are the final fp32 parameters rounded to nearest
+# even (torch's own conversion).
+. "$(dirname "${BASH_SOURCE[0]}")/par_lib.sh"
+"$py" -c "import numpy, torch" 2>/dev/null || { echo "numpy or torch missing"; exit 77; }
+
+par_prepare --val-fraction 0.1 "$src/tests/parallel/equiv_corpus.txt"
+V=256 C=32 L=2 T=32
+par_model $V $L 2 $C $T
+if ! out=$("$cohort" train "${model[@]}" --steps 1 --precision bf16-mixed --dry-run 2>&1); then
+    echo "SKIP bf16-mixed: $out"
+    exit 77
+fi
+model+=(--lr 1e-3 --warmup 3 --deterministic --shuffle on --steps 30 --precision bf16-mixed
+        --micro-batch 2 --grad-accum 4)
+
+cmp_run() { # REF RUN: par_compare.py's figures into $work/RUN.cmp; 2 (cannot compare) fails
+    "$py" "$src/tests/parallel/par_compare.py" "$work/$1.jsonl" "$work/$1.bin" "$work/$2.jsonl" \
+        "$work/$2.bin" $V $C $L $T >"$work/$2.cmp" 2>&1
+    [ $? -le 1 ] || fail "$2: cannot compare: $(cat "$work/$2.cmp")"
+}
+loss_err() { sed -nE 's/.*loss max rel err ([^;]+);.*/\1/p' "$work/$1.cmp"; }
+param_err() { sed -nE 's/.*worst tensor l2 rel err ([^ ]+) .*/\1/p' "$work/$1.cmp"; }
+within() { # NAME: the loss within 1e-5 and the parameters within 2e-3 of single's
+    awk -v e="$(loss_err "$1")" 'BEGIN { exit !(e != "" && e <= 1e-5) }' ||
+        fail "$1: loss max rel err '$(loss_err "$1")' beyond 1e-5"
+    awk -v e="$(param_err "$1")" 'BEGIN { exit !(e != "" && e <= 2e-3) }' ||
+        fail "$1: parameter error '$(param_err "$1")' beyond 2e-3"
+}
+# bf16_file NAME: $work/NAME.st holds BF16 tensors whose bytes are NAME's final parameters
+# ($work/NAME.bin, the fp32 arena, the file's tensor order) rounded by torch
+bf16_file() {
+    "$py" - "$work/$1.st" "$work/$1.bin" <<'PYEOF' || fail "$1: --save-dtype bf16 file"
+import json, struct, sys
+import numpy as np, torch
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+hdr = json.loads(raw[8:8 + n])
+hdr.pop("__metadata__", None)
+dt = {e["dtype"] for e in hdr.values()}
+data = np.frombuffer(raw[8 + n:], dtype="<u2")
+x = np.fromfile(sys.argv[2], dtype="<f4")
+want = torch.from_numpy(x.copy()).to(torch.bfloat16).view(torch.int16).numpy().view("<u2")
+print("%s: %d tensors, dtypes %s, %d values, %d differ from torch's bf16 of the parameters"
+      % (sys.argv[1].split("/")[-1], len(hdr), sorted(dt), data.size,
+         -1 if data.size != want.size else int(np.count_nonzero(data != want))))
+sys.exit(0 if dt == {"BF16"} and data.size == want.size and (data == want).all() else 1)
+PYEOF
+}
+
+"$cohort" train "${model[@]}" --metrics "$work/single.jsonl" --dump-params "$work/single.bin" \
+    >"$work/single.out" 2>&1 || fail "single: $(tail -3 "$work/single.out")"
+if par_train tp2 2 --tp 2 --save "$work/tp2.st" --save-dtype bf16; then
+    grep -q "bf16-mixed" "$work/tp2.out" || fail "tp2: no bf16-mixed line"
+    cmp_run single tp2
+    echo "tp 2, bf16-mixed: $(head -1 "$work/tp2.cmp")"
+    within tp2
+    bf16_file tp2
+fi
+if par_train pp2 2 --pp 2 --schedule 1f1b --save "$work/pp2.st" --save-dtype bf16; then
+    grep -q "tied embedding: the first and last stage's copies are bit-identical" \
+        "$work/pp2.out" || fail "pp2: the tied embedding's copies were not checked"
+    cmp_run single pp2
+    echo "pp 2 1f1b, bf16-mixed: $(head -1 "$work/pp2.cmp")"
+    within pp2
+    bf16_file pp2
+fi
+# the bounds tell the precisions apart: tp 2 in fp32 is beyond them
+if par_train tp2-f32 2 --tp 2 --precision fp32; then
+    cmp_run single tp2-f32
+    echo "tp 2 in fp32 against single bf16-mixed (must differ): $(head -1 "$work/tp2-f32.cmp")"
+    awk -v e="$(loss_err tp2-f32)" -v p="$(param_err tp2-f32)" \
+        'BEGIN { exit !(e != "" && p != "" && (e > 1e-5 || p > 2e-3)) }' ||
+        fail "tp 2 in fp32 within the bf16-mixed bounds: they cannot tell the precisions apart"
+fi
+
+par_done "bf16-mixed at tp 2 and pp 2 (1f1b) matches single bf16-mixed"
