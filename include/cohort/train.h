@@ -69,6 +69,11 @@ coh_status coh_train_memory_estimate(const coh_gpt_config *c, int B, int T, coh_
 /* Bytes coh_gpt_set_bf16_mixed adds to a model of this config and batch: the bf16 copies of its
  * products' operands (0 for a bad config). */
 size_t coh_train_memory_bf16(const coh_gpt_config *c, int B, int T);
+/* Bytes of one block's saved activations that a bf16-mixed model never touches, so never holds:
+ * it keeps the four that only feed products (ln_1, the attention output, ln_2, the GELU output)
+ * as bf16 in the first half of their fp32 places. 0 with sequence parallelism (fp32 kept there)
+ * or a bad config. */
+size_t coh_train_memory_bf16_acts_saved(const coh_gpt_config *c, int B, int T);
 
 /* ---- parameter tensors (views into the flat arena) ----------------------------------------- */
 

@@ -1,6 +1,7 @@
 /* test_train_bf16.c: the bf16-mixed ops against their fp32 versions and against exact products,
  * within bounds derived from bf16 rounding: the rounding itself (nearest even), the matmul
- * forward and backward, the fused LM head, and a whole model's step.
+ * forward and backward, what bf16-mixed keeps of a LayerNorm and a GELU and the products on it,
+ * the fused LM head, and a whole model's step.
  *
  * The bounds. Rounding a float to bf16 (8 significant bits) changes it by at most u = 2^-9 of
  * itself, so a product a b of two rounded operands is off by at most (2u + u^2) |a b| < 2^-8
@@ -203,6 +204,64 @@ static void test_matmul(void)
     mm_free(&mm);
     free(inp), free(w), free(b), free(out), free(out32), free(dout), free(dinp), free(dinp32);
     free(dw0), free(dw), free(dw32), free(db), free(db32), free(bias_rows), free(acc);
+}
+
+/* ---- what bf16-mixed keeps of a LayerNorm and a GELU (their outputs rounded to bf16, packed),
+ * and the products on such a kept input: each kept value is the fp32 op's output rounded to
+ * nearest even (within one bf16 rounding of it: the fp32 op may contract differently), and the
+ * products equal op_matmul_forward/backward's on the same fp32 input bit for bit (the same
+ * bf16 operands, the same product). ---- */
+static void test_kept_bf16(void)
+{
+    char why[200];
+    if (skip_reason(why, sizeof why))
+        SKIP_CASE("%s", why);
+    size_t N = 64;
+    int C = 96, OC = 80;
+    float *x = rnd(N * C, 2.0f), *w = rnd(C, 1.0f), *b = rnd(C, 0.5f);
+    float *y = malloc(N * C * 4), *mean = malloc(N * 4), *rstd = malloc(N * 4);
+    float *mean2 = malloc(N * 4), *rstd2 = malloc(N * 4);
+    gpt_bf16 *h = malloc(N * C * sizeof *h), *g = malloc(N * C * sizeof *g);
+    op_layernorm_forward(y, mean, rstd, x, w, b, N, C);
+    op_layernorm_forward_bf16(h, mean2, rstd2, x, w, b, N, C);
+    int bad = 0, same = 0;
+    for (size_t i = 0; i < N * C; i++) {
+        double r = round_bf16(y[i]), v = gpt_bf16_to_float(h[i]);
+        same += v == r;
+        bad += !(fabs(v - y[i]) <= U8 * fabs(y[i]));
+    }
+    CHECK_INT(bad, 0);
+    CHECK(same >= (int)(N * C) * 99 / 100);
+    CHECK(memcmp(mean, mean2, N * 4) == 0 && memcmp(rstd, rstd2, N * 4) == 0);
+    op_gelu_forward(y, x, N * C);
+    op_gelu_forward_bf16(g, x, N * C);
+    bad = 0;
+    for (size_t i = 0; i < N * C; i++)
+        bad += !(fabs(gpt_bf16_to_float(g[i]) - y[i]) <= U8 * fabs(y[i]));
+    CHECK_INT(bad, 0);
+    /* products on the kept GELU output against the same products on its fp32 widening */
+    float *yw = malloc(N * C * 4), *W = rnd((size_t)C * OC, 0.5f), *bo = rnd(OC, 0.2f);
+    for (size_t i = 0; i < N * C; i++)
+        yw[i] = gpt_bf16_to_float(g[i]);
+    float *o1 = malloc(N * OC * 4), *o2 = malloc(N * OC * 4), *dout = rnd(N * OC, 1.0f);
+    float *di1 = malloc(N * C * 4), *di2 = malloc(N * C * 4);
+    float *dw1 = calloc((size_t)C * OC, 4), *dw2 = calloc((size_t)C * OC, 4);
+    float *db1 = calloc(OC, 4), *db2 = calloc(OC, 4);
+    gpt_mm mm;
+    mm_alloc(&mm, N * C, N * OC, (size_t)C * OC, 1);
+    gpt_mm_bind(&mm);
+    op_matmul_forward(o1, yw, W, bo, N, C, OC);
+    op_matmul_forward_h(o2, g, W, bo, N, C, OC);
+    op_matmul_backward(di1, dw1, db1, dout, yw, W, N, C, OC, 0);
+    op_matmul_backward_h(di2, dw2, db2, dout, g, W, N, C, OC, 0);
+    gpt_mm_bind(NULL);
+    CHECK(memcmp(o1, o2, N * OC * 4) == 0);
+    CHECK(memcmp(di1, di2, N * C * 4) == 0);
+    CHECK(memcmp(dw1, dw2, (size_t)C * OC * 4) == 0 && memcmp(db1, db2, OC * 4) == 0);
+    mm_free(&mm);
+    free(x), free(w), free(b), free(y), free(mean), free(rstd), free(mean2), free(rstd2);
+    free(h), free(g), free(yw), free(W), free(bo), free(o1), free(o2), free(dout), free(di1);
+    free(di2), free(dw1), free(dw2), free(db1), free(db2);
 }
 
 /* ---- the fused head: losses, dlnf and dwte, chunk smaller than the rows (a partial last
@@ -409,6 +468,7 @@ int main(void)
                                                               ? "emulated" : "unavailable", why);
     RUN(test_rounding);
     RUN(test_matmul);
+    RUN(test_kept_bf16);
     RUN(test_head);
     RUN(test_model);
     RUN(test_prepare);

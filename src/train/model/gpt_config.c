@@ -408,6 +408,17 @@ size_t coh_train_memory_bf16(const coh_gpt_config *c, int B, int T)
            bf16_scratch(c, (size_t)B * T, s.chunk_rows, s.dl_rows, 0);
 }
 
+size_t coh_train_memory_bf16_acts_saved(const coh_gpt_config *c, int B, int T)
+{
+    if (coh_gpt_config_check(c) || B < 1 || T < 1 || T > c->seq || gpt_sp(c))
+        return 0;
+    gpt_dims d = dims_of(c);
+    size_t BT = (size_t)B * T;
+    /* ln_1 and ln_2 (BT x C), the attention output (BT x Ca), the GELU output (BT x F): the
+     * second half of each fp32 place (gpt_step.c) */
+    return (2 * BT * d.C + BT * d.Ca + BT * d.F) * sizeof(gpt_bf16);
+}
+
 coh_status coh_bf16_prepare(const coh_gpt_config *c, int B, int T)
 {
     coh_status st = coh_gpt_config_check(c);

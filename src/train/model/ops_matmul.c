@@ -57,24 +57,73 @@ static void par_sgemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int 
     }
 }
 
-void op_matmul_forward(float *out, const float *inp, const float *w, const float *b, size_t N,
-                       int IC, int OC)
+/* An operand kept as bf16 (n values) widened into a fresh fp32 buffer, for the fp32 products a
+ * refused bf16 product falls back to; NULL when out of memory. */
+static float *widened(const gpt_bf16 *x, size_t n)
+{
+    float *f = malloc((n ? n : 1) * sizeof *f);
+    if (f) {
+#pragma omp parallel for schedule(static)
+        for (long i = 0; i < (long)n; i++)
+            f[i] = gpt_bf16_to_float(x[i]);
+    }
+    return f;
+}
+
+/* out (N x OC) = beta out + A W without any buffer, A (N x IC) bf16: the last resort of a refused
+ * product whose fp32 operand could not be had either. */
+static void naive_bf16_a(float *out, const gpt_bf16 *A, const float *W, size_t N, int IC,
+                         int OC, float beta)
+{
+#pragma omp parallel for schedule(static)
+    for (long i = 0; i < (long)N; i++)
+        for (int j = 0; j < OC; j++) {
+            float acc = beta != 0.0f ? out[(size_t)i * OC + j] : 0.0f;
+            for (int k = 0; k < IC; k++)
+                acc += gpt_bf16_to_float(A[(size_t)i * IC + k]) * W[(size_t)k * OC + j];
+            out[(size_t)i * OC + j] = acc;
+        }
+}
+
+/* The forward product on inp (fp32, rounded here in bf16-mixed) or inp_h (bf16 already). */
+static void matmul_forward(float *out, const float *inp, const gpt_bf16 *inp_h, const float *w,
+                           const float *b, size_t N, int IC, int OC)
 {
     if (b) {
 #pragma omp parallel for schedule(static)
         for (long i = 0; i < (long)N; i++)
             memcpy(out + (size_t)i * OC, b, (size_t)OC * sizeof *b);
     }
+    float beta = b ? 1.0f : 0.0f;
     const gpt_mm *mm = mm_bf16();
     if (mm) {
-        gpt_to_bf16(mm->a, inp, N * (size_t)IC);
+        if (!inp_h)
+            gpt_to_bf16(mm->a, inp, N * (size_t)IC);
         gpt_to_bf16(mm->w, w, (size_t)IC * OC);
-        if (!bf16_failed(gpt_gemm_bf16(0, 0, (int)N, OC, IC, mm->a, (size_t)IC, mm->w,
-                                       (size_t)OC, b ? 1.0f : 0.0f, out, (size_t)OC)))
+        if (!bf16_failed(gpt_gemm_bf16(0, 0, (int)N, OC, IC, inp_h ? inp_h : mm->a, (size_t)IC,
+                                       mm->w, (size_t)OC, beta, out, (size_t)OC)))
             return;
     }
-    par_sgemm(CblasNoTrans, CblasNoTrans, (int)N, OC, IC, inp, IC, w, OC, b ? 1.0f : 0.0f, out,
+    float *tmp = inp_h ? widened(inp_h, N * (size_t)IC) : NULL;
+    if (inp_h && !tmp) {
+        naive_bf16_a(out, inp_h, w, N, IC, OC, beta);
+        return;
+    }
+    par_sgemm(CblasNoTrans, CblasNoTrans, (int)N, OC, IC, tmp ? tmp : inp, IC, w, OC, beta, out,
               OC);
+    free(tmp);
+}
+
+void op_matmul_forward(float *out, const float *inp, const float *w, const float *b, size_t N,
+                       int IC, int OC)
+{
+    matmul_forward(out, inp, NULL, w, b, N, IC, OC);
+}
+
+void op_matmul_forward_h(float *out, const gpt_bf16 *inp, const float *w, const float *b,
+                         size_t N, int IC, int OC)
+{
+    matmul_forward(out, NULL, inp, w, b, N, IC, OC);
 }
 
 /* Column sums of dout (N rows of stride ld) into db (OC), each column by one thread in row
@@ -93,25 +142,54 @@ static void bias_backward(float *db, const float *dout, size_t N, int OC, int ld
     }
 }
 
-void op_matmul_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
-                        const float *w, size_t N, int IC, int OC, int accumulate)
+static void matmul_backward(float *dinp, float *dw, float *db, const float *dout,
+                            const float *inp, const gpt_bf16 *inp_h, const float *w, size_t N,
+                            int IC, int OC, int accumulate)
 {
     const gpt_mm *mm = mm_bf16();
     float beta = accumulate ? 1.0f : 0.0f;
     if (mm) {
         gpt_to_bf16(mm->b, dout, N * (size_t)OC);
         gpt_to_bf16(mm->w, w, (size_t)IC * OC);
-        gpt_to_bf16(mm->a, inp, N * (size_t)IC);
+        if (!inp_h)
+            gpt_to_bf16(mm->a, inp, N * (size_t)IC);
     }
+    const gpt_bf16 *a16 = inp_h ? inp_h : mm ? mm->a : NULL;
     /* dinp = dout @ w^T; dw += inp^T @ dout (a refused product leaves its output untouched) */
     if (!mm || bf16_failed(gpt_gemm_bf16(0, 1, (int)N, IC, OC, mm->b, (size_t)OC, mm->w,
                                          (size_t)OC, beta, dinp, (size_t)IC)))
         par_sgemm(CblasNoTrans, CblasTrans, (int)N, IC, OC, dout, OC, w, OC, beta, dinp, IC);
-    if (!mm || bf16_failed(gpt_gemm_bf16(1, 0, IC, OC, (int)N, mm->a, (size_t)IC, mm->b,
-                                         (size_t)OC, 1.0f, dw, (size_t)OC)))
-        par_sgemm(CblasTrans, CblasNoTrans, IC, OC, (int)N, inp, IC, dout, OC, 1.0f, dw, OC);
+    if (!mm || bf16_failed(gpt_gemm_bf16(1, 0, IC, OC, (int)N, a16, (size_t)IC, mm->b,
+                                         (size_t)OC, 1.0f, dw, (size_t)OC))) {
+        float *tmp = inp_h ? widened(inp_h, N * (size_t)IC) : NULL;
+        if (!inp_h || tmp) {
+            par_sgemm(CblasTrans, CblasNoTrans, IC, OC, (int)N, tmp ? tmp : inp, IC, dout, OC,
+                      1.0f, dw, OC);
+        } else { /* dw += inp^T dout, element by element */
+#pragma omp parallel for schedule(static)
+            for (long k = 0; k < (long)IC; k++)
+                for (size_t i = 0; i < N; i++)
+                    for (int j = 0; j < OC; j++)
+                        dw[(size_t)k * OC + j] += gpt_bf16_to_float(inp_h[i * IC + (size_t)k]) *
+                                                  dout[i * OC + (size_t)j];
+        }
+        free(tmp);
+    }
     if (db)
         bias_backward(db, dout, N, OC, OC);
+}
+
+void op_matmul_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                        const float *w, size_t N, int IC, int OC, int accumulate)
+{
+    matmul_backward(dinp, dw, db, dout, inp, NULL, w, N, IC, OC, accumulate);
+}
+
+void op_matmul_backward_h(float *dinp, float *dw, float *db, const float *dout,
+                          const gpt_bf16 *inp, const float *w, size_t N, int IC, int OC,
+                          int accumulate)
+{
+    matmul_backward(dinp, dw, db, dout, NULL, inp, w, N, IC, OC, accumulate);
 }
 
 /* The key third of the bias gets its exact gradient, zero, instead of the sum of dk: adding b_k
