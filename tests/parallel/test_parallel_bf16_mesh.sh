@@ -9,7 +9,8 @@
 # row-parallel products sum their K halves over the shards, the vocabulary-parallel head sums
 # its row statistics over them), which is fp32's 1e-5 on the loss; an fp32 difference that moves
 # an operand across a bf16 rounding boundary moves it by 2^-8, hence parameters within 2e-3
-# (half of 2^-8), not fp32's 1e-5. Also --save-dtype bf16 from both meshes (their own gather
+# (half of 2^-8), not fp32's 1e-5. The same at tp 2 with --sequence-parallel (fp32 activations
+# there); --recompute full gives single's bits. Also --save-dtype bf16 from both meshes (their own gather
 # and save paths): a BF16 file whose values are the final fp32 parameters rounded to nearest
 # even (torch's own conversion).
 . "$(dirname "${BASH_SOURCE[0]}")/par_lib.sh"
@@ -75,6 +76,21 @@ if par_train pp2 2 --pp 2 --schedule 1f1b --save "$work/pp2.st" --save-dtype bf1
     echo "pp 2 1f1b, bf16-mixed: $(head -1 "$work/pp2.cmp")"
     within pp2
     bf16_file pp2
+fi
+# sequence parallelism keeps its activations fp32 (its LayerNorm rows are gathered as fp32): the
+# same bounds
+if par_train sp2 2 --tp 2 --sequence-parallel; then
+    cmp_run single sp2
+    echo "tp 2 --sequence-parallel, bf16-mixed: $(head -1 "$work/sp2.cmp")"
+    within sp2
+fi
+# --recompute full rebuilds each block's activations (the bf16-kept ones included) from the same
+# bits: single's losses and parameters exactly
+if par_train rc 1 --recompute full; then
+    cmp_run single rc
+    echo "--recompute full, bf16-mixed: $(head -1 "$work/rc.cmp")"
+    awk -v e="$(loss_err rc)" -v p="$(param_err rc)" 'BEGIN { exit !(e != "" && e == 0 && p == 0) }' ||
+        fail "--recompute full: not single's bits ($(head -1 "$work/rc.cmp"))"
 fi
 # the bounds tell the precisions apart: tp 2 in fp32 is beyond them
 if par_train tp2-f32 2 --tp 2 --precision fp32; then

@@ -76,6 +76,20 @@ void gpt_to_bf16_rows_inplace(float *x, size_t rows, size_t cols, size_t ld)
         gpt_to_bf16_row_inplace(x + (size_t)r * ld, cols);
 }
 
+/* Last value first: float j covers bf16 2j and 2j+1, both read by then. */
+void gpt_bf16_rows_widen_inplace(float *x, size_t rows, size_t cols, size_t ld)
+{
+    for (size_t r = 0; r < rows; r++) {
+        unsigned char *row = (unsigned char *)(x + r * ld);
+        for (size_t j = cols; j-- > 0;) {
+            gpt_bf16 h;
+            memcpy(&h, row + 2 * j, sizeof h);
+            uint32_t u = (uint32_t)h << 16;
+            memcpy(row + 4 * j, &u, sizeof u);
+        }
+    }
+}
+
 float gpt_bf16_to_float(gpt_bf16 h)
 {
     uint32_t u = (uint32_t)h << 16;

@@ -46,6 +46,8 @@ void gpt_to_bf16_serial(gpt_bf16 *dst, const float *src, size_t n);
 /* The same for `rows` rows of `cols` floats at stride ld floats, each row's bf16 written over
  * the first half of its own floats (stride 2 ld in bf16 units): in place, no second buffer. */
 void gpt_to_bf16_rows_inplace(float *x, size_t rows, size_t cols, size_t ld);
+/* Undoes it: each row's bf16 (first half of its floats) widened back to fp32 in place. */
+void gpt_bf16_rows_widen_inplace(float *x, size_t rows, size_t cols, size_t ld);
 /* One such row (by the calling thread). */
 void gpt_to_bf16_row_inplace(float *row, size_t cols);
 float gpt_bf16_to_float(gpt_bf16 h);

@@ -127,8 +127,9 @@ void op_matmul_forward_h(float *out, const gpt_bf16 *inp, const float *w, const 
 }
 
 /* Column sums of dout (N rows of stride ld) into db (OC), each column by one thread in row
- * order. */
-static void bias_backward(float *db, const float *dout, size_t N, int OC, int ld)
+ * order; with out16, dout rounded to bf16 there (N x OC packed) in the same visit. */
+static void bias_backward_to(float *db, const float *dout, size_t N, int OC, int ld,
+                             gpt_bf16 *out16)
 {
 #pragma omp parallel
     {
@@ -138,8 +139,15 @@ static void bias_backward(float *db, const float *dout, size_t N, int OC, int ld
             const float *d = dout + i * ld;
             for (int c = c0; c < c1; c++)
                 db[c] += d[c];
+            if (out16 && c1 > c0)
+                gpt_to_bf16_serial(out16 + i * OC + c0, d + c0, (size_t)(c1 - c0));
         }
     }
+}
+
+static void bias_backward(float *db, const float *dout, size_t N, int OC, int ld)
+{
+    bias_backward_to(db, dout, N, OC, ld, NULL);
 }
 
 static void matmul_backward(float *dinp, float *dw, float *db, const float *dout,
@@ -148,8 +156,11 @@ static void matmul_backward(float *dinp, float *dw, float *db, const float *dout
 {
     const gpt_mm *mm = mm_bf16();
     float beta = accumulate ? 1.0f : 0.0f;
-    if (mm) {
-        gpt_to_bf16(mm->b, dout, N * (size_t)OC);
+    if (mm) { /* dout rounded as its column sums are taken (db), or on its own */
+        if (db)
+            bias_backward_to(db, dout, N, OC, OC, mm->b);
+        else
+            gpt_to_bf16(mm->b, dout, N * (size_t)OC);
         gpt_to_bf16(mm->w, w, (size_t)IC * OC);
         if (!inp_h)
             gpt_to_bf16(mm->a, inp, N * (size_t)IC);
@@ -175,7 +186,7 @@ static void matmul_backward(float *dinp, float *dw, float *db, const float *dout
         }
         free(tmp);
     }
-    if (db)
+    if (db && !mm)
         bias_backward(db, dout, N, OC, OC);
 }
 
@@ -343,19 +354,12 @@ static void op_head_rows_fused_bf16(float *max, float *sum_tgt, float *logits, g
 }
 
 /* bf16 rows written over the first half of their floats (gpt_to_bf16_rows_inplace) widened back
- * to fp32 in place, last value first (float j covers bf16 2j and 2j+1, both read by then). */
+ * to fp32 in place, over the OpenMP team. */
 static void rows_widen_inplace(float *x, size_t rows, size_t cols, size_t ld)
 {
 #pragma omp parallel for schedule(static)
-    for (long r = 0; r < (long)rows; r++) {
-        unsigned char *row = (unsigned char *)(x + (size_t)r * ld);
-        for (size_t j = cols; j-- > 0;) {
-            gpt_bf16 h;
-            memcpy(&h, row + 2 * j, sizeof h);
-            float f = gpt_bf16_to_float(h);
-            memcpy(row + 4 * j, &f, sizeof f);
-        }
-    }
+    for (long r = 0; r < (long)rows; r++)
+        gpt_bf16_rows_widen_inplace(x + (size_t)r * ld, 1, cols, ld);
 }
 
 /* bf16-mixed: dlogits become bf16 in place (row stride 2V in bf16 units; already when rounded),
