@@ -26,18 +26,11 @@ fi
 model+=(--lr 1e-3 --warmup 3 --deterministic --shuffle on --steps 30 --precision bf16-mixed
         --micro-batch 2 --grad-accum 4)
 
-cmp_run() { # REF RUN: par_compare.py's figures into $work/RUN.cmp; 2 (cannot compare) fails
-    "$py" "$src/tests/parallel/par_compare.py" "$work/$1.jsonl" "$work/$1.bin" "$work/$2.jsonl" \
-        "$work/$2.bin" $V $C $L $T >"$work/$2.cmp" 2>&1
-    [ $? -le 1 ] || fail "$2: cannot compare: $(cat "$work/$2.cmp")"
-}
-loss_err() { sed -nE 's/.*loss max rel err ([^;]+);.*/\1/p' "$work/$1.cmp"; }
-param_err() { sed -nE 's/.*worst tensor l2 rel err ([^ ]+) .*/\1/p' "$work/$1.cmp"; }
 within() { # NAME: the loss within 1e-5 and the parameters within 2e-3 of single's
-    awk -v e="$(loss_err "$1")" 'BEGIN { exit !(e != "" && e <= 1e-5) }' ||
-        fail "$1: loss max rel err '$(loss_err "$1")' beyond 1e-5"
-    awk -v e="$(param_err "$1")" 'BEGIN { exit !(e != "" && e <= 2e-3) }' ||
-        fail "$1: parameter error '$(param_err "$1")' beyond 2e-3"
+    awk -v e="$(par_loss_err "$1")" 'BEGIN { exit !(e != "" && e <= 1e-5) }' ||
+        fail "$1: loss max rel err '$(par_loss_err "$1")' beyond 1e-5"
+    awk -v e="$(par_param_err "$1")" 'BEGIN { exit !(e != "" && e <= 2e-3) }' ||
+        fail "$1: parameter error '$(par_param_err "$1")' beyond 2e-3"
 }
 # bf16_file NAME: $work/NAME.st holds BF16 tensors whose bytes are NAME's final parameters
 # ($work/NAME.bin, the fp32 arena, the file's tensor order) rounded by torch
@@ -64,7 +57,7 @@ PYEOF
     >"$work/single.out" 2>&1 || fail "single: $(tail -3 "$work/single.out")"
 if par_train tp2 2 --tp 2 --save "$work/tp2.st" --save-dtype bf16; then
     grep -q "bf16-mixed" "$work/tp2.out" || fail "tp2: no bf16-mixed line"
-    cmp_run single tp2
+    par_cmp single tp2
     echo "tp 2, bf16-mixed: $(head -1 "$work/tp2.cmp")"
     within tp2
     bf16_file tp2
@@ -72,7 +65,7 @@ fi
 if par_train pp2 2 --pp 2 --schedule 1f1b --save "$work/pp2.st" --save-dtype bf16; then
     grep -q "tied embedding: the first and last stage's copies are bit-identical" \
         "$work/pp2.out" || fail "pp2: the tied embedding's copies were not checked"
-    cmp_run single pp2
+    par_cmp single pp2
     echo "pp 2 1f1b, bf16-mixed: $(head -1 "$work/pp2.cmp")"
     within pp2
     bf16_file pp2
@@ -80,23 +73,23 @@ fi
 # sequence parallelism keeps its activations fp32 (its LayerNorm rows are gathered as fp32): the
 # same bounds
 if par_train sp2 2 --tp 2 --sequence-parallel; then
-    cmp_run single sp2
+    par_cmp single sp2
     echo "tp 2 --sequence-parallel, bf16-mixed: $(head -1 "$work/sp2.cmp")"
     within sp2
 fi
 # --recompute full rebuilds each block's activations (the bf16-kept ones included) from the same
 # bits: single's losses and parameters exactly
 if par_train rc 1 --recompute full; then
-    cmp_run single rc
+    par_cmp single rc
     echo "--recompute full, bf16-mixed: $(head -1 "$work/rc.cmp")"
-    awk -v e="$(loss_err rc)" -v p="$(param_err rc)" 'BEGIN { exit !(e != "" && e == 0 && p == 0) }' ||
+    awk -v e="$(par_loss_err rc)" -v p="$(par_param_err rc)" 'BEGIN { exit !(e != "" && e == 0 && p == 0) }' ||
         fail "--recompute full: not single's bits ($(head -1 "$work/rc.cmp"))"
 fi
 # the bounds tell the precisions apart: tp 2 in fp32 is beyond them
 if par_train tp2-f32 2 --tp 2 --precision fp32; then
-    cmp_run single tp2-f32
+    par_cmp single tp2-f32
     echo "tp 2 in fp32 against single bf16-mixed (must differ): $(head -1 "$work/tp2-f32.cmp")"
-    awk -v e="$(loss_err tp2-f32)" -v p="$(param_err tp2-f32)" \
+    awk -v e="$(par_loss_err tp2-f32)" -v p="$(par_param_err tp2-f32)" \
         'BEGIN { exit !(e != "" && p != "" && (e > 1e-5 || p > 2e-3)) }' ||
         fail "tp 2 in fp32 within the bf16-mixed bounds: they cannot tell the precisions apart"
 fi
