@@ -65,6 +65,9 @@ static void help(void)
            "  --save-every K        also every K steps; a job restarted by 'cohort run\n"
            "                        --max-restarts' resumes from --save (ZeRO: one shard per\n"
            "                        rank plus an index)\n"
+           "  --save-dtype D        the weights file's dtype: fp32 (default: the master weights)\n"
+           "                        or bf16 (rounded to nearest even, half the size, for\n"
+           "                        inference: --resume refuses it, --init-from reads it)\n"
            "  --resume FILE         continue exactly from a checkpoint\n"
            "  --stop-at N           stop after step N (the schedule still spans --steps)\n"
            "  --tokenizer NAME      tokenizer of the data, recorded for 'cohort generate'\n"
@@ -75,7 +78,7 @@ enum {
     O_INIT = 256, O_DATA, O_VAL, O_SHUFFLE, O_STEPS, O_LR, O_MINLR, O_WARMUP, O_WD, O_CLIP, O_SEED,
     O_DET, O_METRICS, O_LOGEVERY, O_VALEVERY, O_VALBATCHES, O_SAVE, O_SAVEEVERY, O_RESUME,
     O_STOPAT, O_TOKENIZER, O_BLASINFO, O_TRACE, O_DUMP, O_DEVICES, O_DRYRUN, O_JSON,
-    O_STAGELAYERS
+    O_STAGELAYERS, O_SAVEDTYPE
 };
 
 static const struct option own_options[] = {
@@ -93,7 +96,7 @@ static const struct option own_options[] = {
     {"help", 0, 0, 'h'},              {"trace", 1, 0, O_TRACE},
     {"dump-params", 1, 0, O_DUMP},    {"devices", 1, 0, O_DEVICES},
     {"dry-run", 0, 0, O_DRYRUN},      {"json", 0, 0, O_JSON},
-    {"stage-layers", 1, 0, O_STAGELAYERS},
+    {"stage-layers", 1, 0, O_STAGELAYERS}, {"save-dtype", 1, 0, O_SAVEDTYPE},
     {0, 0, 0, 0},
 };
 
@@ -142,6 +145,13 @@ static int parse_value(train_opts *o, int c, const char *a)
     case O_VALBATCHES: return cli_parse_long(CMD, "--val-batches", a, 1, BIG, &o->val_batches);
     case O_SAVE: o->save = a; return 1;
     case O_SAVEEVERY: return cli_parse_long(CMD, "--save-every", a, 1, BIG, &o->save_every);
+    case O_SAVEDTYPE:
+        if (strcmp(a, "fp32") && strcmp(a, "bf16")) {
+            cli_usage_error(CMD, "invalid --save-dtype '%s': valid are fp32, bf16", a);
+            return 0;
+        }
+        o->tc.save_bf16 = !strcmp(a, "bf16");
+        return 1;
     case O_RESUME: o->resume = a; return 1;
     case O_STOPAT: return cli_parse_long(CMD, "--stop-at", a, 1, BIG, &o->stop_at);
     case O_TOKENIZER: o->tokenizer = a; return 1;
@@ -232,6 +242,12 @@ static int parse(train_opts *o, int argc, char **argv)
         return cli_usage_error(CMD, "missing --steps: give the number of optimizer steps");
     if (o->save_every && !o->save)
         return cli_usage_error(CMD, "--save-every needs --save FILE");
+    if (o->tc.save_bf16 && !o->save)
+        return cli_usage_error(CMD, "--save-dtype bf16 needs --save FILE");
+    if (o->tc.save_bf16 && o->save_every)
+        return cli_usage_error(CMD, "--save-dtype bf16 with --save-every: a restarted job "
+                               "resumes from --save, which needs fp32 weights; save bf16 at the "
+                               "end only");
     if (o->resume && o->init_from)
         return cli_usage_error(CMD, "--resume and --init-from exclude each other");
     coh_launch_env env;

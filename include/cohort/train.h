@@ -69,6 +69,11 @@ coh_status coh_train_memory_estimate(const coh_gpt_config *c, int B, int T, coh_
 /* Bytes coh_gpt_set_bf16_mixed adds to a model of this config and batch: the bf16 copies of its
  * products' operands (0 for a bad config). */
 size_t coh_train_memory_bf16(const coh_gpt_config *c, int B, int T);
+/* Bytes of one block's saved activations that a bf16-mixed model never touches, so never holds:
+ * it keeps the four that only feed products (ln_1, the attention output, ln_2, the GELU output)
+ * as bf16 in the first half of their fp32 places. 0 with sequence parallelism (fp32 kept there)
+ * or a bad config. */
+size_t coh_train_memory_bf16_acts_saved(const coh_gpt_config *c, int B, int T);
 
 /* ---- parameter tensors (views into the flat arena) ----------------------------------------- */
 
@@ -319,6 +324,8 @@ typedef struct coh_trainer_config {
     float beta1, beta2, eps, weight_decay;
     float grad_clip;         /* global-norm clip; 0 = off */
     uint64_t seed;           /* weight init */
+    int save_bf16;           /* checkpoints write the weights in bf16 (an export for inference,
+                                not resumable); 0: fp32, the master weights */
 } coh_trainer_config;
 
 /* Defaults: accum 1, warmup 0, lr 3e-4, min_lr_frac 0.1, betas 0.9/0.95, eps 1e-8, wd 0.1,
@@ -355,6 +362,7 @@ coh_status coh_trainer_eval(coh_trainer *t, coh_batch_fn next, void *ctx, long n
 coh_gpt *coh_trainer_model(coh_trainer *t);
 coh_adamw *coh_trainer_optimizer(coh_trainer *t);
 long coh_trainer_get_step(const coh_trainer *t);
+const coh_trainer_config *coh_trainer_get_config(const coh_trainer *t);
 void coh_trainer_set_step(coh_trainer *t, long step); /* after restoring a checkpoint */
 
 /* ---- BLAS and threads ------------------------------------------------------------------------ */

@@ -19,6 +19,13 @@ coh_status coh_gpt_save(coh_gpt *g, const char *path, const char *tokenizer, lon
  * e.g. a pipeline's stages gathered). */
 coh_status coh_gpt_save_arena(const coh_gpt_config *c, const float *params, const char *path,
                               const char *tokenizer, long step);
+/* The same with the tensors in `dtype`: COH_ST_F32 (the master weights, what the others write)
+ * or COH_ST_BF16 (each value rounded to the nearest bf16, ties to even, NaN kept NaN: half the
+ * bytes, for inference; transformers loads it, coh_gpt_load widens it, and a training resume
+ * refuses it). COH_ERR_INVALID for another dtype. */
+coh_status coh_gpt_save_arena_dtype(const coh_gpt_config *c, const float *params,
+                                    const char *path, const char *tokenizer, long step,
+                                    coh_st_dtype dtype);
 
 /* The config of a checkpoint: from its metadata when cohort wrote it, otherwise inferred from
  * the tensor shapes (GPT-2 files from elsewhere), heads = dim / 64 unless `heads_hint` > 0.
@@ -32,14 +39,16 @@ coh_status coh_gpt_checkpoint_config(const char *path, int heads_hint, coh_gpt_c
 coh_status coh_gpt_load(coh_gpt *g, const char *path);
 
 /* Save weights to `path` and the training state to `<path>.state` (each atomic; both carry the
- * step, so a pair torn by a crash between the two renames is refused on resume). */
+ * step, so a pair torn by a crash between the two renames is refused on resume). The weights
+ * are bf16 when the trainer's config says save_bf16 (then the pair cannot be resumed). */
 coh_status coh_trainer_save(coh_trainer *t, const char *path, const char *tokenizer,
                             const coh_loader_pos *data, int threads);
 
 /* Restore weights, AdamW moments and step from `path` and `<path>.state`; *data receives the
  * loader position and *threads the thread count the run used (0 when unknown). Errors:
  * COH_ERR_INVALID / COH_ERR_MISMATCH naming the file for corrupt, truncated, mismatched or
- * torn checkpoints. The trainer is unchanged on error only for the weights' shape checks;
+ * torn checkpoints, and COH_ERR_INVALID for weights saved in bf16 (save_bf16: the fp32 master
+ * weights are not in them; --init-from reads them as weights). The trainer is unchanged on error only for the weights' shape checks;
  * callers should discard it on any error. */
 coh_status coh_trainer_resume(coh_trainer *t, const char *path, coh_loader_pos *data,
                               int *threads);

@@ -21,44 +21,79 @@ static void free_list(tensor_list *l)
     free(l->info);
 }
 
-static coh_status list_tensors(const coh_gpt_config *c, float *arena, tensor_list *l)
+/* The arena's tensors in `dtype` (F32: the arena itself; BF16: rounded into *copy, which the
+ * caller frees). */
+static coh_status list_tensors(const coh_gpt_config *c, float *arena, coh_st_dtype dtype,
+                               tensor_list *l, gpt_bf16 **copy)
 {
     int n = coh_gpt_tensor_count(c);
+    size_t np = coh_gpt_param_count(c);
+    *copy = NULL;
     l->t = calloc((size_t)n, sizeof *l->t);
     l->info = calloc((size_t)n, sizeof *l->info);
-    if (!l->t || !l->info) {
+    if (dtype == COH_ST_BF16)
+        *copy = malloc((np ? np : 1) * sizeof **copy);
+    if (!l->t || !l->info || (dtype == COH_ST_BF16 && !*copy)) {
         free_list(l);
+        free(*copy);
+        *copy = NULL;
         return coh_errf(COH_ERR_NOMEM, "out of memory listing tensors");
     }
+    if (*copy)
+        gpt_to_bf16(*copy, arena, np);
     for (int i = 0; i < n; i++) {
         coh_tensor_info *in = &l->info[i];
         coh_gpt_tensor(c, i, in);
-        l->t[i] = (coh_st_tensor){.name = in->name, .dtype = COH_ST_F32, .ndim = in->ndim,
-                                  .data = arena + in->offset};
+        l->t[i] = (coh_st_tensor){.name = in->name, .dtype = dtype, .ndim = in->ndim,
+                                  .data = *copy ? (void *)(*copy + in->offset)
+                                                : (void *)(arena + in->offset)};
         l->t[i].shape[0] = (int64_t)in->shape[0];
         l->t[i].shape[1] = (int64_t)in->shape[1];
     }
     return COH_OK;
 }
 
-coh_status coh_gpt_save(coh_gpt *g, const char *path, const char *tokenizer, long step)
+static coh_status save_model(coh_gpt *g, const char *path, const char *tokenizer, long step,
+                             coh_st_dtype dtype)
 {
     if (g->tp > 1)
         return coh_errf(COH_ERR_INVALID, "checkpoint '%s': this model is one of %d "
                         "tensor-parallel shards; the parallel trainer saves whole tensors", path,
                         g->tp);
-    return coh_gpt_save_arena(coh_gpt_get_config(g), coh_gpt_params(g, NULL), path, tokenizer,
-                              step);
+    return coh_gpt_save_arena_dtype(coh_gpt_get_config(g), coh_gpt_params(g, NULL), path,
+                                    tokenizer, step, dtype);
+}
+
+coh_status coh_gpt_save(coh_gpt *g, const char *path, const char *tokenizer, long step)
+{
+    return save_model(g, path, tokenizer, step, COH_ST_F32);
+}
+
+coh_status gpt_save_trainer_weights(const coh_trainer_config *tc, coh_gpt *g, const char *path,
+                                    const char *tokenizer, long step)
+{
+    return save_model(g, path, tokenizer, step, tc->save_bf16 ? COH_ST_BF16 : COH_ST_F32);
 }
 
 coh_status coh_gpt_save_arena(const coh_gpt_config *c, const float *params, const char *path,
                               const char *tokenizer, long step)
 {
+    return coh_gpt_save_arena_dtype(c, params, path, tokenizer, step, COH_ST_F32);
+}
+
+coh_status coh_gpt_save_arena_dtype(const coh_gpt_config *c, const float *params,
+                                    const char *path, const char *tokenizer, long step,
+                                    coh_st_dtype dtype)
+{
     if (gpt_tp(c) > 1)
         return coh_errf(COH_ERR_INVALID, "checkpoint '%s': an arena of one of %d tensor-parallel "
                         "shards; gather the whole model first", path, c->tp);
+    if (dtype != COH_ST_F32 && dtype != COH_ST_BF16)
+        return coh_errf(COH_ERR_INVALID, "checkpoint '%s': weights in %s: cohort writes F32 or "
+                        "BF16", path, coh_st_dtype_name(dtype));
     tensor_list l;
-    coh_status st = list_tensors(c, (float *)params, &l);
+    gpt_bf16 *copy;
+    coh_status st = list_tensors(c, (float *)params, dtype, &l, &copy);
     if (st)
         return st;
     const long vals[6] = {c->layers, c->heads, c->dim, c->vocab, c->seq, step};
@@ -72,6 +107,7 @@ coh_status coh_gpt_save_arena(const coh_gpt_config *c, const float *params, cons
     };
     st = coh_st_save(path, l.t, (size_t)coh_gpt_tensor_count(c), meta, sizeof meta / sizeof *meta);
     free_list(&l);
+    free(copy);
     return st;
 }
 
@@ -181,6 +217,17 @@ coh_status gpt_load_from_file(coh_gpt *g, const coh_st_file *f, const char *path
     return st ? coh_err_prefix(st, "loading '%s'", path) : COH_OK;
 }
 
+coh_status gpt_check_resumable(const coh_st_file *f, const char *path)
+{
+    const coh_st_tensor *wte = coh_st_find(f, "transformer.wte.weight");
+    if (wte && wte->dtype != COH_ST_F32)
+        return coh_errf(COH_ERR_INVALID, "checkpoint '%s' holds its weights in %s (saved with "
+                        "--save-dtype bf16, for inference): resuming needs the fp32 master "
+                        "weights; start from it with --init-from, or save with --save-dtype fp32 "
+                        "to resume", path, coh_st_dtype_name(wte->dtype));
+    return COH_OK;
+}
+
 coh_status coh_gpt_load(coh_gpt *g, const char *path)
 {
     coh_st_file *f;
@@ -204,7 +251,8 @@ coh_status coh_trainer_save(coh_trainer *t, const char *path, const char *tokeni
 {
     char sp[4096];
     coh_status st = state_path(path, sp, sizeof sp);
-    if (st || (st = coh_gpt_save(coh_trainer_model(t), path, tokenizer, coh_trainer_get_step(t))))
+    if (st || (st = gpt_save_trainer_weights(coh_trainer_get_config(t), coh_trainer_model(t), path,
+                                             tokenizer, coh_trainer_get_step(t))))
         return st;
     size_t n;
     coh_adamw *o = coh_trainer_optimizer(t);
@@ -245,6 +293,8 @@ coh_status coh_trainer_resume(coh_trainer *t, const char *path, coh_loader_pos *
                       "at step %llu: the pair is torn (a save was interrupted)",
                       path, mstep, sp, (unsigned long long)s.step);
     }
+    if (!st)
+        st = gpt_check_resumable(mf, path);
     if (!st)
         st = gpt_load_from_file(coh_trainer_model(t), mf, path);
     size_t n;

@@ -148,5 +148,7 @@ coh_status coh_trainer_eval(coh_trainer *t, coh_batch_fn next, void *ctx, long n
 
 coh_gpt *coh_trainer_model(coh_trainer *t) { return t->model; }
 coh_adamw *coh_trainer_optimizer(coh_trainer *t) { return t->opt; }
+const coh_trainer_config *coh_trainer_get_config(const coh_trainer *t) { return &t->cfg; }
+
 long coh_trainer_get_step(const coh_trainer *t) { return t->step; }
 void coh_trainer_set_step(coh_trainer *t, long step) { t->step = step; }

@@ -47,6 +47,18 @@ par_check() {
     echo "$name: $(cat "$work/$run.cmp")"
 }
 
+# par_cmp REF RUN: par_compare.py's figures of RUN against REF into $work/RUN.cmp, whatever
+# its verdict (the caller applies its own bounds); counts a failure when they cannot be
+# compared. par_loss_err / par_param_err RUN: its loss max relative error and worst tensor's
+# relative L2 error from that file.
+par_cmp() {
+    "$py" "$src/tests/parallel/par_compare.py" "$work/$1.jsonl" "$work/$1.bin" "$work/$2.jsonl" \
+        "$work/$2.bin" "$V" "$C" "$L" "$T" >"$work/$2.cmp" 2>&1
+    [ $? -le 1 ] || fail "$2: cannot compare: $(cat "$work/$2.cmp")"
+}
+par_loss_err() { sed -nE 's/.*loss max rel err ([^;]+);.*/\1/p' "$work/$1.cmp"; }
+par_param_err() { sed -nE 's/.*worst tensor l2 rel err ([^ ]+) .*/\1/p' "$work/$1.cmp"; }
+
 # par_train NAME RANKS OPTIONS...: `cohort train` with the model and OPTIONS on RANKS ranks
 # under cohort run, its metrics, parameters and output kept as $work/NAME.*; returns 1 (and
 # counts a failure) when the run fails.

@@ -89,46 +89,39 @@ V=256 C=32 L=2 T=32
 par_model $V $L 2 $C $T
 model+=(--lr 1e-3 --warmup 3 --deterministic --shuffle on --steps 30 --bucket-mb 0.03
         --precision bf16-mixed)
-run_cmp() { # ref run: par_compare.py's figures into $work/run.cmp; 2 (cannot compare) fails
-    "$py" "$src/tests/parallel/par_compare.py" "$work/$1.jsonl" "$work/$1.bin" "$work/$2.jsonl" \
-        "$work/$2.bin" $V $C $L $T >"$work/$2.cmp" 2>&1
-    [ $? -le 1 ] || fail "$2: cannot compare: $(cat "$work/$2.cmp")"
-}
-loss_err() { sed -nE 's/.*loss max rel err ([^;]+);.*/\1/p' "$work/$1.cmp"; }
-param_err() { sed -nE 's/.*worst tensor l2 rel err ([^ ]+) .*/\1/p' "$work/$1.cmp"; }
 "$cohort" train "${model[@]}" --batch 8 --metrics "$work/single.jsonl" \
     --dump-params "$work/single.bin" >"$work/single.out" 2>&1 || fail "single: $(tail -3 "$work/single.out")"
 "$cohort" train "${model[@]}" --batch 4 --accum 2 --metrics "$work/floor.jsonl" \
     --dump-params "$work/floor.bin" >"$work/floor.out" 2>&1 || fail "floor: $(tail -3 "$work/floor.out")"
-run_cmp single floor
+par_cmp single floor
 echo "floor (single, batch 4 x accum 2): $(head -1 "$work/floor.cmp")"
 # The parameters: an operand that an fp32 reordering moves across a bf16 rounding boundary moves
 # by 2^-8, so reordered sums leave bf16-mixed parameters apart by far more than fp32's 1e-5:
 # single's own batch 4 x accum 2 is 1.3e-4 to 4.7e-4 away (per build), ddp and zero3 up to
 # 5.5e-4. The bound, 2e-3 (half of bf16's rounding unit 2^-8), holds them with a margin of 4
 # and fails fp32 against bf16-mixed (3.5e-3), checked below.
-awk -v e="$(param_err floor)" 'BEGIN { exit !(e != "" && e <= 2e-3) }' ||
-    fail "floor: parameter error '$(param_err floor)' beyond 2e-3"
+awk -v e="$(par_param_err floor)" 'BEGIN { exit !(e != "" && e <= 2e-3) }' ||
+    fail "floor: parameter error '$(par_param_err floor)' beyond 2e-3"
 for s in ddp zero3; do
     "$cohort" run --nproc-per-node 2 "$cohort" train "${model[@]}" --strategy $s --batch 4 \
         --metrics "$work/$s.jsonl" --dump-params "$work/$s.bin" >"$work/$s.out" 2>&1 ||
         { fail "$s at 2 ranks: $(tail -3 "$work/$s.out")"; continue; }
     grep -q "bf16-mixed" "$work/$s.out" || fail "$s: no bf16-mixed line"
-    run_cmp single $s
+    par_cmp single $s
     echo "$s at 2 ranks: $(head -1 "$work/$s.cmp")"
-    awk -v e="$(loss_err $s)" 'BEGIN { exit !(e != "" && e <= 1e-5) }' ||
-        fail "$s: loss max rel err '$(loss_err $s)' beyond 1e-5"
-    awk -v e="$(param_err $s)" 'BEGIN { exit !(e != "" && e <= 2e-3) }' ||
-        fail "$s: parameter error '$(param_err $s)' beyond 2e-3"
+    awk -v e="$(par_loss_err $s)" 'BEGIN { exit !(e != "" && e <= 1e-5) }' ||
+        fail "$s: loss max rel err '$(par_loss_err $s)' beyond 1e-5"
+    awk -v e="$(par_param_err $s)" 'BEGIN { exit !(e != "" && e <= 2e-3) }' ||
+        fail "$s: parameter error '$(par_param_err $s)' beyond 2e-3"
 done
 # the loss bound tells the precisions apart: fp32 single is not within it
 "$cohort" train "${model[@]}" --precision fp32 --batch 8 --metrics "$work/f32.jsonl" \
     --dump-params "$work/f32.bin" >"$work/f32.out" 2>&1 || fail "fp32 single"
-run_cmp single f32
+par_cmp single f32
 echo "fp32 vs bf16-mixed (must differ): $(head -1 "$work/f32.cmp")"
-awk -v e="$(loss_err f32)" 'BEGIN { exit !(e != "" && e > 1e-5) }' ||
+awk -v e="$(par_loss_err f32)" 'BEGIN { exit !(e != "" && e > 1e-5) }' ||
     fail "fp32 and bf16-mixed losses within 1e-5: the bound cannot tell them apart"
-awk -v e="$(param_err f32)" 'BEGIN { exit !(e != "" && e > 2e-3) }' ||
+awk -v e="$(par_param_err f32)" 'BEGIN { exit !(e != "" && e > 2e-3) }' ||
     fail "fp32 and bf16-mixed parameters within 2e-3: the bound cannot tell them apart"
 
 # ---- --grad-reduce-dtype bf16 (fp32 precision, so only the reduction differs) ----
@@ -148,11 +141,11 @@ echo "zero3 vs ddp, both reducing in bf16: $(head -1 "$work/z16.cmp")"
 # against the fp32 reduction: every averaged gradient element is rounded once (2^-9 of itself),
 # measured 1.8e-6 on the loss and 9e-4 on the parameters: the loss within 1e-4, and the
 # parameters beyond fp32's 1e-5 (the reduction really ran in bf16)
-run_cmp ddp-fp32 ddp-bf16
+par_cmp ddp-fp32 ddp-bf16
 echo "ddp reducing in bf16 vs fp32: $(head -1 "$work/ddp-bf16.cmp")"
-awk -v e="$(loss_err ddp-bf16)" 'BEGIN { exit !(e != "" && e <= 1e-4) }' ||
-    fail "ddp reducing in bf16: loss max rel err '$(loss_err ddp-bf16)' beyond 1e-4"
-awk -v e="$(param_err ddp-bf16)" 'BEGIN { exit !(e != "" && e > 1e-5) }' ||
-    fail "ddp reducing in bf16: parameters equal fp32 reduction's ('$(param_err ddp-bf16)')"
+awk -v e="$(par_loss_err ddp-bf16)" 'BEGIN { exit !(e != "" && e <= 1e-4) }' ||
+    fail "ddp reducing in bf16: loss max rel err '$(par_loss_err ddp-bf16)' beyond 1e-4"
+awk -v e="$(par_param_err ddp-bf16)" 'BEGIN { exit !(e != "" && e > 1e-5) }' ||
+    fail "ddp reducing in bf16: parameters equal fp32 reduction's ('$(par_param_err ddp-bf16)')"
 
 par_done "bf16-mixed: refusals, convergence and ddp/zero3 equivalence checks passed"

@@ -1,6 +1,8 @@
-"""gpt_ref.py: an independent GPT-2 in PyTorch over a dict of HF-named tensors, for the tests."""
+"""gpt_ref.py: an independent GPT-2 in PyTorch over a dict of HF-named tensors, for the tests, and
+its mean loss over the first windows of a token shard (what `cohort eval` reports)."""
 import math
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -25,3 +27,25 @@ def gpt_loss(P, L, NH, idx, tgt):
     x = F.layer_norm(x, (C,), P["transformer.ln_f.weight"], P["transformer.ln_f.bias"], 1e-5)
     logits = x @ P["transformer.wte.weight"].T
     return F.cross_entropy(logits.reshape(B * T, -1), tgt.reshape(-1))
+
+
+def read_shard(path):
+    """The tokens of an llm.c token shard (`cohort prepare`)."""
+    raw = open(path, "rb").read()
+    hdr = np.frombuffer(raw[:1024], dtype="<i4")
+    assert hdr[0] == 20240520 and hdr[1] == 1
+    return np.frombuffer(raw[1024:], dtype="<u2")[:hdr[2]].astype(np.int64)
+
+
+def shard_loss(P, L, NH, path, B, T, N):
+    """gpt_loss averaged over N batches of B windows of T + 1 tokens from the start of shard
+    `path`, as `cohort eval --batch B --seq T --batches N` reads them."""
+    toks = read_shard(path)
+    losses = []
+    for k in range(N):
+        rows = [toks[w * T:w * T + T + 1] for w in range(k * B, (k + 1) * B)]
+        x = torch.tensor(np.stack([r[:-1] for r in rows]))
+        y = torch.tensor(np.stack([r[1:] for r in rows]))
+        with torch.no_grad():
+            losses.append(gpt_loss(P, L, NH, x, y).item())
+    return sum(losses) / N

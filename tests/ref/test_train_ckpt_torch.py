@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gpt_ref import gpt_loss  # noqa: E402
+from gpt_ref import shard_loss  # noqa: E402
 
 COHORT = os.environ["COHORT"]
 SRC = os.environ["COHORT_SOURCE_DIR"]
@@ -29,13 +29,6 @@ def read_safetensors(path):
         a, b = e["data_offsets"]
         out[name] = np.frombuffer(raw[8 + n + a:8 + n + b], dtype="<f4").reshape(e["shape"])
     return out, meta
-
-
-def read_shard(path):
-    raw = open(path, "rb").read()
-    hdr = np.frombuffer(raw[:1024], dtype="<i4")
-    assert hdr[0] == 20240520 and hdr[1] == 1
-    return np.frombuffer(raw[1024:], dtype="<u2")[:hdr[2]].astype(np.int64)
 
 
 def main():
@@ -68,15 +61,7 @@ def main():
         print(f"metadata {meta}, {len(tensors)} tensors")
         failures += 1
     P = {k: torch.tensor(v.astype(np.float64)) for k, v in tensors.items()}
-    toks = read_shard(val)
-    losses = []
-    for k in range(N):
-        rows = [toks[w * T:w * T + T + 1] for w in range(k * B, (k + 1) * B)]
-        x = torch.tensor(np.stack([r[:-1] for r in rows]))
-        y = torch.tensor(np.stack([r[1:] for r in rows]))
-        with torch.no_grad():
-            losses.append(gpt_loss(P, 2, 4, x, y).item())
-    ref = sum(losses) / N
+    ref = shard_loss(P, 2, 4, val, B, T, N)
     rel = abs(ev["loss"] - ref) / ref
     print(f"cohort eval {ev['loss']:.7f}, torch on the checkpoint {ref:.7f}, relative {rel:.2g}")
     if rel > 1e-4:

@@ -1,6 +1,7 @@
 /* test_train_bf16.c: the bf16-mixed ops against their fp32 versions and against exact products,
  * within bounds derived from bf16 rounding: the rounding itself (nearest even), the matmul
- * forward and backward, the fused LM head, and a whole model's step.
+ * forward and backward, what bf16-mixed keeps of a LayerNorm and a GELU and the products on it,
+ * the fused LM head, and a whole model's step.
  *
  * The bounds. Rounding a float to bf16 (8 significant bits) changes it by at most u = 2^-9 of
  * itself, so a product a b of two rounded operands is off by at most (2u + u^2) |a b| < 2^-8
@@ -205,100 +206,196 @@ static void test_matmul(void)
     free(dw0), free(dw), free(dw32), free(db), free(db32), free(bias_rows), free(acc);
 }
 
+/* ---- what bf16-mixed keeps of a LayerNorm and a GELU (their outputs rounded to bf16, packed),
+ * and the products on such a kept input: each kept value is the fp32 op's output rounded to
+ * nearest even (within one bf16 rounding of it: the fp32 op may contract differently), and the
+ * products equal op_matmul_forward/backward's on the same fp32 input bit for bit (the same
+ * bf16 operands, the same product). ---- */
+static void test_kept_bf16(void)
+{
+    char why[200];
+    if (skip_reason(why, sizeof why))
+        SKIP_CASE("%s", why);
+    size_t N = 64;
+    int C = 96, OC = 80;
+    float *x = rnd(N * C, 2.0f), *w = rnd(C, 1.0f), *b = rnd(C, 0.5f);
+    float *y = malloc(N * C * 4), *mean = malloc(N * 4), *rstd = malloc(N * 4);
+    float *mean2 = malloc(N * 4), *rstd2 = malloc(N * 4);
+    gpt_bf16 *h = malloc(N * C * sizeof *h), *g = malloc(N * C * sizeof *g);
+    op_layernorm_forward(y, mean, rstd, x, w, b, N, C);
+    op_layernorm_forward_bf16(h, mean2, rstd2, x, w, b, N, C);
+    int bad = 0, same = 0;
+    for (size_t i = 0; i < N * C; i++) {
+        double r = round_bf16(y[i]), v = gpt_bf16_to_float(h[i]);
+        same += v == r;
+        bad += !(fabs(v - y[i]) <= U8 * fabs(y[i]));
+    }
+    CHECK_INT(bad, 0);
+    CHECK(same >= (int)(N * C) * 99 / 100);
+    CHECK(memcmp(mean, mean2, N * 4) == 0 && memcmp(rstd, rstd2, N * 4) == 0);
+    op_gelu_forward(y, x, N * C);
+    op_gelu_forward_bf16(g, x, N * C);
+    bad = 0;
+    for (size_t i = 0; i < N * C; i++)
+        bad += !(fabs(gpt_bf16_to_float(g[i]) - y[i]) <= U8 * fabs(y[i]));
+    CHECK_INT(bad, 0);
+    /* products on the kept GELU output against the same products on its fp32 widening */
+    float *yw = malloc(N * C * 4), *W = rnd((size_t)C * OC, 0.5f), *bo = rnd(OC, 0.2f);
+    for (size_t i = 0; i < N * C; i++)
+        yw[i] = gpt_bf16_to_float(g[i]);
+    float *o1 = malloc(N * OC * 4), *o2 = malloc(N * OC * 4), *dout = rnd(N * OC, 1.0f);
+    float *di1 = malloc(N * C * 4), *di2 = malloc(N * C * 4);
+    float *dw1 = calloc((size_t)C * OC, 4), *dw2 = calloc((size_t)C * OC, 4);
+    float *db1 = calloc(OC, 4), *db2 = calloc(OC, 4);
+    gpt_mm mm;
+    mm_alloc(&mm, N * C, N * OC, (size_t)C * OC, 1);
+    gpt_mm_bind(&mm);
+    op_matmul_forward(o1, yw, W, bo, N, C, OC);
+    op_matmul_forward_h(o2, g, W, bo, N, C, OC);
+    op_matmul_backward(di1, dw1, db1, dout, yw, W, N, C, OC, 0);
+    op_matmul_backward_h(di2, dw2, db2, dout, g, W, N, C, OC, 0);
+    gpt_mm_bind(NULL);
+    CHECK(memcmp(o1, o2, N * OC * 4) == 0);
+    CHECK(memcmp(di1, di2, N * C * 4) == 0);
+    CHECK(memcmp(dw1, dw2, (size_t)C * OC * 4) == 0 && memcmp(db1, db2, OC * 4) == 0);
+    mm_free(&mm);
+    free(x), free(w), free(b), free(y), free(mean), free(rstd), free(mean2), free(rstd2);
+    free(h), free(g), free(yw), free(W), free(bo), free(o1), free(o2), free(dout), free(di1);
+    free(di2), free(dw1), free(dw2), free(db1), free(db2);
+}
+
 /* ---- the fused head: losses, dlnf and dwte, chunk smaller than the rows (a partial last
  * chunk), against an fp64 reference on the unrounded operands. With z = x w^T off by at most
  * delta_r = 2^-8 max_j S_rj (+ fp32) per row, the loss (log-sum-exp minus the target's logit)
  * is off by at most 2 delta_r; each probability by at most p (e^(2 delta_r) - 1); the gradient
  * g = dscale (p - onehot), rounded to bf16, and wte's rounding add 2^-8 of each term of the two
- * backward products. Those bounds are computed per element below. ---- */
-static void test_head(void)
-{
-    char why[200];
-    if (skip_reason(why, sizeof why))
-        SKIP_CASE("%s", why);
-    size_t N = 45, chunk = 16;
-    int C = 40, V = 301;
-    float *lnf = rnd(N * C, 1.0f), *wte = rnd((size_t)V * C, 0.5f);
-    int32_t *tgt = malloc(N * sizeof *tgt);
-    for (size_t i = 0; i < N; i++)
-        tgt[i] = (int32_t)((i * 37 + 11) % (size_t)V);
-    float *logits = malloc(chunk * V * 4), *losses = malloc(N * 4), *losses32 = malloc(N * 4);
-    float *dlnf = calloc(N * C, 4), *dlnf32 = calloc(N * C, 4);
-    float *dwte = calloc((size_t)V * C, 4), *dwte32 = calloc((size_t)V * C, 4);
-    float gs = 1.5f;
-    gpt_mm mm;
-    mm_alloc(&mm, chunk * C, 1, 1, (size_t)V * C);
-    gpt_mm_bind(NULL);
-    CHECK_OK(op_head_loss(losses32, dlnf32, dwte32, logits, chunk, lnf, wte, tgt, N, C, V, gs,
-                          NULL));
-    gpt_mm_bind(&mm);
-    CHECK_OK(op_head_loss(losses, dlnf, dwte, logits, chunk, lnf, wte, tgt, N, C, V, gs, NULL));
-    gpt_mm_bind(NULL);
+ * backward products. Those bounds are computed per element below. Twice: the chunk's dL/dlogits
+ * rounded in place and its backward products per chunk, and kept for a group of rows (gpt_mm.dl,
+ * 32 rows: groups of 32 and 13) with the backward products once a group, whose losses are the
+ * same bits (the same row pass). ---- */
+typedef struct head_case {
+    size_t N, chunk;
+    int C, V;
+    float *lnf, *wte, gs;
+    int32_t *tgt;
+    double *p, *delta; /* the fp64 probabilities and each row's logit bound */
+} head_case;
 
-    double dscale = gs / (double)N;
-    double *p = malloc(N * V * sizeof *p), *delta = malloc(N * sizeof *delta);
-    int bad_loss = 0, bad_dlnf = 0, bad_dwte = 0;
-    double most = 0;
+/* Elements of losses, dlnf and dwte beyond their bounds (out[0..2]). */
+static void head_check(const head_case *h, const float *losses, const float *dlnf,
+                       const float *dwte, int out[3])
+{
+    size_t N = h->N;
+    int C = h->C, V = h->V;
+    double dscale = h->gs / (double)N;
+    out[0] = out[1] = out[2] = 0;
     for (size_t r = 0; r < N; r++) {
-        double zmax = -1e300, d = 0, *pr = p + r * V;
+        double zmax = -1e300, d = 0, *pr = h->p + r * V;
         for (int j = 0; j < V; j++) {
             double z = 0, S = 0;
             for (int k = 0; k < C; k++) {
-                z += (double)lnf[r * C + k] * wte[(size_t)j * C + k];
-                S += fabs((double)lnf[r * C + k] * wte[(size_t)j * C + k]);
+                z += (double)h->lnf[r * C + k] * h->wte[(size_t)j * C + k];
+                S += fabs((double)h->lnf[r * C + k] * h->wte[(size_t)j * C + k]);
             }
             pr[j] = z;
             zmax = z > zmax ? z : zmax;
             double dj = U8 * S + C * E32 * S * (1 + U8);
             d = dj > d ? dj : d;
         }
-        delta[r] = d;
+        h->delta[r] = d;
         double sum = 0;
         for (int j = 0; j < V; j++)
             sum += exp(pr[j] - zmax);
-        double loss = zmax + log(sum) - pr[tgt[r]];
+        double loss = zmax + log(sum) - pr[h->tgt[r]];
         for (int j = 0; j < V; j++)
             pr[j] = exp(pr[j] - zmax) / sum;
         /* + the fp32 softmax's own error (log and exp, sums of V terms: well below 1e-5) */
         if (!(fabs(losses[r] - loss) <= 2 * d + 1e-5 * (1 + fabs(loss))))
-            bad_loss++;
-        double dl = fabs(losses[r] - losses32[r]);
-        most = dl > most ? dl : most;
+            out[0]++;
     }
     for (size_t r = 0; r < N; r++) {
-        double grow = exp(2 * delta[r]) - 1;
+        double grow = exp(2 * h->delta[r]) - 1;
         for (int c = 0; c < C; c++) {
             double exact = 0, bound = 0;
             for (int j = 0; j < V; j++) {
-                double g = dscale * (p[r * V + j] - (j == tgt[r])), wj = wte[(size_t)j * C + c];
-                double dp = dscale * p[r * V + j] * grow;
+                double g = dscale * (h->p[r * V + j] - (j == h->tgt[r]));
+                double wj = h->wte[(size_t)j * C + c], dp = dscale * h->p[r * V + j] * grow;
                 exact += g * wj;
                 bound += ((fabs(g) + dp) * U8 + dp) * fabs(wj) + (fabs(g) + dp) * fabs(wj) * V * E32;
             }
             if (!(fabs(dlnf[r * C + c] - exact) <= bound * 1.01 + 1e-6 * dscale))
-                bad_dlnf++;
+                out[1]++;
         }
     }
     for (int j = 0; j < V; j++)
         for (int c = 0; c < C; c++) {
             double exact = 0, bound = 0;
             for (size_t r = 0; r < N; r++) {
-                double g = dscale * (p[r * V + j] - (j == tgt[r])), x = lnf[r * C + c];
-                double dp = dscale * p[r * V + j] * (exp(2 * delta[r]) - 1);
+                double g = dscale * (h->p[r * V + j] - (j == h->tgt[r])), x = h->lnf[r * C + c];
+                double dp = dscale * h->p[r * V + j] * (exp(2 * h->delta[r]) - 1);
                 exact += g * x;
                 bound += ((fabs(g) + dp) * U8 + dp) * fabs(x) + (fabs(g) + dp) * fabs(x) * N * E32;
             }
             if (!(fabs(dwte[(size_t)j * C + c] - exact) <= bound * 1.01 + 1e-6 * dscale))
-                bad_dwte++;
+                out[2]++;
         }
-    printf("  head: largest |loss bf16 - loss fp32| %.2e\n", most);
-    CHECK_INT(bad_loss, 0);
-    CHECK_INT(bad_dlnf, 0);
-    CHECK_INT(bad_dwte, 0);
-    CHECK(most > 1e-6); /* the bf16 path ran */
+}
+
+static void test_head(void)
+{
+    char why[200];
+    if (skip_reason(why, sizeof why))
+        SKIP_CASE("%s", why);
+    head_case h = {.N = 45, .chunk = 16, .C = 40, .V = 301, .gs = 1.5f};
+    size_t N = h.N, chunk = h.chunk;
+    int C = h.C, V = h.V;
+    h.lnf = rnd(N * C, 1.0f);
+    h.wte = rnd((size_t)V * C, 0.5f);
+    h.tgt = malloc(N * sizeof *h.tgt);
+    for (size_t i = 0; i < N; i++)
+        h.tgt[i] = (int32_t)((i * 37 + 11) % (size_t)V);
+    h.p = malloc(N * V * sizeof *h.p);
+    h.delta = malloc(N * sizeof *h.delta);
+    float *logits = malloc(chunk * V * 4), *losses32 = malloc(N * 4);
+    float *dlnf32 = calloc(N * C, 4), *dwte32 = calloc((size_t)V * C, 4);
+    gpt_mm mm;
+    mm_alloc(&mm, N * C, 1, 1, (size_t)V * C);
+    gpt_mm_bind(NULL);
+    CHECK_OK(op_head_loss(losses32, dlnf32, dwte32, logits, chunk, h.lnf, h.wte, h.tgt, N, C, V,
+                          h.gs, NULL));
+    float *first = NULL;
+    for (int grouped = 0; grouped < 2; grouped++) {
+        float *losses = malloc(N * 4), *dlnf = calloc(N * C, 4), *dwte = calloc((size_t)V * C, 4);
+        mm.dl_rows = grouped ? 32 : 0;
+        mm.dl = grouped ? malloc(mm.dl_rows * V * sizeof *mm.dl) : NULL;
+        gpt_mm_bind(&mm);
+        CHECK_OK(op_head_loss(losses, dlnf, dwte, logits, chunk, h.lnf, h.wte, h.tgt, N, C, V,
+                              h.gs, NULL));
+        gpt_mm_bind(NULL);
+        int bad[3];
+        head_check(&h, losses, dlnf, dwte, bad);
+        double most = 0;
+        for (size_t r = 0; r < N; r++) {
+            double dl = fabs(losses[r] - losses32[r]);
+            most = dl > most ? dl : most;
+        }
+        printf("  head (%s): largest |loss bf16 - loss fp32| %.2e\n",
+               grouped ? "dL/dlogits kept for groups of 32 rows" : "per chunk", most);
+        CHECK_INT(bad[0], 0);
+        CHECK_INT(bad[1], 0);
+        CHECK_INT(bad[2], 0);
+        CHECK(most > 1e-6); /* the bf16 path ran */
+        if (grouped)
+            CHECK(memcmp(first, losses, N * sizeof *losses) == 0);
+        free(mm.dl), free(dlnf), free(dwte);
+        if (grouped)
+            free(losses);
+        else
+            first = losses;
+    }
     mm_free(&mm);
-    free(lnf), free(wte), free(tgt), free(logits), free(losses), free(losses32), free(dlnf);
-    free(dlnf32), free(dwte), free(dwte32), free(p), free(delta);
+    free(h.lnf), free(h.wte), free(h.tgt), free(logits), free(first), free(losses32);
+    free(dlnf32), free(dwte32), free(h.p), free(h.delta);
 }
 
 /* ---- a whole model: coh_gpt_set_bf16_mixed changes the products only. The loss and the
@@ -371,6 +468,7 @@ int main(void)
                                                               ? "emulated" : "unavailable", why);
     RUN(test_rounding);
     RUN(test_matmul);
+    RUN(test_kept_bf16);
     RUN(test_head);
     RUN(test_model);
     RUN(test_prepare);

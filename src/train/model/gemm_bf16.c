@@ -39,6 +39,8 @@ GPT_CLONES static void to_bf16_run(gpt_bf16 *dst, const float *src, size_t n)
     }
 }
 
+void gpt_to_bf16_serial(gpt_bf16 *dst, const float *src, size_t n) { to_bf16_run(dst, src, n); }
+
 void gpt_to_bf16(gpt_bf16 *dst, const float *src, size_t n)
 {
     if (n < 65536) {
@@ -72,6 +74,20 @@ void gpt_to_bf16_rows_inplace(float *x, size_t rows, size_t cols, size_t ld)
 #pragma omp parallel for schedule(static)
     for (long r = 0; r < (long)rows; r++)
         gpt_to_bf16_row_inplace(x + (size_t)r * ld, cols);
+}
+
+/* Last value first: float j covers bf16 2j and 2j+1, both read by then. */
+void gpt_bf16_rows_widen_inplace(float *x, size_t rows, size_t cols, size_t ld)
+{
+    for (size_t r = 0; r < rows; r++) {
+        unsigned char *row = (unsigned char *)(x + r * ld);
+        for (size_t j = cols; j-- > 0;) {
+            gpt_bf16 h;
+            memcpy(&h, row + 2 * j, sizeof h);
+            uint32_t u = (uint32_t)h << 16;
+            memcpy(row + 4 * j, &u, sizeof u);
+        }
+    }
 }
 
 float gpt_bf16_to_float(gpt_bf16 h)
@@ -355,7 +371,7 @@ size_t gpt_gemm_bf16_scratch(int ta, int tb, int M, int N, int K, size_t lda, si
         void *A = map_zeros(na), *B = map_zeros(nb), *C = map_zeros(nc), *S = map_zeros(ns);
         const gpt_mm *was = gpt_mm_bind(NULL);
         if (A && B && C && S) {
-            gpt_mm tmp = {0, NULL, NULL, NULL, NULL, S, ns};
+            gpt_mm tmp = {.scratch = S, .scratch_bytes = ns};
             gpt_mm_bind(&tmp);
             gpt_gemm_bf16(ta, tb, M, N, K, A, lda, B, ldb, accumulate ? 1.0f : 0.0f, C, ldc);
         }

@@ -12,10 +12,13 @@ typedef uint16_t gpt_bf16; /* the upper half of an IEEE float */
 
 /* Where a bf16-mixed model keeps the bf16 copies of a GEMM's operands (gpt_act_sizes counts
  * them): a (rows x an input width), b (rows x an output width), w (one block matrix), wte (the
- * head's vocabulary rows). NULL (or bf16 0) in the binding: every product runs fp32. */
+ * head's vocabulary rows), dl (the head's bf16 dL/dlogits for up to dl_rows rows, so that its
+ * two backward products run once over all of them instead of once per chunk; NULL: per chunk).
+ * NULL (or bf16 0) in the binding: every product runs fp32. */
 typedef struct gpt_mm {
     int bf16;
-    gpt_bf16 *a, *b, *w, *wte;
+    gpt_bf16 *a, *b, *w, *wte, *dl;
+    size_t dl_rows;
     void *scratch;        /* oneDNN's scratchpad for the model's products (the largest one's) */
     size_t scratch_bytes;
 } gpt_mm;
@@ -38,9 +41,13 @@ coh_status gpt_bf16_check(void);
 
 /* dst[i] = src[i] rounded to nearest even (NaN stays NaN), over the OpenMP team. */
 void gpt_to_bf16(gpt_bf16 *dst, const float *src, size_t n);
+/* The same by the calling thread alone (inside a parallel loop). */
+void gpt_to_bf16_serial(gpt_bf16 *dst, const float *src, size_t n);
 /* The same for `rows` rows of `cols` floats at stride ld floats, each row's bf16 written over
  * the first half of its own floats (stride 2 ld in bf16 units): in place, no second buffer. */
 void gpt_to_bf16_rows_inplace(float *x, size_t rows, size_t cols, size_t ld);
+/* Undoes it: each row's bf16 (first half of its floats) widened back to fp32 in place. */
+void gpt_bf16_rows_widen_inplace(float *x, size_t rows, size_t cols, size_t ld);
 /* One such row (by the calling thread). */
 void gpt_to_bf16_row_inplace(float *row, size_t cols);
 float gpt_bf16_to_float(gpt_bf16 h);

@@ -144,6 +144,7 @@ void coh_gpt_destroy(coh_gpt *g)
     free(g->mm.b);
     free(g->mm.w);
     free(g->mm.wte);
+    free(g->mm.dl);
     free(g->mm.scratch);
     if (gpt_mm_bound() == &g->mm)
         gpt_mm_bind(NULL);
@@ -176,10 +177,14 @@ coh_status coh_gpt_set_bf16_mixed(coh_gpt *g, int on)
         g->mm.b = gpt_bf16_alloc(s.mm_b * sizeof(gpt_bf16));
         g->mm.w = gpt_bf16_alloc(s.mm_w * sizeof(gpt_bf16));
         g->mm.wte = gpt_bf16_alloc(s.mm_wte * sizeof(gpt_bf16));
+        g->mm.dl = s.mm_dl ? gpt_bf16_alloc(s.mm_dl * sizeof(gpt_bf16)) : NULL;
+        g->mm.dl_rows = s.dl_rows;
         g->mm.scratch_bytes = gpt_bf16_scratch_bytes(&g->cfg, g->maxB, g->maxT);
         g->mm.scratch = gpt_bf16_alloc(g->mm.scratch_bytes);
-        if (!g->mm.a || !g->mm.b || !g->mm.w || !g->mm.wte || !g->mm.scratch) {
-            free(g->mm.a), free(g->mm.b), free(g->mm.w), free(g->mm.wte), free(g->mm.scratch);
+        if (!g->mm.a || !g->mm.b || !g->mm.w || !g->mm.wte || (s.mm_dl && !g->mm.dl) ||
+            !g->mm.scratch) {
+            free(g->mm.a), free(g->mm.b), free(g->mm.w), free(g->mm.wte), free(g->mm.dl);
+            free(g->mm.scratch);
             g->mm = (gpt_mm){0};
             return coh_errf(COH_ERR_NOMEM, "out of memory for the bf16 operand buffers");
         }

@@ -325,6 +325,10 @@ void gpt_act_sizes(const coh_gpt_config *c, int B, int T, gpt_act_sizes_t *s)
     s->mm_b = BT * out;
     s->mm_w = d.C * (d.F > 3 * d.Ca ? d.F : 3 * d.Ca);
     s->mm_wte = d.Vs * d.C;
+    /* the head's bf16 dL/dlogits of up to GPT_HEAD_DL_ROWS rows (the whole vocabulary only: a
+     * tensor-parallel shard reduces its row statistics chunk by chunk) */
+    s->dl_rows = d.tp > 1 ? 0 : BT < GPT_HEAD_DL_ROWS ? BT : GPT_HEAD_DL_ROWS;
+    s->mm_dl = s->dl_rows * d.Vs;
 }
 
 coh_status coh_train_memory_estimate(const coh_gpt_config *c, int B, int T, coh_train_memory *out)
@@ -353,8 +357,9 @@ coh_status coh_train_memory_estimate(const coh_gpt_config *c, int B, int T, coh_
 
 /* The largest scratchpad of the bf16 products ops_matmul.c runs for B x T rows, with the same
  * shapes and strides: each linear layer (IC, OC) forward with and without bias, its two backward
- * products, and the head's three on full chunks and on the last, shorter one. */
-static size_t bf16_scratch(const coh_gpt_config *c, size_t BT, size_t R, int prep)
+ * products, and the head's three on full chunks and on the last, shorter one (its backward pair
+ * over the dl rows, G of them at once, when it keeps them). */
+static size_t bf16_scratch(const coh_gpt_config *c, size_t BT, size_t R, size_t G, int prep)
 {
     gpt_dims d = dims_of(c);
     int N = (int)BT, C = (int)d.C, V = (int)d.Vs;
@@ -368,12 +373,19 @@ static size_t bf16_scratch(const coh_gpt_config *c, size_t BT, size_t R, int pre
         TAKE(gpt_gemm_bf16_scratch(0, 1, N, IC, OC, OC, OC, IC, 0, prep));
         TAKE(gpt_gemm_bf16_scratch(1, 0, IC, OC, N, IC, OC, OC, 1, prep));
     }
-    size_t rows[2] = {R, BT % R};
+    size_t rows[2] = {R, BT % R}, groups[2] = {G, G ? BT % G : 0};
     for (int i = 0; i < 2 && rows[i]; i++) {
         int r = (int)rows[i];
         TAKE(gpt_gemm_bf16_scratch(0, 1, r, V, C, C, C, V, 0, prep));
+        if (G)
+            continue;
         TAKE(gpt_gemm_bf16_scratch(0, 0, r, C, V, 2 * (size_t)V, C, C, 0, prep));
         TAKE(gpt_gemm_bf16_scratch(1, 0, V, C, r, 2 * (size_t)V, C, C, 1, prep));
+    }
+    for (int i = 0; i < 2 && groups[i]; i++) {
+        int r = (int)groups[i];
+        TAKE(gpt_gemm_bf16_scratch(0, 0, r, C, V, V, C, C, 0, prep));
+        TAKE(gpt_gemm_bf16_scratch(1, 0, V, C, r, V, C, C, 1, prep));
     }
 #undef TAKE
     return most;
@@ -383,7 +395,7 @@ size_t gpt_bf16_scratch_bytes(const coh_gpt_config *c, int B, int T)
 {
     gpt_act_sizes_t s;
     gpt_act_sizes(c, B, T, &s);
-    return bf16_scratch(c, (size_t)B * T, s.chunk_rows, 0);
+    return bf16_scratch(c, (size_t)B * T, s.chunk_rows, s.dl_rows, 0);
 }
 
 size_t coh_train_memory_bf16(const coh_gpt_config *c, int B, int T)
@@ -392,8 +404,19 @@ size_t coh_train_memory_bf16(const coh_gpt_config *c, int B, int T)
         return 0;
     gpt_act_sizes_t s;
     gpt_act_sizes(c, B, T, &s);
-    return (s.mm_a + s.mm_b + s.mm_w + s.mm_wte) * sizeof(gpt_bf16) +
-           bf16_scratch(c, (size_t)B * T, s.chunk_rows, 0);
+    return (s.mm_a + s.mm_b + s.mm_w + s.mm_wte + s.mm_dl) * sizeof(gpt_bf16) +
+           bf16_scratch(c, (size_t)B * T, s.chunk_rows, s.dl_rows, 0);
+}
+
+size_t coh_train_memory_bf16_acts_saved(const coh_gpt_config *c, int B, int T)
+{
+    if (coh_gpt_config_check(c) || B < 1 || T < 1 || T > c->seq || gpt_sp(c))
+        return 0;
+    gpt_dims d = dims_of(c);
+    size_t BT = (size_t)B * T;
+    /* ln_1 and ln_2 (BT x C), the attention output (BT x Ca), the GELU output (BT x F): the
+     * second half of each fp32 place (gpt_step.c) */
+    return (2 * BT * d.C + BT * d.Ca + BT * d.F) * sizeof(gpt_bf16);
 }
 
 coh_status coh_bf16_prepare(const coh_gpt_config *c, int B, int T)
@@ -407,6 +430,6 @@ coh_status coh_bf16_prepare(const coh_gpt_config *c, int B, int T)
         return st;
     gpt_act_sizes_t s;
     gpt_act_sizes(c, B, T, &s);
-    bf16_scratch(c, (size_t)B * T, s.chunk_rows, 1);
+    bf16_scratch(c, (size_t)B * T, s.chunk_rows, s.dl_rows, 1);
     return COH_OK;
 }

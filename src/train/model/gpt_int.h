@@ -11,6 +11,9 @@
 #define GPT_BLOCK_TENSORS 12
 /* Rows of the fused LM head computed at once: (GPT_HEAD_CHUNK, V) logits are all it keeps. */
 #define GPT_HEAD_CHUNK 256
+/* bf16-mixed, whole vocabulary: rows whose bf16 dL/dlogits the head keeps (gpt_mm.dl) before
+ * its dL/dx and dL/dwte products run over all of them at once. */
+#define GPT_HEAD_DL_ROWS 2048
 
 typedef struct gpt_act_sizes_t {
     size_t rows;       /* rows of the residual stream a rank keeps (B*T, or its share with sp) */
@@ -19,7 +22,9 @@ typedef struct gpt_act_sizes_t {
     size_t grads;      /* floats of the backward scratch */
     size_t chunk_rows; /* rows of the LM head chunk */
     size_t logits;     /* floats of the LM head chunk */
-    size_t mm_a, mm_b, mm_w, mm_wte; /* bf16-mixed: bf16 elements of each gpt_mm buffer */
+    size_t mm_a, mm_b, mm_w, mm_wte, mm_dl; /* bf16-mixed: bf16 elements of each gpt_mm
+                                               buffer (dl: 0 on a tensor-parallel shard) */
+    size_t dl_rows;    /* bf16-mixed: rows of gpt_mm.dl */
 } gpt_act_sizes_t;
 
 void gpt_act_sizes(const coh_gpt_config *c, int B, int T, gpt_act_sizes_t *s);
@@ -141,6 +146,8 @@ coh_status gpt_tp_reduce_rows(coh_gpt *g, float *x, size_t N, const char *what);
  * shares all-gathered into g->gbuf. NULL on a failed gather (st set). */
 const float *gpt_tp_all_rows(coh_gpt *g, const float *local, size_t N, const char *what,
                              coh_status *st);
+/* bf16-mixed keeps ln_1, the attention output, ln_2 and the GELU output as bf16 (gpt_step.c). */
+static inline int gpt_bf16_acts(const coh_gpt *g) { return g->mm.bf16 && !g->sp; }
 /* The rows this rank keeps of N: N, or N / tp with sequence parallelism. */
 static inline size_t gpt_rows(const coh_gpt *g, size_t N) { return g->sp ? N / (size_t)g->tp : N; }
 /* The vocabulary part this shard's LM head holds, reduced over g's tensor-parallel group. */
@@ -156,6 +163,10 @@ void op_encoder_backward(float *dwte, float *dwpe, const float *dout, const int3
                          int T, int C, int v0, int vn);
 void op_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w,
                           const float *b, size_t N, int C);
+/* The same output rounded to bf16 (nearest even), N x C packed: what bf16-mixed keeps of a
+ * LayerNorm that only feeds a product. */
+void op_layernorm_forward_bf16(gpt_bf16 *out, float *mean, float *rstd, const float *inp,
+                               const float *w, const float *b, size_t N, int C);
 /* Adds the input gradient into dinp; adds dw, db. */
 void op_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
                            const float *w, const float *mean, const float *rstd, size_t N, int C);
@@ -165,6 +176,14 @@ void op_matmul_forward(float *out, const float *inp, const float *w, const float
 /* dinp = dout @ w^T (overwritten, or added when accumulate), dw += inp^T @ dout, db += sum dout */
 void op_matmul_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
                         const float *w, size_t N, int IC, int OC, int accumulate);
+/* bf16-mixed with the input kept as bf16 (N x IC packed, what op_layernorm_forward_bf16 and
+ * op_gelu_forward_bf16 write): op_matmul_forward and op_matmul_backward on it, no rounding pass
+ * of their own. The model must be bound in bf16-mixed (gpt_mm_bind). */
+void op_matmul_forward_h(float *out, const gpt_bf16 *inp, const float *w, const float *b,
+                         size_t N, int IC, int OC);
+void op_matmul_backward_h(float *dinp, float *dw, float *db, const float *dout,
+                          const gpt_bf16 *inp, const float *w, size_t N, int IC, int OC,
+                          int accumulate);
 /* db (3C) += column sums of dqkv (N,3C) for the query and value thirds; the key third is set
  * to its exact gradient, 0 (see ops_matmul.c) */
 void op_qkv_bias_backward(float *db, const float *dqkv, size_t N, int C);
@@ -174,6 +193,8 @@ int op_attention_forward(float *out, float *lse, const float *qkv, int B, int T,
 int op_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *lse,
                           int B, int T, int C, int NH);
 void op_gelu_forward(float *out, const float *inp, size_t n);
+/* The same output rounded to bf16 (nearest even). */
+void op_gelu_forward_bf16(gpt_bf16 *out, const float *inp, size_t n);
 /* dinp = gelu'(inp) * dout (dinp may alias dout) */
 void op_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
 void op_residual_forward(float *out, const float *a, const float *b, size_t n);

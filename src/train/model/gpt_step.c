@@ -8,6 +8,12 @@
 #include "cohort/train.h"
 #include "train/model/gpt_int.h"
 
+/* bf16-mixed keeps the four activations that only feed products (ln_1, the attention output,
+ * ln_2, the GELU output) as their bf16 copies, packed at the start of their fp32 places: the
+ * rest of those places is never written, so never resident. Not with sequence parallelism,
+ * whose LayerNorm rows are gathered as fp32. */
+#define H(p) ((gpt_bf16 *)(void *)(p))
+
 /* Where block l's activations go: the slot's, or with recomputation one scratch shared by all
  * blocks, except the output, which the next block (and the recomputation) reads. */
 static gpt_layer_acts acts_of(coh_gpt *g, gpt_slot *sl, int l, int B, int T)
@@ -51,23 +57,46 @@ static coh_status block_forward(coh_gpt *g, gpt_slot *sl, int l, const float *x,
     gpt_layer_acts act = acts_of(g, sl, l, B, T), *a = &act;
     coh_status st = COH_OK;
     const float *in;
-    op_layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, w->ln1w, w->ln1b, R, C);
-    if (!(in = gpt_tp_all_rows(g, a->ln1, N, "ln_1 rows", &st)))
+    int h = gpt_bf16_acts(g);
+    if (h)
+        op_layernorm_forward_bf16(H(a->ln1), a->ln1_mean, a->ln1_rstd, x, w->ln1w, w->ln1b, R, C);
+    else
+        op_layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, w->ln1w, w->ln1b, R, C);
+    if (h)
+        op_matmul_forward_h(a->qkv, H(a->ln1), w->qkvw, w->qkvb, N, C, 3 * Ca);
+    else if ((in = gpt_tp_all_rows(g, a->ln1, N, "ln_1 rows", &st)))
+        op_matmul_forward(a->qkv, in, w->qkvw, w->qkvb, N, C, 3 * Ca);
+    else
         return st;
-    op_matmul_forward(a->qkv, in, w->qkvw, w->qkvb, N, C, 3 * Ca);
-    if (op_attention_forward(a->atty, a->att_lse, a->qkv, B, T, Ca, g->NHs))
+    /* bf16 kept: attention writes fp32 into dwide (free until backward), rounded into atty */
+    if (op_attention_forward(h ? g->dwide : a->atty, a->att_lse, a->qkv, B, T, Ca, g->NHs))
         return coh_errf(COH_ERR_NOMEM, "out of memory in attention");
+    if (h)
+        gpt_to_bf16(H(a->atty), g->dwide, N * (size_t)Ca);
     /* the attention-output projection writes into dtmp, free during forward */
-    op_matmul_forward(g->dtmp, a->atty, w->attprojw, first ? w->attprojb : NULL, N, Ca, C);
+    if (h)
+        op_matmul_forward_h(g->dtmp, H(a->atty), w->attprojw, first ? w->attprojb : NULL, N, Ca,
+                            C);
+    else
+        op_matmul_forward(g->dtmp, a->atty, w->attprojw, first ? w->attprojb : NULL, N, Ca, C);
     if ((st = gpt_tp_reduce_rows(g, g->dtmp, N, "attention output")))
         return st;
     op_residual_forward(a->res2, x, g->dtmp, R * C);
-    op_layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w->ln2w, w->ln2b, R, C);
-    if (!(in = gpt_tp_all_rows(g, a->ln2, N, "ln_2 rows", &st)))
-        return st;
-    op_matmul_forward(a->fch, in, w->fcw, w->fcb, N, C, F);
-    op_gelu_forward(a->fch_gelu, a->fch, N * F);
-    op_matmul_forward(g->dtmp, a->fch_gelu, w->fcprojw, first ? w->fcprojb : NULL, N, F, C);
+    if (h) {
+        op_layernorm_forward_bf16(H(a->ln2), a->ln2_mean, a->ln2_rstd, a->res2, w->ln2w, w->ln2b,
+                                  R, C);
+        op_matmul_forward_h(a->fch, H(a->ln2), w->fcw, w->fcb, N, C, F);
+        op_gelu_forward_bf16(H(a->fch_gelu), a->fch, N * F);
+        op_matmul_forward_h(g->dtmp, H(a->fch_gelu), w->fcprojw, first ? w->fcprojb : NULL, N, F,
+                            C);
+    } else {
+        op_layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w->ln2w, w->ln2b, R, C);
+        if (!(in = gpt_tp_all_rows(g, a->ln2, N, "ln_2 rows", &st)))
+            return st;
+        op_matmul_forward(a->fch, in, w->fcw, w->fcb, N, C, F);
+        op_gelu_forward(a->fch_gelu, a->fch, N * F);
+        op_matmul_forward(g->dtmp, a->fch_gelu, w->fcprojw, first ? w->fcprojb : NULL, N, F, C);
+    }
     if ((st = gpt_tp_reduce_rows(g, g->dtmp, N, "mlp output")))
         return st;
     op_residual_forward(a->res3, a->res2, g->dtmp, R * C);
@@ -115,14 +144,22 @@ static coh_status block_backward(coh_gpt *g, gpt_slot *sl, int l, const float *x
     gpt_layer_acts act = acts_of(g, sl, l, B, T), *a = &act;
     float *dres = g->dres, *dtmp = g->dtmp, *dwide = g->dwide;
     const float *all;
+    int h = gpt_bf16_acts(g);
     if (!(all = gpt_tp_all_rows(g, dres, N, "block output gradient rows", &st)))
         return st;
-    op_matmul_backward(dwide, gw->fcprojw, gw->fcprojb, all, a->fch_gelu, w->fcprojw, N, F, C,
-                       0);
+    if (h)
+        op_matmul_backward_h(dwide, gw->fcprojw, gw->fcprojb, all, H(a->fch_gelu), w->fcprojw, N,
+                             F, C, 0);
+    else
+        op_matmul_backward(dwide, gw->fcprojw, gw->fcprojb, all, a->fch_gelu, w->fcprojw, N, F,
+                           C, 0);
     op_gelu_backward(dwide, a->fch, dwide, N * F);
-    if (!(all = gpt_tp_all_rows(g, a->ln2, N, "ln_2 rows", &st)))
+    if (h)
+        op_matmul_backward_h(dtmp, gw->fcw, gw->fcb, dwide, H(a->ln2), w->fcw, N, C, F, 0);
+    else if ((all = gpt_tp_all_rows(g, a->ln2, N, "ln_2 rows", &st)))
+        op_matmul_backward(dtmp, gw->fcw, gw->fcb, dwide, all, w->fcw, N, C, F, 0);
+    else
         return st;
-    op_matmul_backward(dtmp, gw->fcw, gw->fcb, dwide, all, w->fcw, N, C, F, 0);
     if ((st = gpt_tp_reduce_rows(g, dtmp, N, "mlp input gradient")))
         return st;
     float *dln = ln_grads(g, gw->ln2w); /* ln_2.weight, then ln_2.bias */
@@ -132,12 +169,20 @@ static coh_status block_backward(coh_gpt *g, gpt_slot *sl, int l, const float *x
         return st;
     if (!(all = gpt_tp_all_rows(g, dres, N, "attention output gradient rows", &st)))
         return st;
-    op_matmul_backward(dtmp, gw->attprojw, gw->attprojb, all, a->atty, w->attprojw, N, Ca, C, 0);
+    if (h)
+        op_matmul_backward_h(dtmp, gw->attprojw, gw->attprojb, all, H(a->atty), w->attprojw, N,
+                             Ca, C, 0);
+    else
+        op_matmul_backward(dtmp, gw->attprojw, gw->attprojb, all, a->atty, w->attprojw, N, Ca,
+                           C, 0);
     if (op_attention_backward(dwide, dtmp, a->qkv, a->att_lse, B, T, Ca, g->NHs))
         return coh_errf(COH_ERR_NOMEM, "out of memory in attention backward");
-    if (!(all = gpt_tp_all_rows(g, a->ln1, N, "ln_1 rows", &st)))
+    if (h)
+        op_matmul_backward_h(dtmp, gw->qkvw, NULL, dwide, H(a->ln1), w->qkvw, N, C, 3 * Ca, 0);
+    else if ((all = gpt_tp_all_rows(g, a->ln1, N, "ln_1 rows", &st)))
+        op_matmul_backward(dtmp, gw->qkvw, NULL, dwide, all, w->qkvw, N, C, 3 * Ca, 0);
+    else
         return st;
-    op_matmul_backward(dtmp, gw->qkvw, NULL, dwide, all, w->qkvw, N, C, 3 * Ca, 0);
     op_qkv_bias_backward(gw->qkvb, dwide, N, Ca);
     if ((st = gpt_tp_reduce_rows(g, dtmp, N, "attention input gradient")))
         return st;

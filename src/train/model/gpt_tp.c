@@ -108,5 +108,7 @@ static coh_status head_reduce(void *ctx, float *x, size_t n, int max)
 
 gpt_vocab_part gpt_tp_vocab(coh_gpt *g)
 {
-    return (gpt_vocab_part){.v0 = g->v0, .vn = g->Vv, .reduce = head_reduce, .ctx = g};
+    /* the whole vocabulary (tp 1): nothing to reduce, so the head may fuse its row passes */
+    return (gpt_vocab_part){.v0 = g->v0, .vn = g->Vv, .reduce = g->tp > 1 ? head_reduce : NULL,
+                            .ctx = g};
 }

@@ -52,8 +52,8 @@ void op_encoder_backward(float *dwte, float *dwpe, const float *dout, const int3
     }
 }
 
-GPT_CLONES static void ln_row(float *o, float *mean, float *rstd, const float *x, const float *w,
-                              const float *b, int C)
+/* A row's mean and 1 / standard deviation. */
+GPT_CLONES static void ln_stats(const float *x, int C, float *mean, float *rstd)
 {
     float m = 0.0f, v = 0.0f;
 #pragma omp simd reduction(+ : m)
@@ -63,11 +63,17 @@ GPT_CLONES static void ln_row(float *o, float *mean, float *rstd, const float *x
 #pragma omp simd reduction(+ : v)
     for (int c = 0; c < C; c++)
         v += (x[c] - m) * (x[c] - m);
-    float s = 1.0f / sqrtf(v / (float)C + 1e-5f);
+    *mean = m;
+    *rstd = 1.0f / sqrtf(v / (float)C + 1e-5f);
+}
+
+GPT_CLONES static void ln_row(float *o, float *mean, float *rstd, const float *x, const float *w,
+                              const float *b, int C)
+{
+    ln_stats(x, C, mean, rstd);
+    float m = *mean, s = *rstd;
     for (int c = 0; c < C; c++)
         o[c] = (x[c] - m) * s * w[c] + b[c];
-    *mean = m;
-    *rstd = s;
 }
 
 void op_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w,
@@ -76,6 +82,29 @@ void op_layernorm_forward(float *out, float *mean, float *rstd, const float *inp
 #pragma omp parallel for schedule(static)
     for (long i = 0; i < (long)N; i++)
         ln_row(out + (size_t)i * C, mean + i, rstd + i, inp + (size_t)i * C, w, b, C);
+}
+
+/* ln_row's statistics, then its output 64 values at a time through a buffer, rounded. */
+GPT_CLONES static void ln_row_bf16(gpt_bf16 *o, float *mean, float *rstd, const float *x,
+                                   const float *w, const float *b, int C)
+{
+    float tmp[64];
+    ln_stats(x, C, mean, rstd);
+    float m = *mean, s = *rstd;
+    for (int c0 = 0; c0 < C; c0 += 64) {
+        int k = C - c0 < 64 ? C - c0 : 64;
+        for (int c = 0; c < k; c++)
+            tmp[c] = (x[c0 + c] - m) * s * w[c0 + c] + b[c0 + c];
+        gpt_to_bf16_serial(o + c0, tmp, (size_t)k);
+    }
+}
+
+void op_layernorm_forward_bf16(gpt_bf16 *out, float *mean, float *rstd, const float *inp,
+                               const float *w, const float *b, size_t N, int C)
+{
+#pragma omp parallel for schedule(static)
+    for (long i = 0; i < (long)N; i++)
+        ln_row_bf16(out + (size_t)i * C, mean + i, rstd + i, inp + (size_t)i * C, w, b, C);
 }
 
 GPT_CLONES static void ln_back_row(float *dx, const float *dy, const float *x, const float *w,
@@ -158,6 +187,20 @@ void op_gelu_forward(float *out, const float *inp, size_t n)
     for (long s = 0; s < (long)((n + SPAN - 1) / SPAN); s++) {
         size_t a = (size_t)s * SPAN, len = n - a < SPAN ? n - a : SPAN;
         gelu_span(out + a, inp + a, len);
+    }
+}
+
+void op_gelu_forward_bf16(gpt_bf16 *out, const float *inp, size_t n)
+{
+#pragma omp parallel for schedule(static)
+    for (long s = 0; s < (long)((n + SPAN - 1) / SPAN); s++) {
+        size_t a = (size_t)s * SPAN, len = n - a < SPAN ? n - a : SPAN;
+        float tmp[256];
+        for (size_t k = 0; k < len; k += 256) {
+            size_t m = len - k < 256 ? len - k : 256;
+            gelu_span(tmp, inp + a + k, m);
+            gpt_to_bf16_serial(out + a + k, tmp, m);
+        }
     }
 }
 

@@ -158,6 +158,20 @@ void coh_adamw_update(coh_adamw *o, float *params, const float *grads, const coh
     }
 }
 
+/* Sum of squares in double over 8 lanes (element i into lane i % 8), the lanes added in a fixed
+ * order: a vector loop whose result does not depend on the thread count or the ISA. */
+GPT_CLONES static double sumsq_block(const float *g, size_t n)
+{
+    double lane[8] = {0};
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++)
+            lane[j] += (double)g[i + j] * g[i + j];
+    for (; i < n; i++)
+        lane[i % 8] += (double)g[i] * g[i];
+    return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}
+
 double coh_clip_grad_norm(float *grads, size_t count, double max_norm)
 {
     /* fixed blocks summed in order: the same norm for any thread count */
@@ -168,11 +182,8 @@ double coh_clip_grad_norm(float *grads, size_t count, double max_norm)
     if (part) {
 #pragma omp parallel for schedule(static)
         for (long k = 0; k < (long)nb; k++) {
-            double s = 0.0;
             size_t e = ((size_t)k + 1) * BLK < count ? ((size_t)k + 1) * BLK : count;
-            for (size_t i = (size_t)k * BLK; i < e; i++)
-                s += (double)grads[i] * grads[i];
-            part[k] = s;
+            part[k] = sumsq_block(grads + (size_t)k * BLK, e - (size_t)k * BLK);
         }
         for (size_t k = 0; k < nb; k++)
             sum += part[k];

@@ -175,6 +175,12 @@ static void remove_other_sets(const char *path, long keep)
     closedir(d);
 }
 
+/* The weights file's dtype: fp32, or bf16 with --save-dtype bf16 (not resumable). */
+static coh_st_dtype save_dtype(const coh_par_trainer *t)
+{
+    return t->cfg.train.save_bf16 ? COH_ST_BF16 : COH_ST_F32;
+}
+
 static coh_status save_zero(coh_par_trainer *t, const char *path, const char *tokenizer,
                             const coh_loader_pos *data, int threads)
 {
@@ -184,7 +190,8 @@ static coh_status save_zero(coh_par_trainer *t, const char *path, const char *to
         st = par_gather_bucket(t, k, 1); /* the weights file holds the whole model */
     if (!st)
         st = write_index(t, t->dp, path, step);
-    if (!st && t->rdp == 0 && !(st = coh_gpt_save(t->model, path, tokenizer, step)))
+    if (!st && t->rdp == 0 && !(st = coh_gpt_save_arena_dtype(coh_gpt_get_config(t->model), coh_gpt_params(t->model, NULL),
+                                        path, tokenizer, step, save_dtype(t))))
         st = write_state(t->ndp, path, step, data, threads);
     if (t->stage == 3)
         par_release_params(t);
@@ -216,7 +223,8 @@ static coh_status save_pipeline(coh_par_trainer *t, const char *path, const char
     if (!st && writes)
         st = write_index(t, writers, path, step);
     if (!st && coh_comm_rank(m->world) == 0 &&
-        !(st = coh_gpt_save_arena(&t->cfg.train.model, full, path, tokenizer, step)))
+        !(st = coh_gpt_save_arena_dtype(&t->cfg.train.model, full, path, tokenizer, step,
+                                        save_dtype(t))))
         st = write_state(shards, path, step, data, threads);
     free(full);
     coh_status s2 = coh_barrier(m->world); /* every shard and the state exist before cleanup */
@@ -276,7 +284,7 @@ static coh_status save_tensor_parallel(coh_par_trainer *t, const char *path,
     if (!st && !(st = par_tp_gather(t, sm, m, nw)))
         st = par_tp_gather(t, sv, v, nw);
     if (!st && coh_comm_rank(t->mesh->world) == 0 &&
-        !(st = coh_gpt_save_arena(&whole, p, path, tokenizer, step))) {
+        !(st = coh_gpt_save_arena_dtype(&whole, p, path, tokenizer, step, save_dtype(t)))) {
         char sp[4200], thr[24];
         snprintf(sp, sizeof sp, "%s.state", path);
         snprintf(thr, sizeof thr, "%d", threads);

@@ -177,6 +177,8 @@ static coh_status load_weights(coh_par_trainer *t, const char *path, const char 
                       "step %ld: the pair is torn (a save was interrupted)", path,
                       ms ? ms : "?", sp, step);
     if (!st)
+        st = gpt_check_resumable(mf, path);
+    if (!st)
         st = gpt_load_from_file(t->model, mf, path);
     coh_st_close(mf);
     return st;

@@ -141,8 +141,13 @@ coh_status coh_par_memory_estimate(const coh_par_config *cfg, int dp, int rank,
         out->engine -= (uint64_t)L * (as.per_layer - btc) * sizeof(float);
         out->engine += (uint64_t)as.per_layer * sizeof(float);
     }
-    if (c->par.precision == COH_PREC_BF16_MIXED) /* the products' bf16 operands, scratchpad */
+    if (c->par.precision == COH_PREC_BF16_MIXED) { /* the products' bf16 operands, scratchpad,
+                                                      less the bf16-kept activations' halves */
         out->engine += coh_train_memory_bf16(&c->train.model, c->train.batch, c->train.seq);
+        out->engine -= (uint64_t)(c->par.recompute == COH_RECOMPUTE_FULL ? 1 : L) *
+                       coh_train_memory_bf16_acts_saved(&c->train.model, c->train.batch,
+                                                        c->train.seq);
+    }
     const coh_model_state_bytes *s = &out->state;
     out->total = s->params + s->grads + s->optim + out->engine + out->gathered +
                  out->grad_buckets + out->comm;
@@ -204,8 +209,11 @@ coh_status coh_par_memory_estimate_stage(const coh_par_config *cfg, int stage,
                        (uint64_t)(PIPE_RECV_DEPTH + 1) * btr /* received ahead, to send */ +
                        2 * (uint64_t)m * bt /* the step's tokens and targets */ + 2 * bt) +
                   tm.attention * (uint64_t)coh_get_threads();
-    if (c->par.precision == COH_PREC_BF16_MIXED)
+    if (c->par.precision == COH_PREC_BF16_MIXED) { /* as in the whole model's estimate */
         out->engine += coh_train_memory_bf16(g, c->train.batch, c->train.seq);
+        out->engine -= (full ? 1 : (uint64_t)slots * blocks) *
+                       coh_train_memory_bf16_acts_saved(g, c->train.batch, c->train.seq);
+    }
     out->activation_slots = slots;
     out->total = out->state.params + out->state.grads + out->state.optim + out->engine;
     /* the seeded initialisation writes the whole arena's parameters before the stage gives back
