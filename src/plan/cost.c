@@ -272,7 +272,9 @@ coh_status plan_chunk_costs(const coh_model_desc *m, const coh_parallel_config *
     double b = (double)c->micro_batch, s = (double)seq, N = b * s, h = (double)m->dim;
     double e = d->half ? 2.0 : 4.0, pbytes = e;
     const plan_engine_cost *measured = NULL;
-    coh_status st = plan_engine_lookup(d, m, (int)c->micro_batch, (int)seq, c->tp, &measured);
+    coh_status st = plan_engine_lookup(d, m, (int)c->micro_batch, (int)seq, c->tp,
+                                       coh_strategy_zero_stage(c->strategy) >= 2 ? c->dp : 1,
+                                       &measured);
     if (st) {
         free(bounds);
         return st;

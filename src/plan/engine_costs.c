@@ -14,6 +14,7 @@
 #include "cohort/train.h"
 #include "plan/planner_int.h"
 #include "train/model/gpt_int.h" /* gpt_tp_skip_collectives: a shard timed without its group */
+#include "train/parallel/strategy.h" /* par_release: pages given back as the trainer does */
 
 #define REPS 5 /* timed repetitions after one warm-up */
 
@@ -90,6 +91,17 @@ typedef struct probe_rank {
     size_t nparams;
 } probe_rank;
 
+/* ZeRO-2/3 give back the gradient pages this rank does not own (all but 1/dp of each range)
+ * after their reduce-scatter, as the trainer does, so the next micro-batch's backward writes into
+ * fresh pages. */
+static void release_grads(const coh_gpt_config *g, float *grads, int lo, int hi, int dp)
+{
+    size_t b, e, x, y;
+    coh_gpt_layer_range(g, lo == 0 ? -1 : lo, &b, &y);
+    coh_gpt_layer_range(g, hi == g->layers ? g->layers : hi - 1, &x, &e);
+    par_release(grads, b + (e - b) / (size_t)dp, e);
+}
+
 static void *probe_run(void *arg)
 {
     probe_rank *r = arg;
@@ -140,7 +152,8 @@ static void *probe_run(void *arg)
             break;
         double c[7];
         float loss;
-        coh_gpt_zero_grad(model);
+        if (k->zero_dp <= 1 || rep < 0) /* ZeRO-2/3: the given-back pages read as zero */
+            coh_gpt_zero_grad(model);
         c[0] = coh_now_s();
         for (int i = 0; i < 6 && !st; i++) {
             int lo = i < 3 ? i : 5 - i, hi = lo + 1; /* blocks [lo, hi) */
@@ -153,13 +166,16 @@ static void *probe_run(void *arg)
             else
                 st = coh_gpt_stage_backward(model, 0, lo, hi, hi == 3 ? NULL : (hi == 2 ? d2 : d1),
                                             B, T, lo == 0 ? NULL : (lo == 2 ? d2 : d1));
+            if (i >= 3 && k->zero_dp > 1)
+                release_grads(&g, grads, lo, hi, k->zero_dp);
             c[i + 1] = coh_now_s();
         }
         double o0 = coh_now_s();
         if (!st) {
             coh_clip_grad_norm(grads, np, 1.0);
             coh_adamw_update(opt, params, grads, &hp, rep + 2);
-            coh_gpt_zero_grad(model);
+            if (k->zero_dp <= 1)
+                coh_gpt_zero_grad(model);
         }
         double o1 = coh_now_s();
         if (rep >= 0) {
@@ -181,10 +197,11 @@ static void *probe_run(void *arg)
 
 /* The configuration's ranks of one node run at once, each on its own 3-block model (threads
  * standing in for processes: the cores, caches and memory are shared the same way), so the
- * costs include what the ranks do to each other, oversubscription included. Not ZeRO's giving
- * back and faulting in of pages: threads share one address space, where every release stops
- * the other threads for a TLB shootdown that separate processes never pay (tried: it overstated
- * ZeRO-3's step by 20% to 40%); that stays unpriced. Stage calls on
+ * costs include what the ranks do to each other, oversubscription included, and ZeRO-2/3's
+ * gradient pages given back after each micro-batch (zero_dp > 1). Not ZeRO-3's parameter pages:
+ * emulated here the same way they overstated its step by 20% to 40% (not understood; threads
+ * of one process pay TLB shootdowns that separate ranks do not), so they stay unpriced. Stage
+ * calls on
  * blocks [0,1) (embeddings + a block), [1,2) (a block alone) and [2,3) (a block + final
  * LayerNorm and head) give each part by difference; then the trainer's end of step: gradient
  * norm, AdamW, zeroing. Each part is the slowest rank's in a repetition (a synchronous step is
@@ -240,9 +257,9 @@ static coh_status measure(const coh_model_desc *m, plan_engine_cost *k)
         k->head_bwd_s = fmax(0.0, b2 - b1);
         k->optimizer_s_per_param = part[6] / (double)r[0].nparams;
         if (getenv("COHORT_PLAN_DEBUG"))
-            fprintf(stderr, "measured b %d s %d tp %d thr %d ranks %d: blk %.2f/%.2f "
+            fprintf(stderr, "measured b %d s %d tp %d thr %d ranks %d zero-dp %d: blk %.2f/%.2f "
                     "emb %.2f/%.2f head %.2f/%.2f ms opt %.3f ns/param\n", k->micro_batch,
-                    k->seq, k->tp, k->threads, n, f1 * 1e3, b1 * 1e3,
+                    k->seq, k->tp, k->threads, n, k->zero_dp, f1 * 1e3, b1 * 1e3,
                     k->emb_fwd_s * 1e3, k->emb_bwd_s * 1e3, k->head_fwd_s * 1e3,
                     k->head_bwd_s * 1e3, k->optimizer_s_per_param * 1e9);
     }
@@ -258,7 +275,7 @@ int plan_engine_measurable(const coh_model_desc *m)
 }
 
 coh_status plan_engine_lookup(const plan_dev *d, const coh_model_desc *m, int micro_batch,
-                              int seq, int tp, const plan_engine_cost **out)
+                              int seq, int tp, int zero_dp, const plan_engine_cost **out)
 {
     struct coh_engine_costs *e = d->hw->engine;
     *out = NULL;
@@ -266,12 +283,14 @@ coh_status plan_engine_lookup(const plan_dev *d, const coh_model_desc *m, int mi
         return COH_OK;
     plan_engine_cost key = {.dim = m->dim, .heads = m->heads, .vocab = m->vocab,
                             .micro_batch = micro_batch, .seq = seq, .tp = tp,
-                            .threads = d->threads, .half = d->half, .ranks = d->ranks};
+                            .threads = d->threads, .half = d->half, .ranks = d->ranks,
+                            .zero_dp = zero_dp > 1 ? zero_dp : 1};
     for (size_t i = 0; i < e->n; i++) {
         const plan_engine_cost *r = &e->rows[i];
         if (r->dim == key.dim && r->heads == key.heads && r->vocab == key.vocab &&
             r->micro_batch == key.micro_batch && r->seq == key.seq && r->tp == key.tp &&
-            r->threads == key.threads && r->half == key.half && r->ranks == key.ranks) {
+            r->threads == key.threads && r->half == key.half && r->ranks == key.ranks &&
+            r->zero_dp == key.zero_dp) {
             *out = r;
             return COH_OK;
         }
