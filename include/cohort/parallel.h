@@ -58,8 +58,8 @@ typedef struct coh_par_memory {
     coh_model_state_bytes state; /* params, grads (+ ZeRO-2/3 accumulator), AdamW moments */
     uint64_t engine;       /* activations, activation-gradient scratch, logits chunk, attention
                               scratch per thread, token buffers */
-    uint64_t gathered;     /* ZeRO-3: other ranks' chunks of the two layers present at once */
-    uint64_t grad_buckets; /* ZeRO-2/3: other ranks' chunks of gradient buckets not yet reduced */
+    uint64_t gathered;     /* ZeRO-3: other ranks' chunks of parameters present at the peak */
+    uint64_t grad_buckets; /* ZeRO-2/3: other ranks' chunks of gradients not yet reduced, there */
     uint64_t comm;         /* peers' shared-arena gradient pieces this rank reduces (DDP, ZeRO-1)
                               and the transport's staging buffers */
     uint64_t total;        /* peak resident growth over the process before the model existed */

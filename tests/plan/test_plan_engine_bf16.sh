@@ -2,17 +2,17 @@
 # test_plan_engine_bf16.sh: `cohort estimate --engine cohort --precision bf16-mixed --json`
 # against what bf16-mixed runs measure, for single and for ddp and zero3 at 2 ranks: each rank's
 # model state at the optimizer step and its peak resident growth (peak RSS minus the RSS just
-# before the model was created) within 5% of the prediction (zero3: see below), the trainer's
+# before the model was created) within 5% of the prediction, the trainer's
 # own prediction equal to the estimator's, and bf16-mixed predicted above fp32 by what it adds
 # (operand buffers, the head's bf16 dL/dlogits, less the halves of the activations it keeps in
 # bf16): the same runs in fp32 grow by about that much less. Also ddp and zero3 with
 # --grad-reduce-dtype bf16 (the bf16 gradient copy: whole for ddp, within 5%; for zero3 the
-# buckets in flight, priced as the two largest at once, which over-predicts: measured -6.6%, so
-# there only the prediction's not falling short is asserted). ZeRO-3 prices its gathered
-# parameters and its gradient buckets at their peaks as if they coincided, which over-predicts
-# this small model by about 4.5 MB (fp32: -5.85%); bf16-mixed zero3 measured -3.2% before the
-# head kept its dL/dlogits and the activations went bf16, -5.5% after (the prediction grew by
-# 4.7 MB, the measured peak by 2.6 MB): its bound is -6%..+5%.
+# buckets in flight, priced as the two largest at once, which over-predicts (-6.6%, then), so
+# there only the prediction's not falling short is asserted: measured -5.2% and -5.4%). ZeRO-3
+# prices other ranks' parameters and gradients at the moment of the step their sum is largest
+# (the head, with wte gathered and its gradient written); it priced each at its own peak as if
+# they coincided, which over-predicted by about 4.5 MB here (bf16-mixed zero3 -5.5%, fp32 -5.85%;
+# now -2.0% and -1.6%).
 . "$(dirname "${BASH_SOURCE[0]}")/engine_lib.sh"
 
 shape=(--vocab 8192 --layers 2 --heads 4 --dim 256 --seq 128)
@@ -58,9 +58,7 @@ for prec, r in cases:
             print("  -> model state more than 5% off"); ok = False
         if s == "zero316" and rss and e2 > 0.05:
             print("  -> resident growth more than 5% above the prediction"); ok = False
-        elif s == "zero3" and prec == "bf16-mixed" and rss and not -0.06 <= e2 <= 0.05:
-            print("  -> resident growth outside -6%..+5% of the prediction"); ok = False
-        elif s not in ("zero316", "zero3") and prec == "bf16-mixed" and rss and abs(e2) > 0.05:
+        elif s != "zero316" and prec == "bf16-mixed" and rss and abs(e2) > 0.05:
             print("  -> resident growth more than 5% off"); ok = False
         for p in problems:
             print("  -> " + p); ok = False

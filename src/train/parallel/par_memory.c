@@ -16,25 +16,52 @@ static uint64_t not_own(const par_bucket *b)
     return (uint64_t)(b->end - b->begin - (b->own_e - b->own_b)) * sizeof(float);
 }
 
-/* ZeRO-3: the most of other ranks' parameters present at once: a layer in use and the next one
- * in the step's order, prefetched (forward -1..L, the LM head's -1, backward L-1..0). */
-static uint64_t gathered_peak(const par_bucket *bk, const int *bucket_of, int L)
+/* ZeRO-3 walks the step layer by layer (par_reset_sequence), so other ranks' chunks of
+ * parameters and of gradients are resident at different moments; their peak is that of their
+ * sum over the step, not the sum of their peaks. What is present during each part:
+ *   forward of layer l (embeddings -1, blocks, the final LayerNorm L): l and the next in the
+ *     order, prefetched;
+ *   the head (-1 again): ln_f (held until its backward), wte, block L-1 prefetched, and the
+ *     whole of wte's gradient, which the fused head writes there;
+ *   ln_f's backward: ln_f, block L-1, wte's gradient and ln_f's;
+ *   block l's backward: l, l-1 prefetched, wte's gradient (reduced last), l's being written
+ *     and l+1's whose reduce-scatter may still be in flight.
+ * Every layer is its own bucket here (par_bucket_plan). */
+typedef struct resident_peak {
+    uint64_t params, grads; /* at the moment their sum is largest */
+} resident_peak;
+
+static void moment(resident_peak *pk, uint64_t params, uint64_t grads)
 {
-    uint64_t best = 0;
-    int prev = -2;
-    for (int i = 0; i < 2 * L + 3; i++) {
-        int l = i <= L + 1 ? i - 1 : i == L + 2 ? -1 : 2 * L + 2 - i;
-        if (prev > -2) {
-            int a = bucket_of[prev + 1], b = bucket_of[l + 1];
-            uint64_t x = not_own(&bk[a]) + (a != b ? not_own(&bk[b]) : 0);
-            best = x > best ? x : best;
-        }
-        prev = l;
-    }
-    return best;
+    if (params + grads > pk->params + pk->grads)
+        *pk = (resident_peak){params, grads};
 }
 
-/* ZeRO-2/3: the embedding bucket's gradient is written first in backward (the LM head) and
+/* Other ranks' chunk of layer l (-1 the embeddings, L the final LayerNorm). */
+static uint64_t others(const par_bucket *bk, const int *bucket_of, int l)
+{
+    return not_own(&bk[bucket_of[l + 1]]);
+}
+
+static resident_peak zero3_peak(const par_bucket *bk, const int *bucket_of, int L)
+{
+    resident_peak pk = {0, 0};
+    uint64_t wte = others(bk, bucket_of, -1), lnf = others(bk, bucket_of, L);
+    uint64_t last = L > 0 ? others(bk, bucket_of, L - 1) : 0;
+    for (int l = -1; l < L; l++)
+        moment(&pk, others(bk, bucket_of, l) + others(bk, bucket_of, l + 1), 0);
+    moment(&pk, lnf + wte, 0);
+    moment(&pk, lnf + wte + last, wte);
+    moment(&pk, lnf + last, wte + lnf);
+    for (int l = L - 1; l >= 0; l--) {
+        uint64_t x = others(bk, bucket_of, l);
+        moment(&pk, x + (l > 0 ? others(bk, bucket_of, l - 1) : 0),
+               wte + x + others(bk, bucket_of, l + 1));
+    }
+    return pk;
+}
+
+/* ZeRO-2: the embedding bucket's gradient is written first in backward (the LM head) and
  * reduced last, so it is held through backward beside the bucket backward is writing and the
  * one before it, whose reduce-scatter is still in flight: the two largest others. */
 static uint64_t grad_bucket_peak(const par_bucket *bk, int nbk)
@@ -92,8 +119,13 @@ static void fill(const coh_par_config *c, int stage, int dp, const par_bucket *b
     out->state.params = (stage == 3 ? own : n) * f;
     out->state.grads = (stage >= 2 ? own * (c->train.accum > 1 ? 2 : 1) : n) * f;
     out->state.optim = 2 * mine * f;
-    out->gathered = stage == 3 ? gathered_peak(bk, bucket_of, c->train.model.layers) : 0;
-    out->grad_buckets = stage >= 2 ? grad_bucket_peak(bk, nbk) : 0;
+    out->gathered = 0;
+    out->grad_buckets = stage == 2 ? grad_bucket_peak(bk, nbk) : 0;
+    if (stage == 3) {
+        resident_peak pk = zero3_peak(bk, bucket_of, c->train.model.layers);
+        out->gathered = pk.params;
+        out->grad_buckets = pk.grads;
+    }
     out->comm = 0;
     int b16 = c->par.grad_reduce_bf16;
     if (dp > 1) /* bf16: DDP/ZeRO-1 reduce the bf16 copy in place (2 bytes a parameter) */
