@@ -2,7 +2,8 @@
  * own engine running one block, the embeddings and the LM head forward and backward, and the
  * optimizer step, at the exact shape a configuration gives each rank (micro-batch, sequence, tp
  * shard, threads, precision), instead of composing them from GEMM and bandwidth rates. Each
- * shape is measured once and kept for the rest of the search. */
+ * shape is measured once and kept for the rest of the search, and the leading candidates'
+ * shapes again, in turn, before they are ranked (plan_engine_next_round). */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -21,6 +22,7 @@
 struct coh_engine_costs {
     plan_engine_cost *rows;
     size_t n, cap;
+    int round;   /* the current round of measuring again; 0: none */
 };
 
 coh_status coh_hw_measure_engine(coh_hw *hw)
@@ -79,11 +81,20 @@ static void barrier_break(probe_barrier *b)
     pthread_mutex_unlock(&b->mu);
 }
 
+/* A tp shard's collective, timed as its group's meeting (gpt_tp_skip_collectives). */
+static coh_status group_meet(void *group)
+{
+    return barrier_wait(group) ? coh_errf(COH_ERR_PEER_LOST, "another measuring rank of the "
+                                          "tensor-parallel group stopped")
+                               : COH_OK;
+}
+
 /* One rank of the measurement: its own 3-block model of the configuration's shard. */
 typedef struct probe_rank {
     const coh_model_desc *m;
     const plan_engine_cost *k;
     probe_barrier *bar;
+    probe_barrier *group;    /* the tp shards' meeting at each collective */
     coh_status st;
     char why[256];
     double t[6][REPS];       /* forward of [0,1), [1,2), [2,3); backward of [2,3), [1,2), [0,1) */
@@ -121,7 +132,7 @@ static void *probe_run(void *arg)
     if (!st)
         st = coh_gpt_create(&g, B, T, &model);
     if (!st && k->tp > 1)
-        st = gpt_tp_skip_collectives(model);
+        st = gpt_tp_skip_collectives(model, group_meet, r->group);
     if (!st)
         st = coh_gpt_set_slots(model, 1);
     if (!st && k->half)
@@ -143,6 +154,7 @@ static void *probe_run(void *arg)
     if (st) {
         snprintf(r->why, sizeof r->why, "%s", coh_last_error());
         barrier_break(r->bar);
+        barrier_break(r->group);
     }
     r->st = st;
     r->nparams = np;
@@ -188,6 +200,10 @@ static void *probe_run(void *arg)
         r->st = st;
         snprintf(r->why, sizeof r->why, "%s", coh_last_error());
     }
+    if (st) { /* the others stop at their next meeting instead of waiting for this rank */
+        barrier_break(r->bar);
+        barrier_break(r->group);
+    }
     coh_adamw_destroy(opt);
     coh_gpt_destroy(model);
     free(tok);
@@ -198,28 +214,36 @@ static void *probe_run(void *arg)
 /* The configuration's ranks of one node run at once, each on its own 3-block model (threads
  * standing in for processes: the cores, caches and memory are shared the same way), so the
  * costs include what the ranks do to each other, oversubscription included, and ZeRO-2/3's
- * gradient pages given back after each micro-batch (zero_dp > 1). Not ZeRO-3's parameter pages:
+ * gradient pages given back after each micro-batch (zero_dp > 1), and a tp group's shards
+ * meeting at each of their collectives (no data moves: the link prices that), so the wait for
+ * the slowest shard is in the times. Not ZeRO-3's parameter pages:
  * emulated here the same way they overstated its step by 20% to 40% (not understood; threads
  * of one process pay TLB shootdowns that separate ranks do not), so they stay unpriced. Stage
- * calls on
- * blocks [0,1) (embeddings + a block), [1,2) (a block alone) and [2,3) (a block + final
- * LayerNorm and head) give each part by difference; then the trainer's end of step: gradient
- * norm, AdamW, zeroing. Each part is the slowest rank's in a repetition (a synchronous step is
- * paced by it), and the least of the repetitions (other work only ever adds time). */
+ * calls on blocks [0,1) (embeddings + a block), [1,2) (a block alone) and [2,3) (a block + final
+ * LayerNorm and head) give each part by difference (derive); then the trainer's end of step:
+ * gradient norm, AdamW, zeroing. Each time is the slowest rank's in a repetition (a synchronous
+ * step is paced by it), and k->timed keeps the least of the repetitions and of k's earlier
+ * measurements (other work only ever adds time). */
 static coh_status measure(const coh_model_desc *m, plan_engine_cost *k)
 {
-    int n = k->ranks;
+    int n = k->ranks, ngroups = (n + k->tp - 1) / k->tp;
     probe_rank *r = calloc((size_t)n, sizeof *r);
     pthread_t *th = calloc((size_t)n, sizeof *th);
-    if (!r || !th) {
+    probe_barrier *groups = calloc((size_t)ngroups, sizeof *groups);
+    if (!r || !th || !groups) {
         free(r);
         free(th);
+        free(groups);
         return coh_errf(COH_ERR_NOMEM, "out of memory for %d measuring ranks", n);
     }
     probe_barrier bar = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .n = n};
+    for (int g = 0; g < ngroups; g++) /* consecutive ranks form a tp group, as in the mesh */
+        groups[g] = (probe_barrier){.mu = PTHREAD_MUTEX_INITIALIZER,
+                                    .cv = PTHREAD_COND_INITIALIZER,
+                                    .n = n - g * k->tp < k->tp ? n - g * k->tp : k->tp};
     int started = 1, threads = coh_get_threads(); /* rank 0 runs on this thread */
     for (int i = 0; i < n; i++)
-        r[i] = (probe_rank){.m = m, .k = k, .bar = &bar};
+        r[i] = (probe_rank){.m = m, .k = k, .bar = &bar, .group = &groups[i / k->tp]};
     while (started < n && pthread_create(&th[started], NULL, probe_run, &r[started]) == 0)
         started++;
     coh_status st = COH_OK;
@@ -234,38 +258,61 @@ static coh_status measure(const coh_model_desc *m, plan_engine_cost *k)
     coh_set_threads(threads);
     pthread_mutex_destroy(&bar.mu);
     pthread_cond_destroy(&bar.cv);
+    for (int g = 0; g < ngroups; g++) {
+        pthread_mutex_destroy(&groups[g].mu);
+        pthread_cond_destroy(&groups[g].cv);
+    }
     for (int i = 0; i < n && !st; i++)
         if (r[i].st)
             st = coh_errf(r[i].st, "%s", r[i].why);
-    if (!st) {
-        double part[7];
-        for (int j = 0; j < 7; j++) {
-            part[j] = INFINITY;
-            for (int rep = 0; rep < REPS; rep++) {
-                double slowest = 0;
-                for (int i = 0; i < n; i++)
-                    slowest = fmax(slowest, j < 6 ? r[i].t[j][rep] : r[i].opt[rep]);
-                part[j] = fmin(part[j], slowest);
-            }
+    for (int j = 0; j < 7 && !st; j++) {
+        double least = INFINITY;
+        for (int rep = 0; rep < REPS; rep++) {
+            double slowest = 0;
+            for (int i = 0; i < n; i++)
+                slowest = fmax(slowest, j < 6 ? r[i].t[j][rep] : r[i].opt[rep]);
+            least = fmin(least, slowest);
         }
-        double f0 = part[0], f1 = part[1], f2 = part[2], b2 = part[3], b1 = part[4], b0 = part[5];
-        k->block_fwd_s = f1;
-        k->block_bwd_s = b1;
-        k->emb_fwd_s = fmax(0.0, f0 - f1);
-        k->emb_bwd_s = fmax(0.0, b0 - b1);
-        k->head_fwd_s = fmax(0.0, f2 - f1);
-        k->head_bwd_s = fmax(0.0, b2 - b1);
-        k->optimizer_s_per_param = part[6] / (double)r[0].nparams;
-        if (getenv("COHORT_PLAN_DEBUG"))
-            fprintf(stderr, "measured b %d s %d tp %d thr %d ranks %d zero-dp %d: blk %.2f/%.2f "
-                    "emb %.2f/%.2f head %.2f/%.2f ms opt %.3f ns/param\n", k->micro_batch,
-                    k->seq, k->tp, k->threads, n, k->zero_dp, f1 * 1e3, b1 * 1e3,
-                    k->emb_fwd_s * 1e3, k->emb_bwd_s * 1e3, k->head_fwd_s * 1e3,
-                    k->head_bwd_s * 1e3, k->optimizer_s_per_param * 1e9);
+        k->timed[j] = fmin(k->timed[j], least);
     }
+    if (!st)
+        k->nparams = r[0].nparams;
     free(r);
     free(th);
+    free(groups);
     return st;
+}
+
+/* The parts from the stage calls' times, by difference. */
+static void derive(plan_engine_cost *k)
+{
+    const double *t = k->timed;
+    double f0 = t[0], f1 = t[1], f2 = t[2], b2 = t[3], b1 = t[4], b0 = t[5];
+    k->block_fwd_s = f1;
+    k->block_bwd_s = b1;
+    k->emb_fwd_s = fmax(0.0, f0 - f1);
+    k->emb_bwd_s = fmax(0.0, b0 - b1);
+    k->head_fwd_s = fmax(0.0, f2 - f1);
+    k->head_bwd_s = fmax(0.0, b2 - b1);
+    k->optimizer_s_per_param = t[6] / (double)k->nparams;
+    if (getenv("COHORT_PLAN_DEBUG"))
+        fprintf(stderr, "measured b %d s %d tp %d thr %d ranks %d zero-dp %d round %d: blk "
+                "%.2f/%.2f emb %.2f/%.2f head %.2f/%.2f ms opt %.3f ns/param\n", k->micro_batch,
+                k->seq, k->tp, k->threads, k->ranks, k->zero_dp, k->round, f1 * 1e3, b1 * 1e3,
+                k->emb_fwd_s * 1e3, k->emb_bwd_s * 1e3, k->head_fwd_s * 1e3,
+                k->head_bwd_s * 1e3, k->optimizer_s_per_param * 1e9);
+}
+
+void plan_engine_next_round(const coh_hw *hw)
+{
+    if (hw->engine)
+        hw->engine->round++;
+}
+
+void plan_engine_stop_rounds(const coh_hw *hw)
+{
+    if (hw->engine)
+        hw->engine->round = 0;
 }
 
 int plan_engine_measurable(const coh_model_desc *m)
@@ -285,17 +332,20 @@ coh_status plan_engine_lookup(const plan_dev *d, const coh_model_desc *m, int mi
                             .micro_batch = micro_batch, .seq = seq, .tp = tp,
                             .threads = d->threads, .half = d->half, .ranks = d->ranks,
                             .zero_dp = zero_dp > 1 ? zero_dp : 1};
-    for (size_t i = 0; i < e->n; i++) {
-        const plan_engine_cost *r = &e->rows[i];
+    plan_engine_cost *row = NULL;
+    for (size_t i = 0; i < e->n && !row; i++) {
+        plan_engine_cost *r = &e->rows[i];
         if (r->dim == key.dim && r->heads == key.heads && r->vocab == key.vocab &&
             r->micro_batch == key.micro_batch && r->seq == key.seq && r->tp == key.tp &&
             r->threads == key.threads && r->half == key.half && r->ranks == key.ranks &&
-            r->zero_dp == key.zero_dp) {
-            *out = r;
-            return COH_OK;
-        }
+            r->zero_dp == key.zero_dp)
+            row = r;
     }
-    if (e->n == e->cap) {
+    if (row && (!e->round || row->round == e->round)) {
+        *out = row;
+        return COH_OK;
+    }
+    if (!row && e->n == e->cap) {
         size_t cap = e->cap ? 2 * e->cap : 16;
         plan_engine_cost *rows = realloc(e->rows, cap * sizeof *rows);
         if (!rows)
@@ -303,15 +353,24 @@ coh_status plan_engine_lookup(const plan_dev *d, const coh_model_desc *m, int mi
         e->rows = rows;
         e->cap = cap;
     }
-    coh_status st = measure(m, &key);
+    if (!row) {
+        row = &e->rows[e->n];
+        *row = key;
+        for (int j = 0; j < 7; j++)
+            row->timed[j] = INFINITY;
+    }
+    coh_status st = measure(m, row);
     if (st) {
         char why[256];
         snprintf(why, sizeof why, "%s", coh_last_error());
         return coh_errf(st, "measuring the engine at micro-batch %d x %d, tp %d, %d rank(s) of "
                         "%d thread(s): %s", micro_batch, seq, tp, d->ranks, d->threads, why);
     }
-    e->rows[e->n] = key;
-    *out = &e->rows[e->n++];
+    if (row == &e->rows[e->n])
+        e->n++;
+    row->round = e->round;
+    derive(row);
+    *out = row;
     return COH_OK;
 }
 

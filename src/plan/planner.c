@@ -13,6 +13,10 @@
 #include "plan/plan_int.h"
 #include "plan/planner_int.h"
 
+#define LEADERS 8            /* with measured costs: the most candidates measured again */
+#define LEADER_MARGIN 0.15   /* ... of those within this much of the best's step */
+#define LEADER_ROUNDS 3      /* ... this many times each */
+
 static int hw_devices(const coh_hw *hw)
 {
     if (!hw->gpu && hw->nodes <= 1)
@@ -420,6 +424,72 @@ static int better(const coh_plan_result *a, const coh_plan_result *b)
     return a->memory_bytes < b->memory_bytes;
 }
 
+/* The `cap` best by simulated step, in order, from the candidates by lower bound: stops when the
+ * bound passes the cap-th best. */
+static coh_status best_of(search *S, coh_plan_result *out, int cap, int *count)
+{
+    coh_status st = COH_OK;
+    int n = 0;
+    qsort(S->cands, S->n, sizeof *S->cands, by_bound);
+    for (size_t i = 0; !st && i < S->n; i++) {
+        if (n == cap && S->cands[i].bound >= out[n - 1].step_s) {
+            S->stats->pruned += (long)(S->n - i);
+            break;
+        }
+        coh_plan_result r;
+        st = coh_plan_config(S->m, &S->cands[i].c, S->hw, &r);
+        if (st)
+            break;
+        S->stats->simulated++;
+        /* insert in order (stable: an equal one found later goes after) */
+        int at = n;
+        while (at > 0 && better(&r, &out[at - 1]))
+            at--;
+        if (at >= cap)
+            continue;
+        int last = n < cap ? n : cap - 1;
+        memmove(&out[at + 1], &out[at], (size_t)(last - at) * sizeof *out);
+        out[at] = r;
+        if (n < cap)
+            n++;
+    }
+    *count = n;
+    return st;
+}
+
+/* With the engine's measured costs, the first ranking rests on one measurement of each shape,
+ * and a few percent of noise between two shapes' reorders candidates that close. So the
+ * leaders (those within LEADER_MARGIN of the best, at most LEADERS of them) have their shapes
+ * measured again, LEADER_ROUNDS times, taking turns (a slow moment of the machine then falls on
+ * every leader alike), each time keeping the least; then every plan is priced again from the
+ * refined costs and the list sorted again. */
+static coh_status measure_leaders_again(const coh_model_desc *m, const coh_hw *hw,
+                                        coh_plan_result *best, int n)
+{
+    int lead = 0;
+    while (lead < n && best[lead].step_s <= best[0].step_s * (1.0 + LEADER_MARGIN))
+        lead++;
+    coh_status st = COH_OK;
+    coh_plan_result r;
+    for (int round = 0; round < LEADER_ROUNDS && lead > 1 && !st; round++) {
+        plan_engine_next_round(hw);
+        for (int i = 0; i < lead && !st; i++)
+            st = coh_plan_config(m, &best[i].config, hw, &r);
+    }
+    plan_engine_stop_rounds(hw);
+    for (int i = 0; i < n && !st; i++) { /* priced again, then inserted in order */
+        if ((st = coh_plan_config(m, &best[i].config, hw, &r)))
+            break;
+        int at = i;
+        while (at > 0 && better(&r, &best[at - 1])) {
+            best[at] = best[at - 1];
+            at--;
+        }
+        best[at] = r;
+    }
+    return st;
+}
+
 coh_status coh_plan_search(const coh_model_desc *m, const coh_plan_request *req,
                            const coh_hw *hw, coh_plan_result *out, int cap, int *count,
                            coh_plan_stats *stats)
@@ -463,32 +533,21 @@ coh_status coh_plan_search(const coh_model_desc *m, const coh_plan_request *req,
                         hw->memory_bytes ? "the memory" : "", stats->considered,
                         stats->too_big, stats->invalid);
     }
+    int keep = hw->engine && cap < LEADERS ? LEADERS : cap, n = 0;
+    coh_plan_result *best = keep > cap ? calloc((size_t)keep, sizeof *best) : out;
+    if (!st && !best)
+        st = coh_errf(COH_ERR_NOMEM, "out of memory for %d plans", keep);
     if (!st)
-        qsort(S.cands, S.n, sizeof *S.cands, by_bound);
-    int n = 0;
-    for (size_t i = 0; !st && i < S.n; i++) {
-        if (n == cap && S.cands[i].bound >= out[n - 1].step_s) {
-            stats->pruned += (long)(S.n - i);
-            break;
-        }
-        coh_plan_result r;
-        st = coh_plan_config(m, &S.cands[i].c, hw, &r);
-        if (st)
-            break;
-        stats->simulated++;
-        /* insert in order (stable: an equal one found later goes after) */
-        int at = n;
-        while (at > 0 && better(&r, &out[at - 1]))
-            at--;
-        if (at >= cap)
-            continue;
-        int last = n < cap ? n : cap - 1;
-        memmove(&out[at + 1], &out[at], (size_t)(last - at) * sizeof *out);
-        out[at] = r;
-        if (n < cap)
-            n++;
+        st = best_of(&S, best, keep, &n);
+    if (!st && hw->engine)
+        st = measure_leaders_again(m, hw, best, n);
+    if (best != out) {
+        n = n < cap ? n : cap;
+        if (!st)
+            memcpy(out, best, (size_t)n * sizeof *out);
+        free(best);
     }
     free(S.cands);
-    *count = n;
+    *count = st ? 0 : n;
     return st;
 }

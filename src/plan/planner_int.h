@@ -30,6 +30,9 @@ typedef struct plan_engine_cost {
     double emb_fwd_s, emb_bwd_s;               /* the embeddings */
     double head_fwd_s, head_bwd_s;             /* final LayerNorm, LM head and loss */
     double optimizer_s_per_param;              /* gradient norm, AdamW, zeroing */
+    double timed[7];  /* the least times of the stage calls the parts come from (engine_costs.c) */
+    size_t nparams;   /* of the 3-block model timed (the optimizer's cost per parameter) */
+    int round;        /* the last round of measuring again that measured it */
 } plan_engine_cost;
 
 /* Whether the engine can run this model's shape (GPT-2 blocks: 4h MLP, no GQA). */
@@ -40,6 +43,13 @@ int plan_engine_measurable(const coh_model_desc *m);
  * after each micro-batch. Errors: the measurement's. */
 coh_status plan_engine_lookup(const plan_dev *d, const coh_model_desc *m, int micro_batch,
                               int seq, int tp, int zero_dp, const plan_engine_cost **out);
+
+/* Rounds of measuring again: after plan_engine_next_round, each shape looked up is measured
+ * once more in that round, and each of its times keeps the least of its measurements (the
+ * leading candidates' shapes, measured in turn, so that a slow moment of the machine does not
+ * fall on one shape only); plan_engine_stop_rounds ends them. No-ops without measured costs. */
+void plan_engine_next_round(const coh_hw *hw);
+void plan_engine_stop_rounds(const coh_hw *hw);
 
 /* Seconds per parameter of the measured end of step at d's threads; 0 when none measured. */
 double plan_engine_optimizer_s_per_param(const plan_dev *d);

@@ -1,8 +1,11 @@
 /* test_plan_measure.c: the planner's measured costs (coh_hw_measure_engine): the engine runs at
  * a configuration's shapes (tp shards without their group, ZeRO-3's page movement, several ranks
- * at once), each shape once (a second pricing reuses it exactly), the process's thread count is
- * left as it was, a model the engine cannot run is priced from the rates as before, and GPU
- * hardware is refused by name. No timing is asserted: only what the measurement must do. */
+ * at once), each shape once (a second pricing reuses it exactly), again once per round of
+ * measuring again (each time only ever falling), a search's leaders measured again and its list
+ * in the order of their final prices, a tp shard's group meeting at each of its collectives, the
+ * process's thread count left as it was, a model the engine cannot run priced from the rates as
+ * before, and GPU hardware refused by name. No timing is asserted: only what the measurement
+ * must do. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +14,8 @@
 #include "check.h"
 #include "cohort/planner.h"
 #include "cohort/train.h"
+#include "plan/planner_int.h"
+#include "train/model/gpt_int.h"
 
 static int load_cal(coh_hw *hw)
 {
@@ -83,6 +88,123 @@ static void test_measured_shapes(void)
     coh_hw_free_measurements(&hw); /* twice is harmless */
 }
 
+/* A round of measuring again measures a shape once more, within the round only once, and each
+ * time keeps the least of its measurements. */
+static void test_rounds_measure_again(void)
+{
+    coh_model_desc m;
+    CHECK_OK(coh_model_gpt(2, 64, 4, 128, 32, 0, &m));
+    coh_hw hw;
+    if (!load_cal(&hw))
+        return;
+    hw.cores = 2;
+    CHECK_OK(coh_hw_measure_engine(&hw));
+    plan_dev d = {.hw = &hw, .threads = 1, .ranks = 2};
+    const plan_engine_cost *a, *b;
+    CHECK_OK(plan_engine_lookup(&d, &m, 2, 32, 1, 1, &a));
+    CHECK(a != NULL);
+    if (!a)
+        return;
+    plan_engine_cost first = *a;
+    CHECK_INT(first.round, 0);
+    CHECK_OK(plan_engine_lookup(&d, &m, 2, 32, 1, 1, &b)); /* no round: not measured again */
+    CHECK(b == a && memcmp(b, &first, sizeof first) == 0);
+    for (int round = 1; round <= 2; round++) {
+        plan_engine_next_round(&hw);
+        plan_engine_cost before = *a;
+        CHECK_OK(plan_engine_lookup(&d, &m, 2, 32, 1, 1, &b));
+        CHECK(b == a);
+        CHECK_INT(b->round, round);
+        for (int j = 0; j < 7; j++)
+            CHECK(b->timed[j] <= before.timed[j] && b->timed[j] > 0);
+        plan_engine_cost after = *b; /* within the round, once */
+        CHECK_OK(plan_engine_lookup(&d, &m, 2, 32, 1, 1, &b));
+        CHECK(memcmp(b, &after, sizeof after) == 0);
+    }
+    plan_engine_stop_rounds(&hw);
+    plan_engine_cost done = *a;
+    CHECK_OK(plan_engine_lookup(&d, &m, 2, 32, 1, 1, &b));
+    CHECK(memcmp(b, &done, sizeof done) == 0);
+    coh_hw_free_measurements(&hw);
+}
+
+/* A search with measured costs returns its list in the order of the prices it reports, and each
+ * reported price is the one the refined measurements give now. */
+static void test_search_ranks_refined_prices(void)
+{
+    coh_model_desc m;
+    CHECK_OK(coh_model_gpt(2, 64, 4, 128, 32, 0, &m));
+    coh_hw hw;
+    if (!load_cal(&hw))
+        return;
+    hw.cores = 2;
+    CHECK_OK(coh_hw_measure_engine(&hw));
+    coh_plan_request req;
+    memset(&req, 0, sizeof req);
+    req.devices = 2;
+    req.global_batch = 8;
+    req.seq = 32;
+    req.runnable_only = 1;
+    coh_plan_result top[3];
+    int n = 0;
+    CHECK_OK(coh_plan_search(&m, &req, &hw, top, 3, &n, NULL));
+    CHECK(n == 3);
+    for (int i = 0; i < n; i++) {
+        coh_plan_result again;
+        CHECK_OK(coh_plan_config(&m, &top[i].config, &hw, &again));
+        CHECK(again.step_s == top[i].step_s);
+        if (i)
+            CHECK(top[i - 1].step_s <= top[i].step_s);
+    }
+    coh_hw_free_measurements(&hw);
+}
+
+static coh_status count_meeting(void *ctx)
+{
+    (*(int *)ctx)++;
+    return COH_OK;
+}
+
+static coh_status refuse_meeting(void *ctx)
+{
+    (void)ctx;
+    return coh_errf(COH_ERR_PEER_LOST, "the group stopped");
+}
+
+/* A shard timed without its group meets it (the hook) at every collective the shard would
+ * make: the vocabulary-parallel embedding's sum, 2 all-reduces per block forward and 2 per
+ * backward, 2 of the head's statistics per row chunk, and the head input's gradient; and the
+ * hook's error ends the step. */
+static void test_tp_shard_meets_its_group(void)
+{
+    coh_gpt_config g = {2, 4, 64, 128, 32, 2, 0};
+    coh_gpt *model = NULL;
+    CHECK_OK(coh_gpt_create(&g, 2, 32, &model));
+    if (!model)
+        return;
+    int met = 0;
+    CHECK_OK(gpt_tp_skip_collectives(model, count_meeting, &met));
+    coh_gpt_init_weights(model, 7);
+    int32_t tok[2 * 32 * 2];
+    for (int i = 0; i < 2 * 32 * 2; i++)
+        tok[i] = (i * 37) % 128;
+    float loss = 0;
+    CHECK_OK(coh_gpt_step(model, tok, tok + 64, 2, 32, 1.0f, &loss));
+    CHECK(isfinite(loss));
+    size_t rows = model->chunk_rows < GPT_HEAD_CHUNK ? model->chunk_rows : GPT_HEAD_CHUNK;
+    int chunks = (int)((64 + rows - 1) / rows);
+    CHECK_INT(met, 1 + 2 * 2 * 2 + 2 * chunks + 1);
+    printf("a tp 2 shard of 2 blocks met its group %d times in a step\n", met);
+    int again = met;
+    met = 0;
+    CHECK_OK(coh_gpt_step(model, tok, tok + 64, 2, 32, 1.0f, &loss));
+    CHECK_INT(met, again);
+    CHECK_OK(gpt_tp_skip_collectives(model, refuse_meeting, NULL));
+    CHECK_FAILS(coh_gpt_step(model, tok, tok + 64, 2, 32, 1.0f, &loss), COH_ERR_PEER_LOST,
+                "group stopped");
+    coh_gpt_destroy(model);
+}
+
 static void test_unmeasurable_model_uses_rates(void)
 {
     coh_model_desc m; /* an MLP of 3h: not the engine's block */
@@ -111,6 +233,9 @@ static void test_gpu_refused(void)
 int main(void)
 {
     RUN(test_measured_shapes);
+    RUN(test_rounds_measure_again);
+    RUN(test_search_ranks_refined_prices);
+    RUN(test_tp_shard_meets_its_group);
     RUN(test_unmeasurable_model_uses_rates);
     RUN(test_gpu_refused);
     return CHECK_REPORT();

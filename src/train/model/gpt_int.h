@@ -109,6 +109,8 @@ struct coh_gpt {
     coh_comm *tp_comm;     /* borrowed; NULL with tp 1 */
     double tp_comm_s;      /* seconds in tensor-parallel collectives */
     int tp_skip;           /* time the shard alone: collectives return at once (planner) */
+    coh_status (*tp_sync)(void *); /* ... or after this (the shard's group meeting) */
+    void *tp_sync_ctx;
     coh_comm_span_fn span;
     void *span_ctx;
     gpt_mm mm;             /* bf16-mixed: the products' bf16 operand buffers (gemm_bf16.h) */
@@ -135,8 +137,10 @@ void gpt_sgemm_nt(int M, int N, int K, const float *A, const float *B, float *C)
 
 /* Run a shard without its group, the collectives skipped: its compute is the shard's, its values
  * are not the whole model's. Only for timing a shard (the planner's measured costs); not with
- * sequence parallelism (its rows are split). */
-coh_status gpt_tp_skip_collectives(coh_gpt *g);
+ * sequence parallelism (its rows are split). With sync, each skipped collective calls it (its
+ * error ends the step): the planner's copies of a group meet there as the shards would, so the
+ * wait for the slowest is timed while no data moves. */
+coh_status gpt_tp_skip_collectives(coh_gpt *g, coh_status (*sync)(void *), void *ctx);
 coh_status gpt_tp_allreduce(coh_gpt *g, float *x, size_t n, const char *what);
 /* The rows of a row-parallel product's partial sums x (N rows of C) summed over the shards: all
  * of them (all-reduce), or with sequence parallelism this rank's share (reduce-scatter); either

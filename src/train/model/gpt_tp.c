@@ -30,12 +30,14 @@ coh_status coh_gpt_set_tp(coh_gpt *g, coh_comm *tp)
     return COH_OK;
 }
 
-coh_status gpt_tp_skip_collectives(coh_gpt *g)
+coh_status gpt_tp_skip_collectives(coh_gpt *g, coh_status (*sync)(void *), void *ctx)
 {
     if (g->sp)
         return coh_errf(COH_ERR_INVALID, "a sequence-parallel shard cannot run without its "
                         "group: its rows are split");
     g->tp_skip = 1;
+    g->tp_sync = sync;
+    g->tp_sync_ctx = ctx;
     return COH_OK;
 }
 
@@ -49,8 +51,10 @@ void coh_gpt_set_comm_span(coh_gpt *g, coh_comm_span_fn fn, void *ctx)
 
 static coh_status reduce(coh_gpt *g, float *x, size_t n, coh_redop op, const char *what)
 {
-    if (g->tp == 1 || g->tp_skip)
+    if (g->tp == 1)
         return COH_OK;
+    if (g->tp_skip)
+        return g->tp_sync ? g->tp_sync(g->tp_sync_ctx) : COH_OK;
     if (!g->tp_comm)
         return coh_errf(COH_ERR_INVALID, "a model split into %d shards needs its "
                         "tensor-parallel group (coh_gpt_set_tp)", g->tp);
