@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test_plan_engine_bf16.sh: `cohort estimate --engine cohort --precision bf16-mixed --json`
-# against what bf16-mixed runs measure, for single and for ddp and zero3 at 2 ranks: each rank's
+# against what bf16-mixed runs measure, for single and for ddp and zero1-3 at 2 ranks: each rank's
 # model state at the optimizer step and its peak resident growth (peak RSS minus the RSS just
 # before the model was created) within 5% of the prediction, the trainer's
 # own prediction equal to the estimator's, and bf16-mixed predicted above fp32 by what it adds
@@ -22,7 +22,7 @@ if ! out=$("$cohort" train "${shape[@]}" --steps 1 --data "$work/c_train_*.bin" 
     exit 77
 fi
 train=("${shape[@]}" --batch 4 --threads 1 --steps 3 --data "$work/c_train_*.bin")
-runs="single:1:0 ddp:2:0 zero3:2:3"
+runs="single:1:0 ddp:2:0 zero1:2:1 zero2:2:2 zero3:2:3"
 for prec in bf16-mixed fp32; do
     for r in $runs; do
         IFS=: read -r s n z <<<"$r"
