@@ -135,6 +135,12 @@ PY
     case $pick in pick\ *) list+=("$pick"); echo "$shape: the top pick is not among the runs: ${pick#pick }" ;;
                   *) echo "$shape: the top pick is $pick" ;; esac
     echo "${pick%% *}" >"$work/pick.$shape"
+    /usr/bin/python3 - "$work/top.$shape.json" <<'PY'
+import json, sys
+for i, c in enumerate(json.load(open(sys.argv[1]))["configurations"]):
+    cmd = c["command"].split(" --layers")[0].split(" train ")[1]
+    print("  search's #%d: %.1f ms  %s" % (i + 1, c["step_s"] * 1e3, cmd))
+PY
     for c in "${list[@]}"; do echo "${c%% *}"; done >"$work/names.$shape"
 done
 echo "load before: $(uptime)"

@@ -4,11 +4,14 @@
  * shard, threads, precision), instead of composing them from GEMM and bandwidth rates. Each
  * shape is measured once and kept for the rest of the search, and the leading candidates'
  * shapes again, in turn, before they are ranked (plan_engine_next_round). */
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cohort/clock.h"
@@ -100,6 +103,7 @@ typedef struct probe_rank {
     double t[6][REPS];       /* forward of [0,1), [1,2), [2,3); backward of [2,3), [1,2), [0,1) */
     double opt[REPS];
     size_t nparams;
+    int done;                /* probe_run returned (a forked rank that ends without it died) */
 } probe_rank;
 
 /* ZeRO-2/3 give back the gradient pages this rank does not own (all but 1/dp of each range)
@@ -139,12 +143,18 @@ static void *probe_run(void *arg)
         st = coh_gpt_set_bf16_mixed(model, 1);
     if (!st)
         st = coh_adamw_create(&g, &opt);
-    float *params = NULL, *grads = NULL;
+    float *params = NULL, *grads = NULL, *own = NULL;
     if (!st) {
         coh_set_threads(k->threads);
         coh_gpt_init_weights(model, 1234);
         params = coh_gpt_params(model, &np);
         grads = coh_gpt_grads(model, &np);
+        /* ZeRO-2/3's optimizer reads the rank's own gradients, which stay resident: not the
+         * pages given back (reading those would time page faults the trainer never takes) */
+        if (k->zero_dp > 1 && !(own = malloc(np * sizeof *own)))
+            st = coh_errf(COH_ERR_NOMEM, "out of memory for %zu gradients", np);
+        if (own)
+            memset(own, 0, np * sizeof *own);
         uint64_t x = 88172645463325252ull;
         for (long i = 0; i < 2L * B * T; i++) {
             x ^= x << 13, x ^= x >> 7, x ^= x << 17;
@@ -184,8 +194,8 @@ static void *probe_run(void *arg)
         }
         double o0 = coh_now_s();
         if (!st) {
-            coh_clip_grad_norm(grads, np, 1.0);
-            coh_adamw_update(opt, params, grads, &hp, rep + 2);
+            coh_clip_grad_norm(own ? own : grads, np, 1.0);
+            coh_adamw_update(opt, params, own ? own : grads, &hp, rep + 2);
             if (k->zero_dp <= 1)
                 coh_gpt_zero_grad(model);
         }
@@ -206,80 +216,205 @@ static void *probe_run(void *arg)
     }
     coh_adamw_destroy(opt);
     coh_gpt_destroy(model);
+    free(own);
     free(tok);
     free(x1);
+    r->done = 1;
     return NULL;
 }
 
-/* The configuration's ranks of one node run at once, each on its own 3-block model (threads
- * standing in for processes: the cores, caches and memory are shared the same way), so the
- * costs include what the ranks do to each other, oversubscription included, and ZeRO-2/3's
- * gradient pages given back after each micro-batch (zero_dp > 1), and a tp group's shards
- * meeting at each of their collectives (no data moves: the link prices that), so the wait for
- * the slowest shard is in the times. Not ZeRO-3's parameter pages:
- * emulated here the same way they overstated its step by 20% to 40% (not understood; threads
- * of one process pay TLB shootdowns that separate ranks do not), so they stay unpriced. Stage
- * calls on blocks [0,1) (embeddings + a block), [1,2) (a block alone) and [2,3) (a block + final
- * LayerNorm and head) give each part by difference (derive); then the trainer's end of step:
- * gradient norm, AdamW, zeroing. Each time is the slowest rank's in a repetition (a synchronous
- * step is paced by it), and k->timed keeps the least of the repetitions and of k's earlier
- * measurements (other work only ever adds time). */
+static int by_value(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* What one measurement shares between its ranks: in memory that forked ranks share too. */
+typedef struct probe_shared {
+    probe_barrier bar;     /* all ranks, between repetitions */
+    probe_rank *r;         /* n */
+    probe_barrier *groups; /* one per tp group */
+    int ngroups;
+    size_t bytes;
+    int pshared;
+} probe_shared;
+
+static void barrier_init(probe_barrier *b, int n, int pshared)
+{
+    pthread_mutexattr_t ma;
+    pthread_condattr_t ca;
+    pthread_mutexattr_init(&ma);
+    pthread_condattr_init(&ca);
+    if (pshared) {
+        pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED);
+        pthread_condattr_setpshared(&ca, PTHREAD_PROCESS_SHARED);
+    }
+    memset(b, 0, sizeof *b);
+    pthread_mutex_init(&b->mu, &ma);
+    pthread_cond_init(&b->cv, &ca);
+    b->n = n;
+    pthread_mutexattr_destroy(&ma);
+    pthread_condattr_destroy(&ca);
+}
+
+static void barrier_destroy(probe_barrier *b)
+{
+    pthread_mutex_destroy(&b->mu);
+    pthread_cond_destroy(&b->cv);
+}
+
+static probe_shared *shared_create(int n, int ngroups, int pshared)
+{
+    size_t bytes = sizeof(probe_shared) + (size_t)n * sizeof(probe_rank) +
+                   (size_t)ngroups * sizeof(probe_barrier);
+    void *p = pshared ? mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                             -1, 0)
+                      : calloc(1, bytes);
+    if (p == MAP_FAILED || !p)
+        return NULL;
+    probe_shared *sh = p;
+    memset(sh, 0, bytes);
+    sh->r = (probe_rank *)(sh + 1);
+    sh->groups = (probe_barrier *)(sh->r + n);
+    sh->bytes = bytes;
+    sh->pshared = pshared;
+    return sh;
+}
+
+static void shared_free(probe_shared *sh)
+{
+    if (sh->pshared)
+        munmap(sh, sh->bytes);
+    else
+        free(sh);
+}
+
+/* Forked ranks: reaps them; one that dies without reporting breaks the barriers, so that no
+ * rank waits for it. */
+typedef struct probe_reaper {
+    probe_shared *sh;
+    pid_t *pid;
+    int n;
+} probe_reaper;
+
+static void *reap(void *arg)
+{
+    probe_reaper *rp = arg;
+    for (int i = 1; i < rp->n; i++) {
+        int ws = 0;
+        while (waitpid(rp->pid[i], &ws, 0) < 0 && errno == EINTR)
+            ;
+        probe_rank *r = &rp->sh->r[i];
+        if (!r->done && !r->st) {
+            r->st = COH_ERR_INTERNAL;
+            snprintf(r->why, sizeof r->why, "measuring rank %d ended before it reported (%s %d)",
+                     i, WIFSIGNALED(ws) ? "signal" : "exit status",
+                     WIFSIGNALED(ws) ? WTERMSIG(ws) : WEXITSTATUS(ws));
+        }
+        if (r->st) {
+            barrier_break(&rp->sh->bar);
+            for (int g = 0; g < rp->sh->ngroups; g++)
+                barrier_break(&rp->sh->groups[g]);
+        }
+    }
+    return NULL;
+}
+
+/* The configuration's ranks of one node run at once, each on its own 3-block model, so the
+ * costs include what the ranks do to each other (cores, caches, memory bandwidth shared the
+ * same way, oversubscription included), ZeRO-2/3's gradient pages given back after each
+ * micro-batch (zero_dp > 1), and a tp group's shards meeting at each of their collectives (no
+ * data moves: the link prices that), so the wait for the slowest shard is in the times. Ranks
+ * of one thread each are processes, forked, as the trainer's ranks are: threads of one process
+ * share its page tables, so each page given back interrupts the others (a TLB shootdown) and
+ * their faults contend, which made ZeRO-2's backward 70% slower than in separate processes.
+ * Ranks of several threads each are threads (a process forked after OpenMP has run cannot
+ * start a team of its own). Not ZeRO-3's parameter pages (unpriced: emulated by threads they
+ * overstated its step by 20% to 40%). Stage calls on blocks [0,1) (embeddings + a block),
+ * [1,2) (a block alone) and [2,3) (a block + final LayerNorm and head) give each part by
+ * difference (derive); then the trainer's end of step: gradient norm, AdamW, zeroing. Each time
+ * is the slowest rank's in a repetition (a synchronous step is paced by it), the median of the
+ * repetitions (as a run's step is the median of its steps: a cost that varies from one
+ * repetition to the next, page faults, turns on a shared core, counts as it does there), and
+ * k->timed keeps the least of that and of k's earlier measurements (another job on the machine
+ * only ever adds time). */
 static coh_status measure(const coh_model_desc *m, plan_engine_cost *k)
 {
-    int n = k->ranks, ngroups = (n + k->tp - 1) / k->tp;
-    probe_rank *r = calloc((size_t)n, sizeof *r);
+    int n = k->ranks, ngroups = (n + k->tp - 1) / k->tp, forked = n > 1 && k->threads == 1;
+    probe_shared *sh = shared_create(n, ngroups, forked);
     pthread_t *th = calloc((size_t)n, sizeof *th);
-    probe_barrier *groups = calloc((size_t)ngroups, sizeof *groups);
-    if (!r || !th || !groups) {
-        free(r);
+    pid_t *pid = calloc((size_t)n, sizeof *pid);
+    if (!sh || !th || !pid) {
+        if (sh)
+            shared_free(sh);
         free(th);
-        free(groups);
+        free(pid);
         return coh_errf(COH_ERR_NOMEM, "out of memory for %d measuring ranks", n);
     }
-    probe_barrier bar = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .n = n};
+    barrier_init(&sh->bar, n, forked);
+    sh->ngroups = ngroups;
     for (int g = 0; g < ngroups; g++) /* consecutive ranks form a tp group, as in the mesh */
-        groups[g] = (probe_barrier){.mu = PTHREAD_MUTEX_INITIALIZER,
-                                    .cv = PTHREAD_COND_INITIALIZER,
-                                    .n = n - g * k->tp < k->tp ? n - g * k->tp : k->tp};
-    int started = 1, threads = coh_get_threads(); /* rank 0 runs on this thread */
+        barrier_init(&sh->groups[g], n - g * k->tp < k->tp ? n - g * k->tp : k->tp, forked);
+    probe_rank *r = sh->r;
     for (int i = 0; i < n; i++)
-        r[i] = (probe_rank){.m = m, .k = k, .bar = &bar, .group = &groups[i / k->tp]};
-    while (started < n && pthread_create(&th[started], NULL, probe_run, &r[started]) == 0)
+        r[i] = (probe_rank){.m = m, .k = k, .bar = &sh->bar, .group = &sh->groups[i / k->tp]};
+    int started = 1, threads = coh_get_threads(); /* rank 0 runs on this thread */
+    fflush(NULL); /* a forked rank leaves through _exit: nothing buffered is written twice */
+    while (started < n) {
+        if (forked) {
+            pid_t p = fork();
+            if (p == 0) {
+                probe_run(&r[started]);
+                _exit(0);
+            }
+            if (p < 0)
+                break;
+            pid[started] = p;
+        } else if (pthread_create(&th[started], NULL, probe_run, &r[started])) {
+            break;
+        }
         started++;
+    }
+    probe_reaper rp = {sh, pid, started};
+    pthread_t reaper;
+    int reaping = forked && started > 1 && pthread_create(&reaper, NULL, reap, &rp) == 0;
     coh_status st = COH_OK;
-    if (started < n) { /* a thread could not start: the barrier would never fill */
-        barrier_break(&bar);
-        st = coh_errf(COH_ERR_NOMEM, "cannot start %d measuring threads", n);
+    if (started < n || (forked && started > 1 && !reaping)) {
+        /* a rank could not start (or be watched): the others stop at the barrier */
+        barrier_break(&sh->bar);
+        st = coh_errf(COH_ERR_NOMEM, "cannot start %d measuring %s", n,
+                      forked ? "processes" : "threads");
     } else {
         probe_run(&r[0]);
     }
-    for (int i = 1; i < started; i++)
+    if (reaping)
+        pthread_join(reaper, NULL);
+    else if (forked)
+        reap(&rp);
+    for (int i = 1; !forked && i < started; i++)
         pthread_join(th[i], NULL);
     coh_set_threads(threads);
-    pthread_mutex_destroy(&bar.mu);
-    pthread_cond_destroy(&bar.cv);
-    for (int g = 0; g < ngroups; g++) {
-        pthread_mutex_destroy(&groups[g].mu);
-        pthread_cond_destroy(&groups[g].cv);
-    }
+    barrier_destroy(&sh->bar);
+    for (int g = 0; g < ngroups; g++)
+        barrier_destroy(&sh->groups[g]);
     for (int i = 0; i < n && !st; i++)
         if (r[i].st)
             st = coh_errf(r[i].st, "%s", r[i].why);
     for (int j = 0; j < 7 && !st; j++) {
-        double least = INFINITY;
+        double slowest[REPS];
         for (int rep = 0; rep < REPS; rep++) {
-            double slowest = 0;
+            slowest[rep] = 0;
             for (int i = 0; i < n; i++)
-                slowest = fmax(slowest, j < 6 ? r[i].t[j][rep] : r[i].opt[rep]);
-            least = fmin(least, slowest);
+                slowest[rep] = fmax(slowest[rep], j < 6 ? r[i].t[j][rep] : r[i].opt[rep]);
         }
-        k->timed[j] = fmin(k->timed[j], least);
+        qsort(slowest, REPS, sizeof *slowest, by_value);
+        k->timed[j] = fmin(k->timed[j], slowest[REPS / 2]);
     }
     if (!st)
         k->nparams = r[0].nparams;
-    free(r);
+    shared_free(sh);
     free(th);
-    free(groups);
+    free(pid);
     return st;
 }
 
@@ -376,10 +511,14 @@ coh_status plan_engine_lookup(const plan_dev *d, const coh_model_desc *m, int mi
 
 double plan_engine_optimizer_s_per_param(const plan_dev *d)
 {
+    /* every shape measures the same end of step (resident gradients) at these threads and
+     * ranks: the least of them, the one least disturbed */
     const struct coh_engine_costs *e = d->hw->engine;
+    double best = 0;
     for (size_t i = 0; e && i < e->n; i++)
         if (e->rows[i].threads == d->threads && e->rows[i].half == d->half &&
-            e->rows[i].ranks == d->ranks)
-            return e->rows[i].optimizer_s_per_param;
-    return 0;
+            e->rows[i].ranks == d->ranks &&
+            (best == 0 || e->rows[i].optimizer_s_per_param < best))
+            best = e->rows[i].optimizer_s_per_param;
+    return best;
 }
