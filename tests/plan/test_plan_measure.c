@@ -88,17 +88,25 @@ static void test_measured_shapes(void)
     coh_hw_free_measurements(&hw); /* twice is harmless */
 }
 
+/* A 2-block model and this machine's calibration with the engine measured; 0 when not loaded. */
+static int measuring(coh_model_desc *m, coh_hw *hw)
+{
+    CHECK_OK(coh_model_gpt(2, 64, 4, 128, 32, 0, m));
+    if (!load_cal(hw))
+        return 0;
+    hw->cores = 2;
+    CHECK_OK(coh_hw_measure_engine(hw));
+    return 1;
+}
+
 /* A round of measuring again measures a shape once more, within the round only once, and each
  * time keeps the least of its measurements. */
 static void test_rounds_measure_again(void)
 {
     coh_model_desc m;
-    CHECK_OK(coh_model_gpt(2, 64, 4, 128, 32, 0, &m));
     coh_hw hw;
-    if (!load_cal(&hw))
+    if (!measuring(&m, &hw))
         return;
-    hw.cores = 2;
-    CHECK_OK(coh_hw_measure_engine(&hw));
     plan_dev d = {.hw = &hw, .threads = 1, .ranks = 2};
     const plan_engine_cost *a, *b;
     CHECK_OK(plan_engine_lookup(&d, &m, 2, 32, 1, 1, &a));
@@ -133,12 +141,9 @@ static void test_rounds_measure_again(void)
 static void test_search_ranks_refined_prices(void)
 {
     coh_model_desc m;
-    CHECK_OK(coh_model_gpt(2, 64, 4, 128, 32, 0, &m));
     coh_hw hw;
-    if (!load_cal(&hw))
+    if (!measuring(&m, &hw))
         return;
-    hw.cores = 2;
-    CHECK_OK(coh_hw_measure_engine(&hw));
     coh_plan_request req;
     memset(&req, 0, sizeof req);
     req.devices = 2;
