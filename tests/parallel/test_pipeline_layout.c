@@ -19,12 +19,13 @@
 /* The benchmark model of bench/pipeline: 12 blocks of 384, T 256, GPT-2's vocabulary. */
 static const coh_gpt_config GPT2_SMALLISH = {12, 6, 384, 50257, 256, 0, 0};
 
-/* The simulated step of bounds b under shape, with costs c. */
-static double simulate(const pipe_chunk_cost *c, const coh_pipe_shape *shape, const int *b)
+/* The simulated step of chain bounds b (L blocks then n head shards) under shape, costs c. */
+static double simulate_chain(const pipe_chunk_cost *c, const coh_pipe_shape *shape, int L, int n,
+                             const int *b)
 {
     int u = shape->stages * shape->virtual_stages;
     double fwd[64], bwd[64];
-    pipe_chunk_costs(c, b, u, fwd, bwd);
+    pipe_chunk_costs(c, L, n, b, u, fwd, bwd);
     pipe_lists l;
     coh_pipe_sim sim = {0};
     CHECK_OK(pipe_lists_build(shape, &l));
@@ -33,6 +34,15 @@ static double simulate(const pipe_chunk_cost *c, const coh_pipe_shape *shape, co
     CHECK_OK(pipe_simulate(&in, &sim, NULL));
     pipe_lists_release(&l);
     return sim.makespan;
+}
+
+/* The same with the head whole, b over blocks (b[u] = L, the head in the last chunk). */
+static double simulate(const pipe_chunk_cost *c, const coh_pipe_shape *shape, const int *b)
+{
+    int u = shape->stages * shape->virtual_stages, bb[65];
+    memcpy(bb, b, sizeof(int) * (size_t)(u + 1));
+    bb[u] = b[u] + 1;
+    return simulate_chain(c, shape, b[u], 1, bb);
 }
 
 /* The fewest blocks chunk k of u may hold: the first and last none, the others one. */
@@ -71,8 +81,12 @@ static void test_head_alone_at_m2(void)
     int L = 12, bi[5], b1[3];
     coh_pipe_shape inter = {COH_SCHED_INTERLEAVED, 2, 2, 2}, f1b = {COH_SCHED_1F1B, 2, 2, 1};
     double ti, ti_bal, t1, t1_bal, u = c.block_fwd;
-    CHECK_OK(pipe_choose_split(&c, L, &inter, bi, &ti, &ti_bal));
-    CHECK_OK(pipe_choose_split(&c, L, &f1b, b1, &t1, &t1_bal));
+    int n;
+    CHECK_OK(pipe_choose_split(&c, L, &inter, 1, bi, &n, &ti, &ti_bal));
+    CHECK_INT(n, 1);
+    CHECK_OK(pipe_choose_split(&c, L, &f1b, 1, b1, &n, &t1, &t1_bal));
+    CHECK_INT(n, 1);
+    bi[4] = b1[2] = L; /* over blocks, the head in the last chunk */
     double bound = L * (c.block_fwd + c.block_bwd) + c.embed_fwd + c.embed_bwd +
                    2 * (c.head_fwd + c.head_bwd);
     printf("head / block %.2f; in block forwards: bound %.2f\n",
@@ -107,7 +121,8 @@ static void test_head_alone_at_m2(void)
     par_pipe_split(&GPT2_SMALLISH, 256, &inter, bt);
     CHECK(!memcmp(bt, bi, sizeof bt));
     /* deterministic: every rank computes the same */
-    CHECK_OK(pipe_choose_split(&c, L, &inter, bt, NULL, NULL));
+    CHECK_OK(pipe_choose_split(&c, L, &inter, 1, bt, &n, NULL, NULL));
+    bt[4] = L;
     CHECK(!memcmp(bt, bi, sizeof bt));
 }
 
@@ -131,8 +146,11 @@ static void test_choice_against_enumeration(void)
             int L = models[i].layers, u = shapes[j].stages * shapes[j].virtual_stages;
             int b[9] = {0}, got[9];
             double t, bal;
-            CHECK_OK(pipe_choose_split(&c, L, &shapes[j], got, &t, &bal));
+            int n;
+            CHECK_OK(pipe_choose_split(&c, L, &shapes[j], 1, got, &n, &t, &bal));
             CHECK(t <= bal);
+            CHECK_INT(got[u], L + 1);
+            got[u] = L;
             CHECK_NEAR(t, simulate(&c, &shapes[j], got), 1e-12);
             double best = best_of_all(&c, &shapes[j], L, b, 1, INFINITY);
             CHECK(t >= best * (1 - 1e-12));
@@ -153,7 +171,9 @@ static void test_choice_against_enumeration(void)
     coh_pipe_shape naive = {COH_SCHED_NAIVE, 2, 4, 1};
     int b[3];
     double t, bal;
-    CHECK_OK(pipe_choose_split(&c, 12, &naive, b, &t, &bal));
+    int n;
+    CHECK_OK(pipe_choose_split(&c, 12, &naive, 4, b, &n, &t, &bal));
+    CHECK_INT(n, 1);
     CHECK(t == bal);
     CHECK(b[1] >= 1 && b[1] < 12);
 }
@@ -167,16 +187,18 @@ static void test_choice_bounds(void)
     coh_pipe_shape s = {COH_SCHED_INTERLEAVED, 16, 64, 4};
     int *b = malloc(sizeof(int) * 65);
     double t, bal;
-    CHECK_OK(pipe_choose_split(&c, 384, &s, b, &t, &bal));
+    int n;
+    CHECK_OK(pipe_choose_split(&c, 384, &s, 4, b, &n, &t, &bal));
     CHECK(t <= bal);
     CHECK_INT(b[0], 0);
-    CHECK_INT(b[64], 384);
+    CHECK_INT(b[64], 384 + n);
     for (int k = 1; k < 63; k++)
         CHECK(b[k + 1] > b[k]);
     coh_pipe_shape bad = {COH_SCHED_INTERLEAVED, 2, 3, 2};
-    CHECK_FAILS(pipe_choose_split(&c, 384, &bad, b, NULL, NULL), COH_ERR_INVALID, "'3'");
+    CHECK_FAILS(pipe_choose_split(&c, 384, &bad, 1, b, &n, NULL, NULL), COH_ERR_INVALID, "'3'");
+    CHECK_FAILS(pipe_choose_split(&c, 384, &s, 17, b, &n, NULL, NULL), COH_ERR_INVALID, "'17'");
     coh_pipe_shape deep = {COH_SCHED_1F1B, 4, 4, 1};
-    CHECK_FAILS(pipe_choose_split(&c, 3, &deep, b, NULL, NULL), COH_ERR_INVALID,
+    CHECK_FAILS(pipe_choose_split(&c, 3, &deep, 1, b, &n, NULL, NULL), COH_ERR_INVALID,
                 "at most one virtual stage a block");
     free(b);
 }
