@@ -43,8 +43,9 @@ model_256=(--layers 12 --dim 384 --heads 6 --seq 256 --vocab 256 --data "$work/b
 launch=("$cohort" run --nproc-per-node 2 --standalone)
 # name, pp, schedule, virtual stages, microbatches m, sequences per microbatch, vocabulary and
 # (-blocks) the split with a block in every chunk that balances the stages' summed compute, the
-# default before the split was chosen by simulating the schedule (which now puts the LM head
-# alone in the last chunk at m = 2)
+# default before the split was chosen by simulating the schedule; (-whole) the best split with
+# the LM head whole (in one chunk), the default before the head could be split by vocabulary
+# into head shards (which the default now does at m = 2)
 configs=(
     "single 1 - 1 8 $b 50257"
     "1f1b 2 1f1b 1 8 $b 50257"
@@ -55,6 +56,8 @@ configs=(
     "gpipe-blocks 2 gpipe 1 8 $b 50257 0-10,11"
     "1f1b-m2-blocks 2 1f1b 1 2 $((4 * b)) 50257 0-10,11"
     "interleaved-m2-blocks 2 interleaved 2 2 $((4 * b)) 50257 0-3,4,5-10,11"
+    "1f1b-m2-whole 2 1f1b 1 2 $((4 * b)) 50257 0-11,head"
+    "interleaved-m2-whole 2 interleaved 2 2 $((4 * b)) 50257 0-1,2-4,5-11,head"
     "single-bytes 1 - 1 8 $b 256"
     "1f1b-m2-bytes 2 1f1b 1 2 $((4 * b)) 256"
     "interleaved-m2-bytes 2 interleaved 2 2 $((4 * b)) 256"

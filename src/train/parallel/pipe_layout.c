@@ -219,6 +219,9 @@ void pipe_estimate_costs(const coh_gpt_config *c, int T, pipe_chunk_cost *out)
     out->head_recompute = 0;
 }
 
+/* The step more head shards must save to be chosen. */
+#define PIPE_SHARD_GAIN 0.98
+
 /* The best split of the chain of L blocks and n head shards (bounds[0..u], bounds[u] = L + n)
  * from the balanced split of the blocks (bal, bounds[u] = L) and the starts beside it; the
  * simulated step, INFINITY when none could be simulated. */
@@ -259,6 +262,37 @@ static double choose_for(chooser *c, const int *bal, int *b, int *best)
         }
     }
     return t_best;
+}
+
+/* Every split of the chain (chunk 0 may be empty, every other holds a unit) from chunk i on,
+ * b[0..i-1] set: the shortest into best/t_best when strictly shorter than *t_best. */
+static void enumerate(chooser *c, int *b, int i, int *best, double *t_best)
+{
+    int u = c->u, N = c->L + c->n;
+    if (i == u) {
+        double t = step_time(c, b);
+        if (t < *t_best * (1.0 - 1e-9)) {
+            *t_best = t;
+            memcpy(best, b, sizeof(int) * (size_t)(u + 1));
+        }
+        return;
+    }
+    for (int x = b[i - 1] + (i > 1); x <= N - (u - i); x++) {
+        b[i] = x;
+        enumerate(c, b, i + 1, best, t_best);
+    }
+}
+
+/* The splits enumerate visits: C(N - 1 + 1, u - 1) (chunk 0 may be empty), capped at cap. */
+static long split_count(int N, int u, long cap)
+{
+    double n = 1.0;
+    for (int k = 1; k <= u - 1; k++) {
+        n = n * (double)(N - u + 1 + k) / k;
+        if (n > (double)cap)
+            return cap + 1;
+    }
+    return (long)(n + 0.5);
 }
 
 coh_status pipe_choose_split(const pipe_chunk_cost *cost, int L, const coh_pipe_shape *shape,
@@ -302,11 +336,21 @@ coh_status pipe_choose_split(const pipe_chunk_cost *cost, int L, const coh_pipe_
         double t_best = step_time(&c, bounds);
         if (balanced_step)
             *balanced_step = t_best;
-        /* the head whole, then in 2.. max_shards shards: more only when strictly shorter */
+        /* the head whole, then in 2.. max_shards shards: more only when 2% shorter */
         for (int n = 1; n <= max_shards; n++) {
             c.n = n;
             double t = choose_for(&c, bal, b, best);
-            if (t < t_best * (1.0 - 1e-9) || (n == 1 && t <= t_best)) {
+            /* small chains: every split, where the local search may stop short (a few
+             * thousand simulations at most) */
+            long room = c.actions > 0 ? (CHOOSE_BUDGET / 4) / c.actions : 0;
+            if (split_count(L + n, u, room) <= room) {
+                b[0] = 0;
+                b[u] = L + n;
+                enumerate(&c, b, 1, best, &t);
+            }
+            /* a shard more adds messages and passes the costs do not count: only for a step
+             * PIPE_SHARD_GAIN shorter */
+            if (n == 1 ? t <= t_best : t < t_best * PIPE_SHARD_GAIN) {
                 t_best = t;
                 memcpy(bounds, best, sizeof(int) * (size_t)(u + 1));
                 *shards = n;

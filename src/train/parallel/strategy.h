@@ -158,7 +158,8 @@ void pipe_chunk_costs(const pipe_chunk_cost *c, int L, int n, const int *b, int 
  * virtual stages than blocks. */
 /* The head is tried whole and in 2..max_shards shards (the chain of blocks then shards, as
  * coh_pipe_parse_split): bounds[0..u] in chain units, *shards the count; more shards only when
- * strictly shorter. */
+ * 2% shorter (their messages and extra passes are not in the costs). Where the chain's splits
+ * are few enough (a quarter of the budget), every split is also simulated. */
 coh_status pipe_choose_split(const pipe_chunk_cost *cost, int L, const coh_pipe_shape *shape,
                              int max_shards, int *bounds, int *shards, double *step,
                              double *balanced_step);
