@@ -389,7 +389,8 @@ static int dry_run(const train_opts *o)
         char blocks[512];
         printf("stage %d   blocks %s%s%s, %zu parameters\n", s,
                coh_pipe_stage_blocks(&st, blocks, sizeof blocks),
-               st.first ? " + embeddings" : "", st.last ? " + final LayerNorm and head" : "",
+               st.first ? " + embeddings" : "",
+               st.last && st.head_shards == 1 ? " + final LayerNorm and head" : "",
                st.params);
     }
     return CLI_OK;

@@ -529,6 +529,8 @@ static coh_status chunk_forward(coh_gpt *g, int slot, int lo, int hi, int ends, 
         st = shard_forward(g, sl, k, N, grad_scale);
     if (st)
         return st;
+    if (hlo == 0 && grad_scale <= 0.0f) /* no backward to end the LayerNorm's use */
+        params(g, L, COH_PARAM_DONE);
     if (!last) {
         memcpy(x_out, sl->lnf, N * C * sizeof *x_out);
         memcpy(x_out + N * C, g->hrun, 3 * N * sizeof *x_out);

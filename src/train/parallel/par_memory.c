@@ -229,16 +229,21 @@ coh_status coh_par_memory_estimate_stage(const coh_par_config *cfg, int stage,
     /* head shards: each slot's targets, statistics and the logits the shards before the last
      * keep for their backward (unless recomputed); the running statistics, dropped losses and
      * every message's statistics */
-    uint64_t shard_engine = 0, msg = btr;
+    uint64_t shard_engine = 0, msg = btr, logits = head ? as.logits : 0;
     if (lay.head_shards > 1 && head) {
-        uint64_t kept = 0;
+        uint64_t kept = 0, widest = 0; /* the widest shard computing in the logits chunk */
         for (int k = 0; k < v; k++)
-            for (int h = lay.head_lo[k]; h < lay.head_hi[k] && !full; h++)
-                if (h < lay.head_shards - 1)
-                    kept += (uint64_t)(coh_pipe_head_shard_row(g->vocab, h + 1, lay.head_shards) -
-                                       coh_pipe_head_shard_row(g->vocab, h, lay.head_shards));
+            for (int h = lay.head_lo[k]; h < lay.head_hi[k]; h++) {
+                uint64_t w = (uint64_t)(coh_pipe_head_shard_row(g->vocab, h + 1, lay.head_shards) -
+                                        coh_pipe_head_shard_row(g->vocab, h, lay.head_shards));
+                if (h < lay.head_shards - 1 && !full)
+                    kept += w;
+                else
+                    widest = w > widest ? w : widest;
+            }
         per_slot += 4 * bt + kept * bt;
         shard_engine = 4 * bt;
+        logits = (uint64_t)as.chunk_rows * widest;
     }
     if (lay.head_shards > 1)
         msg += 3 * bt;
@@ -254,7 +259,7 @@ coh_status coh_par_memory_estimate_stage(const coh_par_config *cfg, int stage,
     }
     out->state.optim = 8 * optim;
     out->engine = 4 * ((uint64_t)slots * per_slot + (full ? as.per_layer : 0) + as.grads +
-                       (head ? as.logits : 0) + shard_engine +
+                       logits + shard_engine +
                        (uint64_t)(PIPE_RECV_DEPTH + 1) * msg /* received ahead, to send */ +
                        2 * (uint64_t)m * bt /* the step's tokens and targets */ + 2 * bt) +
                   tm.attention * (uint64_t)coh_get_threads();
