@@ -5,8 +5,9 @@
 # --recompute full, which recomputes the shards' logits instead of keeping them), with blocks and
 # shard 0 in one chunk, and 1F1B at pp 2 with the head in 2 and 3 shards over both stages (and under ZeRO-1 on 2 replicas), give
 # `single`'s losses within 1e-5 at every step and its final parameters within 1e-5 (per-tensor
-# relative L2); the tied embedding's copies stay bit-identical; the start-up lines name the
-# shards; and bad shard spellings are refused naming the value.
+# relative L2); the tied embedding's copies stay bit-identical; a checkpoint saved with head
+# shards resumes in one process and with the head whole; the start-up lines name the shards;
+# and bad shard spellings are refused naming the value.
 . "$(dirname "${BASH_SOURCE[0]}")/par_lib.sh"
 "$py" -c "import numpy" 2>/dev/null || { echo "numpy missing"; exit 77; }
 
@@ -49,6 +50,24 @@ holds 1f1b-3 1 "head:1-2/3"
 run zero1-2 4 --pp 2 --strategy zero1 --schedule 1f1b --micro-batch 2 --grad-accum 2 \
     --stage-layers 0-3+head:0/2,head:1/2 &&
     par_check "1f1b, dp 2 x pp 2, zero1, 2 head shards" single zero1-2
+
+# checkpoints stay mesh-independent: saved at step 15 by interleaved with head shards (the wte
+# copy on stage 1 not in its shard), resumed in one process and as 1F1B with the head whole, to
+# the final parameters of the uninterrupted single run
+run il-2-save 2 "${il[@]}" --stage-layers 0-1,2-3,head:0/2,head:1/2 --stop-at 15 --save "$work/ck"
+for r in "single:1" "1f1b whole head:2:--pp 2 --schedule 1f1b --stage-layers 0-3,head"; do
+    IFS=: read -r name n opts <<<"$r"
+    cmd=("$cohort" train "${model[@]}" --micro-batch 2 --grad-accum 4 --resume "$work/ck"
+         --metrics "$work/res.jsonl" --dump-params "$work/res.bin")
+    # shellcheck disable=SC2206
+    [ "$n" -gt 1 ] && cmd=("$cohort" run --nproc-per-node "$n" "${cmd[@]}" $opts)
+    "${cmd[@]}" >"$work/res.out" 2>&1 || { fail "resume as $name: $(tail -3 "$work/res.out")"; continue; }
+    tail -n "$(wc -l < "$work/res.jsonl")" "$work/single.jsonl" >"$work/single.tail.jsonl"
+    "$py" "$src/tests/parallel/par_compare.py" "$work/single.tail.jsonl" "$work/single.bin" \
+        "$work/res.jsonl" "$work/res.bin" $V $C $L $T >"$work/res.cmp" ||
+        fail "resume as $name: $(cat "$work/res.cmp")"
+    echo "saved with head shards, resumed as $name: $(cat "$work/res.cmp")"
+done
 
 # bad shard spellings, refused by name
 m=("${model[@]}" --micro-batch 2 --grad-accum 4 --steps 1)
