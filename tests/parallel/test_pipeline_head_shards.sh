@@ -55,18 +55,21 @@ run zero1-2 4 --pp 2 --strategy zero1 --schedule 1f1b --micro-batch 2 --grad-acc
 # copy on stage 1 not in its shard), resumed in one process and as 1F1B with the head whole, to
 # the final parameters of the uninterrupted single run
 run il-2-save 2 "${il[@]}" --stage-layers 0-1,2-3,head:0/2,head:1/2 --stop-at 15 --save "$work/ck"
-for r in "single:1" "1f1b whole head:2:--pp 2 --schedule 1f1b --stage-layers 0-3,head"; do
+for r in "single:1" "1f1b-whole:2:--pp 2 --schedule 1f1b --stage-layers 0-3,head"; do
     IFS=: read -r name n opts <<<"$r"
     cmd=("$cohort" train "${model[@]}" --micro-batch 2 --grad-accum 4 --resume "$work/ck"
-         --metrics "$work/res.jsonl" --dump-params "$work/res.bin")
+         --metrics "$work/res-$name.jsonl" --dump-params "$work/res-$name.bin")
     # shellcheck disable=SC2206
     [ "$n" -gt 1 ] && cmd=("$cohort" run --nproc-per-node "$n" "${cmd[@]}" $opts)
-    "${cmd[@]}" >"$work/res.out" 2>&1 || { fail "resume as $name: $(tail -3 "$work/res.out")"; continue; }
-    tail -n "$(wc -l < "$work/res.jsonl")" "$work/single.jsonl" >"$work/single.tail.jsonl"
+    "${cmd[@]}" >"$work/res-$name.out" 2>&1 ||
+        { fail "resume as $name: $(tail -3 "$work/res-$name.out")"; continue; }
+    [ "$(wc -l < "$work/res-$name.jsonl")" -eq 15 ] ||
+        fail "resume as $name: $(wc -l < "$work/res-$name.jsonl") steps logged, want 15"
+    tail -n 15 "$work/single.jsonl" >"$work/single.tail.jsonl"
     "$py" "$src/tests/parallel/par_compare.py" "$work/single.tail.jsonl" "$work/single.bin" \
-        "$work/res.jsonl" "$work/res.bin" $V $C $L $T >"$work/res.cmp" ||
-        fail "resume as $name: $(cat "$work/res.cmp")"
-    echo "saved with head shards, resumed as $name: $(cat "$work/res.cmp")"
+        "$work/res-$name.jsonl" "$work/res-$name.bin" $V $C $L $T >"$work/res-$name.cmp" ||
+        fail "resume as $name: $(cat "$work/res-$name.cmp")"
+    echo "saved with head shards, resumed as $name: $(cat "$work/res-$name.cmp")"
 done
 
 # bad shard spellings, refused by name
