@@ -158,7 +158,7 @@ static void print_pipeline(const train_opts *o, coh_par_trainer *t)
         coh_info("stage %d: blocks %s%s%s; %.2fM parameters, model state %s (fp32 params, "
                  "grads, AdamW m and v); predicted %s in all with %d activation slot%s", s,
                  layers, st.first ? " + embeddings" : "",
-                 st.last ? " + final LayerNorm and head" : "",
+                 st.last && st.head_shards == 1 ? " + final LayerNorm and head" : "",
                  st.params / 1e6, coh_size_format(16 * (uint64_t)st.params, state, sizeof state),
                  total, pm.activation_slots, pm.activation_slots == 1 ? "" : "s");
     }

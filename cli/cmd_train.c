@@ -34,8 +34,11 @@ static void help(void)
            "  --dump-params FILE    write the final parameters as raw little-endian f32\n"
            "  --stage-layers SPLIT  blocks of each pipeline stage, e.g. 0-2,3-7; 'embeddings'\n"
            "                        first or 'head' last for a stage of those alone, e.g.\n"
-           "                        0,1,2-11,head (default: the split whose simulated step is\n"
-           "                        shortest, the LM head's estimated compute included)\n"
+           "                        0,1,2-11,head; the LM head split by vocabulary into N\n"
+           "                        shards: head:K/N (shard K) or head:K-J/N, alone or after\n"
+           "                        the last blocks with '+', e.g. 0-5,6-11,head:0/2,head:1/2\n"
+           "                        (default: the split whose simulated step is shortest, the\n"
+           "                        LM head's estimated compute included, whole or in shards)\n"
            "  --dry-run             print the configuration as the trainer would run it and exit\n"
            "                        (with --json: as JSON); refusals exit 2 as a real run would\n"
            "model and data:\n"
@@ -389,7 +392,8 @@ static int dry_run(const train_opts *o)
         char blocks[512];
         printf("stage %d   blocks %s%s%s, %zu parameters\n", s,
                coh_pipe_stage_blocks(&st, blocks, sizeof blocks),
-               st.first ? " + embeddings" : "", st.last ? " + final LayerNorm and head" : "",
+               st.first ? " + embeddings" : "",
+               st.last && st.head_shards == 1 ? " + final LayerNorm and head" : "",
                st.params);
     }
     return CLI_OK;

@@ -2,8 +2,9 @@
 # run.sh: pipeline-parallel training throughput against one process, side by side in one run:
 # `cohort train` single (2 threads, the anchor) and pp 2 (2 ranks x 1 thread under `cohort run`)
 # with 1f1b, gpipe and naive at 8 microbatches, 1f1b and interleaved (v = 2) at 2 (gpipe and
-# the m = 2 rows also with the old default split, which balances the stages' summed compute with
-# a block in every chunk), all at the same global
+# the m = 2 rows also with the first default split, which balances the stages' summed compute
+# with a block in every chunk; the m = 2 rows also with the LM head whole, and interleaved with
+# its head shards' logits recomputed), all at the same global
 # batch, on the engine benchmark model made deeper (12 layers); and 1f1b against
 # interleaved at m = 2 again with a byte vocabulary, whose light LM head lets chunks balance. Rounds alternate the
 # configurations so the machine's noise hits all of them; median tokens/s over the rounds, the
@@ -43,8 +44,11 @@ model_256=(--layers 12 --dim 384 --heads 6 --seq 256 --vocab 256 --data "$work/b
 launch=("$cohort" run --nproc-per-node 2 --standalone)
 # name, pp, schedule, virtual stages, microbatches m, sequences per microbatch, vocabulary and
 # (-blocks) the split with a block in every chunk that balances the stages' summed compute, the
-# default before the split was chosen by simulating the schedule (which now puts the LM head
-# alone in the last chunk at m = 2)
+# default before the split was chosen by simulating the schedule; (-whole) the best split with
+# the LM head whole (in one chunk), the default before the head could be split by vocabulary
+# into head shards (which the default now does at m = 2); a ninth field "rc" adds --recompute
+# full (-rc: interleaved's default split at m = 2 with its head shards' logits recomputed in
+# backward instead of kept, to time the two from the chunks' backward in the traces)
 configs=(
     "single 1 - 1 8 $b 50257"
     "1f1b 2 1f1b 1 8 $b 50257"
@@ -55,6 +59,9 @@ configs=(
     "gpipe-blocks 2 gpipe 1 8 $b 50257 0-10,11"
     "1f1b-m2-blocks 2 1f1b 1 2 $((4 * b)) 50257 0-10,11"
     "interleaved-m2-blocks 2 interleaved 2 2 $((4 * b)) 50257 0-3,4,5-10,11"
+    "1f1b-m2-whole 2 1f1b 1 2 $((4 * b)) 50257 0-11,head"
+    "interleaved-m2-whole 2 interleaved 2 2 $((4 * b)) 50257 0-1,2-4,5-11,head"
+    "interleaved-m2-rc 2 interleaved 2 2 $((4 * b)) 50257 0-5,6-11,head:0-1/3,head:2/3 rc"
     "single-bytes 1 - 1 8 $b 256"
     "1f1b-m2-bytes 2 1f1b 1 2 $((4 * b)) 256"
     "interleaved-m2-bytes 2 interleaved 2 2 $((4 * b)) 256"
@@ -82,9 +89,9 @@ if [ -n "${ONLY:-}" ]; then
     configs=("${anchors[@]}" "${kept[@]}")
 fi
 # the command of one configuration, into the array cmd (without --metrics and --trace); an
-# eighth field, when there is one, is its --stage-layers
+# eighth field, when there is one, is its --stage-layers, a ninth "rc" adds --recompute full
 command_of() {
-    local name=$1 pp=$2 sched=$3 v=$4 m=$5 mb=$6 vocab=$7 split=${8:-}
+    local name=$1 pp=$2 sched=$3 v=$4 m=$5 mb=$6 vocab=$7 split=${8:-} rc=${9:-}
     local -n model="model_$vocab"
     if [ "$pp" = 1 ]; then
         cmd=("$cohort" train --threads 2 --micro-batch "$mb" --grad-accum "$m" "${model[@]}")
@@ -92,6 +99,7 @@ command_of() {
         cmd=("${launch[@]}" "$cohort" train --threads 1 --pp "$pp" --schedule "$sched")
         [ "$v" = 1 ] || cmd+=(--virtual-stages "$v")
         [ -z "$split" ] || cmd+=(--stage-layers "$split")
+        [ "$rc" != rc ] || cmd+=(--recompute full)
         cmd+=(--grad-accum "$m" --micro-batch "$mb" "${model[@]}")
     fi
 }
@@ -203,6 +211,7 @@ for name, pp, sched, v, m, mb, vocab, *split in configs:
     else:
         what = "pp %d, %s%s" % (p, sched, ", v = %d" % vv if vv > 1 else "")
         what += ", split %s" % split[0] if split else ""
+        what += ", --recompute full" if split[1:] == ["rc"] else ""
         rt = "%d x 1" % p
         ideal = 1 / p if sched == "naive" else 1 / (1 + (p - 1) / (vv * mm))
     what += "" if vocab == "50257" else " (vocab 256)"
@@ -213,9 +222,35 @@ for name, pp, sched, v, m, mb, vocab, *split in configs:
         "%.2f" % (med / base / ideal) if ideal else "", " / ".join(shares),
         " / ".join(bubbles), formula, first, last))
 print()
+print("mean forward / backward ms of each chunk (round %d's traces, measured steps):" % rounds)
+def chunk_times(trace, v):
+    ev = [e for e in json.load(open(trace))["traceEvents"] if e.get("ph") == "X"]
+    steps = sorted((e for e in ev if e["name"] == "forward+backward"), key=lambda e: e["ts"])
+    if len(steps) <= warm:
+        return "?"
+    t0 = steps[warm]["ts"]
+    out = []
+    for c in range(v):
+        fb = []
+        for kind in "FB":
+            d = [e["dur"] for e in ev if e.get("cat") == "compute" and e["ts"] >= t0 and
+                 e["name"].startswith(kind) and
+                 (e["name"].endswith(".%d" % c) if v > 1 else True)]
+            fb.append("%.0f" % (statistics.mean(d) / 1000) if d else "?")
+        out.append("/".join(fb))
+    return ", ".join(out)
+for name, pp, sched, v, *_ in configs:
+    if pp == "1":
+        continue
+    parts = []
+    for k in range(int(pp)):
+        t = os.path.join(work, "%s.r%d.rank%d.json" % (name, rounds, k))
+        parts.append("stage %d %s" % (k, chunk_times(t, int(v)) if os.path.exists(t) else "?"))
+    print("  %-22s %s" % (name, "; ".join(parts)))
+print()
 print("per-round tokens/s:")
 for name, *_ in configs:
-    print("  %-16s %s" % (name, " ".join("%.1f" % x for x in res[name][1])))
+    print("  %-22s %s" % (name, " ".join("%.1f" % x for x in res[name][1])))
 if bad:
     print("\nNOT TRAINING SANELY:\n  " + "\n  ".join(bad))
     sys.exit(1)

@@ -171,7 +171,12 @@ const coh_mesh *coh_par_trainer_mesh(const coh_par_trainer *t);
  * Virtual stage 0 (chunk 0 of stage 0) also holds the embeddings, the last one (the last chunk
  * of stage pp - 1) the final LayerNorm, the LM head and, with pp > 1, a copy of the tied token
  * embedding. Those two may hold no block (lo == hi): "embeddings" or "head" only; every other
- * chunk holds at least one. */
+ * chunk holds at least one.
+ * The head may also be split by vocabulary into head_shards > 1 pipeline units after the
+ * blocks (coh_pipe_head_shard_row): the chain of blocks 0..L-1 then shards 0..n-1 is cut into
+ * the virtual stages, so a chunk may hold blocks, shards, or the last blocks and the first
+ * shards; shard 0 runs the final LayerNorm, the last shard the loss, and every stage holding a
+ * shard but not the embeddings holds a copy of the tied wte. */
 typedef struct coh_pipe_stage {
     int chunks;                            /* model chunks on this stage */
     int lo[COH_PIPE_STAGE_MAX_CHUNKS], hi[COH_PIPE_STAGE_MAX_CHUNKS]; /* blocks lo..hi-1 */
@@ -181,6 +186,11 @@ typedef struct coh_pipe_stage {
     size_t begin[COH_PIPE_STAGE_MAX_CHUNKS + 1], end[COH_PIPE_STAGE_MAX_CHUNKS + 1];
     int tied_copy;                         /* holds the head's copy of wte */
     size_t params;                         /* elements over the ranges */
+    int head_shards;                       /* the LM head's shards over the whole pipeline (1:
+                                              the head whole, in the last virtual stage) */
+    int head_lo[COH_PIPE_STAGE_MAX_CHUNKS], head_hi[COH_PIPE_STAGE_MAX_CHUNKS]; /* each chunk's
+                                              head shards head_lo..head_hi-1 (0, 0: none) */
+    int head;                              /* some chunk holds a head shard */
 } coh_pipe_stage;
 
 /* Pure. With c->par.stage_layers the split is the user's (coh_pipe_parse_layers).

@@ -150,6 +150,25 @@ coh_status coh_pipeline_draw(const coh_pipe_shape *shape, int fwd_cells, int bwd
  * text and what is wrong (a gap, an overlap, the stage count, a word elsewhere). */
 coh_status coh_pipe_parse_layers(const char *text, int layers, int parts, int *bounds);
 
+/* Most shards the LM head may be split into along a pipeline. */
+#define COH_PIPE_MAX_HEAD_SHARDS 16
+
+/* The first vocabulary row of head shard k of `shards` (k == shards: vocab): V k / shards. */
+int coh_pipe_head_shard_row(int vocab, int k, int shards);
+
+/* coh_pipe_parse_layers that also reads head shards: "head:K/N" (shard K of N) or "head:K-J/N"
+ * (shards K..J) as an entry of its own, or after the last blocks, "10-11+head:0/2", e.g.
+ * "0-5,6-11,head:0/2,head:1/2". The split is then of the chain of `layers` blocks followed by
+ * the N shards, in order, each once: bounds[0..parts] in chain units (shard K is unit
+ * layers + K), bounds[parts] == layers + N, and *shards = N; with no shard named the head is
+ * one unit (N = 1) that the last entry holds after its blocks, or "head" alone. Every entry but
+ * an "embeddings" first holds at least one unit. coh_pipe_parse_layers returns these bounds
+ * capped at `layers` (a chunk of head shards alone has no block). COH_ERR_INVALID as
+ * coh_pipe_parse_layers, also for a shard out of order, a count outside 2..
+ * COH_PIPE_MAX_HEAD_SHARDS or differing between entries, or shards before the last block. */
+coh_status coh_pipe_parse_split(const char *text, int layers, int parts, int *bounds,
+                                int *shards);
+
 #ifdef __cplusplus
 }
 #endif

@@ -267,6 +267,31 @@ coh_status coh_gpt_chunk_forward(coh_gpt *g, int slot, int lo, int hi, int ends,
 coh_status coh_gpt_chunk_backward(coh_gpt *g, int slot, int lo, int hi, int ends,
                                   const float *dout, int B, int T, float *dx_in);
 
+/* Split the LM head by vocabulary into `shards` pipeline units (2..16, shard k holding rows
+ * coh_pipe_head_shard_row(V, k, shards) .. (V, k + 1, shards) of the tied wte), after
+ * coh_gpt_set_slots, once; not with tensor parallelism. held[k] (shards flags) names the shards
+ * this rank runs: those before the last keep their logits per slot for the backward
+ * (B * T floats per vocabulary row) unless keep_logits is 0 (recomputed then). */
+coh_status coh_gpt_set_head_shards(coh_gpt *g, int shards, const int *held, int keep_logits);
+
+/* coh_gpt_chunk_forward and _backward for a chunk holding head shards head_lo..head_hi-1 (of
+ * coh_gpt_set_head_shards's; none when equal; with the head whole, 0..1 is COH_GPT_HEAD) after
+ * blocks lo..hi-1 (hi == L when it holds shards; only a chunk starting at shard 0 holds blocks).
+ * A chunk starting past shard 0 reads h, the final LayerNorm's output, and the softmax's running
+ * statistics (B*T*C then 3*B*T floats) from x_in; one ending before the last shard writes them
+ * to x_out; the last computes the loss. Backward, a chunk ending before the last shard reads
+ * dL/dh and the final statistics from dout, and one starting past shard 0 writes them to dx_in
+ * (the same layout). Messages are coh_gpt_chunk_message floats. */
+coh_status coh_gpt_shards_forward(coh_gpt *g, int slot, int lo, int hi, int ends, int head_lo,
+                                  int head_hi, const int32_t *tokens, const float *x_in,
+                                  const int32_t *targets, int B, int T, float grad_scale,
+                                  float *x_out, float *loss);
+coh_status coh_gpt_shards_backward(coh_gpt *g, int slot, int lo, int hi, int ends, int head_lo,
+                                   int head_hi, const float *dout, int B, int T, float *dx_in);
+/* Floats of a message between two chunks of a micro-batch of B x T: this rank's rows of the
+ * activation, and with head shards 3 statistics per row. */
+size_t coh_gpt_chunk_message(const coh_gpt *g, int B, int T);
+
 /* Logits (V floats) of the next token after tokens[0..T-1] (one sequence, T <= seq). */
 coh_status coh_gpt_next_logits(coh_gpt *g, const int32_t *tokens, int T, float *logits);
 

@@ -19,12 +19,13 @@
 /* The benchmark model of bench/pipeline: 12 blocks of 384, T 256, GPT-2's vocabulary. */
 static const coh_gpt_config GPT2_SMALLISH = {12, 6, 384, 50257, 256, 0, 0};
 
-/* The simulated step of bounds b under shape, with costs c. */
-static double simulate(const pipe_chunk_cost *c, const coh_pipe_shape *shape, const int *b)
+/* The simulated step of chain bounds b (L blocks then n head shards) under shape, costs c. */
+static double simulate_chain(const pipe_chunk_cost *c, const coh_pipe_shape *shape, int L, int n,
+                             const int *b)
 {
     int u = shape->stages * shape->virtual_stages;
     double fwd[64], bwd[64];
-    pipe_chunk_costs(c, b, u, fwd, bwd);
+    pipe_chunk_costs(c, L, n, b, u, fwd, bwd);
     pipe_lists l;
     coh_pipe_sim sim = {0};
     CHECK_OK(pipe_lists_build(shape, &l));
@@ -33,6 +34,15 @@ static double simulate(const pipe_chunk_cost *c, const coh_pipe_shape *shape, co
     CHECK_OK(pipe_simulate(&in, &sim, NULL));
     pipe_lists_release(&l);
     return sim.makespan;
+}
+
+/* The same with the head whole, b over blocks (b[u] = L, the head in the last chunk). */
+static double simulate(const pipe_chunk_cost *c, const coh_pipe_shape *shape, const int *b)
+{
+    int u = shape->stages * shape->virtual_stages, bb[65];
+    memcpy(bb, b, sizeof(int) * (size_t)(u + 1));
+    bb[u] = b[u] + 1;
+    return simulate_chain(c, shape, b[u], 1, bb);
 }
 
 /* The fewest blocks chunk k of u may hold: the first and last none, the others one. */
@@ -71,8 +81,12 @@ static void test_head_alone_at_m2(void)
     int L = 12, bi[5], b1[3];
     coh_pipe_shape inter = {COH_SCHED_INTERLEAVED, 2, 2, 2}, f1b = {COH_SCHED_1F1B, 2, 2, 1};
     double ti, ti_bal, t1, t1_bal, u = c.block_fwd;
-    CHECK_OK(pipe_choose_split(&c, L, &inter, bi, &ti, &ti_bal));
-    CHECK_OK(pipe_choose_split(&c, L, &f1b, b1, &t1, &t1_bal));
+    int n;
+    CHECK_OK(pipe_choose_split(&c, L, &inter, 1, bi, &n, &ti, &ti_bal));
+    CHECK_INT(n, 1);
+    CHECK_OK(pipe_choose_split(&c, L, &f1b, 1, b1, &n, &t1, &t1_bal));
+    CHECK_INT(n, 1);
+    bi[4] = b1[2] = L; /* over blocks, the head in the last chunk */
     double bound = L * (c.block_fwd + c.block_bwd) + c.embed_fwd + c.embed_bwd +
                    2 * (c.head_fwd + c.head_bwd);
     printf("head / block %.2f; in block forwards: bound %.2f\n",
@@ -107,7 +121,8 @@ static void test_head_alone_at_m2(void)
     par_pipe_split(&GPT2_SMALLISH, 256, &inter, bt);
     CHECK(!memcmp(bt, bi, sizeof bt));
     /* deterministic: every rank computes the same */
-    CHECK_OK(pipe_choose_split(&c, L, &inter, bt, NULL, NULL));
+    CHECK_OK(pipe_choose_split(&c, L, &inter, 1, bt, &n, NULL, NULL));
+    bt[4] = L;
     CHECK(!memcmp(bt, bi, sizeof bt));
 }
 
@@ -131,8 +146,11 @@ static void test_choice_against_enumeration(void)
             int L = models[i].layers, u = shapes[j].stages * shapes[j].virtual_stages;
             int b[9] = {0}, got[9];
             double t, bal;
-            CHECK_OK(pipe_choose_split(&c, L, &shapes[j], got, &t, &bal));
+            int n;
+            CHECK_OK(pipe_choose_split(&c, L, &shapes[j], 1, got, &n, &t, &bal));
             CHECK(t <= bal);
+            CHECK_INT(got[u], L + 1);
+            got[u] = L;
             CHECK_NEAR(t, simulate(&c, &shapes[j], got), 1e-12);
             double best = best_of_all(&c, &shapes[j], L, b, 1, INFINITY);
             CHECK(t >= best * (1 - 1e-12));
@@ -153,7 +171,9 @@ static void test_choice_against_enumeration(void)
     coh_pipe_shape naive = {COH_SCHED_NAIVE, 2, 4, 1};
     int b[3];
     double t, bal;
-    CHECK_OK(pipe_choose_split(&c, 12, &naive, b, &t, &bal));
+    int n;
+    CHECK_OK(pipe_choose_split(&c, 12, &naive, 4, b, &n, &t, &bal));
+    CHECK_INT(n, 1);
     CHECK(t == bal);
     CHECK(b[1] >= 1 && b[1] < 12);
 }
@@ -167,16 +187,18 @@ static void test_choice_bounds(void)
     coh_pipe_shape s = {COH_SCHED_INTERLEAVED, 16, 64, 4};
     int *b = malloc(sizeof(int) * 65);
     double t, bal;
-    CHECK_OK(pipe_choose_split(&c, 384, &s, b, &t, &bal));
+    int n;
+    CHECK_OK(pipe_choose_split(&c, 384, &s, 4, b, &n, &t, &bal));
     CHECK(t <= bal);
     CHECK_INT(b[0], 0);
-    CHECK_INT(b[64], 384);
+    CHECK_INT(b[64], 384 + n);
     for (int k = 1; k < 63; k++)
         CHECK(b[k + 1] > b[k]);
     coh_pipe_shape bad = {COH_SCHED_INTERLEAVED, 2, 3, 2};
-    CHECK_FAILS(pipe_choose_split(&c, 384, &bad, b, NULL, NULL), COH_ERR_INVALID, "'3'");
+    CHECK_FAILS(pipe_choose_split(&c, 384, &bad, 1, b, &n, NULL, NULL), COH_ERR_INVALID, "'3'");
+    CHECK_FAILS(pipe_choose_split(&c, 384, &s, 17, b, &n, NULL, NULL), COH_ERR_INVALID, "'17'");
     coh_pipe_shape deep = {COH_SCHED_1F1B, 4, 4, 1};
-    CHECK_FAILS(pipe_choose_split(&c, 3, &deep, b, NULL, NULL), COH_ERR_INVALID,
+    CHECK_FAILS(pipe_choose_split(&c, 3, &deep, 1, b, &n, NULL, NULL), COH_ERR_INVALID,
                 "at most one virtual stage a block");
     free(b);
 }
@@ -241,7 +263,7 @@ static void test_stage_ranges(void)
            coh_pipe_stage_blocks(&s1, text + 32, 32));
     CHECK_INT(s1.lo[1], 12);
     CHECK_INT(s1.hi[1], 12);
-    CHECK_INT(s0.hi[1], 12); /* stage 0's second chunk ends at block L without the head */
+    CHECK_INT(s0.hi[1], 12); /* stage 0's second chunk ends at block L (then head shard 0) */
     CHECK(s0.first && !s0.last && !s0.tied_copy);
     CHECK(!s1.first && s1.last && s1.tied_copy);
     /* explicit: 0 | 1 | 2-11 | head */
@@ -349,6 +371,244 @@ static void test_engine_empty_chunks(void)
     coh_gpt_destroy(ch);
 }
 
+/* Issue 11's figure again, with the head divisible: split by vocabulary into head shards, each
+ * a pipeline unit after the blocks, interleaved v = 2 at m = 2 no longer has to run both
+ * microbatches' whole head on one device, and its chosen split simulates well below the chain
+ * every split with the head whole has (12 + 2 x 29.5 + 24 = 94.9 block forwards), and below
+ * 1F1B's best, which may also shard the head. The chosen split is the best of every split of
+ * the chain into 4 chunks for 1..4 shards (enumerated). */
+static double best_chain(const pipe_chunk_cost *c, const coh_pipe_shape *shape, int L, int n,
+                         int *b, int i)
+{
+    int u = shape->stages * shape->virtual_stages;
+    if (i == u) {
+        b[u] = L + n;
+        return b[u] - b[u - 1] >= 1 ? simulate_chain(c, shape, L, n, b) : INFINITY;
+    }
+    double best = INFINITY;
+    for (int x = b[i - 1] + (i - 1 > 0); x < L + n; x++) {
+        b[i] = x;
+        double t = best_chain(c, shape, L, n, b, i + 1);
+        best = t < best ? t : best;
+    }
+    return best;
+}
+
+static void test_head_shards_at_m2(void)
+{
+    pipe_chunk_cost c;
+    pipe_estimate_costs(&GPT2_SMALLISH, 256, &c);
+    int L = 12, bi[5], b1[3], ni, n1, bt[5], nt;
+    coh_pipe_shape inter = {COH_SCHED_INTERLEAVED, 2, 2, 2}, f1b = {COH_SCHED_1F1B, 2, 2, 1};
+    double ti, t1, bal, u = c.block_fwd;
+    double chain = L * (c.block_fwd + c.block_bwd) + c.embed_fwd + c.embed_bwd +
+                   2 * (c.head_fwd + c.head_bwd);
+    CHECK_OK(pipe_choose_split(&c, L, &inter, PIPE_AUTO_HEAD_SHARDS, bi, &ni, &ti, &bal));
+    CHECK_OK(pipe_choose_split(&c, L, &f1b, PIPE_AUTO_HEAD_SHARDS, b1, &n1, &t1, &bal));
+    printf("head shards: interleaved %d shards %d,%d,%d,%d,%d step %.2f; 1f1b %d shards %d,%d,%d "
+           "step %.2f; the chain with the head whole %.2f (block forwards)\n", ni, bi[0], bi[1],
+           bi[2], bi[3], bi[4], ti / u, n1, b1[0], b1[1], b1[2], t1 / u, chain / u);
+    CHECK(ni >= 2);
+    CHECK_INT(bi[4], L + ni);
+    CHECK(bi[3] > L && bi[3] < L + ni); /* the last chunk holds the last shard(s) only */
+    CHECK(bi[2] <= L);                  /* and the chunk before it the first shard */
+    CHECK(ti < chain * 0.9);            /* shorter than any split with the head whole */
+    CHECK(ti < t1 * 0.9);               /* and than 1F1B's best, sharded or not */
+    CHECK_NEAR(ti, simulate_chain(&c, &inter, L, ni, bi), 1e-12);
+    /* the best there is for 1..4 shards, by enumeration */
+    double best = INFINITY;
+    for (int n = 1; n <= PIPE_AUTO_HEAD_SHARDS; n++) {
+        int b[65] = {0};
+        double t = best_chain(&c, &inter, L, n, b, 1);
+        best = t < best ? t : best;
+    }
+    printf("interleaved: chosen %.4f, best of every split %.4f\n", ti / u, best / u);
+    CHECK(ti <= best * (1 + 1e-9));
+    /* the trainer's split is this one, on every rank alike */
+    par_pipe_split_chain(&GPT2_SMALLISH, 256, &inter, 0, bt, &nt);
+    CHECK_INT(nt, ni);
+    CHECK(!memcmp(bt, bi, sizeof bt));
+    /* recomputing the shards' logits costs a product more, and still beats the chain */
+    c.head_recompute = 1;
+    CHECK_OK(pipe_choose_split(&c, L, &inter, PIPE_AUTO_HEAD_SHARDS, bt, &nt, &ti, &bal));
+    printf("recomputed logits: interleaved %d shards, step %.2f\n", nt, ti / u);
+    CHECK(nt >= 2 && ti < chain * 0.95);
+    /* one shard allowed: the head whole, the old figure */
+    c.head_recompute = 0;
+    CHECK_OK(pipe_choose_split(&c, L, &inter, 1, bt, &nt, &ti, &bal));
+    CHECK_INT(nt, 1);
+    CHECK_NEAR(ti, chain, 1e-9);
+}
+
+static void test_parse_shards(void)
+{
+    int b[6], n;
+    CHECK_OK(coh_pipe_parse_split("0-5,6-11,head:0/2,head:1/2", 12, 4, b, &n));
+    CHECK(n == 2 && b[0] == 0 && b[1] == 6 && b[2] == 12 && b[3] == 13 && b[4] == 14);
+    CHECK_OK(coh_pipe_parse_split("0-3,4-9,10-11+head:0/2,head:1/2", 12, 4, b, &n));
+    CHECK(n == 2 && b[2] == 10 && b[3] == 13 && b[4] == 14);
+    CHECK_OK(coh_pipe_parse_split("0-11+head:0/4,head:1-3/4", 12, 2, b, &n));
+    CHECK(n == 4 && b[1] == 13 && b[2] == 16);
+    CHECK_OK(coh_pipe_parse_split("embeddings,0-11+head:0-1/3,head:2/3", 12, 3, b, &n));
+    CHECK(n == 3 && b[1] == 0 && b[2] == 14 && b[3] == 15);
+    CHECK_OK(coh_pipe_parse_layers("0-5,6-11,head:0/2,head:1/2", 12, 4, b));
+    CHECK(b[2] == 12 && b[3] == 12 && b[4] == 12); /* over blocks: shard chunks hold none */
+    /* without shards: the head whole, one unit after the blocks */
+    CHECK_OK(coh_pipe_parse_split("0-5,6-11", 12, 2, b, &n));
+    CHECK(n == 1 && b[1] == 6 && b[2] == 13);
+    CHECK_OK(coh_pipe_parse_split("0-11,head", 12, 2, b, &n));
+    CHECK(n == 1 && b[1] == 12 && b[2] == 13);
+    CHECK_FAILS(coh_pipe_parse_split("0-5,6-11,head:1/2,head:0/2", 12, 4, b, &n),
+                COH_ERR_INVALID, "holds head shards 1-1 of 2, but it must start at shard 0");
+    CHECK_FAILS(coh_pipe_parse_split("0-5,6-11,head:0/2,head:1/3", 12, 4, b, &n),
+                COH_ERR_INVALID, "head shards of '3'");
+    CHECK_FAILS(coh_pipe_parse_split("0-11,head:0/1", 12, 2, b, &n), COH_ERR_INVALID,
+                "head shards of '1'");
+    CHECK_FAILS(coh_pipe_parse_split("0-11,head:0/17", 12, 2, b, &n), COH_ERR_INVALID,
+                "head shards of '17'");
+    CHECK_FAILS(coh_pipe_parse_split("0-5,head:0/2,6-11,head:1/2", 12, 4, b, &n),
+                COH_ERR_INVALID, "head shard 0 comes before blocks 6..11");
+    CHECK_FAILS(coh_pipe_parse_split("0-4+head:0/2,5-11,head:1/2", 12, 3, b, &n),
+                COH_ERR_INVALID, "only the stage ending at block 11 goes on to the head");
+    CHECK_FAILS(coh_pipe_parse_split("0-11+head:1/2,head:0/2", 12, 2, b, &n), COH_ERR_INVALID,
+                "only the stage ending at block 11 goes on to the head, from shard 0");
+    CHECK_FAILS(coh_pipe_parse_split("0-11,head:0/2", 12, 2, b, &n), COH_ERR_INVALID,
+                "2 stage(s) covering blocks 0..11 and part of the head's shards");
+    CHECK_FAILS(coh_pipe_parse_split("0-11,head:0/2,head:1/2,head", 12, 4, b, &n),
+                COH_ERR_INVALID, "'head' ends the stages");
+    CHECK_FAILS(coh_pipe_parse_split("0-11,head:0/2,head:0-1/2", 12, 3, b, &n), COH_ERR_INVALID,
+                "must start at shard 1");
+    CHECK_FAILS(coh_pipe_parse_split("0-11,head:/2", 12, 2, b, &n), COH_ERR_INVALID,
+                "expected block ranges");
+    CHECK_FAILS(coh_pipe_parse_split("0-11,head:0/2x", 12, 2, b, &n), COH_ERR_INVALID,
+                "expected block ranges");
+    CHECK_FAILS(coh_pipe_parse_split("0-11+,head:1/2", 12, 2, b, &n), COH_ERR_INVALID,
+                "expected a block range like 0-2, or blocks then head shards");
+}
+
+/* A stage of head shards holds the wte copy (not the final LayerNorm unless it runs shard 0);
+ * the stage running shard 0 holds the final LayerNorm; every parameter once, wte twice. */
+static void test_shard_ranges(void)
+{
+    coh_par_config pc;
+    memset(&pc, 0, sizeof pc);
+    pc.train.model = GPT2_SMALLISH;
+    coh_parallel_config_init(&pc.par);
+    pc.par.pp = 2;
+    pc.par.schedule = COH_SCHED_INTERLEAVED;
+    pc.par.virtual_stages = 2;
+    pc.par.microbatches = 2;
+    pc.par.micro_batch = 1;
+    coh_par_config_apply(&pc);
+    const coh_gpt_config *m = &pc.train.model;
+    size_t wte = (size_t)m->vocab * m->dim, b, e, lnf_b, lnf_e;
+    coh_gpt_layer_range(m, m->layers, &lnf_b, &lnf_e);
+    coh_pipe_stage s0, s1;
+    char text[64];
+    pc.par.stage_layers = "0-5,6-11,head:0/2,head:1/2";
+    CHECK_OK(coh_par_pipe_stage(&pc, 0, &s0));
+    CHECK_OK(coh_par_pipe_stage(&pc, 1, &s1));
+    CHECK_STR(coh_pipe_stage_blocks(&s0, text, sizeof text), "0-5,head:0/2");
+    CHECK_STR(coh_pipe_stage_blocks(&s1, text, sizeof text), "6-11,head:1/2");
+    CHECK(s0.head && s1.head && !s0.tied_copy && s1.tied_copy);
+    CHECK(s0.head_shards == 2 && s0.head_lo[1] == 0 && s0.head_hi[1] == 1);
+    CHECK(s1.head_lo[1] == 1 && s1.head_hi[1] == 2 && s1.head_lo[0] == 0 && s1.head_hi[0] == 0);
+    /* stage 0: embeddings..block 5, the final LayerNorm */
+    CHECK_INT(s0.nranges, 2);
+    CHECK_INT(s0.begin[1], lnf_b);
+    CHECK_INT(s0.end[1], lnf_e);
+    /* stage 1: its wte copy, blocks 6..11 (no final LayerNorm) */
+    CHECK_INT(s1.nranges, 2);
+    CHECK(s1.begin[0] == 0 && s1.end[0] == wte);
+    coh_gpt_layer_range(m, 6, &b, &e);
+    CHECK_INT(s1.begin[1], b);
+    coh_gpt_layer_range(m, 11, &b, &e);
+    CHECK_INT(s1.end[1], e);
+    CHECK_INT(s0.params + s1.params, coh_gpt_param_count(m) + wte);
+    /* the default at m = 2 shards the head over both stages */
+    pc.par.stage_layers = NULL;
+    CHECK_OK(coh_par_pipe_stage(&pc, 0, &s0));
+    CHECK_OK(coh_par_pipe_stage(&pc, 1, &s1));
+    printf("default: stage 0 %s, stage 1 %s\n", coh_pipe_stage_blocks(&s0, text, 32),
+           coh_pipe_stage_blocks(&s1, text + 32, 32));
+    CHECK(s0.head_shards > 1 && s0.head && s1.head);
+    CHECK_INT(s0.params + s1.params, coh_gpt_param_count(m) + wte);
+    /* tensor parallelism already splits the vocabulary: named shards are refused */
+    pc.par.stage_layers = "0-5,6-11,head:0/2,head:1/2";
+    pc.par.tp = 2;
+    coh_par_config_apply(&pc);
+    CHECK_FAILS(coh_par_pipe_stage(&pc, 0, &s0), COH_ERR_INVALID,
+                "which tensor parallelism (tp 2) already splits");
+}
+
+/* The engine with its head in 3 shards run as chunks (blocks | shards 0-1 | shard 2) computes the
+ * whole model's loss and gradients to float rounding (an online log-sum-exp sums in another
+ * order), and keeping the shards' logits or recomputing them gives the same bits. */
+static void test_engine_shards(void)
+{
+    enum { B = 2, T = 8, C = 16 };
+    static const coh_gpt_config cfg = {3, 2, C, 37, T, 0, 0};
+    coh_gpt *whole, *keep, *again;
+    CHECK_OK(coh_gpt_create(&cfg, B, T, &whole));
+    CHECK_OK(coh_gpt_create(&cfg, B, T, &keep));
+    CHECK_OK(coh_gpt_create(&cfg, B, T, &again));
+    coh_gpt *ch[2] = {keep, again};
+    int held[3] = {1, 1, 1};
+    coh_gpt_init_weights(whole, 3);
+    coh_gpt_zero_grad(whole);
+    for (int i = 0; i < 2; i++) {
+        coh_gpt_init_weights(ch[i], 3);
+        CHECK_OK(coh_gpt_set_slots(ch[i], 1));
+        CHECK_OK(coh_gpt_set_head_shards(ch[i], 3, held, i == 0));
+        coh_gpt_zero_grad(ch[i]);
+    }
+    CHECK_INT(coh_gpt_chunk_message(keep, B, T), B * T * C + 3 * B * T);
+    int32_t tok[B * T], tgt[B * T];
+    for (int i = 0; i < B * T; i++) {
+        tok[i] = (i * 7 + 1) % cfg.vocab;
+        tgt[i] = (i * 5 + 2) % cfg.vocab; /* targets in every shard */
+    }
+    static float x0[B * T * (C + 3)], x1[B * T * (C + 3)], d0[B * T * (C + 3)],
+        d1[B * T * (C + 3)];
+    float lw, lc[2];
+    const int E = COH_GPT_EMBEDDINGS;
+    CHECK_OK(coh_gpt_step(whole, tok, tgt, B, T, 0.5f, &lw));
+    for (int i = 0; i < 2; i++) {
+        CHECK_OK(coh_gpt_shards_forward(ch[i], 0, 0, 3, E, 0, 0, tok, NULL, NULL, B, T, 0.5f, x0,
+                                        NULL));
+        CHECK_OK(coh_gpt_shards_forward(ch[i], 0, 3, 3, 0, 0, 2, NULL, x0, tgt, B, T, 0.5f, x1,
+                                        NULL));
+        CHECK_OK(coh_gpt_shards_forward(ch[i], 0, 3, 3, 0, 2, 3, NULL, x1, tgt, B, T, 0.5f, NULL,
+                                        &lc[i]));
+        CHECK_OK(coh_gpt_shards_backward(ch[i], 0, 3, 3, 0, 2, 3, NULL, B, T, d1));
+        CHECK_OK(coh_gpt_shards_backward(ch[i], 0, 3, 3, 0, 0, 2, d1, B, T, d0));
+        CHECK_OK(coh_gpt_shards_backward(ch[i], 0, 0, 3, E, 0, 0, d0, B, T, NULL));
+    }
+    printf("sharded head: loss %.9g, whole %.9g\n", lc[0], lw);
+    CHECK(fabsf(lc[0] - lw) <= 1e-6f * fabsf(lw));
+    CHECK(lc[0] == lc[1]);
+    size_t n;
+    float *gw = coh_gpt_grads(whole, &n), *gk = coh_gpt_grads(keep, NULL);
+    float *ga = coh_gpt_grads(again, NULL);
+    CHECK(!memcmp(gk, ga, n * sizeof *gk)); /* kept or recomputed logits: the same bits */
+    double diff = 0.0, norm = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        diff += ((double)gk[i] - gw[i]) * ((double)gk[i] - gw[i]);
+        norm += (double)gw[i] * gw[i];
+    }
+    printf("sharded head: gradients' relative L2 difference %.3g\n", sqrt(diff / norm));
+    CHECK(norm > 0.0 && sqrt(diff / norm) < 1e-5);
+    /* refused: a shard past 0 after blocks, shards out of range, shards twice */
+    CHECK_FAILS(coh_gpt_shards_forward(keep, 0, 2, 3, 0, 1, 2, NULL, x0, tgt, B, T, 0.5f, x1,
+                                       NULL), COH_ERR_INVALID, "head shard 1 after blocks");
+    CHECK_FAILS(coh_gpt_shards_forward(keep, 0, 3, 3, 0, 2, 4, NULL, x0, tgt, B, T, 0.5f, x1,
+                                       NULL), COH_ERR_INVALID, "invalid head shards 2..3");
+    CHECK_FAILS(coh_gpt_set_head_shards(keep, 2, held, 1), COH_ERR_INVALID, "once");
+    coh_gpt_destroy(whole);
+    coh_gpt_destroy(keep);
+    coh_gpt_destroy(again);
+}
+
 int main(void)
 {
     RUN(test_head_alone_at_m2);
@@ -357,5 +617,9 @@ int main(void)
     RUN(test_parse_ends);
     RUN(test_stage_ranges);
     RUN(test_engine_empty_chunks);
+    RUN(test_head_shards_at_m2);
+    RUN(test_parse_shards);
+    RUN(test_shard_ranges);
+    RUN(test_engine_shards);
     return CHECK_REPORT();
 }

@@ -4,7 +4,8 @@
 # ranges, its AdamW moments) within 5%, its peak resident growth within 10%, and GPipe's
 # in-flight activations against 1F1B's: stage 0 keeps m = 8 micro-batches under GPipe and p = 2
 # under 1F1B, and the measured difference in its peak is the predicted one within 15%; and the
-# same for stages whose chunk holds the embeddings or the head alone.
+# same for stages whose chunk holds the embeddings or the head alone, or head shards (with
+# their kept logits, and with --recompute full without).
 . "$(dirname "${BASH_SOURCE[0]}")/par_lib.sh"
 par_memory_setup
 par_prepare
@@ -55,9 +56,14 @@ PY
 # 5%, and its resident growth against its prediction (coh_par_memory_estimate_stage, what
 # `cohort estimate --engine cohort` prints) within 10%
 il=(--schedule interleaved --virtual-stages 2)
+# (head shards with GPT-2's vocabulary, so that the logits the first shard keeps per slot for its
+# backward, 12.9 MB a slot, are a fifth of its stage's growth; with --recompute full it keeps none)
+v50k="--vocab 50257 --tokenizer byte"
 layouts=("il-head ${il[*]} --stage-layers 0,1-4,5-7,head"
          "il-emb ${il[*]} --stage-layers embeddings,0-1,2-5,6-7"
-         "1f1b-head --schedule 1f1b --stage-layers 0-7,head")
+         "1f1b-head --schedule 1f1b --stage-layers 0-7,head"
+         "il-shards ${il[*]} --stage-layers 0-3,4-7,head:0/2,head:1/2 $v50k"
+         "il-shards-rc ${il[*]} --stage-layers 0-3,4-7,head:0/2,head:1/2 $v50k --recompute full")
 for l in "${layouts[@]}"; do
     read -r name opts <<<"$l"
     # shellcheck disable=SC2086
@@ -67,7 +73,7 @@ for l in "${layouts[@]}"; do
     "$cohort" run --nproc-per-node 2 "$cohort" train "${run[@]}" --pp 2 $opts \
         --metrics "$work/$name.jsonl" >"$work/$name.out" 2>&1 || fail "$name: $(tail -3 "$work/$name.out")"
 done
-"$py" - "$work" "$rss" il-head il-emb 1f1b-head <<'PY' || fail "memory figures of stages holding no block"
+"$py" - "$work" "$rss" il-head il-emb 1f1b-head il-shards il-shards-rc <<'PY' || fail "memory figures of stages holding no block"
 import json, re, sys
 work, rss, ok = sys.argv[1], sys.argv[2] == "1", True
 for name in sys.argv[3:]:

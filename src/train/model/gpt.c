@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cohort/pipeline.h"
 #include "cohort/size.h"
 #include "cohort/train.h"
 #include "train/model/gpt_int.h"
@@ -89,6 +90,7 @@ coh_status coh_gpt_create(const coh_gpt_config *c, int B, int T, coh_gpt **out)
     if (!g)
         return coh_errf(COH_ERR_NOMEM, "out of memory allocating the model");
     g->cfg = *c;
+    g->head_shards = 1;
     gpt_tp_place(g, 0);
     g->maxB = B;
     g->maxT = T;
@@ -136,6 +138,7 @@ void coh_gpt_destroy(coh_gpt *g)
         free(g->slot[i].la);
     free(g->slot);
     free(g->slot_acts);
+    free(g->head_mem);
     free(g->rscratch);
     free(g->acts);
     free(g->dscratch);
@@ -228,6 +231,45 @@ coh_status coh_gpt_set_slots(coh_gpt *g, int slots)
     g->slot = sl;
     g->nslots = slots;
     g->slot_acts = acts;
+    return COH_OK;
+}
+
+coh_status coh_gpt_set_head_shards(coh_gpt *g, int shards, const int *held, int keep_logits)
+{
+    int V = g->cfg.vocab;
+    if (shards < 2 || shards > GPT_MAX_HEAD_SHARDS || shards > V)
+        return coh_errf(COH_ERR_INVALID, "invalid head shard count '%d': 2..%d", shards,
+                        GPT_MAX_HEAD_SHARDS < V ? GPT_MAX_HEAD_SHARDS : V);
+    if (!g->slot_acts || g->head_mem)
+        return coh_errf(COH_ERR_INVALID, "head shards need the model's slots set, once");
+    if (g->tp > 1)
+        return coh_errf(COH_ERR_UNSUPPORTED, "head shards along a pipeline with tensor "
+                        "parallelism: the vocabulary is already split");
+    size_t N = (size_t)g->maxB * g->maxT, keep = 0;
+    for (int k = 0; k < shards; k++) {
+        g->hkeep_off[k] = -1;
+        if (keep_logits && held && held[k] && k < shards - 1) {
+            g->hkeep_off[k] = (long)keep;
+            keep += N * (size_t)(coh_pipe_head_shard_row(V, k + 1, shards) -
+                                 coh_pipe_head_shard_row(V, k, shards));
+        }
+    }
+    /* per slot: targets, statistics, kept logits; then the running statistics and losses.
+     * calloc: slots never used stay unresident */
+    size_t per = N + 3 * N + keep, total = (size_t)g->nslots * per + 3 * N + N;
+    float *mem = calloc(total, sizeof(float));
+    if (!mem)
+        return coh_errf(COH_ERR_NOMEM, "out of memory for the head shards' %zu floats", total);
+    for (int i = 0; i < g->nslots; i++) {
+        float *p = mem + (size_t)i * per;
+        g->slot[i].targets = (int32_t *)(void *)p;
+        g->slot[i].hstat = p + N;
+        g->slot[i].hkeep = keep ? p + 4 * N : NULL;
+    }
+    g->hrun = mem + (size_t)g->nslots * per;
+    g->hloss = g->hrun + 3 * N;
+    g->head_mem = mem;
+    g->head_shards = shards;
     return COH_OK;
 }
 

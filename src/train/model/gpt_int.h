@@ -9,6 +9,8 @@
 #include "train/model/gemm_bf16.h"
 
 #define GPT_BLOCK_TENSORS 12
+/* Most vocabulary shards a pipeline splits the LM head into (COH_PIPE_MAX_HEAD_SHARDS). */
+#define GPT_MAX_HEAD_SHARDS 16
 /* Rows of the fused LM head computed at once: (GPT_HEAD_CHUNK, V) logits are all it keeps. */
 #define GPT_HEAD_CHUNK 256
 /* bf16-mixed, whole vocabulary: rows whose bf16 dL/dlogits the head keeps (gpt_mm.dl) before
@@ -72,6 +74,10 @@ typedef struct gpt_slot {
     float *lnf, *lnf_mean, *lnf_rstd; /* (B,T,C), (B,T), (B,T) */
     float *losses;         /* (B,T) */
     int32_t *tokens;       /* (B,T) copy for the embedding backward */
+    int32_t *targets;      /* (B,T) copy for the head shards' backward (head_shards > 1) */
+    float *hstat;          /* (B,T,3) head shards: the last shard's max and sum of exp per row */
+    float *hkeep;          /* the logits of the head shards before the last this rank runs */
+    float hscale;          /* the gradient's scale of the forward */
     gpt_layer_acts *la;    /* (L) */
     float *dlnf;           /* (B,T,C) the fused head's dL/dlnf until backward (stages only) */
 } gpt_slot;
@@ -114,6 +120,12 @@ struct coh_gpt {
     coh_comm_span_fn span;
     void *span_ctx;
     gpt_mm mm;             /* bf16-mixed: the products' bf16 operand buffers (gemm_bf16.h) */
+    /* the LM head split by vocabulary along a pipeline (coh_gpt_set_head_shards) */
+    int head_shards;       /* 1: the head whole */
+    long hkeep_off[GPT_MAX_HEAD_SHARDS]; /* each shard's logits in a slot's hkeep, -1: none */
+    float *hrun;           /* (B,T,3) the running max, sum of exp and target logit */
+    float *hloss;          /* (B,T) losses a shard before the last computes and drops */
+    void *head_mem;        /* every slot's head shard buffers */
 };
 
 /* The part of the vocabulary an LM head holds: ids v0..v0+vn-1 in its wte rows 0..vn-1, and
@@ -123,6 +135,8 @@ typedef struct gpt_vocab_part {
     int v0, vn;
     coh_status (*reduce)(void *ctx, float *x, size_t n, int max); /* in place over the parts */
     void *ctx;
+    float *kept;     /* NULL, or (N, vn): the logits live here instead of the chunk buffer */
+    int kept_ready;  /* kept already holds them (from a forward): no product recomputes them */
 } gpt_vocab_part;
 
 /* ---- tensor parallelism (gpt_tp.c): with tp 1 every call returns at once ---- */
@@ -204,7 +218,11 @@ void op_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n
 void op_residual_forward(float *out, const float *a, const float *b, size_t n);
 
 /* Fused LM head + softmax + cross-entropy over rows chunk by chunk (Megatron's parallel
- * cross-entropy when the vocabulary is split: only (chunk, vn) logits exist). losses (N) per
+ * cross-entropy when the vocabulary is split: only (chunk, vn) logits exist; with part->kept
+ * all (N, vn) of them, kept there, and read back instead of recomputed with part->kept_ready).
+ * part->reduce sees each chunk's row maxima, then its (sum, target logit) pairs, R rows at a
+ * time in row order: the tensor-parallel sum over the shards, or a pipeline head shard's
+ * running statistics. losses (N) per
  * row. When dlnf != NULL: dlnf (N,C) = this part's dloss/dlnf (to be summed over the parts),
  * dwte += dloss/dwte with dloss = grad_scale/N per row. part NULL: the whole vocabulary V. */
 coh_status op_head_loss(float *losses, float *dlnf, float *dwte, float *logits, size_t chunk,

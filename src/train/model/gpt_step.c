@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "cohort/pipeline.h"
 #include "cohort/train.h"
 #include "train/model/gpt_int.h"
 
@@ -302,6 +303,112 @@ static coh_status head_forward(coh_gpt *g, gpt_slot *sl, const int32_t *targets,
     return COH_OK;
 }
 
+/* ---- the head split by vocabulary along a pipeline (head_shards > 1) -------------------------
+ * Shard k holds rows coh_pipe_head_shard_row(V, k..k+1, n) of the tied wte and runs after shard
+ * k - 1. Between shards travel the final LayerNorm's output h (N rows of C) and, per row, the
+ * running statistics of the softmax over the rows before: max, sum of exp relative to it, and
+ * the target's logit (0 until the target's shard): an online log-sum-exp. The last shard has
+ * them all, so it computes the loss and its own gradients in its forward, as the whole head
+ * does; going back, each shard receives dL/dh summed over the shards after it and the final max
+ * and sum per row, adds its own dL/dh and dL/dwte rows from its logits (kept from the forward,
+ * or recomputed), and shard 0 runs the final LayerNorm's backward. The statistics are combined
+ * by op_head_loss's reduce step, where tensor parallelism sums them over its shards. */
+
+typedef struct shard_run {
+    float *stat;         /* (N, 3) forward: the running statistics, read then updated */
+    const float *final;  /* (N, 3) backward: the final max and sum of every row, or NULL */
+    size_t r0;           /* rows done */
+    float max[GPT_HEAD_CHUNK]; /* the chunk's combined maxima, between the two calls */
+} shard_run;
+
+/* op_head_loss's reduce step for one shard: the chunk's row maxima (max = 1), then its (sum of
+ * exp relative to the combined max, target logit) pairs (max = 0). */
+static coh_status shard_combine(void *ctx, float *x, size_t n, int max)
+{
+    shard_run *r = ctx;
+    if (max) {
+        for (size_t i = 0; i < n; i++) {
+            const float *f = r->final ? r->final : r->stat;
+            float m = f[3 * (r->r0 + i)];
+            x[i] = r->final || m > x[i] ? m : x[i];
+            r->max[i] = x[i];
+        }
+        return COH_OK;
+    }
+    for (size_t i = 0; i < n / 2; i++) {
+        size_t row = r->r0 + i;
+        if (r->final) {
+            x[2 * i] = r->final[3 * row + 1];
+            continue;
+        }
+        float *s = r->stat + 3 * row, m = s[0];
+        /* the rows before, rescaled to the combined max (none before shard 0: m = -inf) */
+        if (m > -INFINITY)
+            x[2 * i] += s[1] * expf(m - r->max[i]);
+        x[2 * i + 1] += s[2];
+        s[0] = r->max[i];
+        s[1] = x[2 * i];
+        s[2] = x[2 * i + 1];
+    }
+    r->r0 += n / 2;
+    return COH_OK;
+}
+
+/* The vocabulary rows of shard k. */
+static void shard_rows(const coh_gpt *g, int k, int *v0, int *vn)
+{
+    *v0 = coh_pipe_head_shard_row(g->cfg.vocab, k, g->head_shards);
+    *vn = coh_pipe_head_shard_row(g->cfg.vocab, k + 1, g->head_shards) - *v0;
+}
+
+/* Shard k's forward on the slot's h and g->hrun; the last shard also writes the losses, the
+ * final statistics (sl->hstat) and, with grad_scale > 0, its dL/dh into sl->dlnf. */
+static coh_status shard_forward(coh_gpt *g, gpt_slot *sl, int k, size_t N, float grad_scale)
+{
+    int C = g->cfg.dim, v0, vn, last = k == g->head_shards - 1;
+    shard_rows(g, k, &v0, &vn);
+    shard_run run = {.stat = g->hrun};
+    gpt_vocab_part part = {v0, vn, shard_combine, &run, NULL, 0};
+    if (!last && g->hkeep_off[k] >= 0)
+        part.kept = sl->hkeep + g->hkeep_off[k];
+    float *d = last && grad_scale > 0.0f ? sl->dlnf : NULL;
+    params(g, -1, COH_PARAM_NEED_FORWARD);
+    coh_status st = op_head_loss(last ? sl->losses : g->hloss, d, g->gw.wte + (size_t)v0 * C,
+                                 g->logits, g->chunk_rows, sl->lnf, g->w.wte + (size_t)v0 * C,
+                                 sl->targets, N, C, vn, grad_scale, &part);
+    params(g, -1, COH_PARAM_DONE);
+    if (!st && last)
+        memcpy(sl->hstat, g->hrun, 3 * N * sizeof *g->hrun);
+    return st;
+}
+
+/* Shard k's backward (k before the last): adds its dL/dh into sl->dlnf and its rows' dL/dwte,
+ * from the final statistics `final` (N, 3). */
+static coh_status shard_backward(coh_gpt *g, gpt_slot *sl, int k, size_t N, const float *final)
+{
+    int C = g->cfg.dim, v0, vn;
+    shard_rows(g, k, &v0, &vn);
+    shard_run run = {.final = final};
+    gpt_vocab_part part = {v0, vn, shard_combine, &run, NULL, 0};
+    if (g->hkeep_off[k] >= 0) {
+        part.kept = sl->hkeep + g->hkeep_off[k];
+        part.kept_ready = 1;
+    }
+    params(g, -1, COH_PARAM_NEED_BACKWARD);
+    coh_status st = op_head_loss(g->hloss, g->dtmp, g->gw.wte + (size_t)v0 * C, g->logits,
+                                 g->chunk_rows, sl->lnf, g->w.wte + (size_t)v0 * C, sl->targets,
+                                 N, C, vn, sl->hscale, &part);
+    params(g, -1, COH_PARAM_DONE);
+    if (st)
+        return st;
+    float *dh = sl->dlnf;
+    const float *add = g->dtmp;
+#pragma omp parallel for schedule(static)
+    for (long i = 0; i < (long)(N * (size_t)C); i++)
+        dh[i] += add[i];
+    return COH_OK;
+}
+
 /* Where block l's input is kept: the previous block's output, or the embeddings' (l = 0). */
 static float *block_input(gpt_slot *sl, int l) { return l ? sl->la[l - 1].res3 : sl->encoded; }
 
@@ -330,13 +437,34 @@ coh_status coh_gpt_stage_backward(coh_gpt *g, int slot, int lo, int hi, const fl
     return coh_gpt_chunk_backward(g, slot, lo, hi, stage_ends(g, lo, hi), dout, B, T, dx_in);
 }
 
-coh_status coh_gpt_chunk_forward(coh_gpt *g, int slot, int lo, int hi, int ends,
-                                 const int32_t *tokens, const float *x_in, const int32_t *targets,
-                                 int B, int T, float grad_scale, float *x_out, float *loss)
+/* Shards hlo..hhi-1 of the head split in g->head_shards (hlo == hhi: none; with one shard,
+ * 0..1 is COH_GPT_HEAD). */
+static coh_status check_shards(const coh_gpt *g, int lo, int hi, int ends, int hlo, int hhi)
 {
-    coh_status st = check_stage(g, slot, lo, hi, ends, B, T);
-    int C = g->cfg.dim, first = ends & COH_GPT_EMBEDDINGS, last = ends & COH_GPT_HEAD;
+    int L = g->cfg.layers, n = g->head_shards;
+    if (hlo < 0 || hhi > n || hlo > hhi)
+        return coh_errf(COH_ERR_INVALID, "invalid head shards %d..%d: the head has shards "
+                        "0..%d", hlo, hhi - 1, n - 1);
+    if (hhi > hlo && hi != L)
+        return coh_errf(COH_ERR_INVALID, "head shards %d..%d after block %d: the head comes "
+                        "after block %d", hlo, hhi - 1, hi - 1, L - 1);
+    if (hlo > 0 && (lo < hi || (ends & COH_GPT_EMBEDDINGS)))
+        return coh_errf(COH_ERR_INVALID, "head shard %d after blocks: a chunk holding blocks "
+                        "goes on to the head from shard 0", hlo);
+    return COH_OK;
+}
+
+static coh_status chunk_forward(coh_gpt *g, int slot, int lo, int hi, int ends, int hlo, int hhi,
+                                const int32_t *tokens, const float *x_in,
+                                const int32_t *targets, int B, int T, float grad_scale,
+                                float *x_out, float *loss)
+{
+    coh_status st = check_stage(g, slot, lo, hi, ends | (hhi > hlo ? COH_GPT_HEAD : 0), B, T);
+    int C = g->cfg.dim, L = g->cfg.layers, first = ends & COH_GPT_EMBEDDINGS;
+    int n = g->head_shards, head = hhi > hlo, last = hhi == n && head;
     size_t N = (size_t)B * T, R = gpt_rows(g, N);
+    if (!st)
+        st = check_shards(g, lo, hi, ends, hlo, hhi);
     if (st)
         return st;
     gpt_slot *sl = &g->slot[slot];
@@ -345,13 +473,13 @@ coh_status coh_gpt_chunk_forward(coh_gpt *g, int slot, int lo, int hi, int ends,
         st = coh_errf(COH_ERR_INVALID, "the first stage needs tokens");
     if (!st && !first && !x_in)
         st = coh_errf(COH_ERR_INVALID, "a stage after the first needs its input activation");
-    if (!st && last && !targets)
+    if (!st && head && !targets)
         st = coh_errf(COH_ERR_INVALID, "targets are required for a training or eval step");
     if (!st && !last && !x_out)
         st = coh_errf(COH_ERR_INVALID, "a stage before the last needs a buffer for its output");
     if (!st && first)
         st = check_ids(g, tokens, N, "token");
-    if (!st && last)
+    if (!st && head)
         st = check_ids(g, targets, N, "target");
     if (st)
         return st;
@@ -362,6 +490,9 @@ coh_status coh_gpt_chunk_forward(coh_gpt *g, int slot, int lo, int hi, int ends,
         params(g, -1, COH_PARAM_DONE);
         if (st)
             return st;
+    } else if (hlo > 0) { /* h and the running statistics from the shard before */
+        memcpy(sl->lnf, x_in, N * C * sizeof *x_in);
+        memcpy(g->hrun, x_in + N * C, 3 * N * sizeof *x_in);
     } else {
         /* the input lands where the whole model keeps block lo - 1's output (the embeddings'
          * for lo = 0; another stage's, so its place in this slot is free), and block lo's
@@ -376,22 +507,69 @@ coh_status coh_gpt_chunk_forward(coh_gpt *g, int slot, int lo, int hi, int ends,
         if (st)
             return st;
     }
-    if (!last) {
+    if (!head) {
         memcpy(x_out, block_input(sl, hi), R * C * sizeof *x_out);
         return COH_OK;
     }
-    /* the whole model on one device keeps dL/dlnf in dtmp until the backward right after */
-    return head_forward(g, sl, targets, B, T, grad_scale, g->slot_acts ? sl->dlnf : g->dtmp,
-                        loss);
+    if (n == 1) /* the whole model on one device keeps dL/dlnf in dtmp until the backward */
+        return head_forward(g, sl, targets, B, T, grad_scale, g->slot_acts ? sl->dlnf : g->dtmp,
+                            loss);
+    if (hlo == 0) { /* shard 0: the final LayerNorm, and no statistics yet */
+        params(g, L, COH_PARAM_NEED_FORWARD);
+        op_layernorm_forward(sl->lnf, sl->lnf_mean, sl->lnf_rstd, sl->la[L - 1].res3, g->w.lnfw,
+                             g->w.lnfb, N, C);
+        for (size_t i = 0; i < N; i++) {
+            g->hrun[3 * i] = -INFINITY;
+            g->hrun[3 * i + 1] = g->hrun[3 * i + 2] = 0.0f;
+        }
+    }
+    memcpy(sl->targets, targets, N * sizeof *targets);
+    sl->hscale = grad_scale;
+    for (int k = hlo; !st && k < hhi; k++)
+        st = shard_forward(g, sl, k, N, grad_scale);
+    if (st)
+        return st;
+    if (hlo == 0 && grad_scale <= 0.0f) /* no backward to end the LayerNorm's use */
+        params(g, L, COH_PARAM_DONE);
+    if (!last) {
+        memcpy(x_out, sl->lnf, N * C * sizeof *x_out);
+        memcpy(x_out + N * C, g->hrun, 3 * N * sizeof *x_out);
+        return COH_OK;
+    }
+    double sum = 0.0;
+    for (size_t i = 0; i < N; i++)
+        sum += sl->losses[i];
+    *loss = (float)(sum / (double)N);
+    return COH_OK;
 }
 
-coh_status coh_gpt_chunk_backward(coh_gpt *g, int slot, int lo, int hi, int ends,
-                                  const float *dout, int B, int T, float *dx_in)
+coh_status coh_gpt_chunk_forward(coh_gpt *g, int slot, int lo, int hi, int ends,
+                                 const int32_t *tokens, const float *x_in, const int32_t *targets,
+                                 int B, int T, float grad_scale, float *x_out, float *loss)
 {
-    coh_status st = check_stage(g, slot, lo, hi, ends, B, T);
+    int h = ends & COH_GPT_HEAD ? g->head_shards : 0;
+    return chunk_forward(g, slot, lo, hi, ends & ~COH_GPT_HEAD, 0, h, tokens, x_in, targets, B,
+                         T, grad_scale, x_out, loss);
+}
+
+coh_status coh_gpt_shards_forward(coh_gpt *g, int slot, int lo, int hi, int ends, int head_lo,
+                                  int head_hi, const int32_t *tokens, const float *x_in,
+                                  const int32_t *targets, int B, int T, float grad_scale,
+                                  float *x_out, float *loss)
+{
+    return chunk_forward(g, slot, lo, hi, ends & ~COH_GPT_HEAD, head_lo, head_hi, tokens, x_in,
+                         targets, B, T, grad_scale, x_out, loss);
+}
+
+static coh_status chunk_backward(coh_gpt *g, int slot, int lo, int hi, int ends, int hlo,
+                                 int hhi, const float *dout, int B, int T, float *dx_in)
+{
+    coh_status st = check_stage(g, slot, lo, hi, ends | (hhi > hlo ? COH_GPT_HEAD : 0), B, T);
     int C = g->cfg.dim, L = g->cfg.layers, first = ends & COH_GPT_EMBEDDINGS;
-    int last = ends & COH_GPT_HEAD;
+    int n = g->head_shards, head = hhi > hlo, last = hhi == n && head;
     size_t N = (size_t)B * T, R = gpt_rows(g, N);
+    if (!st)
+        st = check_shards(g, lo, hi, ends, hlo, hhi);
     if (!st && !last && !dout)
         st = coh_errf(COH_ERR_INVALID, "a stage before the last needs its output's gradient");
     if (!st && !first && !dx_in)
@@ -401,7 +579,21 @@ coh_status coh_gpt_chunk_backward(coh_gpt *g, int slot, int lo, int hi, int ends
         return st;
     gpt_slot *sl = &g->slot[slot];
     gpt_mm_bind(&g->mm); /* the products below run in the model's precision */
-    if (last) {
+    if (head && n > 1) { /* dL/dh of the shards after, then this chunk's shards' own */
+        const float *final = last ? sl->hstat : dout + N * C;
+        if (!last)
+            memcpy(sl->dlnf, dout, N * C * sizeof *dout);
+        for (int k = (last ? n - 1 : hhi) - 1; !st && k >= hlo; k--)
+            st = shard_backward(g, sl, k, N, final);
+        if (st)
+            return st;
+        if (hlo > 0) { /* dL/dh and the final statistics on to the shard before */
+            memcpy(dx_in, sl->dlnf, N * C * sizeof *dx_in);
+            memmove(dx_in + N * C, final, 3 * N * sizeof *dx_in);
+            return COH_OK;
+        }
+    }
+    if (head) {
         memset(g->dres, 0, R * C * sizeof(float));
         float *dln = ln_grads(g, g->gw.lnfw);
         op_layernorm_backward(g->dres, dln, dln + C, g->slot_acts ? sl->dlnf : g->dtmp,
@@ -431,6 +623,26 @@ coh_status coh_gpt_chunk_backward(coh_gpt *g, int slot, int lo, int hi, int ends
         memcpy(dx_in, g->dres, R * C * sizeof *dx_in);
     }
     return COH_OK;
+}
+
+coh_status coh_gpt_chunk_backward(coh_gpt *g, int slot, int lo, int hi, int ends,
+                                  const float *dout, int B, int T, float *dx_in)
+{
+    int h = ends & COH_GPT_HEAD ? g->head_shards : 0;
+    return chunk_backward(g, slot, lo, hi, ends & ~COH_GPT_HEAD, 0, h, dout, B, T, dx_in);
+}
+
+coh_status coh_gpt_shards_backward(coh_gpt *g, int slot, int lo, int hi, int ends, int head_lo,
+                                   int head_hi, const float *dout, int B, int T, float *dx_in)
+{
+    return chunk_backward(g, slot, lo, hi, ends & ~COH_GPT_HEAD, head_lo, head_hi, dout, B, T,
+                          dx_in);
+}
+
+size_t coh_gpt_chunk_message(const coh_gpt *g, int B, int T)
+{
+    size_t N = (size_t)B * T;
+    return gpt_rows(g, N) * (size_t)g->cfg.dim + (g->head_shards > 1 ? 3 * N : 0);
 }
 
 coh_status coh_gpt_step(coh_gpt *g, const int32_t *tokens, const int32_t *targets, int B, int T,

@@ -466,6 +466,8 @@ coh_status op_head_loss(float *losses, float *dlnf, float *dwte, float *logits, 
         size_t R = N - r0 < chunk ? N - r0 : chunk;
         const float *x = lnf + r0 * C;
         const int32_t *tg = targets + r0;
+        /* the kept logits of these rows, or the chunk buffer */
+        float *lg = part && part->kept ? part->kept + r0 * (size_t)vn : logits;
         if (fused) {
             op_head_chunk_logits(mm, logits, x, wte, R, C, vn);
             op_head_rows_fused_bf16(max, sum_tgt, logits, NULL, 0, tg, v0, R, vn, dscale);
@@ -475,8 +477,11 @@ coh_status op_head_loss(float *losses, float *dlnf, float *dwte, float *logits, 
             continue;
         }
         if (vn > 0) {
-            op_head_chunk_logits(mm, logits, x, wte, R, C, vn);
-            op_head_row_max(max, logits, R, vn);
+            if (!(part && part->kept_ready))
+                op_head_chunk_logits(mm, lg, x, wte, R, C, vn);
+            else if (mm) /* the backward products read the rows' bf16 copy */
+                gpt_to_bf16(mm->a, x, R * (size_t)C);
+            op_head_row_max(max, lg, R, vn);
         } else {
             for (size_t r = 0; r < R; r++)
                 max[r] = -INFINITY;
@@ -484,7 +489,7 @@ coh_status op_head_loss(float *losses, float *dlnf, float *dwte, float *logits, 
         if (part && part->reduce && (st = part->reduce(part->ctx, max, R, 1)))
             break;
         if (vn > 0) {
-            op_head_row_sums(sum_tgt, logits, max, tg, v0, R, vn, dscale != 0.0f);
+            op_head_row_sums(sum_tgt, lg, max, tg, v0, R, vn, dscale != 0.0f);
         } else {
             memset(sum_tgt, 0, 2 * R * sizeof *sum_tgt);
         }
@@ -495,8 +500,8 @@ coh_status op_head_loss(float *losses, float *dlnf, float *dwte, float *logits, 
         if (!dlnf)
             continue;
         if (vn > 0) {
-            op_head_row_grad(logits, sum_tgt, tg, v0, R, vn, dscale);
-            op_head_chunk_backward(mm, dlnf + r0 * C, dwte, logits, x, wte, R, C, vn, 0);
+            op_head_row_grad(lg, sum_tgt, tg, v0, R, vn, dscale);
+            op_head_chunk_backward(mm, dlnf + r0 * C, dwte, lg, x, wte, R, C, vn, 0);
         } else {
             memset(dlnf + r0 * C, 0, R * (size_t)C * sizeof *dlnf);
         }

@@ -218,13 +218,35 @@ coh_status coh_par_memory_estimate_stage(const coh_par_config *cfg, int stage,
     int full = c->par.recompute == COH_RECOMPUTE_FULL;
     for (int k = 0; k < v; k++)
         blocks += (uint64_t)(lay.hi[k] - lay.lo[k]);
-    int first = lay.first, last = lay.last; /* by virtual stage: a chunk may hold no block */
+    int first = lay.first; /* by virtual stage: a chunk may hold no block */
     /* one slot: the blocks' saved activations (only outputs when recomputing), each chunk's
      * input (the embedding's output on the first; an embeddings-only chunk's output, a
      * head-only chunk's input), the head's LayerNorm (all rows), its statistics, the losses and
      * dL/dlnf */
+    int head = lay.head; /* a chunk of the head, or of its shards (the last stage's) */
     uint64_t per_slot = blocks * (full ? btr : as.per_layer) + (uint64_t)v * btr +
-                        (first ? bt : 0) + (last ? 2 * btc + 2 * as.rows + bt : 0);
+                        (first ? bt : 0) + (head ? 2 * btc + 2 * as.rows + bt : 0);
+    /* head shards: each slot's targets, statistics and the logits the shards before the last
+     * keep for their backward (unless recomputed); the running statistics, dropped losses and
+     * every message's statistics */
+    uint64_t shard_engine = 0, msg = btr, logits = head ? as.logits : 0;
+    if (lay.head_shards > 1 && head) {
+        uint64_t kept = 0, widest = 0; /* the widest shard computing in the logits chunk */
+        for (int k = 0; k < v; k++)
+            for (int h = lay.head_lo[k]; h < lay.head_hi[k]; h++) {
+                uint64_t w = (uint64_t)(coh_pipe_head_shard_row(g->vocab, h + 1, lay.head_shards) -
+                                        coh_pipe_head_shard_row(g->vocab, h, lay.head_shards));
+                if (h < lay.head_shards - 1 && !full)
+                    kept += w;
+                else
+                    widest = w > widest ? w : widest;
+            }
+        per_slot += 4 * bt + kept * bt;
+        shard_engine = 4 * bt;
+        logits = (uint64_t)as.chunk_rows * widest;
+    }
+    if (lay.head_shards > 1)
+        msg += 3 * bt;
     out->state.params = 4 * (uint64_t)lay.params;
     out->state.grads = 4 * (uint64_t)lay.params;
     uint64_t optim = lay.params;
@@ -237,8 +259,8 @@ coh_status coh_par_memory_estimate_stage(const coh_par_config *cfg, int stage,
     }
     out->state.optim = 8 * optim;
     out->engine = 4 * ((uint64_t)slots * per_slot + (full ? as.per_layer : 0) + as.grads +
-                       (last ? as.logits : 0) +
-                       (uint64_t)(PIPE_RECV_DEPTH + 1) * btr /* received ahead, to send */ +
+                       logits + shard_engine +
+                       (uint64_t)(PIPE_RECV_DEPTH + 1) * msg /* received ahead, to send */ +
                        2 * (uint64_t)m * bt /* the step's tokens and targets */ + 2 * bt) +
                   tm.attention * (uint64_t)coh_get_threads();
     if (c->par.precision == COH_PREC_BF16_MIXED) { /* as in the whole model's estimate */

@@ -106,7 +106,9 @@ static coh_status build_pipeline(coh_par_trainer *t, coh_gpt *model, coh_adamw *
                                         t->cfg.par.strategy == COH_STRATEGY_ZERO1, t->own_rb,
                                         t->own_re);
     par_pipe_keep_own(t, coh_gpt_params(model, NULL));
-    if ((st = coh_gpt_set_slots(model, par_pipe_slots(t->pipe))))
+    if ((st = coh_gpt_set_slots(model, par_pipe_slots(t->pipe))) ||
+        (st = par_pipe_setup_model(t->pipe, model,
+                                   t->cfg.par.recompute == COH_RECOMPUTE_FULL)))
         return st;
     return coh_adamw_create_ranges(c, t->own_rb, t->own_re, t->nown, opt);
 }

@@ -33,6 +33,7 @@ struct par_pipe {
     int stage, p, v, m, L;
     coh_pipe_stage layout;    /* this rank's chunks and arena ranges */
     int lo[COH_PIPE_STAGE_MAX_CHUNKS], hi[COH_PIPE_STAGE_MAX_CHUNKS]; /* chunks' blocks */
+    size_t msg;               /* floats of every activation and gradient message */
     coh_pipe_action *acts, *eval_acts;
     int nacts, neval;
     int *slot_of;             /* (m) activation slot of each micro-batch, -1 when none */
@@ -225,8 +226,8 @@ static coh_status make_links(par_pipe *pp, coh_comm *pc)
                 pp->prev_recv = c;
         }
     }
-    if (p > 1) {
-        int in = s == 0 || s == p - 1;
+    if (p > 1) { /* the embeddings' stage and every one holding a head shard */
+        int in = s == 0 || pp->layout.head;
         return coh_comm_split(pc, in ? 0 : COH_COMM_NO_COLOR, s, &pp->embed);
     }
     return COH_OK;
@@ -281,6 +282,12 @@ coh_status par_pipe_create(coh_par_trainer *t, par_pipe **out)
         return st;
     pp->nslots = par_pipe_count_slots(pp->acts, pp->nacts, pp->m);
     size_t bt = (size_t)c->train.batch * c->train.seq, btc = bt * (size_t)c->train.model.dim;
+    /* this rank's rows (its share with sequence parallelism, so a tp group sends each
+     * activation once, split), and the head shards' statistics */
+    pp->msg = (c->train.model.sp && c->train.model.tp > 1 ? btc / (size_t)c->train.model.tp
+                                                           : btc) +
+              (pp->layout.head_shards > 1 ? 3 * bt : 0);
+    btc = pp->msg;
     pp->slot_of = malloc((size_t)pp->m * sizeof *pp->slot_of);
     pp->chunks_live = calloc((size_t)pp->m, sizeof *pp->chunks_live);
     pp->tok = malloc((size_t)pp->m * bt * sizeof *pp->tok);
@@ -453,13 +460,31 @@ static void trace_compute(coh_par_trainer *t, const char *what, int mb, int chun
     par_trace_event(t->trace, name, "compute", 0, t0, par_now_us());
 }
 
-/* What chunk k of this stage holds besides its blocks: the embeddings (virtual stage 0), the
- * final LayerNorm and head (the last virtual stage). By virtual stage, not by blocks: a chunk
- * may hold no block, and with the head alone in the last one another ends at block L too. */
+/* Whether chunk k of this stage holds the embeddings (virtual stage 0). By virtual stage, not
+ * by blocks: a chunk may hold no block. */
 static int chunk_ends(const par_pipe *pp, int k)
 {
-    return (pp->layout.first && k == 0 ? COH_GPT_EMBEDDINGS : 0) |
-           (pp->layout.last && k == pp->v - 1 ? COH_GPT_HEAD : 0);
+    return pp->layout.first && k == 0 ? COH_GPT_EMBEDDINGS : 0;
+}
+
+/* Whether chunk k holds the head's last shard (the loss). */
+static int chunk_loss(const par_pipe *pp, int k)
+{
+    return pp->layout.head_hi[k] == pp->layout.head_shards;
+}
+
+coh_status par_pipe_setup_model(const par_pipe *pp, coh_gpt *model, int recompute)
+{
+    const coh_pipe_stage *lay = &pp->layout;
+    if (lay->head_shards < 2)
+        return COH_OK;
+    int held[COH_PIPE_MAX_HEAD_SHARDS] = {0};
+    for (int k = 0; k < lay->chunks; k++)
+        for (int h = lay->head_lo[k]; h < lay->head_hi[k]; h++)
+            held[h] = 1;
+    /* the logits of the shards before the last are kept for their backward, unless full
+     * recomputation asks for the least memory */
+    return coh_gpt_set_head_shards(model, lay->head_shards, held, !recompute);
 }
 
 /* Run one action list over micro-batches (train: forward with the gradient's scale, then
@@ -471,14 +496,12 @@ static coh_status run_list(coh_par_trainer *t, const coh_pipe_action *a, int n, 
     const coh_trainer_config *c = &t->cfg.train;
     int B = c->batch, T = c->seq;
     size_t bt = (size_t)B * T;
-    /* a stage's output: this rank's rows (its share of them with sequence parallelism, so a
-     * tp group sends each activation once, split) */
-    size_t btc = (c->model.sp && c->model.tp > 1 ? bt / (size_t)c->model.tp : bt) *
-                 (size_t)c->model.dim;
+    size_t btc = pp->msg;
     coh_status st = COH_OK;
     recv_begin(pp, a, n, btc);
     for (int i = 0; !st && i < n; i++) {
         int mb = a[i].mb + mb0, k = a[i].chunk, lo = pp->lo[k], hi = pp->hi[k];
+        int hlo = pp->layout.head_lo[k], hhi = pp->layout.head_hi[k];
         double t0 = par_now_us();
         switch (a[i].op) {
         case COH_PIPE_RECV_ACT: /* posted ahead: waits only for what has not arrived */
@@ -498,10 +521,10 @@ static coh_status run_list(coh_par_trainer *t, const coh_pipe_action *a, int n, 
         case COH_PIPE_FORWARD: {
             float l = 0.0f;
             int slot = scale > 0.0f ? slot_take(pp, a[i].mb) : 0;
-            st = coh_gpt_chunk_forward(t->model, slot, lo, hi, chunk_ends(pp, k),
-                                       pp->tok + (size_t)mb * bt, pp->xbuf,
-                                       pp->tgt + (size_t)mb * bt, B, T, scale, pp->ybuf, &l);
-            if (chunk_ends(pp, k) & COH_GPT_HEAD)
+            st = coh_gpt_shards_forward(t->model, slot, lo, hi, chunk_ends(pp, k), hlo, hhi,
+                                        pp->tok + (size_t)mb * bt, pp->xbuf,
+                                        pp->tgt + (size_t)mb * bt, B, T, scale, pp->ybuf, &l);
+            if (chunk_loss(pp, k))
                 *loss += l;
             pp->busy_us += par_now_us() - t0;
             if (t->trace)
@@ -509,8 +532,8 @@ static coh_status run_list(coh_par_trainer *t, const coh_pipe_action *a, int n, 
             break;
         }
         case COH_PIPE_BACKWARD:
-            st = coh_gpt_chunk_backward(t->model, pp->slot_of[a[i].mb], lo, hi,
-                                        chunk_ends(pp, k), pp->xbuf, B, T, pp->ybuf);
+            st = coh_gpt_shards_backward(t->model, pp->slot_of[a[i].mb], lo, hi,
+                                         chunk_ends(pp, k), hlo, hhi, pp->xbuf, B, T, pp->ybuf);
             pp->chunks_live[a[i].mb]--;
             pp->busy_us += par_now_us() - t0;
             if (t->trace)
@@ -648,25 +671,27 @@ coh_status coh_par_trainer_check_tied(coh_par_trainer *t)
     if (!pp || !pp->embed)
         return COH_OK;
     const coh_gpt_config *c = &t->cfg.train.model;
-    /* piece by piece, so the check adds no copy of wte to the stage's peak */
+    /* piece by piece, so the check adds no copy of wte to the stage's peak: the first stage
+     * (rank 0 of the group) sends, every copy compares */
     enum { PIECE = 1 << 16 };
     size_t n = par_wte_size(c);
     float *copy = malloc(PIECE * sizeof *copy);
     int64_t differ = 0;
     coh_status st = copy ? COH_OK : coh_errf(COH_ERR_NOMEM, "out of memory checking wte");
-    for (size_t b = 0; !st && b < n; b += PIECE) { /* the last stage (rank 1 of the pair) sends */
+    for (size_t b = 0; !st && b < n; b += PIECE) {
         size_t len = n - b < PIECE ? n - b : PIECE;
         memcpy(copy, t->params + b, len * sizeof *copy);
-        st = coh_broadcast(pp->embed, copy, len, COH_F32, 1);
-        for (size_t i = 0; !st && pp->stage == 0 && i < len; i++)
+        st = coh_broadcast(pp->embed, copy, len, COH_F32, 0);
+        for (size_t i = 0; !st && pp->stage != 0 && i < len; i++)
             differ += memcmp(&copy[i], &t->params[b + i], sizeof *copy) != 0;
     }
     if (!st)
-        st = coh_broadcast(pp->embed, &differ, 1, COH_I64, 0);
+        st = coh_allreduce(pp->embed, &differ, &differ, 1, COH_I64, COH_SUM);
     free(copy);
     if (!st && differ)
-        st = coh_errf(COH_ERR_INTERNAL, "the tied embedding's copies on the first and last "
-                      "pipeline stage differ in %lld of %zu elements", (long long)differ, n);
+        st = coh_errf(COH_ERR_INTERNAL, "the tied embedding's copies on the first stage and the "
+                      "stages of the LM head differ in %lld elements (of %zu each)",
+                      (long long)differ, n);
     return st;
 }
 

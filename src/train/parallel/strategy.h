@@ -118,6 +118,9 @@ coh_status par_dp_build(coh_par_trainer *t);
 coh_status par_pipe_create(coh_par_trainer *t, par_pipe **out); /* *out set even on failure */
 void par_pipe_destroy(par_pipe *pp);
 int par_pipe_slots(const par_pipe *pp);
+/* The model's head shards for this stage (after coh_gpt_set_slots): nothing with the head
+ * whole; their logits kept for the backward unless `recompute`. */
+coh_status par_pipe_setup_model(const par_pipe *pp, coh_gpt *model, int recompute);
 const coh_pipe_stage *par_pipe_layout(const par_pipe *pp);
 /* The ranges this rank's optimizer covers: the stage's, or with ZeRO-1 this replica's slice of
  * each (the last replica also takes the remainder; the first stage's embeddings are sliced as
@@ -133,11 +136,17 @@ void par_pipe_keep_own(coh_par_trainer *t, float *params);
  * the first virtual stage (embeddings) and the last (final LayerNorm, LM head, loss) add. */
 typedef struct pipe_chunk_cost {
     double block_fwd, block_bwd, embed_fwd, embed_bwd, head_fwd, head_bwd;
+    int vocab;          /* rows of the head, for the shards' shares (0: equal shares) */
+    int head_recompute; /* a head shard before the last recomputes its logits in backward */
 } pipe_chunk_cost;
+/* Most head shards the trainer's own split considers. */
+#define PIPE_AUTO_HEAD_SHARDS 4
 /* The engine's costs per token of model c at sequence length T (multiply-adds). */
 void pipe_estimate_costs(const coh_gpt_config *c, int T, pipe_chunk_cost *out);
-/* Each of u virtual stages' forward and backward time for bounds b[0..u]. */
-void pipe_chunk_costs(const pipe_chunk_cost *c, const int *b, int u, double *fwd, double *bwd);
+/* Each of u virtual stages' forward and backward time for bounds b[0..u] over the chain of L
+ * blocks then n head shards (b[u] = L + n). */
+void pipe_chunk_costs(const pipe_chunk_cost *c, int L, int n, const int *b, int u, double *fwd,
+                      double *bwd);
 /* Blocks 0..L-1 in u = p * v contiguous virtual stages of `shape` (virtual stage k on stage
  * k mod p): bounds[0..u]. Starts from the split that balances each stage's summed compute with
  * at least one block a chunk, and from it with the first chunk the embeddings alone and the
@@ -147,11 +156,20 @@ void pipe_chunk_costs(const pipe_chunk_cost *c, const int *b, int u, double *fwd
  * *balanced_step (each may be NULL) get the simulated steps of the choice and of the balanced
  * split (NAN when not simulated). COH_ERR_NOMEM, or COH_ERR_INVALID for the shape or more
  * virtual stages than blocks. */
+/* The head is tried whole and in 2..max_shards shards (the chain of blocks then shards, as
+ * coh_pipe_parse_split): bounds[0..u] in chain units, *shards the count; more shards only when
+ * 2% shorter (their messages and extra passes are not in the costs). Where the chain's splits
+ * are few enough (a quarter of the budget), every split is also simulated. */
 coh_status pipe_choose_split(const pipe_chunk_cost *cost, int L, const coh_pipe_shape *shape,
-                             int *bounds, double *step, double *balanced_step);
-/* pipe_choose_split with the engine's costs of model c; the balanced split when it fails (the
- * error cleared). */
+                             int max_shards, int *bounds, int *shards, double *step,
+                             double *balanced_step);
+/* pipe_choose_split with the engine's costs of model c and the head whole, bounds over blocks
+ * (bounds[u] = L; the planner's pricing); the balanced split when it fails (the error cleared). */
 void par_pipe_split(const coh_gpt_config *c, int T, const coh_pipe_shape *shape, int *bounds);
+/* The trainer's split: pipe_choose_split with the engine's costs, head shards considered (up to
+ * PIPE_AUTO_HEAD_SHARDS, none with tensor parallelism), chain bounds. */
+void par_pipe_split_chain(const coh_gpt_config *c, int T, const coh_pipe_shape *shape,
+                          int recompute, int *bounds, int *shards);
 /* The activation slots a stage's list needs: the most micro-batches with a chunk forwarded and
  * not yet backwarded (-1 out of memory). */
 int par_pipe_count_slots(const coh_pipe_action *a, int n, int m);
