@@ -1,5 +1,6 @@
-/* cli_config.c: the shared training-run options of `cohort train` and `cohort estimate`: one table
- * of spellings (with the older ones kept as aliases), one limit and one message per concept. */
+/* cli_config.c: the shared training-run options of `cohort train`, `estimate` and `plan`: one
+ * table of spellings (with the older ones kept as aliases), one limit and one message per
+ * concept and the options loop over it. */
 #include <stdio.h>
 #include <string.h>
 
@@ -85,6 +86,15 @@ int cli_config_options(const struct option *own, struct option *out, size_t cap)
     memcpy(out + n, SHARED, sizeof SHARED);
     memset(out + n + NSHARED, 0, sizeof *out);
     return 1;
+}
+
+int cli_config_parse(const char *cmd, int argc, char **argv, const struct option *own,
+                     cli_option_fn take, void *ctx)
+{
+    struct option options[96];
+    if (!cli_config_options(own, options, sizeof options / sizeof options[0]))
+        return cli_usage_error(cmd, "internal: option table too small");
+    return cli_parse_options(cmd, argc, argv, options, take, ctx);
 }
 
 /* A choice through the library's one name table: 0 after a usage error. */

@@ -1,12 +1,13 @@
 /* cli_config.h: the options that every command describing a training run shares (`cohort
- * train`, `cohort estimate`): the model's shape and the parallel configuration, with one
- * spelling, one limit and one message each, parsed into one coh_parallel_config. */
+ * train`, `cohort estimate`, `cohort plan`): the model's shape and the parallel configuration,
+ * with one spelling, one limit and one message each, parsed into one coh_parallel_config. */
 #ifndef COHORT_CLI_CONFIG_H
 #define COHORT_CLI_CONFIG_H
 
 #include <getopt.h>
 #include <stdio.h>
 
+#include "cli.h"
 #include "cohort/parallel_config.h"
 
 /* getopt_long codes of the shared options start here; a command's own codes stay below. */
@@ -29,6 +30,11 @@ void cli_config_init(cli_config *c);
 /* own (terminated by a zero entry) followed by the shared options into out (cap entries, the
  * last one the terminator). Returns 0 when cap is too small. */
 int cli_config_options(const struct option *own, struct option *out, size_t cap);
+
+/* cli_parse_options over own followed by the shared options (a command's handler passes the
+ * shared ones to cli_config_option). */
+int cli_config_parse(const char *cmd, int argc, char **argv, const struct option *own,
+                     cli_option_fn take, void *ctx);
 
 /* Handle getopt code `code`: -1 when it is not a shared option, 1 when taken, 0 after a usage
  * error naming the option and the value. */

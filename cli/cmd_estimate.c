@@ -61,16 +61,22 @@ static const struct option own_options[] = {
 typedef struct parsed {
     cli_config cfg;
     const char *config, *params, *largest, *devmem, *inventory;
+    est_request *request; /* where --json, --si, --view and --engine go */
 } parsed;
 
-/* Handle one option; returns 0 after printing a usage error. */
-static int parse_option(int c, const char *arg, parsed *p, est_request *r)
+/* Handle one option (a cli_option_fn). */
+static int parse_option(void *ctx, int c, const char *name, const char *arg)
 {
     static const char *const views[] = {"cohort", "accelerate", "deepspeed"};
+    parsed *p = ctx;
+    est_request *r = p->request;
+    (void)name;
     int shared = cli_config_option(cmd, c, arg, &p->cfg);
     if (shared >= 0)
         return shared;
     switch (c) {
+    case 'h':
+    case O_HELP: usage(stdout); return -1;
     case O_CONFIG: p->config = arg; break;
     case O_PARAMS: p->params = arg; break;
     case O_LARGEST: p->largest = arg; break;
@@ -178,25 +184,11 @@ int cmd_estimate(int argc, char **argv)
     parsed p;
     memset(&p, 0, sizeof p);
     cli_config_init(&p.cfg);
-    struct option options[64];
-    if (!cli_config_options(own_options, options, sizeof options / sizeof options[0]))
-        return cli_usage_error(cmd, "internal: option table too small");
-    optind = 1;
-    opterr = 0;
-    int c;
-    while ((c = getopt_long(argc, argv, "h", options, NULL)) != -1) {
-        if (c == 'h' || c == O_HELP) {
-            usage(stdout);
-            return CLI_OK;
-        }
-        if (c == '?' || c == ':')
-            return cli_bad_option(cmd, argv);
-        if (!parse_option(c, optarg, &p, &r))
-            return CLI_USAGE;
-    }
-    if (cli_no_operands(cmd, argc, argv))
-        return CLI_USAGE;
-    int rc = build_model(&p, &r);
+    p.request = &r;
+    int rc = cli_config_parse(cmd, argc, argv, own_options, parse_option, &p);
+    if (rc != CLI_OK)
+        return rc < 0 ? CLI_OK : rc;
+    rc = build_model(&p, &r);
     if (rc == CLI_OK)
         rc = build_rest(&p, &r);
     if (rc != CLI_OK)

@@ -110,12 +110,22 @@ static int parse_link(const char *opt, const char *s, coh_link *l)
     return 1;
 }
 
-static int parse_option(int c, const char *arg, opts *o)
+/* Handle one option (a cli_option_fn); notes which of the search's degrees the flags fix. */
+static int parse_option(void *ctx, int c, const char *name, const char *arg)
 {
+    opts *o = ctx;
+    if (c >= CLI_CONFIG_FIRST) {
+        o->tp_given |= !strcmp(name, "tp");
+        o->pp_given |= !strcmp(name, "pp");
+        o->recompute_given |= !strcmp(name, "recompute");
+        o->strategy_given |= !strcmp(name, "strategy") || !strcmp(name, "zero");
+    }
     int shared = cli_config_option(cmd, c, arg, &o->cfg);
     if (shared >= 0)
         return shared;
     switch (c) {
+    case 'h':
+    case O_HELP: usage(stdout); return -1;
     case O_CONFIG: o->config = arg; break;
     case O_GB: return cli_parse_long(cmd, "--global-batch", arg, 1, 1L << 30, &o->global_batch);
     case O_DEVICES: return cli_parse_long(cmd, "--devices", arg, 1, 1L << 20, &o->devices);
@@ -606,33 +616,11 @@ int cmd_plan(int argc, char **argv)
     opts o;
     memset(&o, 0, sizeof o);
     cli_config_init(&o.cfg);
-    struct option options[64];
-    if (!cli_config_options(own_options, options, sizeof options / sizeof options[0]))
-        return cli_usage_error(cmd, "internal: option table too small");
-    optind = 1;
-    opterr = 0;
-    int c, idx;
-    while ((c = getopt_long(argc, argv, "h", options, &idx)) != -1) {
-        if (c == 'h' || c == O_HELP) {
-            usage(stdout);
-            return CLI_OK;
-        }
-        if (c == '?' || c == ':')
-            return cli_bad_option(cmd, argv);
-        if (c >= CLI_CONFIG_FIRST) {
-            const char *name = options[idx].name;
-            o.tp_given |= !strcmp(name, "tp");
-            o.pp_given |= !strcmp(name, "pp");
-            o.recompute_given |= !strcmp(name, "recompute");
-            o.strategy_given |= !strcmp(name, "strategy") || !strcmp(name, "zero");
-        }
-        if (!parse_option(c, optarg, &o))
-            return CLI_USAGE;
-    }
-    if (cli_no_operands(cmd, argc, argv))
-        return CLI_USAGE;
+    int rc = cli_config_parse(cmd, argc, argv, own_options, parse_option, &o);
+    if (rc != CLI_OK)
+        return rc < 0 ? CLI_OK : rc;
     coh_model_desc m;
-    int rc = build_model(&o, &m);
+    rc = build_model(&o, &m);
     if (rc != CLI_OK)
         return rc;
     if (!o.explain && !o.global_batch)
