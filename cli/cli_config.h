@@ -9,6 +9,7 @@
 
 #include "cli.h"
 #include "cohort/parallel_config.h"
+#include "cohort/plan.h"
 
 /* getopt_long codes of the shared options start here; a command's own codes stay below. */
 #define CLI_CONFIG_FIRST 1000
@@ -50,6 +51,15 @@ int cli_config_finish(const char *cmd, cli_config *c, int world);
  * that dp). Call after the configuration itself was checked, so a refusal names the first
  * thing wrong. Returns CLI_OK or CLI_USAGE after a message. */
 int cli_config_place(const char *cmd, const cli_config *c, int world);
+
+/* Whether any of --layers, --dim, --heads, --vocab, --ffn was given: a custom shape, or a
+ * preset (--model) with some dimensions changed. */
+int cli_config_shape_given(const cli_config *c);
+
+/* The model of such a shape, as `cohort train` reads it: the preset's dimensions where none
+ * was given (its MLP size only while --dim is the preset's). Returns CLI_OK, or the exit code
+ * after a message naming what a custom model misses. */
+int cli_config_model(const char *cmd, const cli_config *c, coh_model_desc *m);
 
 /* The help lines of the shared options. */
 void cli_config_help(FILE *f);

@@ -101,32 +101,10 @@ static int parse_option(void *ctx, int c, const char *name, const char *arg)
     return 1;
 }
 
-/* A custom shape, or a preset with some dimensions changed (as `cohort train` reads them). */
-static int custom_model(const parsed *p, coh_model_desc *m)
-{
-    const cli_config *c = &p->cfg;
-    coh_model_desc base = {0};
-    if (c->preset) {
-        coh_status st = coh_model_preset(c->preset, &base);
-        if (st != COH_OK)
-            return cli_fail(cmd, st);
-    }
-    int64_t layers = c->layers ? c->layers : base.layers, dim = c->dim ? c->dim : base.dim,
-            heads = c->heads ? c->heads : base.heads, vocab = c->vocab ? c->vocab : base.vocab,
-            seq = c->seq ? c->seq : base.positions, ffn = c->ffn ? c->ffn : c->dim ? 0 : base.ffn;
-    const char *missing = !layers ? "--layers" : !dim ? "--dim" : !heads ? "--heads"
-                        : !vocab ? "--vocab" : !seq ? "--seq" : NULL;
-    if (missing)
-        return cli_usage_error(cmd, "a custom model needs %s (and --layers, --dim, --heads, "
-                                    "--vocab, --seq)", missing);
-    coh_status st = coh_model_gpt(layers, dim, heads, vocab, seq, ffn, m);
-    return st == COH_OK ? CLI_OK : cli_fail(cmd, st);
-}
-
 static int build_model(const parsed *p, est_request *r)
 {
     const cli_config *c = &p->cfg;
-    int custom = c->layers || c->dim || c->heads || c->vocab || c->ffn;
+    int custom = cli_config_shape_given(c);
     int sources = !!(c->preset || custom) + !!p->config + !!p->params;
     if (sources != 1)
         return cli_usage_error(cmd, sources ? "give only one model: --model, --config, custom "
@@ -138,7 +116,7 @@ static int build_model(const parsed *p, est_request *r)
                                     "their largest layer counted)");
     coh_status st = COH_OK;
     if (custom)
-        return custom_model(p, &r->model);
+        return cli_config_model(cmd, c, &r->model);
     if (c->preset)
         st = coh_model_preset(c->preset, &r->model);
     else if (p->config)

@@ -148,7 +148,7 @@ static int parse_option(void *ctx, int c, const char *name, const char *arg)
 static int build_model(const opts *o, coh_model_desc *m)
 {
     const cli_config *c = &o->cfg;
-    int custom = c->layers || c->dim || c->heads || c->vocab || c->ffn;
+    int custom = cli_config_shape_given(c);
     int sources = !!(c->preset || custom) + !!o->config;
     if (sources != 1)
         return cli_usage_error(cmd, sources ? "give only one model: --model, --config or custom "
@@ -160,21 +160,8 @@ static int build_model(const opts *o, coh_model_desc *m)
         st = coh_model_from_hf_file(o->config, m);
     else if (!custom)
         st = coh_model_preset(c->preset, m);
-    else {
-        coh_model_desc base;
-        memset(&base, 0, sizeof base);
-        if (c->preset && (st = coh_model_preset(c->preset, &base)) != COH_OK)
-            return cli_fail(cmd, st);
-        int64_t layers = c->layers ? c->layers : base.layers, dim = c->dim ? c->dim : base.dim,
-                heads = c->heads ? c->heads : base.heads, vocab = c->vocab ? c->vocab : base.vocab,
-                seq = c->seq ? c->seq : base.positions, ffn = c->ffn ? c->ffn : 0;
-        const char *missing = !layers ? "--layers" : !dim ? "--dim" : !heads ? "--heads"
-                            : !vocab ? "--vocab" : !seq ? "--seq" : NULL;
-        if (missing)
-            return cli_usage_error(cmd, "a custom model needs %s (and --layers, --dim, --heads, "
-                                        "--vocab, --seq)", missing);
-        st = coh_model_gpt(layers, dim, heads, vocab, seq, ffn, m);
-    }
+    else
+        return cli_config_model(cmd, c, m);
     return st == COH_OK ? CLI_OK : cli_fail(cmd, st);
 }
 
