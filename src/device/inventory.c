@@ -128,6 +128,21 @@ static coh_status get_str(const json_value *obj, const char *base, const char *k
     return COH_OK;
 }
 
+/* Array member `key` of obj, of `what` ("devices"); *out is NULL when absent and optional. */
+static coh_status get_array(const json_value *obj, const char *base, const char *key, int required,
+                            const char *what, const json_value **out, ctx *c)
+{
+    path_set(c, base, key);
+    *out = json_get(obj, key);
+    if (!*out)
+        return required ? bad(c, "missing (an array of %s, possibly empty, is required)", what)
+                        : COH_OK;
+    char b[80];
+    if ((*out)->type != JSON_ARRAY)
+        return bad(c, "%s is not an array of %s", show(*out, b, sizeof b), what);
+    return COH_OK;
+}
+
 static coh_status get_enum(const json_value *obj, const char *base, const char *key,
                            const char *const *names, int *out, ctx *c)
 {
@@ -218,13 +233,11 @@ static coh_status parse_cc(const json_value *v, const char *base, coh_gpu *g, ct
 
 static coh_status parse_owners(const json_value *v, const char *base, coh_gpu *g, ctx *c)
 {
-    path_set(c, base, "process_owners");
-    const json_value *a = json_get(v, "process_owners");
+    const json_value *a;
+    JSON_TRY(get_array(v, base, "process_owners", 0, "user names", &a, c));
     if (!a)
         return COH_OK;
     char b[80];
-    if (a->type != JSON_ARRAY)
-        return bad(c, "%s is not an array of user names", show(a, b, sizeof b));
     size_t len = 0;
     for (size_t i = 0; i < a->u.arr.count; i++) {
         const json_value *s = a->u.arr.items[i];
@@ -237,13 +250,10 @@ static coh_status parse_owners(const json_value *v, const char *base, coh_gpu *g
 
 static coh_status parse_mig_array(const json_value *v, const char *base, coh_gpu *g, ctx *c)
 {
-    path_set(c, base, "mig");
-    const json_value *a = json_get(v, "mig");
+    const json_value *a;
+    JSON_TRY(get_array(v, base, "mig", 0, "MIG instances", &a, c));
     if (!a)
         return COH_OK;
-    char b[80];
-    if (a->type != JSON_ARRAY)
-        return bad(c, "%s is not an array of MIG instances", show(a, b, sizeof b));
     if (g->vendor != COH_VENDOR_NVIDIA)
         return bad(c, "only nvidia devices have MIG instances");
     if (a->u.arr.count > 64)
@@ -364,13 +374,8 @@ static coh_status parse_root(const json_value *root, coh_inventory *inv, ctx *c)
     snprintf(c->path, sizeof c->path, "(top level)");
     JSON_TRY(check_keys(c, root, root_keys));
     JSON_TRY(parse_cpu(root, &inv->cpu, c));
-    const json_value *a = json_get(root, "gpus");
-    snprintf(c->path, sizeof c->path, "gpus");
-    char b[80];
-    if (!a)
-        return bad(c, "missing (an array of devices, possibly empty, is required)");
-    if (a->type != JSON_ARRAY)
-        return bad(c, "%s is not an array of devices", show(a, b, sizeof b));
+    const json_value *a;
+    JSON_TRY(get_array(root, "", "gpus", 1, "devices", &a, c));
     if (a->u.arr.count > 1024)
         return bad(c, "%zu devices; at most 1024 are supported", a->u.arr.count);
     inv->gpus = calloc(a->u.arr.count ? a->u.arr.count : 1, sizeof *inv->gpus);
