@@ -24,6 +24,18 @@ int cli_bad_option(const char *cmd, char *const *argv);
  * CLI_OK otherwise. */
 int cli_no_operands(const char *cmd, int argc, char *const *argv);
 
+/* What a command does with one option: code and arg as getopt_long gives them, name the long
+ * option as its table spells it (NULL for -h). Returns 1 to go on, 0 after a usage error, -1 to
+ * stop (after printing the help). */
+typedef int (*cli_option_fn)(void *ctx, int code, const char *name, const char *arg);
+
+/* The options loop of every subcommand: getopt_long over argv with the table options (and -h),
+ * each option handed to take; an unknown or incomplete option and any operand are usage errors.
+ * Returns CLI_OK, CLI_USAGE, or -1 when take stopped. */
+struct option;
+int cli_parse_options(const char *cmd, int argc, char **argv, const struct option *options,
+                      cli_option_fn take, void *ctx);
+
 /* Report a failed library call with its thread-local message; returns CLI_USAGE for
  * COH_ERR_INVALID (bad input) and CLI_FAILED otherwise. */
 int cli_fail(const char *cmd, coh_status s);

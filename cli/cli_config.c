@@ -1,5 +1,6 @@
-/* cli_config.c: the shared training-run options of `cohort train` and `cohort estimate`: one table
- * of spellings (with the older ones kept as aliases), one limit and one message per concept. */
+/* cli_config.c: the shared training-run options of `cohort train`, `estimate` and `plan`: one
+ * table of spellings (with the older ones kept as aliases), one limit and one message per
+ * concept, the options loop over it and the model its shape options describe. */
 #include <stdio.h>
 #include <string.h>
 
@@ -85,6 +86,40 @@ int cli_config_options(const struct option *own, struct option *out, size_t cap)
     memcpy(out + n, SHARED, sizeof SHARED);
     memset(out + n + NSHARED, 0, sizeof *out);
     return 1;
+}
+
+int cli_config_parse(const char *cmd, int argc, char **argv, const struct option *own,
+                     cli_option_fn take, void *ctx)
+{
+    struct option options[96];
+    if (!cli_config_options(own, options, sizeof options / sizeof options[0]))
+        return cli_usage_error(cmd, "internal: option table too small");
+    return cli_parse_options(cmd, argc, argv, options, take, ctx);
+}
+
+int cli_config_shape_given(const cli_config *c)
+{
+    return c->layers || c->dim || c->heads || c->vocab || c->ffn;
+}
+
+int cli_config_model(const char *cmd, const cli_config *c, coh_model_desc *m)
+{
+    coh_model_desc base = {0};
+    if (c->preset) {
+        coh_status st = coh_model_preset(c->preset, &base);
+        if (st != COH_OK)
+            return cli_fail(cmd, st);
+    }
+    int64_t layers = c->layers ? c->layers : base.layers, dim = c->dim ? c->dim : base.dim,
+            heads = c->heads ? c->heads : base.heads, vocab = c->vocab ? c->vocab : base.vocab,
+            seq = c->seq ? c->seq : base.positions, ffn = c->ffn ? c->ffn : c->dim ? 0 : base.ffn;
+    const char *missing = !layers ? "--layers" : !dim ? "--dim" : !heads ? "--heads"
+                        : !vocab ? "--vocab" : !seq ? "--seq" : NULL;
+    if (missing)
+        return cli_usage_error(cmd, "a custom model needs %s (and --layers, --dim, --heads, "
+                                    "--vocab, --seq)", missing);
+    coh_status st = coh_model_gpt(layers, dim, heads, vocab, seq, ffn, m);
+    return st == COH_OK ? CLI_OK : cli_fail(cmd, st);
 }
 
 /* A choice through the library's one name table: 0 after a usage error. */

@@ -1,4 +1,5 @@
 /* cli_train.c: option parsing and engine setup shared by the train, eval and generate commands. */
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,41 @@ void cli_engine_setup(int threads)
 {
     coh_blas_ensure_best_kernel();
     coh_set_threads(threads);
+}
+
+/* --checkpoint, --heads, --threads: -1 when code is none of them, else as cli_option_fn. */
+static int checkpoint_option(const char *cmd, int code, const char *arg, cli_checkpoint_opts *o)
+{
+    switch (code) {
+    case 'c': o->path = arg; return 1;
+    case 'H': return cli_parse_long(cmd, "--heads", arg, 1, 4096, &o->heads);
+    case 't': return cli_parse_long(cmd, "--threads", arg, 1, 4096, &o->threads);
+    }
+    return -1;
+}
+
+typedef struct checkpoint_parse {
+    const char *cmd;
+    cli_checkpoint_opts *opts;
+    cli_option_fn take; /* the command's own options */
+    void *ctx;
+} checkpoint_parse;
+
+static int take_checkpoint_first(void *ctx, int code, const char *name, const char *arg)
+{
+    checkpoint_parse *p = ctx;
+    int taken = checkpoint_option(p->cmd, code, arg, p->opts);
+    return taken >= 0 ? taken : p->take(p->ctx, code, name, arg);
+}
+
+int cli_checkpoint_parse(const char *cmd, int argc, char **argv, const struct option *options,
+                         cli_option_fn take, void *ctx, cli_checkpoint_opts *o)
+{
+    checkpoint_parse p = {cmd, o, take, ctx};
+    int rc = cli_parse_options(cmd, argc, argv, options, take_checkpoint_first, &p);
+    if (rc == CLI_OK && !o->path)
+        return cli_usage_error(cmd, "missing --checkpoint FILE");
+    return rc;
 }
 
 /* A /proc/self/status field ("VmRSS", "VmHWM") in bytes, 0 when unreadable. */

@@ -4,6 +4,7 @@
 
 #include <stdint.h>
 
+#include "cli.h"
 #include "cli_config.h"
 #include "cohort/parallel.h"
 #include "cohort/train.h"
@@ -24,6 +25,22 @@ typedef struct train_opts {
     long devices;              /* strategy dp: its devices in this process (cfg.par.dp), else 0 */
     int world;                 /* ranks of the job, from the launcher's environment */
 } train_opts;
+
+/* The options of the commands that run a checkpoint (`cohort eval`, `cohort generate`). */
+typedef struct cli_checkpoint_opts {
+    const char *path; /* --checkpoint FILE */
+    long heads;       /* --heads N, for checkpoints without cohort's metadata (0: from it) */
+    long threads;     /* --threads N (0: OMP_NUM_THREADS, else all cores) */
+} cli_checkpoint_opts;
+
+/* Their getopt_long entries (codes 'c', 'H', 't') and --help ('h'), for a command's table. */
+#define CLI_CHECKPOINT_OPTIONS                                                                    \
+    {"checkpoint", 1, 0, 'c'}, {"heads", 1, 0, 'H'}, {"threads", 1, 0, 't'}, {"help", 0, 0, 'h'}
+
+/* cli_parse_options for such a command: the options above go into o, the others to take;
+ * then --checkpoint is required. */
+int cli_checkpoint_parse(const char *cmd, int argc, char **argv, const struct option *options,
+                         cli_option_fn take, void *ctx, cli_checkpoint_opts *o);
 
 /* Run the training described by o (model config already resolved); returns the exit code. */
 int cli_train_run(const train_opts *o);

@@ -61,16 +61,22 @@ static const struct option own_options[] = {
 typedef struct parsed {
     cli_config cfg;
     const char *config, *params, *largest, *devmem, *inventory;
+    est_request *request; /* where --json, --si, --view and --engine go */
 } parsed;
 
-/* Handle one option; returns 0 after printing a usage error. */
-static int parse_option(int c, const char *arg, parsed *p, est_request *r)
+/* Handle one option (a cli_option_fn). */
+static int parse_option(void *ctx, int c, const char *name, const char *arg)
 {
     static const char *const views[] = {"cohort", "accelerate", "deepspeed"};
+    parsed *p = ctx;
+    est_request *r = p->request;
+    (void)name;
     int shared = cli_config_option(cmd, c, arg, &p->cfg);
     if (shared >= 0)
         return shared;
     switch (c) {
+    case 'h':
+    case O_HELP: usage(stdout); return -1;
     case O_CONFIG: p->config = arg; break;
     case O_PARAMS: p->params = arg; break;
     case O_LARGEST: p->largest = arg; break;
@@ -95,32 +101,10 @@ static int parse_option(int c, const char *arg, parsed *p, est_request *r)
     return 1;
 }
 
-/* A custom shape, or a preset with some dimensions changed (as `cohort train` reads them). */
-static int custom_model(const parsed *p, coh_model_desc *m)
-{
-    const cli_config *c = &p->cfg;
-    coh_model_desc base = {0};
-    if (c->preset) {
-        coh_status st = coh_model_preset(c->preset, &base);
-        if (st != COH_OK)
-            return cli_fail(cmd, st);
-    }
-    int64_t layers = c->layers ? c->layers : base.layers, dim = c->dim ? c->dim : base.dim,
-            heads = c->heads ? c->heads : base.heads, vocab = c->vocab ? c->vocab : base.vocab,
-            seq = c->seq ? c->seq : base.positions, ffn = c->ffn ? c->ffn : c->dim ? 0 : base.ffn;
-    const char *missing = !layers ? "--layers" : !dim ? "--dim" : !heads ? "--heads"
-                        : !vocab ? "--vocab" : !seq ? "--seq" : NULL;
-    if (missing)
-        return cli_usage_error(cmd, "a custom model needs %s (and --layers, --dim, --heads, "
-                                    "--vocab, --seq)", missing);
-    coh_status st = coh_model_gpt(layers, dim, heads, vocab, seq, ffn, m);
-    return st == COH_OK ? CLI_OK : cli_fail(cmd, st);
-}
-
 static int build_model(const parsed *p, est_request *r)
 {
     const cli_config *c = &p->cfg;
-    int custom = c->layers || c->dim || c->heads || c->vocab || c->ffn;
+    int custom = cli_config_shape_given(c);
     int sources = !!(c->preset || custom) + !!p->config + !!p->params;
     if (sources != 1)
         return cli_usage_error(cmd, sources ? "give only one model: --model, --config, custom "
@@ -132,7 +116,7 @@ static int build_model(const parsed *p, est_request *r)
                                     "their largest layer counted)");
     coh_status st = COH_OK;
     if (custom)
-        return custom_model(p, &r->model);
+        return cli_config_model(cmd, c, &r->model);
     if (c->preset)
         st = coh_model_preset(c->preset, &r->model);
     else if (p->config)
@@ -178,25 +162,11 @@ int cmd_estimate(int argc, char **argv)
     parsed p;
     memset(&p, 0, sizeof p);
     cli_config_init(&p.cfg);
-    struct option options[64];
-    if (!cli_config_options(own_options, options, sizeof options / sizeof options[0]))
-        return cli_usage_error(cmd, "internal: option table too small");
-    optind = 1;
-    opterr = 0;
-    int c;
-    while ((c = getopt_long(argc, argv, "h", options, NULL)) != -1) {
-        if (c == 'h' || c == O_HELP) {
-            usage(stdout);
-            return CLI_OK;
-        }
-        if (c == '?' || c == ':')
-            return cli_bad_option(cmd, argv);
-        if (!parse_option(c, optarg, &p, &r))
-            return CLI_USAGE;
-    }
-    if (cli_no_operands(cmd, argc, argv))
-        return CLI_USAGE;
-    int rc = build_model(&p, &r);
+    p.request = &r;
+    int rc = cli_config_parse(cmd, argc, argv, own_options, parse_option, &p);
+    if (rc != CLI_OK)
+        return rc < 0 ? CLI_OK : rc;
+    rc = build_model(&p, &r);
     if (rc == CLI_OK)
         rc = build_rest(&p, &r);
     if (rc != CLI_OK)

@@ -30,53 +30,44 @@ static void help(void)
 }
 
 typedef struct eval_opts {
-    const char *ckpt, *data[MAX_SHARDS];
+    cli_checkpoint_opts ck;
+    const char *data[MAX_SHARDS];
     int ndata, json;
-    long batch, seq, batches, heads, threads;
+    long batch, seq, batches;
 } eval_opts;
+
+static int take_option(void *ctx, int c, const char *name, const char *arg)
+{
+    eval_opts *o = ctx;
+    (void)name;
+    switch (c) {
+    case 'd':
+        if (o->ndata == MAX_SHARDS)
+            return cli_usage_error(CMD, "too many --data at '%s': at most %d", arg, MAX_SHARDS),
+                   0;
+        o->data[o->ndata++] = arg;
+        return 1;
+    case 'b': return cli_parse_long(CMD, "--batch", arg, 1, 1 << 20, &o->batch);
+    case 's': return cli_parse_long(CMD, "--seq", arg, 1, 1 << 24, &o->seq);
+    case 'n': return cli_parse_long(CMD, "--batches", arg, 1, 1L << 40, &o->batches);
+    case 'j': o->json = 1; return 1;
+    case 'h': help(); return -1;
+    }
+    return 1;
+}
 
 static int parse(eval_opts *o, int argc, char **argv)
 {
     static const struct option lo[] = {
-        {"checkpoint", 1, 0, 'c'}, {"data", 1, 0, 'd'},   {"batch", 1, 0, 'b'},
-        {"seq", 1, 0, 's'},        {"batches", 1, 0, 'n'}, {"heads", 1, 0, 'H'},
-        {"threads", 1, 0, 't'},    {"json", 0, 0, 'j'},    {"help", 0, 0, 'h'},
-        {0, 0, 0, 0}};
+        CLI_CHECKPOINT_OPTIONS, {"data", 1, 0, 'd'}, {"batch", 1, 0, 'b'}, {"seq", 1, 0, 's'},
+        {"batches", 1, 0, 'n'}, {"json", 0, 0, 'j'}, {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->batch = 8;
     o->batches = 10;
-    optind = 1;
-    opterr = 0;
-    int c, ok = 1;
-    while (ok && (c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-        switch (c) {
-        case 'c': o->ckpt = optarg; break;
-        case 'd':
-            if (o->ndata == MAX_SHARDS)
-                return cli_usage_error(CMD, "too many --data at '%s': at most %d", optarg,
-                                       MAX_SHARDS);
-            o->data[o->ndata++] = optarg;
-            break;
-        case 'b': ok = cli_parse_long(CMD, "--batch", optarg, 1, 1 << 20, &o->batch); break;
-        case 's': ok = cli_parse_long(CMD, "--seq", optarg, 1, 1 << 24, &o->seq); break;
-        case 'n': ok = cli_parse_long(CMD, "--batches", optarg, 1, 1L << 40, &o->batches); break;
-        case 'H': ok = cli_parse_long(CMD, "--heads", optarg, 1, 4096, &o->heads); break;
-        case 't': ok = cli_parse_long(CMD, "--threads", optarg, 1, 4096, &o->threads); break;
-        case 'j': o->json = 1; break;
-        case 'h': help(); return -1;
-        default:
-            return cli_bad_option(CMD, argv);
-        }
-    }
-    if (!ok)
-        return CLI_USAGE;
-    if (cli_no_operands(CMD, argc, argv))
-        return CLI_USAGE;
-    if (!o->ckpt)
-        return cli_usage_error(CMD, "missing --checkpoint FILE");
-    if (!o->ndata)
+    int rc = cli_checkpoint_parse(CMD, argc, argv, lo, take_option, o, &o->ck);
+    if (rc == CLI_OK && !o->ndata)
         return cli_usage_error(CMD, "missing --data: give at least one shard");
-    return 0;
+    return rc;
 }
 
 static coh_status eval_next(void *ctx, int32_t *in, int32_t *tg)
@@ -86,7 +77,7 @@ static coh_status eval_next(void *ctx, int32_t *in, int32_t *tg)
 
 static coh_status evaluate(const eval_opts *o, double *loss, coh_gpt_config *m)
 {
-    coh_status st = coh_gpt_checkpoint_config(o->ckpt, (int)o->heads, m, NULL, 0);
+    coh_status st = coh_gpt_checkpoint_config(o->ck.path, (int)o->ck.heads, m, NULL, 0);
     if (st)
         return st;
     int T = o->seq ? (int)o->seq : (m->seq < 256 ? m->seq : 256);
@@ -99,7 +90,7 @@ static coh_status evaluate(const eval_opts *o, double *loss, coh_gpt_config *m)
                             .seq = T, .rank = 0, .world = 1, .mode = COH_LOADER_EVAL,
                             .vocab = m->vocab};
     int32_t *in = NULL, *tg = NULL;
-    if (!(st = coh_gpt_create(m, (int)o->batch, T, &g)) && !(st = coh_gpt_load(g, o->ckpt)) &&
+    if (!(st = coh_gpt_create(m, (int)o->batch, T, &g)) && !(st = coh_gpt_load(g, o->ck.path)) &&
         !(st = coh_loader_create(&lc, &l))) {
         in = malloc(sizeof *in * (size_t)o->batch * T);
         tg = malloc(sizeof *tg * (size_t)o->batch * T);
@@ -127,7 +118,7 @@ int cmd_eval(int argc, char **argv)
     int rc = parse(&o, argc, argv);
     if (rc)
         return rc < 0 ? CLI_OK : rc;
-    cli_engine_setup(o.threads ? (int)o.threads : 0);
+    cli_engine_setup((int)o.ck.threads);
     double loss = 0;
     coh_gpt_config m;
     coh_status st = evaluate(&o, &loss, &m);

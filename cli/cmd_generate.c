@@ -32,54 +32,46 @@ static void help(void)
 }
 
 typedef struct gen_opts {
-    const char *ckpt, *prompt, *tokenizer, *encoder, *vocab;
-    long tokens, top_k, seed, heads, threads;
+    cli_checkpoint_opts ck;
+    const char *prompt, *tokenizer, *encoder, *vocab;
+    long tokens, top_k, seed;
     float temperature;
 } gen_opts;
+
+static int take_option(void *ctx, int c, const char *name, const char *arg)
+{
+    gen_opts *o = ctx;
+    (void)name;
+    switch (c) {
+    case 'p': o->prompt = arg; return 1;
+    case 'n': return cli_parse_long(CMD, "--tokens", arg, 0, 1 << 20, &o->tokens);
+    case 'T': return cli_parse_float(CMD, "--temperature", arg, 0, 100, &o->temperature);
+    case 'k': return cli_parse_long(CMD, "--top-k", arg, 0, 1 << 20, &o->top_k);
+    case 's': return cli_parse_long(CMD, "--seed", arg, 0, 1L << 40, &o->seed);
+    case 'z': o->tokenizer = arg; return 1;
+    case 'e': o->encoder = arg; return 1;
+    case 'v': o->vocab = arg; return 1;
+    case 'h': help(); return -1;
+    }
+    return 1;
+}
 
 static int parse(gen_opts *o, int argc, char **argv)
 {
     static const struct option lo[] = {
-        {"checkpoint", 1, 0, 'c'}, {"prompt", 1, 0, 'p'},    {"tokens", 1, 0, 'n'},
-        {"temperature", 1, 0, 'T'}, {"top-k", 1, 0, 'k'},    {"seed", 1, 0, 's'},
-        {"tokenizer", 1, 0, 'z'},  {"encoder", 1, 0, 'e'},   {"vocab", 1, 0, 'v'},
-        {"heads", 1, 0, 'H'},      {"threads", 1, 0, 't'},   {"help", 0, 0, 'h'},
+        CLI_CHECKPOINT_OPTIONS,     {"prompt", 1, 0, 'p'},    {"tokens", 1, 0, 'n'},
+        {"temperature", 1, 0, 'T'}, {"top-k", 1, 0, 'k'},     {"seed", 1, 0, 's'},
+        {"tokenizer", 1, 0, 'z'},   {"encoder", 1, 0, 'e'},   {"vocab", 1, 0, 'v'},
         {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->tokens = 100;
     o->top_k = 40;
     o->seed = 1;
     o->temperature = 1.0f;
-    optind = 1;
-    opterr = 0;
-    int c, ok = 1;
-    while (ok && (c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-        switch (c) {
-        case 'c': o->ckpt = optarg; break;
-        case 'p': o->prompt = optarg; break;
-        case 'n': ok = cli_parse_long(CMD, "--tokens", optarg, 0, 1 << 20, &o->tokens); break;
-        case 'T': ok = cli_parse_float(CMD, "--temperature", optarg, 0, 100, &o->temperature); break;
-        case 'k': ok = cli_parse_long(CMD, "--top-k", optarg, 0, 1 << 20, &o->top_k); break;
-        case 's': ok = cli_parse_long(CMD, "--seed", optarg, 0, 1L << 40, &o->seed); break;
-        case 'z': o->tokenizer = optarg; break;
-        case 'e': o->encoder = optarg; break;
-        case 'v': o->vocab = optarg; break;
-        case 'H': ok = cli_parse_long(CMD, "--heads", optarg, 1, 4096, &o->heads); break;
-        case 't': ok = cli_parse_long(CMD, "--threads", optarg, 1, 4096, &o->threads); break;
-        case 'h': help(); return -1;
-        default:
-            return cli_bad_option(CMD, argv);
-        }
-    }
-    if (!ok)
-        return CLI_USAGE;
-    if (cli_no_operands(CMD, argc, argv))
-        return CLI_USAGE;
-    if (!o->ckpt)
-        return cli_usage_error(CMD, "missing --checkpoint FILE");
-    if (!o->prompt)
+    int rc = cli_checkpoint_parse(CMD, argc, argv, lo, take_option, o, &o->ck);
+    if (rc == CLI_OK && !o->prompt)
         return cli_usage_error(CMD, "missing --prompt TEXT");
-    return 0;
+    return rc;
 }
 
 static coh_status make_tokenizer(const gen_opts *o, const char *recorded, coh_tokenizer **out)
@@ -131,7 +123,7 @@ static coh_status generate(const gen_opts *o)
 {
     coh_gpt_config m;
     char recorded[32];
-    coh_status st = coh_gpt_checkpoint_config(o->ckpt, (int)o->heads, &m, recorded,
+    coh_status st = coh_gpt_checkpoint_config(o->ck.path, (int)o->ck.heads, &m, recorded,
                                               sizeof recorded);
     coh_tokenizer *tk = NULL;
     coh_gpt *g = NULL;
@@ -144,7 +136,7 @@ static coh_status generate(const gen_opts *o)
         coh_tokenizer_vocab_size(tk) > (size_t)m.vocab)
         st = coh_errf(COH_ERR_MISMATCH, "tokenizer '%s' has %zu ids but the model only %d",
                       coh_tokenizer_name(tk), coh_tokenizer_vocab_size(tk), m.vocab);
-    if (!st && !(st = coh_gpt_create(&m, 1, m.seq, &g)) && !(st = coh_gpt_load(g, o->ckpt)))
+    if (!st && !(st = coh_gpt_create(&m, 1, m.seq, &g)) && !(st = coh_gpt_load(g, o->ck.path)))
         st = coh_tokenizer_encode(tk, o->prompt, strlen(o->prompt), &ids);
     if (!st && ids.count == 0 && coh_tokenizer_eot(tk) >= 0)
         st = coh_tokens_push(&ids, coh_tokenizer_eot(tk));
@@ -181,7 +173,7 @@ int cmd_generate(int argc, char **argv)
     int rc = parse(&o, argc, argv);
     if (rc)
         return rc < 0 ? CLI_OK : rc;
-    cli_engine_setup(o.threads ? (int)o.threads : 0);
+    cli_engine_setup((int)o.ck.threads);
     coh_status st = generate(&o);
     return st ? cli_fail(CMD, st) : CLI_OK;
 }

@@ -110,12 +110,22 @@ static int parse_link(const char *opt, const char *s, coh_link *l)
     return 1;
 }
 
-static int parse_option(int c, const char *arg, opts *o)
+/* Handle one option (a cli_option_fn); notes which of the search's degrees the flags fix. */
+static int parse_option(void *ctx, int c, const char *name, const char *arg)
 {
+    opts *o = ctx;
+    if (c >= CLI_CONFIG_FIRST) {
+        o->tp_given |= !strcmp(name, "tp");
+        o->pp_given |= !strcmp(name, "pp");
+        o->recompute_given |= !strcmp(name, "recompute");
+        o->strategy_given |= !strcmp(name, "strategy") || !strcmp(name, "zero");
+    }
     int shared = cli_config_option(cmd, c, arg, &o->cfg);
     if (shared >= 0)
         return shared;
     switch (c) {
+    case 'h':
+    case O_HELP: usage(stdout); return -1;
     case O_CONFIG: o->config = arg; break;
     case O_GB: return cli_parse_long(cmd, "--global-batch", arg, 1, 1L << 30, &o->global_batch);
     case O_DEVICES: return cli_parse_long(cmd, "--devices", arg, 1, 1L << 20, &o->devices);
@@ -138,7 +148,7 @@ static int parse_option(int c, const char *arg, opts *o)
 static int build_model(const opts *o, coh_model_desc *m)
 {
     const cli_config *c = &o->cfg;
-    int custom = c->layers || c->dim || c->heads || c->vocab || c->ffn;
+    int custom = cli_config_shape_given(c);
     int sources = !!(c->preset || custom) + !!o->config;
     if (sources != 1)
         return cli_usage_error(cmd, sources ? "give only one model: --model, --config or custom "
@@ -150,21 +160,8 @@ static int build_model(const opts *o, coh_model_desc *m)
         st = coh_model_from_hf_file(o->config, m);
     else if (!custom)
         st = coh_model_preset(c->preset, m);
-    else {
-        coh_model_desc base;
-        memset(&base, 0, sizeof base);
-        if (c->preset && (st = coh_model_preset(c->preset, &base)) != COH_OK)
-            return cli_fail(cmd, st);
-        int64_t layers = c->layers ? c->layers : base.layers, dim = c->dim ? c->dim : base.dim,
-                heads = c->heads ? c->heads : base.heads, vocab = c->vocab ? c->vocab : base.vocab,
-                seq = c->seq ? c->seq : base.positions, ffn = c->ffn ? c->ffn : 0;
-        const char *missing = !layers ? "--layers" : !dim ? "--dim" : !heads ? "--heads"
-                            : !vocab ? "--vocab" : !seq ? "--seq" : NULL;
-        if (missing)
-            return cli_usage_error(cmd, "a custom model needs %s (and --layers, --dim, --heads, "
-                                        "--vocab, --seq)", missing);
-        st = coh_model_gpt(layers, dim, heads, vocab, seq, ffn, m);
-    }
+    else
+        return cli_config_model(cmd, c, m);
     return st == COH_OK ? CLI_OK : cli_fail(cmd, st);
 }
 
@@ -606,33 +603,11 @@ int cmd_plan(int argc, char **argv)
     opts o;
     memset(&o, 0, sizeof o);
     cli_config_init(&o.cfg);
-    struct option options[64];
-    if (!cli_config_options(own_options, options, sizeof options / sizeof options[0]))
-        return cli_usage_error(cmd, "internal: option table too small");
-    optind = 1;
-    opterr = 0;
-    int c, idx;
-    while ((c = getopt_long(argc, argv, "h", options, &idx)) != -1) {
-        if (c == 'h' || c == O_HELP) {
-            usage(stdout);
-            return CLI_OK;
-        }
-        if (c == '?' || c == ':')
-            return cli_bad_option(cmd, argv);
-        if (c >= CLI_CONFIG_FIRST) {
-            const char *name = options[idx].name;
-            o.tp_given |= !strcmp(name, "tp");
-            o.pp_given |= !strcmp(name, "pp");
-            o.recompute_given |= !strcmp(name, "recompute");
-            o.strategy_given |= !strcmp(name, "strategy") || !strcmp(name, "zero");
-        }
-        if (!parse_option(c, optarg, &o))
-            return CLI_USAGE;
-    }
-    if (cli_no_operands(cmd, argc, argv))
-        return CLI_USAGE;
+    int rc = cli_config_parse(cmd, argc, argv, own_options, parse_option, &o);
+    if (rc != CLI_OK)
+        return rc < 0 ? CLI_OK : rc;
     coh_model_desc m;
-    int rc = build_model(&o, &m);
+    rc = build_model(&o, &m);
     if (rc != CLI_OK)
         return rc;
     if (!o.explain && !o.global_batch)

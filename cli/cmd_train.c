@@ -103,14 +103,17 @@ static const struct option own_options[] = {
     {0, 0, 0, 0},
 };
 
-static int parse_value(train_opts *o, int c, const char *a)
+static int parse_value(void *ctx, int c, const char *name, const char *a)
 {
+    train_opts *o = ctx;
+    (void)name;
     const long BIG = 1L << 40;
     long v = 0;
     int shared = cli_config_option(CMD, c, a, &o->cfg);
     if (shared >= 0)
         return shared;
     switch (c) {
+    case 'h': help(); return -1;
     case O_INIT: o->init_from = a; return 1;
     case O_DATA:
     case O_VAL: {
@@ -219,24 +222,9 @@ static int parse(train_opts *o, int argc, char **argv)
     o->log_every = 10;
     o->val_every = 100;
     o->val_batches = 10;
-    struct option options[80];
-    if (!cli_config_options(own_options, options, sizeof options / sizeof options[0]))
-        return cli_usage_error(CMD, "internal: option table too small");
-    optind = 1;
-    opterr = 0;
-    int c;
-    while ((c = getopt_long(argc, argv, "h", options, NULL)) != -1) {
-        if (c == 'h') {
-            help();
-            return -1;
-        }
-        if (c == '?' || c == ':')
-            return cli_bad_option(CMD, argv);
-        if (!parse_value(o, c, optarg))
-            return CLI_USAGE;
-    }
-    if (cli_no_operands(CMD, argc, argv))
-        return CLI_USAGE;
+    int rc = cli_config_parse(CMD, argc, argv, own_options, parse_value, o);
+    if (rc != CLI_OK)
+        return rc;
     if (o->blas_info)
         return 0;
     if (!o->ndata && !o->dry_run)
@@ -257,7 +245,7 @@ static int parse(train_opts *o, int argc, char **argv)
     if (coh_launch_env_read(&env))
         return cli_fail(CMD, COH_ERR_INVALID);
     o->world = env.world_size;
-    int rc = cli_config_finish(CMD, &o->cfg, env.world_size);
+    rc = cli_config_finish(CMD, &o->cfg, env.world_size);
     if (!rc)
         rc = settle_devices(o);
     return rc ? rc : check_strategy(o, &env);

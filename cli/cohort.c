@@ -35,6 +35,23 @@ int cli_no_operands(const char *cmd, int argc, char *const *argv)
     return CLI_OK;
 }
 
+int cli_parse_options(const char *cmd, int argc, char **argv, const struct option *options,
+                      cli_option_fn take, void *ctx)
+{
+    optind = 1;
+    opterr = 0;
+    int c, idx = -1;
+    while ((c = getopt_long(argc, argv, "h", options, &idx)) != -1) {
+        if (c == '?' || c == ':')
+            return cli_bad_option(cmd, argv);
+        int taken = take(ctx, c, idx >= 0 ? options[idx].name : NULL, optarg);
+        if (taken <= 0)
+            return taken < 0 ? -1 : CLI_USAGE;
+        idx = -1;
+    }
+    return cli_no_operands(cmd, argc, argv);
+}
+
 int cli_fail(const char *cmd, coh_status s)
 {
     const char *msg = coh_last_error();

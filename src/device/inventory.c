@@ -128,6 +128,21 @@ static coh_status get_str(const json_value *obj, const char *base, const char *k
     return COH_OK;
 }
 
+/* Array member `key` of obj, of `what` ("devices"); *out is NULL when absent and optional. */
+static coh_status get_array(const json_value *obj, const char *base, const char *key, int required,
+                            const char *what, const json_value **out, ctx *c)
+{
+    path_set(c, base, key);
+    *out = json_get(obj, key);
+    if (!*out)
+        return required ? bad(c, "missing (an array of %s, possibly empty, is required)", what)
+                        : COH_OK;
+    char b[80];
+    if ((*out)->type != JSON_ARRAY)
+        return bad(c, "%s is not an array of %s", show(*out, b, sizeof b), what);
+    return COH_OK;
+}
+
 static coh_status get_enum(const json_value *obj, const char *base, const char *key,
                            const char *const *names, int *out, ctx *c)
 {
@@ -180,26 +195,19 @@ static const char *const cpu_keys[] = {"cores", "numa_nodes", "cores_available",
 static const char *const root_keys[] = {"cpu", "gpus", "links", NULL}; /* links: cohort plan */
 
 #define MAX_MIB (1LL << 40)
-#define TRY(x)                                                                                 \
-    do {                                                                                       \
-        coh_status t_ = (x);                                                                   \
-        if (t_ != COH_OK)                                                                      \
-            return t_;                                                                         \
-    } while (0)
-
 static coh_status parse_mig(const json_value *v, const char *base, coh_mig *m, ctx *c)
 {
     snprintf(c->path, sizeof c->path, "%s", base);
-    TRY(check_keys(c, v, mig_keys));
+    JSON_TRY(check_keys(c, v, mig_keys));
     long long gi = 0, ci = 0, tot = 0, used = 0, procs = 0;
-    TRY(get_str(v, base, "uuid", 1, m->uuid, sizeof m->uuid, c));
+    JSON_TRY(get_str(v, base, "uuid", 1, m->uuid, sizeof m->uuid, c));
     if (!coh_str_starts(m->uuid, "MIG-"))
         return bad(c, "'%s' does not start with 'MIG-'", m->uuid);
-    TRY(get_int(v, base, "gpu_instance", 1, 0, 1 << 20, &gi, c));
-    TRY(get_int(v, base, "compute_instance", 1, 0, 1 << 20, &ci, c));
-    TRY(get_int(v, base, "memory_total_mib", 1, 1, MAX_MIB, &tot, c));
-    TRY(get_int(v, base, "memory_used_mib", 0, 0, tot, &used, c));
-    TRY(get_int(v, base, "processes", 0, 0, 1 << 20, &procs, c));
+    JSON_TRY(get_int(v, base, "gpu_instance", 1, 0, 1 << 20, &gi, c));
+    JSON_TRY(get_int(v, base, "compute_instance", 1, 0, 1 << 20, &ci, c));
+    JSON_TRY(get_int(v, base, "memory_total_mib", 1, 1, MAX_MIB, &tot, c));
+    JSON_TRY(get_int(v, base, "memory_used_mib", 0, 0, tot, &used, c));
+    JSON_TRY(get_int(v, base, "processes", 0, 0, 1 << 20, &procs, c));
     m->gpu_instance = (int)gi;
     m->compute_instance = (int)ci;
     m->memory_total_mib = (uint64_t)tot;
@@ -211,7 +219,7 @@ static coh_status parse_mig(const json_value *v, const char *base, coh_mig *m, c
 static coh_status parse_cc(const json_value *v, const char *base, coh_gpu *g, ctx *c)
 {
     char cc[16] = "";
-    TRY(get_str(v, base, "compute_capability", 0, cc, sizeof cc, c));
+    JSON_TRY(get_str(v, base, "compute_capability", 0, cc, sizeof cc, c));
     if (!cc[0])
         return COH_OK;
     int maj, min, n = 0;
@@ -225,13 +233,11 @@ static coh_status parse_cc(const json_value *v, const char *base, coh_gpu *g, ct
 
 static coh_status parse_owners(const json_value *v, const char *base, coh_gpu *g, ctx *c)
 {
-    path_set(c, base, "process_owners");
-    const json_value *a = json_get(v, "process_owners");
+    const json_value *a;
+    JSON_TRY(get_array(v, base, "process_owners", 0, "user names", &a, c));
     if (!a)
         return COH_OK;
     char b[80];
-    if (a->type != JSON_ARRAY)
-        return bad(c, "%s is not an array of user names", show(a, b, sizeof b));
     size_t len = 0;
     for (size_t i = 0; i < a->u.arr.count; i++) {
         const json_value *s = a->u.arr.items[i];
@@ -244,13 +250,10 @@ static coh_status parse_owners(const json_value *v, const char *base, coh_gpu *g
 
 static coh_status parse_mig_array(const json_value *v, const char *base, coh_gpu *g, ctx *c)
 {
-    path_set(c, base, "mig");
-    const json_value *a = json_get(v, "mig");
+    const json_value *a;
+    JSON_TRY(get_array(v, base, "mig", 0, "MIG instances", &a, c));
     if (!a)
         return COH_OK;
-    char b[80];
-    if (a->type != JSON_ARRAY)
-        return bad(c, "%s is not an array of MIG instances", show(a, b, sizeof b));
     if (g->vendor != COH_VENDOR_NVIDIA)
         return bad(c, "only nvidia devices have MIG instances");
     if (a->u.arr.count > 64)
@@ -261,7 +264,7 @@ static coh_status parse_mig_array(const json_value *v, const char *base, coh_gpu
     for (size_t i = 0; i < a->u.arr.count; i++) {
         char mb[128];
         snprintf(mb, sizeof mb, "%s.mig[%zu]", base, i);
-        TRY(parse_mig(a->u.arr.items[i], mb, &g->mig[i], c));
+        JSON_TRY(parse_mig(a->u.arr.items[i], mb, &g->mig[i], c));
         g->nmig = (int)i + 1;
     }
     return COH_OK;
@@ -270,33 +273,33 @@ static coh_status parse_mig_array(const json_value *v, const char *base, coh_gpu
 static coh_status parse_gpu(const json_value *v, const char *base, coh_gpu *g, ctx *c)
 {
     snprintf(c->path, sizeof c->path, "%s", base);
-    TRY(check_keys(c, v, gpu_keys));
+    JSON_TRY(check_keys(c, v, gpu_keys));
     int vendor = -1, mode = 0;
     path_set(c, base, "vendor");
     if (!json_get(v, "vendor"))
         return bad(c, "missing (one of nvidia, intel, amd is required)");
-    TRY(get_enum(v, base, "vendor", vendor_names, &vendor, c));
+    JSON_TRY(get_enum(v, base, "vendor", vendor_names, &vendor, c));
     g->vendor = (coh_vendor)vendor;
-    TRY(get_str(v, base, "name", 1, g->name, sizeof g->name, c));
-    TRY(get_str(v, base, "uuid", 1, g->uuid, sizeof g->uuid, c));
+    JSON_TRY(get_str(v, base, "name", 1, g->name, sizeof g->name, c));
+    JSON_TRY(get_str(v, base, "uuid", 1, g->uuid, sizeof g->uuid, c));
     if (g->vendor == COH_VENDOR_NVIDIA && !coh_str_starts(g->uuid, "GPU-"))
         return bad(c, "'%s' does not start with 'GPU-' as nvidia uuids do", g->uuid);
     char bus[COH_DEV_BUSID_MAX] = "";
-    TRY(get_str(v, base, "pci_bus_id", 0, bus, sizeof bus, c));
+    JSON_TRY(get_str(v, base, "pci_bus_id", 0, bus, sizeof bus, c));
     unsigned long long key;
     if (bus[0] && parse_bus_id(bus, g->pci_bus_id, sizeof g->pci_bus_id, &key) != 0)
         return bad(c, "'%s' is not a pci bus id like '00000000:07:00.0'", bus);
     long long tot = 0, used = 0, util = 0, procs = 0, sms = 0, clock = 0, tiles = 1;
-    TRY(get_int(v, base, "memory_total_mib", 1, 1, MAX_MIB, &tot, c));
-    TRY(get_int(v, base, "memory_used_mib", 0, 0, tot, &used, c));
-    TRY(get_int(v, base, "utilization_pct", 0, 0, 100, &util, c));
-    TRY(get_enum(v, base, "compute_mode", mode_names, &mode, c));
-    TRY(get_int(v, base, "processes", 0, 0, 1 << 20, &procs, c));
-    TRY(parse_owners(v, base, g, c));
-    TRY(parse_cc(v, base, g, c));
-    TRY(get_int(v, base, "multiprocessors", 0, 0, 1 << 20, &sms, c));
-    TRY(get_int(v, base, "clock_mhz", 0, 0, 1 << 20, &clock, c));
-    TRY(get_int(v, base, "tiles", 0, 1, 64, &tiles, c));
+    JSON_TRY(get_int(v, base, "memory_total_mib", 1, 1, MAX_MIB, &tot, c));
+    JSON_TRY(get_int(v, base, "memory_used_mib", 0, 0, tot, &used, c));
+    JSON_TRY(get_int(v, base, "utilization_pct", 0, 0, 100, &util, c));
+    JSON_TRY(get_enum(v, base, "compute_mode", mode_names, &mode, c));
+    JSON_TRY(get_int(v, base, "processes", 0, 0, 1 << 20, &procs, c));
+    JSON_TRY(parse_owners(v, base, g, c));
+    JSON_TRY(parse_cc(v, base, g, c));
+    JSON_TRY(get_int(v, base, "multiprocessors", 0, 0, 1 << 20, &sms, c));
+    JSON_TRY(get_int(v, base, "clock_mhz", 0, 0, 1 << 20, &clock, c));
+    JSON_TRY(get_int(v, base, "tiles", 0, 1, 64, &tiles, c));
     if (tiles != 1 && g->vendor != COH_VENDOR_INTEL)
         return bad(c, "only intel devices have tiles");
     g->memory_total_mib = (uint64_t)tot;
@@ -316,12 +319,12 @@ static coh_status parse_cpu(const json_value *root, coh_cpu_info *cpu, ctx *c)
     if (!v)
         return coh_cpu_probe(cpu);
     snprintf(c->path, sizeof c->path, "cpu");
-    TRY(check_keys(c, v, cpu_keys));
+    JSON_TRY(check_keys(c, v, cpu_keys));
     long long cores = 0, numa = 1, avail = 0;
-    TRY(get_int(v, "cpu", "cores", 1, 1, 1 << 20, &cores, c));
-    TRY(get_int(v, "cpu", "numa_nodes", 0, 1, cores, &numa, c));
+    JSON_TRY(get_int(v, "cpu", "cores", 1, 1, 1 << 20, &cores, c));
+    JSON_TRY(get_int(v, "cpu", "numa_nodes", 0, 1, cores, &numa, c));
     avail = cores;
-    TRY(get_int(v, "cpu", "cores_available", 0, 1, cores, &avail, c));
+    JSON_TRY(get_int(v, "cpu", "cores_available", 0, 1, cores, &avail, c));
     cpu->cores_online = (int)cores;
     cpu->numa_nodes = (int)numa;
     cpu->affinity_cores = (int)avail;
@@ -369,15 +372,10 @@ static coh_status check_gpus(const coh_inventory *inv, ctx *c)
 static coh_status parse_root(const json_value *root, coh_inventory *inv, ctx *c)
 {
     snprintf(c->path, sizeof c->path, "(top level)");
-    TRY(check_keys(c, root, root_keys));
-    TRY(parse_cpu(root, &inv->cpu, c));
-    const json_value *a = json_get(root, "gpus");
-    snprintf(c->path, sizeof c->path, "gpus");
-    char b[80];
-    if (!a)
-        return bad(c, "missing (an array of devices, possibly empty, is required)");
-    if (a->type != JSON_ARRAY)
-        return bad(c, "%s is not an array of devices", show(a, b, sizeof b));
+    JSON_TRY(check_keys(c, root, root_keys));
+    JSON_TRY(parse_cpu(root, &inv->cpu, c));
+    const json_value *a;
+    JSON_TRY(get_array(root, "", "gpus", 1, "devices", &a, c));
     if (a->u.arr.count > 1024)
         return bad(c, "%zu devices; at most 1024 are supported", a->u.arr.count);
     inv->gpus = calloc(a->u.arr.count ? a->u.arr.count : 1, sizeof *inv->gpus);
@@ -389,7 +387,7 @@ static coh_status parse_root(const json_value *root, coh_inventory *inv, ctx *c)
         snprintf(base, sizeof base, "gpus[%zu]", i);
         coh_gpu *g = &inv->gpus[i];
         inv->ngpus = (int)i + 1;
-        TRY(parse_gpu(a->u.arr.items[i], base, g, c));
+        JSON_TRY(parse_gpu(a->u.arr.items[i], base, g, c));
         g->physical_index = per_vendor[g->vendor]++;
     }
     return check_gpus(inv, c);

@@ -126,22 +126,15 @@ static coh_status get_num(const char *file, const char *where, const json_value 
     return COH_OK;
 }
 
-#define TRY(x)                                                                                 \
-    do {                                                                                       \
-        coh_status t_ = (x);                                                                   \
-        if (t_ != COH_OK)                                                                      \
-            return t_;                                                                         \
-    } while (0)
-
 static const char *const LINK_KEYS[] = {"gbytes_per_s", "latency_us", NULL};
 
 static coh_status parse_link(const char *file, const char *where, const json_value *v,
                              coh_link *out)
 {
-    TRY(check_keys(file, where, v, LINK_KEYS));
+    JSON_TRY(check_keys(file, where, v, LINK_KEYS));
     double gb = 0, us = 0;
-    TRY(get_num(file, where, v, "gbytes_per_s", 1, 1e-6, 1e6, 0, &gb));
-    TRY(get_num(file, where, v, "latency_us", 1, 0, 1e7, 0, &us));
+    JSON_TRY(get_num(file, where, v, "gbytes_per_s", 1, 1e-6, 1e6, 0, &gb));
+    JSON_TRY(get_num(file, where, v, "latency_us", 1, 0, 1e7, 0, &us));
     out->bytes_per_s = gb * 1e9;
     out->alpha_s = us * 1e-6;
     return COH_OK;
@@ -161,7 +154,7 @@ static coh_status inventory_hw(const json_value *root, const char *path, int nod
         !mib->u.num.is_integer || mib->u.num.integer < 1 || mib->u.num.integer > (1LL << 40))
         return coh_errf(COH_ERR_INVALID, "inventory '%s': gpus[0] needs \"name\" and "
                                          "\"memory_total_mib\" (a positive integer)", path);
-    TRY(coh_hw_preset_for_gpu(name->u.str.chars, (uint64_t)mib->u.num.integer << 20, out));
+    JSON_TRY(coh_hw_preset_for_gpu(name->u.str.chars, (uint64_t)mib->u.num.integer << 20, out));
     out->gpus_per_node = (int)gpus->u.arr.count;
     out->nodes = nodes;
     snprintf(out->source + strlen(out->source), sizeof out->source - strlen(out->source),
@@ -169,12 +162,12 @@ static coh_status inventory_hw(const json_value *root, const char *path, int nod
     const json_value *links = json_get(root, "links");
     if (links) {
         static const char *const keys[] = {"intra_node", "inter_node", NULL};
-        TRY(check_keys(path, "links", links, keys));
+        JSON_TRY(check_keys(path, "links", links, keys));
         const json_value *in = json_get(links, "intra_node"), *ex = json_get(links, "inter_node");
         if (in)
-            TRY(parse_link(path, "links.intra_node", in, &out->intra));
+            JSON_TRY(parse_link(path, "links.intra_node", in, &out->intra));
         if (ex)
-            TRY(parse_link(path, "links.inter_node", ex, &out->inter));
+            JSON_TRY(parse_link(path, "links.inter_node", ex, &out->inter));
     }
     if (nodes > 1 && out->inter.bytes_per_s <= 0)
         return coh_errf(COH_ERR_INVALID, "inventory '%s' has no \"links\": {\"inter_node\": "
@@ -248,10 +241,10 @@ static coh_status parse_rates(const char *file, const json_value *a, coh_hw *out
         char where[32];
         snprintf(where, sizeof where, "rates[%zu]", i);
         const json_value *r = a->u.arr.items[i];
-        TRY(check_keys(file, where, r, RATE_KEYS));
+        JSON_TRY(check_keys(file, where, r, RATE_KEYS));
         coh_device_rates *d = &out->rates[i];
         double threads = 0, ew = 0, oh = 0;
-        TRY(get_num(file, where, r, "threads", 1, 1, 4096, 0, &threads));
+        JSON_TRY(get_num(file, where, r, "threads", 1, 1, 4096, 0, &threads));
         if (threads != floor(threads))
             return coh_errf(COH_ERR_INVALID, "%s: %s.threads: %g is not an integer", file,
                             where, threads);
@@ -260,9 +253,9 @@ static coh_status parse_rates(const char *file, const json_value *a, coh_hw *out
                             "%d (one row per thread count, ascending)", file, where, threads,
                             out->rates[i - 1].threads);
         d->threads = (int)threads;
-        TRY(parse_curve(file, where, json_get(r, "gemm"), &d->gemm));
-        TRY(get_num(file, where, r, "elementwise_gbytes_per_s", 1, 1e-3, 1e6, 0, &ew));
-        TRY(get_num(file, where, r, "op_overhead_us", 0, 0, 1e6, 0, &oh));
+        JSON_TRY(parse_curve(file, where, json_get(r, "gemm"), &d->gemm));
+        JSON_TRY(get_num(file, where, r, "elementwise_gbytes_per_s", 1, 1e-3, 1e6, 0, &ew));
+        JSON_TRY(get_num(file, where, r, "op_overhead_us", 0, 0, 1e6, 0, &oh));
         d->elementwise_bytes_per_s = ew * 1e9;
         d->op_overhead_s = oh * 1e-6;
         out->nrates = (int)i + 1;
@@ -273,14 +266,14 @@ static coh_status parse_rates(const char *file, const json_value *a, coh_hw *out
 static coh_status parse_calibration(const json_value *root, const char *file, coh_hw *out)
 {
     memset(out, 0, sizeof *out);
-    TRY(check_keys(file, "(top level)", root, CAL_KEYS));
+    JSON_TRY(check_keys(file, "(top level)", root, CAL_KEYS));
     double version = 0, cores = 0, mem = 0, peak = 0;
-    TRY(get_num(file, "(top level)", root, "cohort_calibration", 1, 1, 1, 0, &version));
-    TRY(get_num(file, "(top level)", root, "cores", 1, 1, 4096, 0, &cores));
+    JSON_TRY(get_num(file, "(top level)", root, "cohort_calibration", 1, 1, 1, 0, &version));
+    JSON_TRY(get_num(file, "(top level)", root, "cores", 1, 1, 4096, 0, &cores));
     if (cores != floor(cores))
         return coh_errf(COH_ERR_INVALID, "%s: cores: %g is not an integer", file, cores);
-    TRY(get_num(file, "(top level)", root, "memory_bytes", 0, 0, 1e18, 0, &mem));
-    TRY(get_num(file, "(top level)", root, "peak_gflops", 0, 0, 1e9, 0, &peak));
+    JSON_TRY(get_num(file, "(top level)", root, "memory_bytes", 0, 0, 1e18, 0, &mem));
+    JSON_TRY(get_num(file, "(top level)", root, "peak_gflops", 0, 0, 1e9, 0, &peak));
     const json_value *m = json_get(root, "machine");
     if (m && m->type != JSON_STRING)
         return coh_errf(COH_ERR_INVALID, "%s: machine: not a string", file);
@@ -292,11 +285,11 @@ static coh_status parse_calibration(const json_value *root, const char *file, co
     out->precision = COH_PREC_FP32;
     out->gpus_per_node = (int)cores;
     out->nodes = 1;
-    TRY(parse_rates(file, json_get(root, "rates"), out));
+    JSON_TRY(parse_rates(file, json_get(root, "rates"), out));
     out->peak_flops = peak > 0 ? peak * 1e9 : plan_cpu_peak(out);
     const json_value *link = json_get(root, "link");
     if (link)
-        TRY(parse_link(file, "link", link, &out->intra));
+        JSON_TRY(parse_link(file, "link", link, &out->intra));
     else
         out->intra = (coh_link){5e-6, 2e9};
     out->inter = (coh_link){0, 0};
@@ -304,7 +297,7 @@ static coh_status parse_calibration(const json_value *root, const char *file, co
      * a plan over several nodes needs --link-inter */
     const json_value *inter = json_get(root, "inter_node");
     if (inter)
-        TRY(parse_link(file, "inter_node", inter, &out->inter));
+        JSON_TRY(parse_link(file, "inter_node", inter, &out->inter));
     return COH_OK;
 }
 

@@ -65,6 +65,41 @@ static void run_ew(void *p)
         e->y[i] = e->y[i] * 0.5f + e->x[i];
 }
 
+/* The operands of one measurement: the GEMM's a (4n x n), b (n x n) and c (4n x n) for the
+ * largest shape, n = PROBE_MAX_N, and the elementwise kernel's x and y of en floats each. */
+#define PROBE_MAX_N 768
+typedef struct probe_buffers {
+    float *a, *b, *c, *x, *y;
+} probe_buffers;
+
+static void probe_buffers_free(probe_buffers *p)
+{
+    float *all[] = {p->a, p->b, p->c, p->x, p->y};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        free(all[i]);
+}
+
+/* Allocate and fill them with small values; 0 when out of memory (what was allocated is left
+ * for probe_buffers_free). */
+static int probe_buffers_make(probe_buffers *p, size_t en)
+{
+    size_t nn = (size_t)PROBE_MAX_N * PROBE_MAX_N;
+    p->a = malloc(4 * nn * sizeof *p->a);
+    p->b = malloc(nn * sizeof *p->b);
+    p->c = malloc(4 * nn * sizeof *p->c);
+    p->x = malloc(en * sizeof *p->x);
+    p->y = malloc(en * sizeof *p->y);
+    if (!p->a || !p->b || !p->c || !p->x || !p->y)
+        return 0;
+    for (size_t i = 0; i < 4 * nn; i++)
+        p->a[i] = p->c[i] = (float)(i % 7) * 0.01f;
+    for (size_t i = 0; i < nn; i++)
+        p->b[i] = (float)(i % 5) * 0.01f;
+    for (size_t i = 0; i < en; i++)
+        p->x[i] = p->y[i] = 1.0f;
+    return 1;
+}
+
 /* The 1-thread row with every core busy: `cores` OpenMP threads each run single-threaded
  * kernels on their own buffers at once (as `cores` ranks of 1 thread do), and each thread's
  * rate is the rank's; the best over repetitions of the slowest thread. */
@@ -81,20 +116,13 @@ static void concurrent_rates(int quick, int cores, coh_device_rates *row)
 #else
         int me = 0;
 #endif
-        size_t maxn = 768, en = (size_t)4 << 20;
-        float *a = malloc(4 * maxn * maxn * sizeof *a), *b = malloc(maxn * maxn * sizeof *b),
-              *c = malloc(4 * maxn * maxn * sizeof *c), *x = malloc(en * sizeof *x),
-              *y = malloc(en * sizeof *y);
-        if (a && b && c && x && y) {
-            for (size_t i = 0; i < 4 * maxn * maxn; i++)
-                a[i] = c[i] = (float)(i % 7) * 0.01f;
-            for (size_t i = 0; i < maxn * maxn; i++)
-                b[i] = (float)(i % 5) * 0.01f;
-            for (size_t i = 0; i < en; i++)
-                x[i] = y[i] = 1.0f;
+        size_t en = (size_t)4 << 20;
+        probe_buffers buf;
+        if (probe_buffers_make(&buf, en)) {
+            float *x = buf.x, *y = buf.y;
             for (int k = 0; k < row->gemm.n; k++) {
                 int n = (int)llround(cbrt(row->gemm.work[k] / 4.0));
-                gemm_ctx g = {4 * n, n, n, a, b, c};
+                gemm_ctx g = {4 * n, n, n, buf.a, buf.b, buf.c};
                 int inner = row->gemm.work[k] < 1e6 ? 200 : row->gemm.work[k] < 1e8 ? 10 : 2;
 #pragma omp barrier
                 double t = best_of(quick ? 2 : 5, inner, run_gemm_one, &g);
@@ -111,11 +139,7 @@ static void concurrent_rates(int quick, int cores, coh_device_rates *row)
             }
             ew[me] = 3.0 * 4.0 * en / best;
         }
-        free(a);
-        free(b);
-        free(c);
-        free(x);
-        free(y);
+        probe_buffers_free(&buf);
     }
     for (int k = 0; k < row->gemm.n; k++) {
         double slowest = INFINITY;
@@ -142,25 +166,16 @@ static coh_status measure_row(int quick, int threads, coh_device_rates *row)
     /* shapes of tokens x features: M = 4 n rows, N = K = n */
     static const int NS[] = {16, 32, 64, 96, 128, 192, 256, 384, 512, 768};
     int count = quick ? 5 : 10, step = quick ? 2 : 1;
-    size_t maxn = 768;
-    float *a = malloc(4 * maxn * maxn * sizeof *a), *b = malloc(maxn * maxn * sizeof *b),
-          *c = malloc(4 * maxn * maxn * sizeof *c);
     size_t en = (size_t)8 << 20; /* 32 MiB per array: past the caches */
-    float *x = malloc(en * sizeof *x), *y = malloc(en * sizeof *y);
+    probe_buffers buf;
     coh_status st = COH_OK;
-    if (!a || !b || !c || !x || !y) {
+    if (!probe_buffers_make(&buf, en)) {
         st = coh_errf(COH_ERR_NOMEM, "out of memory measuring the rate table");
         goto out;
     }
-    for (size_t i = 0; i < 4 * maxn * maxn; i++)
-        a[i] = c[i] = (float)(i % 7) * 0.01f;
-    for (size_t i = 0; i < maxn * maxn; i++)
-        b[i] = (float)(i % 5) * 0.01f;
-    for (size_t i = 0; i < en; i++)
-        x[i] = y[i] = 1.0f;
     for (int i = 0, k = 0; k < count; i += step, k++) {
         int n = NS[i];
-        gemm_ctx g = {4 * n, n, n, a, b, c};
+        gemm_ctx g = {4 * n, n, n, buf.a, buf.b, buf.c};
         double work = 4.0 * n * n * (double)n;
         int inner = work < 1e6 ? 200 : work < 1e8 ? 10 : 2;
         double t = best_of(quick ? 2 : 5, inner, run_gemm, &g);
@@ -168,17 +183,13 @@ static coh_status measure_row(int quick, int threads, coh_device_rates *row)
         row->gemm.flops[k] = 2.0 * work / t;
         row->gemm.n = k + 1;
     }
-    ew_ctx e = {x, y, en};
+    ew_ctx e = {buf.x, buf.y, en};
     double t = best_of(quick ? 2 : 5, 1, run_ew, &e);
     row->elementwise_bytes_per_s = 3.0 * 4.0 * en / t; /* two reads, one write */
-    ew_ctx tiny = {x, y, 64};
+    ew_ctx tiny = {buf.x, buf.y, 64};
     row->op_overhead_s = best_of(3, 1000, run_ew, &tiny);
 out:
-    free(a);
-    free(b);
-    free(c);
-    free(x);
-    free(y);
+    probe_buffers_free(&buf);
     return st;
 }
 

@@ -8,6 +8,15 @@
 
 #include "cohort/status.h"
 
+/* For readers that check a document value by value: return the first status that is not
+ * COH_OK (JSON_TRY(get_int(...));). */
+#define JSON_TRY(x)                                                                            \
+    do {                                                                                       \
+        coh_status json_try_ = (x);                                                            \
+        if (json_try_ != COH_OK)                                                               \
+            return json_try_;                                                                  \
+    } while (0)
+
 typedef enum json_type {
     JSON_NULL,
     JSON_BOOL,

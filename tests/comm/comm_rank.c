@@ -25,17 +25,9 @@
 
 #include "comm/reduce.h"
 #include "comm_rank.h"
+#include "rank_expect.h"
 
 static int bad;
-#define EXPECT(cond, ...)                                                                      \
-    do {                                                                                       \
-        if (!(cond)) {                                                                         \
-            bad++;                                                                             \
-            fprintf(stderr, "rank %d: check failed: %s: ", rank, #cond);                      \
-            fprintf(stderr, __VA_ARGS__);                                                      \
-            fprintf(stderr, "\n");                                                             \
-        }                                                                                      \
-    } while (0)
 
 static double wall(void)
 {

@@ -131,6 +131,15 @@ static void schema_errors(void)
     bad(" \"gpus\": [", " \"gpu\": [", "(top level): unknown key 'gpu'");
     bad("\"mig\": [", "\"tiles\": 2, \"mig\": [", "gpus[0].tiles: only intel devices have tiles");
     bad("\"processes\": 0", "\"processes\": null", "gpus[0].processes: null is not an integer");
+    /* the arrays: devices (required), process owners and MIG instances (optional) */
+    bad(strstr(example, ",\n \"gpus\": ["), "}",
+        "inventory.json: gpus: missing (an array of devices, possibly empty, is required)");
+    bad(strstr(example, " \"gpus\": ["), " \"gpus\": 5}", "inventory.json: gpus: 5 is not an "
+                                                          "array of devices");
+    bad("\"processes\": 0", "\"processes\": 0, \"process_owners\": \"alice\"",
+        "gpus[0].process_owners: 'alice' is not an array of user names");
+    bad(strstr(example, "\"mig\": ["), "\"mig\": {}}]}",
+        "gpus[0].mig: an object is not an array of MIG instances");
 }
 
 static void cross_checks(void)

@@ -14,18 +14,9 @@
 #include <string.h>
 
 #include "cohort/parallel.h"
+#include "rank_expect.h"
 
 static int rank, bad;
-
-#define EXPECT(cond, ...)                                                                      \
-    do {                                                                                       \
-        if (!(cond)) {                                                                         \
-            bad++;                                                                             \
-            fprintf(stderr, "rank %d: check failed: %s: ", rank, #cond);                      \
-            fprintf(stderr, __VA_ARGS__);                                                      \
-            fprintf(stderr, "\n");                                                             \
-        }                                                                                      \
-    } while (0)
 
 enum { DP, PP, TP, AXES };
 static const char *const AXIS[AXES] = {"dp", "pp", "tp"};

@@ -17,25 +17,11 @@
 #include <string.h>
 
 #include "check.h"
+#define TEST_RAND_SEED 4242ull /* urand(), rnd() */
+#include "test_rand.h"
 #include "cohort/train.h"
 #include "train/model/gemm_bf16.h"
 #include "train/model/gpt_int.h"
-
-static unsigned long long seed = 4242;
-
-static float urand(void)
-{
-    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-    return (float)((seed >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
-}
-
-static float *rnd(size_t n, float scale)
-{
-    float *x = malloc(n * sizeof *x);
-    for (size_t i = 0; i < n; i++)
-        x[i] = urand() * scale;
-    return x;
-}
 
 static float *copy(const float *x, size_t n)
 {

@@ -5,24 +5,10 @@
 #include <string.h>
 
 #include "check.h"
+#define TEST_RAND_SEED 12345ull /* urand(), rnd() */
+#include "test_rand.h"
 #include "cohort/train.h"
 #include "train/model/gpt_int.h"
-
-static unsigned long long seed = 12345;
-
-static float urand(void)
-{
-    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-    return (float)((seed >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
-}
-
-static float *rnd(size_t n, float scale)
-{
-    float *x = malloc(n * sizeof *x);
-    for (size_t i = 0; i < n; i++)
-        x[i] = urand() * scale;
-    return x;
-}
 
 /* A scalar probe loss: sum(out * probe), accumulated in double. */
 static double dotd(const float *a, const float *b, size_t n)
