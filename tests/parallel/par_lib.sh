@@ -120,6 +120,37 @@ kill_at_step() {
     done
 }
 
+# par_equiv_setup: the pipeline equivalence tests' model and corpus (V C L T, ${model[@]}: 30
+# deterministic steps) and its single-process reference, $work/single.{jsonl,bin} at micro-batch
+# 2 x 4; skips (exit 77) without numpy, which the comparison needs.
+par_equiv_setup() {
+    "$py" -c "import numpy" 2>/dev/null || { echo "numpy missing"; exit 77; }
+    par_prepare --val-fraction 0.1 "$src/tests/parallel/equiv_corpus.txt"
+    V=256 C=32 L=4 T=32
+    par_model $V $L 2 $C $T
+    model+=(--lr 1e-3 --warmup 3 --deterministic --shuffle on --steps 30)
+}
+
+par_equiv_single() {
+    "$cohort" train "${model[@]}" --micro-batch 2 --grad-accum 4 --metrics "$work/single.jsonl" \
+        --dump-params "$work/single.bin" >"$work/single.out" 2>&1 ||
+        fail "single: $(tail -3 "$work/single.out")"
+}
+
+# par_run_tied NAME RANKS OPTIONS...: par_train, and every pipeline checks its tied embedding
+# at the end
+par_run_tied() {
+    par_train "$@" || return 1
+    grep -q "tied embedding: the first and last stage's copies are bit-identical" \
+        "$work/$1.out" || fail "$1: the tied embedding's copies were not checked"
+}
+
+# par_holds NAME STAGE TEXT: the start-up line of STAGE in NAME's output says TEXT
+par_holds() {
+    grep -qF "stage $2: blocks $3" "$work/$1.out" ||
+        fail "$1: stage $2 should hold '$3': $(grep "stage $2:" "$work/$1.out")"
+}
+
 # par_done MESSAGE: prints MESSAGE when nothing failed; exits 1 when something did.
 par_done() {
     [ $fails -eq 0 ] && echo "$1"

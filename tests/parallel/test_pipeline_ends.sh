@@ -8,48 +8,30 @@
 # embedding's two copies stay bit-identical; the start-up lines name what each stage holds; and
 # the words in the wrong place are refused naming the value.
 . "$(dirname "${BASH_SOURCE[0]}")/par_lib.sh"
-"$py" -c "import numpy" 2>/dev/null || { echo "numpy missing"; exit 77; }
-
-par_prepare --val-fraction 0.1 "$src/tests/parallel/equiv_corpus.txt"
-V=256 C=32 L=4 T=32
-par_model $V $L 2 $C $T
-model+=(--lr 1e-3 --warmup 3 --deterministic --shuffle on --steps 30)
-
-run() {
-    par_train "$@" || return 1
-    grep -q "tied embedding: the first and last stage's copies are bit-identical" \
-        "$work/$1.out" || fail "$1: the tied embedding's copies were not checked"
-}
-# holds NAME STAGE TEXT: the start-up line of STAGE in NAME's output says TEXT
-holds() {
-    grep -qF "stage $2: blocks $3" "$work/$1.out" ||
-        fail "$1: stage $2 should hold '$3': $(grep "stage $2:" "$work/$1.out")"
-}
-
-"$cohort" train "${model[@]}" --micro-batch 2 --grad-accum 4 --metrics "$work/single.jsonl" \
-    --dump-params "$work/single.bin" >"$work/single.out" 2>&1 || fail "single: $(tail -3 "$work/single.out")"
+par_equiv_setup
+par_equiv_single
 il=(--pp 2 --schedule interleaved --virtual-stages 2 --micro-batch 2 --grad-accum 4)
-run il-head 2 "${il[@]}" --stage-layers 0,1,2-3,head &&
+par_run_tied il-head 2 "${il[@]}" --stage-layers 0,1,2-3,head &&
     par_check "interleaved, pp 2, last chunk the head alone" single il-head
-holds il-head 0 "0-0,2-3 + embeddings"
-holds il-head 1 "1-1,head + final LayerNorm and head"
-run il-emb 2 "${il[@]}" --stage-layers embeddings,0-1,2,3 &&
+par_holds il-head 0 "0-0,2-3 + embeddings"
+par_holds il-head 1 "1-1,head + final LayerNorm and head"
+par_run_tied il-emb 2 "${il[@]}" --stage-layers embeddings,0-1,2,3 &&
     par_check "interleaved, pp 2, first chunk the embeddings alone" single il-emb
-holds il-emb 0 "embeddings,2-2 + embeddings"
-holds il-emb 1 "0-1,3-3 + final LayerNorm and head"
-run il-both 2 "${il[@]}" --stage-layers embeddings,0-2,3,head &&
+par_holds il-emb 0 "embeddings,2-2 + embeddings"
+par_holds il-emb 1 "0-1,3-3 + final LayerNorm and head"
+par_run_tied il-both 2 "${il[@]}" --stage-layers embeddings,0-2,3,head &&
     par_check "interleaved, pp 2, both ends alone" single il-both
-run il-head-rc 2 "${il[@]}" --stage-layers 0,1,2-3,head --recompute full &&
+par_run_tied il-head-rc 2 "${il[@]}" --stage-layers 0,1,2-3,head --recompute full &&
     par_check "interleaved, pp 2, head alone, --recompute full" single il-head-rc
 f1=(--pp 2 --schedule 1f1b --micro-batch 2 --grad-accum 4)
-run 1f1b-head 2 "${f1[@]}" --stage-layers 0-3,head &&
+par_run_tied 1f1b-head 2 "${f1[@]}" --stage-layers 0-3,head &&
     par_check "1f1b, pp 2, stage 1 the head alone" single 1f1b-head
-holds 1f1b-head 1 "head + final LayerNorm and head"
-run 1f1b-emb 2 "${f1[@]}" --stage-layers embeddings,0-3 &&
+par_holds 1f1b-head 1 "head + final LayerNorm and head"
+par_run_tied 1f1b-emb 2 "${f1[@]}" --stage-layers embeddings,0-3 &&
     par_check "1f1b, pp 2, stage 0 the embeddings alone" single 1f1b-emb
-holds 1f1b-emb 0 "embeddings + embeddings"
+par_holds 1f1b-emb 0 "embeddings + embeddings"
 # ZeRO-1 slices a head-only stage's ranges (its wte copy and the final LayerNorm) over 2 replicas
-run zero1-head 4 --pp 2 --strategy zero1 --schedule 1f1b --micro-batch 2 --grad-accum 2 \
+par_run_tied zero1-head 4 --pp 2 --strategy zero1 --schedule 1f1b --micro-batch 2 --grad-accum 2 \
     --stage-layers 0-3,head && par_check "1f1b, dp 2 x pp 2, zero1, stage 1 the head alone" single zero1-head
 
 # the words only at the ends

@@ -8,37 +8,25 @@
 # embedding's two copies (first and last stage) stay bit-identical; and a different global
 # batch fails the same comparison.
 . "$(dirname "${BASH_SOURCE[0]}")/par_lib.sh"
-"$py" -c "import numpy" 2>/dev/null || { echo "numpy missing"; exit 77; }
-
-par_prepare --val-fraction 0.1 "$src/tests/parallel/equiv_corpus.txt"
-V=256 C=32 L=4 T=32
-par_model $V $L 2 $C $T
-model+=(--lr 1e-3 --warmup 3 --deterministic --shuffle on --steps 30)
+par_equiv_setup
 
 compare() { par_check "$@"; }
-# run NAME RANKS OPTIONS...: par_train, and every pipeline checks its tied embedding at the end
-run() {
-    par_train "$@" || return 1
-    grep -q "tied embedding: the first and last stage's copies are bit-identical" \
-        "$work/$1.out" || fail "$1: the tied embedding's copies were not checked"
-}
 
 # global batch 8: single as 2 x 4 micro-batches (the pipelines' grouping) and 1 x 8
-"$cohort" train "${model[@]}" --micro-batch 2 --grad-accum 4 --metrics "$work/single.jsonl" \
-    --dump-params "$work/single.bin" >"$work/single.out" 2>&1 || fail "single: $(tail -3 "$work/single.out")"
+par_equiv_single
 for s in naive gpipe 1f1b; do
     for pp in 2 4; do
-        run "$s-pp$pp" $pp --pp $pp --schedule $s --micro-batch 2 --grad-accum 4 &&
+        par_run_tied "$s-pp$pp" $pp --pp $pp --schedule $s --micro-batch 2 --grad-accum 4 &&
             compare "$s, dp 1 x pp $pp" single "$s-pp$pp"
     done
     # two replicas of a 2-stage pipeline: micro-batch 2 x 2 microbatches x dp 2
-    run "$s-dp2" 4 --pp 2 --strategy ddp --schedule $s --micro-batch 2 --grad-accum 2 &&
+    par_run_tied "$s-dp2" 4 --pp 2 --strategy ddp --schedule $s --micro-batch 2 --grad-accum 2 &&
         compare "$s, dp 2 x pp 2" single "$s-dp2"
 done
 # ZeRO-1 on each stage's replicas: the optimizer state sliced over dp
-run zero1-dp2 4 --pp 2 --strategy zero1 --schedule 1f1b --micro-batch 2 --grad-accum 2 &&
+par_run_tied zero1-dp2 4 --pp 2 --strategy zero1 --schedule 1f1b --micro-batch 2 --grad-accum 2 &&
     compare "1f1b, dp 2 x pp 2, zero1" single zero1-dp2
-run interleaved 2 --pp 2 --schedule interleaved --virtual-stages 2 --micro-batch 2 --grad-accum 4 &&
+par_run_tied interleaved 2 --pp 2 --schedule interleaved --virtual-stages 2 --micro-batch 2 --grad-accum 4 &&
     compare "interleaved, 2 chunks per stage, pp 2" single interleaved
 # full recomputation: the same ops on the same inputs, so one device's run is bit-identical, and
 # the pipelines keep to the bound
@@ -46,9 +34,9 @@ run interleaved 2 --pp 2 --schedule interleaved --virtual-stages 2 --micro-batch
     --metrics "$work/single-rc.jsonl" --dump-params "$work/single-rc.bin" >/dev/null 2>&1 ||
     fail "single with --recompute full"
 cmp -s "$work/single.bin" "$work/single-rc.bin" || fail "--recompute full changed single's parameters"
-run 1f1b-rc 2 --pp 2 --schedule 1f1b --micro-batch 2 --grad-accum 4 --recompute full &&
+par_run_tied 1f1b-rc 2 --pp 2 --schedule 1f1b --micro-batch 2 --grad-accum 4 --recompute full &&
     compare "1f1b, pp 2, --recompute full" single 1f1b-rc
-run interleaved-rc 2 --pp 2 --schedule interleaved --virtual-stages 2 --micro-batch 2 \
+par_run_tied interleaved-rc 2 --pp 2 --schedule interleaved --virtual-stages 2 --micro-batch 2 \
     --grad-accum 4 --recompute full && compare "interleaved, pp 2, --recompute full" single interleaved-rc
 # the default split is the one whose simulated step is shortest: here the embeddings alone in
 # the first chunk (blocks 0-1 on stage 1, 2-3 on stage 0, the head on stage 1)
@@ -56,7 +44,7 @@ grep -q "stage 0: blocks embeddings,2-3 + embeddings" "$work/interleaved.out" &&
     grep -q "stage 1: blocks 0-1,head + final LayerNorm and head" "$work/interleaved.out" ||
     fail "interleaved: the default split: $(grep 'stage [01]:' "$work/interleaved.out")"
 # and a block in every chunk
-run interleaved-blocks 2 --pp 2 --schedule interleaved --virtual-stages 2 --micro-batch 2 \
+par_run_tied interleaved-blocks 2 --pp 2 --schedule interleaved --virtual-stages 2 --micro-batch 2 \
     --grad-accum 4 --stage-layers 0,1,2,3 &&
     compare "interleaved, pp 2, a block in every chunk" single interleaved-blocks
 grep -q "stage 0: blocks 0-0,2-2 + embeddings" "$work/interleaved-blocks.out" ||
@@ -72,7 +60,7 @@ grep -q "schedule 1f1b, 4 microbatches per step; bubble 75.0%" "$out" || fail "b
 
 # a different global batch must not pass as equivalent
 # (it must run, and its comparison must say "beyond the bound", exit 1, not "cannot compare", 2)
-if run other 2 --pp 2 --schedule 1f1b --micro-batch 2 --grad-accum 2; then
+if par_run_tied other 2 --pp 2 --schedule 1f1b --micro-batch 2 --grad-accum 2; then
     "$py" "$src/tests/parallel/par_compare.py" "$work/single.jsonl" "$work/single.bin" \
         "$work/other.jsonl" "$work/other.bin" $V $C $L $T >"$work/other.cmp" 2>&1
     rc=$?

@@ -9,52 +9,34 @@
 # shards resumes in one process and with the head whole; the start-up lines name the shards;
 # and bad shard spellings are refused naming the value.
 . "$(dirname "${BASH_SOURCE[0]}")/par_lib.sh"
-"$py" -c "import numpy" 2>/dev/null || { echo "numpy missing"; exit 77; }
-
-par_prepare --val-fraction 0.1 "$src/tests/parallel/equiv_corpus.txt"
-V=256 C=32 L=4 T=32
-par_model $V $L 2 $C $T
-model+=(--lr 1e-3 --warmup 3 --deterministic --shuffle on --steps 30)
-
-run() {
-    par_train "$@" || return 1
-    grep -q "tied embedding: the first and last stage's copies are bit-identical" \
-        "$work/$1.out" || fail "$1: the tied embedding's copies were not checked"
-}
-# holds NAME STAGE TEXT: the start-up line of STAGE in NAME's output says TEXT
-holds() {
-    grep -qF "stage $2: blocks $3" "$work/$1.out" ||
-        fail "$1: stage $2 should hold '$3': $(grep "stage $2:" "$work/$1.out")"
-}
-
-"$cohort" train "${model[@]}" --micro-batch 2 --grad-accum 4 --metrics "$work/single.jsonl" \
-    --dump-params "$work/single.bin" >"$work/single.out" 2>&1 || fail "single: $(tail -3 "$work/single.out")"
+par_equiv_setup
+par_equiv_single
 il=(--pp 2 --schedule interleaved --virtual-stages 2 --micro-batch 2 --grad-accum 4)
-run il-2 2 "${il[@]}" --stage-layers 0-1,2-3,head:0/2,head:1/2 &&
+par_run_tied il-2 2 "${il[@]}" --stage-layers 0-1,2-3,head:0/2,head:1/2 &&
     par_check "interleaved, pp 2, the head in 2 shards as the last 2 chunks" single il-2
-holds il-2 0 "0-1,head:0/2"
-holds il-2 1 "2-3,head:1/2"
-run il-2-rc 2 "${il[@]}" --stage-layers 0-1,2-3,head:0/2,head:1/2 --recompute full &&
+par_holds il-2 0 "0-1,head:0/2"
+par_holds il-2 1 "2-3,head:1/2"
+par_run_tied il-2-rc 2 "${il[@]}" --stage-layers 0-1,2-3,head:0/2,head:1/2 --recompute full &&
     par_check "interleaved, pp 2, 2 head shards, --recompute full" single il-2-rc
-run il-mixed 2 "${il[@]}" --stage-layers 0,1-2,3+head:0/2,head:1/2 &&
+par_run_tied il-mixed 2 "${il[@]}" --stage-layers 0,1-2,3+head:0/2,head:1/2 &&
     par_check "interleaved, pp 2, blocks and head shard 0 in one chunk" single il-mixed
-holds il-mixed 0 "0-0,3-3+head:0/2"
+par_holds il-mixed 0 "0-0,3-3+head:0/2"
 f1=(--pp 2 --schedule 1f1b --micro-batch 2 --grad-accum 4)
-run 1f1b-2 2 "${f1[@]}" --stage-layers 0-3+head:0/2,head:1/2 &&
+par_run_tied 1f1b-2 2 "${f1[@]}" --stage-layers 0-3+head:0/2,head:1/2 &&
     par_check "1f1b, pp 2, head shard 0 after the blocks on stage 0, shard 1 on stage 1" single 1f1b-2
-holds 1f1b-2 1 "head:1/2"
-run 1f1b-3 2 "${f1[@]}" --stage-layers 0-3+head:0/3,head:1-2/3 &&
+par_holds 1f1b-2 1 "head:1/2"
+par_run_tied 1f1b-3 2 "${f1[@]}" --stage-layers 0-3+head:0/3,head:1-2/3 &&
     par_check "1f1b, pp 2, the head in 3 shards, two of them on stage 1" single 1f1b-3
-holds 1f1b-3 1 "head:1-2/3"
+par_holds 1f1b-3 1 "head:1-2/3"
 # the last stage's copy of wte on 2 replicas under ZeRO-1, shards on both stages
-run zero1-2 4 --pp 2 --strategy zero1 --schedule 1f1b --micro-batch 2 --grad-accum 2 \
+par_run_tied zero1-2 4 --pp 2 --strategy zero1 --schedule 1f1b --micro-batch 2 --grad-accum 2 \
     --stage-layers 0-3+head:0/2,head:1/2 &&
     par_check "1f1b, dp 2 x pp 2, zero1, 2 head shards" single zero1-2
 
 # checkpoints stay mesh-independent: saved at step 15 by interleaved with head shards (the wte
 # copy on stage 1 not in its shard), resumed in one process and as 1F1B with the head whole, to
 # the final parameters of the uninterrupted single run
-run il-2-save 2 "${il[@]}" --stage-layers 0-1,2-3,head:0/2,head:1/2 --stop-at 15 --save "$work/ck"
+par_run_tied il-2-save 2 "${il[@]}" --stage-layers 0-1,2-3,head:0/2,head:1/2 --stop-at 15 --save "$work/ck"
 for r in "single:1" "1f1b-whole:2:--pp 2 --schedule 1f1b --stage-layers 0-3,head"; do
     IFS=: read -r name n opts <<<"$r"
     cmd=("$cohort" train "${model[@]}" --micro-batch 2 --grad-accum 4 --resume "$work/ck"
