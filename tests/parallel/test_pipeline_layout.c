@@ -237,9 +237,8 @@ static void test_parse_ends(void)
     CHECK_FAILS(coh_pipe_parse_layers("HEAD", 12, 1, b), COH_ERR_INVALID, "'HEAD'");
 }
 
-/* The stage holding the head alone holds the final LayerNorm and its copy of wte; first and
- * last follow the virtual stage, not the blocks. */
-static void test_stage_ranges(void)
+/* GPT2_SMALLISH at pp 2, interleaved with 2 chunks a stage, m = 2 microbatches of 1. */
+static coh_par_config interleaved_2x2(void)
 {
     coh_par_config pc;
     memset(&pc, 0, sizeof pc);
@@ -251,6 +250,14 @@ static void test_stage_ranges(void)
     pc.par.microbatches = 2;
     pc.par.micro_batch = 1;
     coh_par_config_apply(&pc);
+    return pc;
+}
+
+/* The stage holding the head alone holds the final LayerNorm and its copy of wte; first and
+ * last follow the virtual stage, not the blocks. */
+static void test_stage_ranges(void)
+{
+    coh_par_config pc = interleaved_2x2();
     const coh_gpt_config *m = &pc.train.model;
     size_t wte = (size_t)m->vocab * m->dim, b, e, lnf_b, lnf_e;
     coh_gpt_layer_range(m, m->layers, &lnf_b, &lnf_e);
@@ -458,48 +465,49 @@ static void test_parse_shards(void)
     CHECK(n == 1 && b[1] == 6 && b[2] == 13);
     CHECK_OK(coh_pipe_parse_split("0-11,head", 12, 2, b, &n));
     CHECK(n == 1 && b[1] == 12 && b[2] == 13);
-    CHECK_FAILS(coh_pipe_parse_split("0-5,6-11,head:1/2,head:0/2", 12, 4, b, &n),
-                COH_ERR_INVALID, "holds head shards 1-1 of 2, but it must start at shard 0");
-    CHECK_FAILS(coh_pipe_parse_split("0-5,6-11,head:0/2,head:1/3", 12, 4, b, &n),
-                COH_ERR_INVALID, "head shards of '3'");
-    CHECK_FAILS(coh_pipe_parse_split("0-11,head:0/1", 12, 2, b, &n), COH_ERR_INVALID,
-                "head shards of '1'");
-    CHECK_FAILS(coh_pipe_parse_split("0-11,head:0/17", 12, 2, b, &n), COH_ERR_INVALID,
-                "head shards of '17'");
-    CHECK_FAILS(coh_pipe_parse_split("0-5,head:0/2,6-11,head:1/2", 12, 4, b, &n),
-                COH_ERR_INVALID, "head shard 0 comes before blocks 6..11");
-    CHECK_FAILS(coh_pipe_parse_split("0-4+head:0/2,5-11,head:1/2", 12, 3, b, &n),
-                COH_ERR_INVALID, "only the stage ending at block 11 goes on to the head");
-    CHECK_FAILS(coh_pipe_parse_split("0-11+head:1/2,head:0/2", 12, 2, b, &n), COH_ERR_INVALID,
-                "only the stage ending at block 11 goes on to the head, from shard 0");
-    CHECK_FAILS(coh_pipe_parse_split("0-11,head:0/2", 12, 2, b, &n), COH_ERR_INVALID,
-                "2 stage(s) covering blocks 0..11 and part of the head's shards");
-    CHECK_FAILS(coh_pipe_parse_split("0-11,head:0/2,head:1/2,head", 12, 4, b, &n),
-                COH_ERR_INVALID, "'head' ends the stages");
-    CHECK_FAILS(coh_pipe_parse_split("0-11,head:0/2,head:0-1/2", 12, 3, b, &n), COH_ERR_INVALID,
-                "must start at shard 1");
-    CHECK_FAILS(coh_pipe_parse_split("0-11,head:/2", 12, 2, b, &n), COH_ERR_INVALID,
-                "expected block ranges");
-    CHECK_FAILS(coh_pipe_parse_split("0-11,head:0/2x", 12, 2, b, &n), COH_ERR_INVALID,
-                "expected block ranges");
-    CHECK_FAILS(coh_pipe_parse_split("0-11+,head:1/2", 12, 2, b, &n), COH_ERR_INVALID,
-                "expected a block range like 0-2, or blocks then head shards");
+    /* bad splits: each refused naming what is wrong */
+    static const struct {
+        const char *text;
+        int stages;
+        const char *says;
+    } bad[] = {
+        {"0-5,6-11,head:1/2,head:0/2", 4,
+         "holds head shards 1-1 of 2, but it must start at shard 0"},
+        {"0-5,6-11,head:0/2,head:1/3", 4,
+         "head shards of '3'"},
+        {"0-11,head:0/1", 2,
+         "head shards of '1'"},
+        {"0-11,head:0/17", 2,
+         "head shards of '17'"},
+        {"0-5,head:0/2,6-11,head:1/2", 4,
+         "head shard 0 comes before blocks 6..11"},
+        {"0-4+head:0/2,5-11,head:1/2", 3,
+         "only the stage ending at block 11 goes on to the head"},
+        {"0-11+head:1/2,head:0/2", 2,
+         "only the stage ending at block 11 goes on to the head, from shard 0"},
+        {"0-11,head:0/2", 2,
+         "2 stage(s) covering blocks 0..11 and part of the head's shards"},
+        {"0-11,head:0/2,head:1/2,head", 4,
+         "'head' ends the stages"},
+        {"0-11,head:0/2,head:0-1/2", 3,
+         "must start at shard 1"},
+        {"0-11,head:/2", 2,
+         "expected block ranges"},
+        {"0-11,head:0/2x", 2,
+         "expected block ranges"},
+        {"0-11+,head:1/2", 2,
+         "expected a block range like 0-2, or blocks then head shards"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECK_FAILS(coh_pipe_parse_split(bad[i].text, 12, bad[i].stages, b, &n), COH_ERR_INVALID,
+                    bad[i].says);
 }
 
 /* A stage of head shards holds the wte copy (not the final LayerNorm unless it runs shard 0);
  * the stage running shard 0 holds the final LayerNorm; every parameter once, wte twice. */
 static void test_shard_ranges(void)
 {
-    coh_par_config pc;
-    memset(&pc, 0, sizeof pc);
-    pc.train.model = GPT2_SMALLISH;
-    coh_parallel_config_init(&pc.par);
-    pc.par.pp = 2;
-    pc.par.schedule = COH_SCHED_INTERLEAVED;
-    pc.par.virtual_stages = 2;
-    pc.par.microbatches = 2;
-    pc.par.micro_batch = 1;
-    coh_par_config_apply(&pc);
+    coh_par_config pc = interleaved_2x2();
     const coh_gpt_config *m = &pc.train.model;
     size_t wte = (size_t)m->vocab * m->dim, b, e, lnf_b, lnf_e;
     coh_gpt_layer_range(m, m->layers, &lnf_b, &lnf_e);
