@@ -49,6 +49,41 @@ static gpt_layer_acts acts_of(coh_gpt *g, gpt_slot *sl, int l, int B, int T)
  * 0 only), summed over the shards (g) before it joins the residual. LayerNorms run on every
  * shard: on all rows, or with sequence parallelism on this rank's rows, all-gathered before the
  * column-parallel matrix and reduce-scattered after the row-parallel one. x: this rank's rows. */
+/* A block's product from the input its forward keeps: the bf16 copy when the block keeps its
+ * activations in bf16 (gpt_bf16_acts), else the fp32 rows; with `gather` (naming them) those are
+ * this rank's rows under sequence parallelism, all gathered first. */
+static coh_status linear_forward(coh_gpt *g, float *out, const float *kept, const char *gather,
+                                 const float *w, const float *b, size_t N, int IC, int OC)
+{
+    if (gpt_bf16_acts(g)) {
+        op_matmul_forward_h(out, H(kept), w, b, N, IC, OC);
+        return COH_OK;
+    }
+    coh_status st = COH_OK;
+    const float *in = gather ? gpt_tp_all_rows(g, kept, N, gather, &st) : kept;
+    if (!in)
+        return st;
+    op_matmul_forward(out, in, w, b, N, IC, OC);
+    return COH_OK;
+}
+
+/* Its backward, from the same kept input. */
+static coh_status linear_backward(coh_gpt *g, float *dinp, float *dw, float *db,
+                                  const float *dout, const float *kept, const char *gather,
+                                  const float *w, size_t N, int IC, int OC)
+{
+    if (gpt_bf16_acts(g)) {
+        op_matmul_backward_h(dinp, dw, db, dout, H(kept), w, N, IC, OC, 0);
+        return COH_OK;
+    }
+    coh_status st = COH_OK;
+    const float *in = gather ? gpt_tp_all_rows(g, kept, N, gather, &st) : kept;
+    if (!in)
+        return st;
+    op_matmul_backward(dinp, dw, db, dout, in, w, N, IC, OC, 0);
+    return COH_OK;
+}
+
 static coh_status block_forward(coh_gpt *g, gpt_slot *sl, int l, const float *x, int B, int T)
 {
     int C = g->cfg.dim, Ca = g->Ca, F = g->F;
@@ -57,17 +92,12 @@ static coh_status block_forward(coh_gpt *g, gpt_slot *sl, int l, const float *x,
     int first = g->tp_rank == 0; /* adds the row-parallel biases */
     gpt_layer_acts act = acts_of(g, sl, l, B, T), *a = &act;
     coh_status st = COH_OK;
-    const float *in;
     int h = gpt_bf16_acts(g);
     if (h)
         op_layernorm_forward_bf16(H(a->ln1), a->ln1_mean, a->ln1_rstd, x, w->ln1w, w->ln1b, R, C);
     else
         op_layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, w->ln1w, w->ln1b, R, C);
-    if (h)
-        op_matmul_forward_h(a->qkv, H(a->ln1), w->qkvw, w->qkvb, N, C, 3 * Ca);
-    else if ((in = gpt_tp_all_rows(g, a->ln1, N, "ln_1 rows", &st)))
-        op_matmul_forward(a->qkv, in, w->qkvw, w->qkvb, N, C, 3 * Ca);
-    else
+    if ((st = linear_forward(g, a->qkv, a->ln1, "ln_1 rows", w->qkvw, w->qkvb, N, C, 3 * Ca)))
         return st;
     /* bf16 kept: attention writes fp32 into dwide (free until backward), rounded into atty */
     if (op_attention_forward(h ? g->dwide : a->atty, a->att_lse, a->qkv, B, T, Ca, g->NHs))
@@ -75,29 +105,26 @@ static coh_status block_forward(coh_gpt *g, gpt_slot *sl, int l, const float *x,
     if (h)
         gpt_to_bf16(H(a->atty), g->dwide, N * (size_t)Ca);
     /* the attention-output projection writes into dtmp, free during forward */
-    if (h)
-        op_matmul_forward_h(g->dtmp, H(a->atty), w->attprojw, first ? w->attprojb : NULL, N, Ca,
-                            C);
-    else
-        op_matmul_forward(g->dtmp, a->atty, w->attprojw, first ? w->attprojb : NULL, N, Ca, C);
+    if ((st = linear_forward(g, g->dtmp, a->atty, NULL, w->attprojw, first ? w->attprojb : NULL,
+                             N, Ca, C)))
+        return st;
     if ((st = gpt_tp_reduce_rows(g, g->dtmp, N, "attention output")))
         return st;
     op_residual_forward(a->res2, x, g->dtmp, R * C);
-    if (h) {
+    if (h)
         op_layernorm_forward_bf16(H(a->ln2), a->ln2_mean, a->ln2_rstd, a->res2, w->ln2w, w->ln2b,
                                   R, C);
-        op_matmul_forward_h(a->fch, H(a->ln2), w->fcw, w->fcb, N, C, F);
-        op_gelu_forward_bf16(H(a->fch_gelu), a->fch, N * F);
-        op_matmul_forward_h(g->dtmp, H(a->fch_gelu), w->fcprojw, first ? w->fcprojb : NULL, N, F,
-                            C);
-    } else {
+    else
         op_layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w->ln2w, w->ln2b, R, C);
-        if (!(in = gpt_tp_all_rows(g, a->ln2, N, "ln_2 rows", &st)))
-            return st;
-        op_matmul_forward(a->fch, in, w->fcw, w->fcb, N, C, F);
+    if ((st = linear_forward(g, a->fch, a->ln2, "ln_2 rows", w->fcw, w->fcb, N, C, F)))
+        return st;
+    if (h)
+        op_gelu_forward_bf16(H(a->fch_gelu), a->fch, N * F);
+    else
         op_gelu_forward(a->fch_gelu, a->fch, N * F);
-        op_matmul_forward(g->dtmp, a->fch_gelu, w->fcprojw, first ? w->fcprojb : NULL, N, F, C);
-    }
+    if ((st = linear_forward(g, g->dtmp, a->fch_gelu, NULL, w->fcprojw,
+                             first ? w->fcprojb : NULL, N, F, C)))
+        return st;
     if ((st = gpt_tp_reduce_rows(g, g->dtmp, N, "mlp output")))
         return st;
     op_residual_forward(a->res3, a->res2, g->dtmp, R * C);
@@ -145,21 +172,14 @@ static coh_status block_backward(coh_gpt *g, gpt_slot *sl, int l, const float *x
     gpt_layer_acts act = acts_of(g, sl, l, B, T), *a = &act;
     float *dres = g->dres, *dtmp = g->dtmp, *dwide = g->dwide;
     const float *all;
-    int h = gpt_bf16_acts(g);
     if (!(all = gpt_tp_all_rows(g, dres, N, "block output gradient rows", &st)))
         return st;
-    if (h)
-        op_matmul_backward_h(dwide, gw->fcprojw, gw->fcprojb, all, H(a->fch_gelu), w->fcprojw, N,
-                             F, C, 0);
-    else
-        op_matmul_backward(dwide, gw->fcprojw, gw->fcprojb, all, a->fch_gelu, w->fcprojw, N, F,
-                           C, 0);
+    if ((st = linear_backward(g, dwide, gw->fcprojw, gw->fcprojb, all, a->fch_gelu, NULL,
+                              w->fcprojw, N, F, C)))
+        return st;
     op_gelu_backward(dwide, a->fch, dwide, N * F);
-    if (h)
-        op_matmul_backward_h(dtmp, gw->fcw, gw->fcb, dwide, H(a->ln2), w->fcw, N, C, F, 0);
-    else if ((all = gpt_tp_all_rows(g, a->ln2, N, "ln_2 rows", &st)))
-        op_matmul_backward(dtmp, gw->fcw, gw->fcb, dwide, all, w->fcw, N, C, F, 0);
-    else
+    if ((st = linear_backward(g, dtmp, gw->fcw, gw->fcb, dwide, a->ln2, "ln_2 rows", w->fcw, N, C,
+                              F)))
         return st;
     if ((st = gpt_tp_reduce_rows(g, dtmp, N, "mlp input gradient")))
         return st;
@@ -170,19 +190,13 @@ static coh_status block_backward(coh_gpt *g, gpt_slot *sl, int l, const float *x
         return st;
     if (!(all = gpt_tp_all_rows(g, dres, N, "attention output gradient rows", &st)))
         return st;
-    if (h)
-        op_matmul_backward_h(dtmp, gw->attprojw, gw->attprojb, all, H(a->atty), w->attprojw, N,
-                             Ca, C, 0);
-    else
-        op_matmul_backward(dtmp, gw->attprojw, gw->attprojb, all, a->atty, w->attprojw, N, Ca,
-                           C, 0);
+    if ((st = linear_backward(g, dtmp, gw->attprojw, gw->attprojb, all, a->atty, NULL,
+                              w->attprojw, N, Ca, C)))
+        return st;
     if (op_attention_backward(dwide, dtmp, a->qkv, a->att_lse, B, T, Ca, g->NHs))
         return coh_errf(COH_ERR_NOMEM, "out of memory in attention backward");
-    if (h)
-        op_matmul_backward_h(dtmp, gw->qkvw, NULL, dwide, H(a->ln1), w->qkvw, N, C, 3 * Ca, 0);
-    else if ((all = gpt_tp_all_rows(g, a->ln1, N, "ln_1 rows", &st)))
-        op_matmul_backward(dtmp, gw->qkvw, NULL, dwide, all, w->qkvw, N, C, 3 * Ca, 0);
-    else
+    if ((st = linear_backward(g, dtmp, gw->qkvw, NULL, dwide, a->ln1, "ln_1 rows", w->qkvw, N, C,
+                              3 * Ca)))
         return st;
     op_qkv_bias_backward(gw->qkvb, dwide, N, Ca);
     if ((st = gpt_tp_reduce_rows(g, dtmp, N, "attention input gradient")))
