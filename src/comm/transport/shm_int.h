@@ -45,6 +45,7 @@ typedef struct shm_slot {
 typedef struct shm_chan { /* one direction of one pair, for send/recv */
     _Atomic uint32_t posted, consumed; /* chunks written and read (futex words) */
     uint64_t len;                      /* bytes of the chunk posted last */
+    uint64_t va;                       /* a direct send: the sender's buffer (shm_p2p.c) */
     coh_fp fp;                         /* the sender's call (count, type) */
 } __attribute__((aligned(128))) shm_chan;
 
