@@ -273,7 +273,7 @@ coh_status plan_chunk_costs(const coh_model_desc *m, const coh_parallel_config *
     double e = d->half ? 2.0 : 4.0, pbytes = e;
     const plan_engine_cost *measured = NULL;
     coh_status st = plan_engine_lookup(d, m, (int)c->micro_batch, (int)seq, c->tp,
-                                       coh_strategy_zero_stage(c->strategy) >= 2 ? c->dp : 1,
+                                       coh_strategy_zero_stage(c->strategy) >= 2 && c->dp > 1,
                                        &measured);
     if (st) {
         free(bounds);

@@ -106,15 +106,16 @@ typedef struct probe_rank {
     int done;                /* probe_run returned (a forked rank that ends without it died) */
 } probe_rank;
 
-/* ZeRO-2/3 give back the gradient pages this rank does not own (all but 1/dp of each range)
- * after their reduce-scatter, as the trainer does, so the next micro-batch's backward writes into
- * fresh pages. */
-static void release_grads(const coh_gpt_config *g, float *grads, int lo, int hi, int dp)
+/* ZeRO-2/3 give back every gradient page of a range once its bucket is reduced: the trainer
+ * keeps the own chunk in its accumulator (or releases the whole arena when the step starts), so
+ * each micro-batch's backward writes into fresh pages across the whole range, own chunk included
+ * (par_step.c accumulate, grad_sync.c keep_own). */
+static void release_grads(const coh_gpt_config *g, float *grads, int lo, int hi)
 {
     size_t b, e, x, y;
     coh_gpt_layer_range(g, lo == 0 ? -1 : lo, &b, &y);
     coh_gpt_layer_range(g, hi == g->layers ? g->layers : hi - 1, &x, &e);
-    par_release(grads, b + (e - b) / (size_t)dp, e);
+    par_release(grads, b, e);
 }
 
 static void *probe_run(void *arg)
@@ -151,7 +152,7 @@ static void *probe_run(void *arg)
         grads = coh_gpt_grads(model, &np);
         /* ZeRO-2/3's optimizer reads the rank's own gradients, which stay resident: not the
          * pages given back (reading those would time page faults the trainer never takes) */
-        if (k->zero_dp > 1 && !(own = malloc(np * sizeof *own)))
+        if (k->grads_released && !(own = malloc(np * sizeof *own)))
             st = coh_errf(COH_ERR_NOMEM, "out of memory for %zu gradients", np);
         if (own)
             memset(own, 0, np * sizeof *own);
@@ -174,7 +175,7 @@ static void *probe_run(void *arg)
             break;
         double c[7];
         float loss;
-        if (k->zero_dp <= 1 || rep < 0) /* ZeRO-2/3: the given-back pages read as zero */
+        if (!k->grads_released || rep < 0) /* ZeRO-2/3: the given-back pages read as zero */
             coh_gpt_zero_grad(model);
         c[0] = coh_now_s();
         for (int i = 0; i < 6 && !st; i++) {
@@ -188,15 +189,15 @@ static void *probe_run(void *arg)
             else
                 st = coh_gpt_stage_backward(model, 0, lo, hi, hi == 3 ? NULL : (hi == 2 ? d2 : d1),
                                             B, T, lo == 0 ? NULL : (lo == 2 ? d2 : d1));
-            if (i >= 3 && k->zero_dp > 1)
-                release_grads(&g, grads, lo, hi, k->zero_dp);
+            if (i >= 3 && k->grads_released)
+                release_grads(&g, grads, lo, hi);
             c[i + 1] = coh_now_s();
         }
         double o0 = coh_now_s();
         if (!st) {
             coh_clip_grad_norm(own ? own : grads, np, 1.0);
             coh_adamw_update(opt, params, own ? own : grads, &hp, rep + 2);
-            if (k->zero_dp <= 1)
+            if (!k->grads_released)
                 coh_gpt_zero_grad(model);
         }
         double o1 = coh_now_s();
@@ -323,7 +324,7 @@ static void *reap(void *arg)
 /* The configuration's ranks of one node run at once, each on its own 3-block model, so the
  * costs include what the ranks do to each other (cores, caches, memory bandwidth shared the
  * same way, oversubscription included), ZeRO-2/3's gradient pages given back after each
- * micro-batch (zero_dp > 1), and a tp group's shards meeting at each of their collectives (no
+ * micro-batch (grads_released), and a tp group's shards meeting at each of their collectives (no
  * data moves: the link prices that), so the wait for the slowest shard is in the times. Ranks
  * of one thread each are processes, forked, as the trainer's ranks are: threads of one process
  * share its page tables, so each page given back interrupts the others (a TLB shootdown) and
@@ -431,9 +432,9 @@ static void derive(plan_engine_cost *k)
     k->head_bwd_s = fmax(0.0, b2 - b1);
     k->optimizer_s_per_param = t[6] / (double)k->nparams;
     if (getenv("COHORT_PLAN_DEBUG"))
-        fprintf(stderr, "measured b %d s %d tp %d thr %d ranks %d zero-dp %d round %d: blk "
+        fprintf(stderr, "measured b %d s %d tp %d thr %d ranks %d released %d round %d: blk "
                 "%.2f/%.2f emb %.2f/%.2f head %.2f/%.2f ms opt %.3f ns/param\n", k->micro_batch,
-                k->seq, k->tp, k->threads, k->ranks, k->zero_dp, k->round, f1 * 1e3, b1 * 1e3,
+                k->seq, k->tp, k->threads, k->ranks, k->grads_released, k->round, f1 * 1e3, b1 * 1e3,
                 k->emb_fwd_s * 1e3, k->emb_bwd_s * 1e3, k->head_fwd_s * 1e3,
                 k->head_bwd_s * 1e3, k->optimizer_s_per_param * 1e9);
 }
@@ -457,7 +458,7 @@ int plan_engine_measurable(const coh_model_desc *m)
 }
 
 coh_status plan_engine_lookup(const plan_dev *d, const coh_model_desc *m, int micro_batch,
-                              int seq, int tp, int zero_dp, const plan_engine_cost **out)
+                              int seq, int tp, int grads_released, const plan_engine_cost **out)
 {
     struct coh_engine_costs *e = d->hw->engine;
     *out = NULL;
@@ -466,14 +467,14 @@ coh_status plan_engine_lookup(const plan_dev *d, const coh_model_desc *m, int mi
     plan_engine_cost key = {.dim = m->dim, .heads = m->heads, .vocab = m->vocab,
                             .micro_batch = micro_batch, .seq = seq, .tp = tp,
                             .threads = d->threads, .half = d->half, .ranks = d->ranks,
-                            .zero_dp = zero_dp > 1 ? zero_dp : 1};
+                            .grads_released = grads_released != 0};
     plan_engine_cost *row = NULL;
     for (size_t i = 0; i < e->n && !row; i++) {
         plan_engine_cost *r = &e->rows[i];
         if (r->dim == key.dim && r->heads == key.heads && r->vocab == key.vocab &&
             r->micro_batch == key.micro_batch && r->seq == key.seq && r->tp == key.tp &&
             r->threads == key.threads && r->half == key.half && r->ranks == key.ranks &&
-            r->zero_dp == key.zero_dp)
+            r->grads_released == key.grads_released)
             row = r;
     }
     if (row && (!e->round || row->round == e->round)) {

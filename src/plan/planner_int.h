@@ -24,8 +24,8 @@ typedef struct plan_engine_cost {
     int64_t dim, heads, vocab;
     int micro_batch, seq, tp, threads, half;   /* the shape: the key, with */
     int ranks;                                 /* ranks running at once on the cores */
-    int zero_dp;                               /* ZeRO-2/3: dp ranks sharing the gradients
-                                                  (their pages given back), else 1 */
+    int grads_released;                        /* ZeRO-2/3: every gradient page given back
+                                                  after each micro-batch's reduction */
     double block_fwd_s, block_bwd_s;           /* one block */
     double emb_fwd_s, emb_bwd_s;               /* the embeddings */
     double head_fwd_s, head_bwd_s;             /* final LayerNorm, LM head and loss */
@@ -39,10 +39,10 @@ typedef struct plan_engine_cost {
 int plan_engine_measurable(const coh_model_desc *m);
 /* The measured costs at this shape (measured now if new) when d's hardware measures the
  * engine and the model is measurable; *out NULL otherwise. Times include the other ranks
- * running (d->ranks at once) and, with zero_dp > 1, ZeRO-2/3's gradient pages given back
+ * running (d->ranks at once) and, with grads_released, ZeRO-2/3's gradient pages given back
  * after each micro-batch. Errors: the measurement's. */
 coh_status plan_engine_lookup(const plan_dev *d, const coh_model_desc *m, int micro_batch,
-                              int seq, int tp, int zero_dp, const plan_engine_cost **out);
+                              int seq, int tp, int grads_released, const plan_engine_cost **out);
 
 /* Rounds of measuring again: after plan_engine_next_round, each shape looked up is measured
  * once more in that round, and each of its times keeps the least of its measurements (the

@@ -109,29 +109,29 @@ static void test_rounds_measure_again(void)
         return;
     plan_dev d = {.hw = &hw, .threads = 1, .ranks = 2};
     const plan_engine_cost *a, *b;
-    CHECK_OK(plan_engine_lookup(&d, &m, 2, 32, 1, 1, &a));
+    CHECK_OK(plan_engine_lookup(&d, &m, 2, 32, 1, 0, &a));
     CHECK(a != NULL);
     if (!a)
         return;
     plan_engine_cost first = *a;
     CHECK_INT(first.round, 0);
-    CHECK_OK(plan_engine_lookup(&d, &m, 2, 32, 1, 1, &b)); /* no round: not measured again */
+    CHECK_OK(plan_engine_lookup(&d, &m, 2, 32, 1, 0, &b)); /* no round: not measured again */
     CHECK(b == a && memcmp(b, &first, sizeof first) == 0);
     for (int round = 1; round <= 2; round++) {
         plan_engine_next_round(&hw);
         plan_engine_cost before = *a;
-        CHECK_OK(plan_engine_lookup(&d, &m, 2, 32, 1, 1, &b));
+        CHECK_OK(plan_engine_lookup(&d, &m, 2, 32, 1, 0, &b));
         CHECK(b == a);
         CHECK_INT(b->round, round);
         for (int j = 0; j < 7; j++)
             CHECK(b->timed[j] <= before.timed[j] && b->timed[j] > 0);
         plan_engine_cost after = *b; /* within the round, once */
-        CHECK_OK(plan_engine_lookup(&d, &m, 2, 32, 1, 1, &b));
+        CHECK_OK(plan_engine_lookup(&d, &m, 2, 32, 1, 0, &b));
         CHECK(memcmp(b, &after, sizeof after) == 0);
     }
     plan_engine_stop_rounds(&hw);
     plan_engine_cost done = *a;
-    CHECK_OK(plan_engine_lookup(&d, &m, 2, 32, 1, 1, &b));
+    CHECK_OK(plan_engine_lookup(&d, &m, 2, 32, 1, 0, &b));
     CHECK(memcmp(b, &done, sizeof done) == 0);
     coh_hw_free_measurements(&hw);
 }
