@@ -50,6 +50,9 @@ static void usage(FILE *f)
             "  --top K                 configurations to list (default 5)\n"
             "  --runnable-only         only what 'cohort train' runs today\n"
             "  --explain               price only the configuration the flags describe\n"
+            "  --stage-layers SPLIT    with --explain: the pipeline split 'cohort train\n"
+            "                          --stage-layers' takes, head shards included (default:\n"
+            "                          the one cohort train chooses)\n"
             "  --trace FILE            the simulated step of the top pick (or --explain's) as\n"
             "                          Perfetto events, like 'cohort train --trace'\n"
             "  --json                  machine-readable output\n"
@@ -59,7 +62,8 @@ static void usage(FILE *f)
 }
 
 enum { O_CONFIG = 256, O_GB, O_DEVICES, O_INVENTORY, O_HW, O_CAL, O_LINK_INTRA, O_LINK_INTER,
-       O_DEVMEM, O_MEASURE, O_TOP, O_RUNNABLE, O_EXPLAIN, O_TRACE, O_JSON, O_HELP };
+       O_DEVMEM, O_MEASURE, O_TOP, O_RUNNABLE, O_EXPLAIN, O_STAGELAYERS, O_TRACE, O_JSON,
+       O_HELP };
 
 static const struct option own_options[] = {
     {"config", required_argument, 0, O_CONFIG},
@@ -75,6 +79,7 @@ static const struct option own_options[] = {
     {"top", required_argument, 0, O_TOP},
     {"runnable-only", no_argument, 0, O_RUNNABLE},
     {"explain", no_argument, 0, O_EXPLAIN},
+    {"stage-layers", required_argument, 0, O_STAGELAYERS},
     {"trace", required_argument, 0, O_TRACE},
     {"json", no_argument, 0, O_JSON},
     {"help", no_argument, 0, O_HELP},
@@ -139,6 +144,7 @@ static int parse_option(void *ctx, int c, const char *name, const char *arg)
     case O_MEASURE: o->measure = 1; break;
     case O_RUNNABLE: o->runnable = 1; break;
     case O_EXPLAIN: o->explain = 1; break;
+    case O_STAGELAYERS: o->cfg.par.stage_layers = arg; break;
     case O_TRACE: o->trace = arg; break;
     case O_JSON: o->json = 1; break;
     }
@@ -267,6 +273,8 @@ static void command_line(const opts *o, const coh_model_desc *m, const coh_hw *h
         ADD(" --recompute %s", coh_recompute_name(c->recompute));
     if (c->sequence_parallel)
         ADD(" --sequence-parallel");
+    if (c->stage_layers)
+        ADD(" --stage-layers %s", c->stage_layers);
     if (c->precision != COH_PREC_FP32)
         ADD(" --precision %s", coh_precision_name(c->precision));
     char mf[160];
@@ -612,6 +620,12 @@ int cmd_plan(int argc, char **argv)
         return rc;
     if (!o.explain && !o.global_batch)
         return cli_usage_error(cmd, "--global-batch N is required (sequences per step)");
+    if (!o.explain && o.cfg.par.stage_layers)
+        return cli_usage_error(cmd, "--stage-layers '%s' fixes one configuration's split: use "
+                               "it with --explain", o.cfg.par.stage_layers);
+    if (o.cfg.par.stage_layers && o.cfg.par.pp < 2)
+        return cli_usage_error(cmd, "--stage-layers '%s' needs a pipeline (--pp 2 or more)",
+                               o.cfg.par.stage_layers);
     if (o.explain && (rc = cli_config_finish(cmd, &o.cfg, 0)) != CLI_OK)
         return rc;
     if (!o.explain && o.strategy_given && (rc = cli_config_finish(cmd, &o.cfg, 0)) != CLI_OK)

@@ -7,7 +7,7 @@
 
 #include "plan/plan_int.h"
 #include "plan/planner_int.h"
-#include "train/parallel/strategy.h" /* par_pipe_split: the trainer's own split of the blocks */
+#include "train/parallel/strategy.h" /* par_pipe_split_chain: the trainer's own split */
 
 /* ---- rates ---------------------------------------------------------------------------------- */
 
@@ -246,35 +246,90 @@ static void head(const coh_model_desc *m, const coh_parallel_config *c, const pl
     }
 }
 
+/* The LM head's units [lo, hi) of `shards` (the whole head when shards is 1) added to chunk
+ * ch, from the head's whole forward (fused: logits, loss and both gradient products on a CPU)
+ * and backward (the final LayerNorm's), split as the trainer runs them (pipe_layout.c's
+ * pipe_chunk_costs): a shard before the last computes its rows' logits in forward (one of the
+ * three products) and the two gradient products in backward (three when the logits are
+ * recomputed); the last shard runs the fused head on its rows; shard 0 runs the final
+ * LayerNorm's backward. */
+static void head_units(const coh_model_desc *m, int shards, int lo, int hi, int recompute,
+                       double hf, double hb, double hflops, plan_chunk *ch)
+{
+    for (int s = lo; s < hi; s++) {
+        double share = shards > 1 ? (double)(coh_pipe_head_shard_row((int)m->vocab, s + 1, shards) -
+                                             coh_pipe_head_shard_row((int)m->vocab, s, shards)) /
+                                        (double)m->vocab
+                                  : 1.0;
+        if (s == shards - 1) {
+            ch->fwd += hf * share;
+        } else {
+            ch->fwd += hf / 3.0 * share;
+            ch->bwd += hf / 3.0 * share * (recompute ? 3.0 : 2.0);
+        }
+        if (s == 0)
+            ch->bwd += hb;
+        ch->flops += hflops * share * (s < shards - 1 && recompute ? 4.0 / 3.0 : 1.0);
+    }
+}
+
 coh_status plan_chunk_costs(const coh_model_desc *m, const coh_parallel_config *c,
                             const plan_dev *d, int64_t seq, plan_chunk *chunk)
 {
     int p = c->pp, v = c->virtual_stages > 1 ? c->virtual_stages : 1, u = p * v;
+    int L = (int)m->layers, shards = 1;
+    /* the trainer's split: bounds over the chain of L blocks and the LM head's `shards` units
+     * (bounds[u] = L + shards; pipe_layout.c), as --stage-layers names it or as the trainer
+     * chooses it, head shards included where its simulation finds them faster */
     int *bounds = malloc(sizeof(int) * (size_t)(u + 1));
-    if (!bounds)
+    unsigned char *wte_held = calloc((size_t)p, 1);
+    if (!bounds || !wte_held) {
+        free(bounds);
+        free(wte_held);
         return coh_errf(COH_ERR_NOMEM, "out of memory pricing %d virtual stages", u);
+    }
+    coh_status st = COH_OK;
+    /* head shards are the CPU trainer's, on its tied GPT-2 head */
+    int shardable = !d->hw->gpu && m->arch == COH_ARCH_GPT2 && m->tied;
     if (c->stage_layers) {
-        coh_status st = coh_pipe_parse_layers(c->stage_layers, (int)m->layers, u, bounds);
-        if (st) {
-            free(bounds);
-            return st;
-        }
+        st = coh_pipe_parse_split(c->stage_layers, L, u, bounds, &shards);
+        if (!st && shards > 1 && !shardable)
+            st = coh_errf(COH_ERR_INVALID, "invalid --stage-layers '%s': head shards are priced "
+                          "only for cohort's own trainer (a tied GPT-2 head, on CPUs)",
+                          c->stage_layers);
+        if (!st && shards > 1 && c->tp > 1)
+            st = coh_errf(COH_ERR_INVALID, "invalid --stage-layers '%s': head shards split the "
+                          "vocabulary along the pipeline, which tensor parallelism (tp %d) "
+                          "already splits; name the head whole", c->stage_layers, c->tp);
+        if (!st && shards > m->vocab)
+            st = coh_errf(COH_ERR_INVALID, "invalid --stage-layers '%s': %d head shards of a "
+                          "%lld-token vocabulary", c->stage_layers, shards, (long long)m->vocab);
     } else if (u == 1) {
         bounds[0] = 0;
-        bounds[1] = (int)m->layers;
+        bounds[1] = L + 1;
     } else {
-        coh_gpt_config g = {.layers = (int)m->layers, .heads = (int)m->heads,
-                            .dim = (int)m->dim, .vocab = (int)m->vocab, .seq = (int)seq,
-                            .tp = c->tp, .sp = c->sequence_parallel};
+        coh_gpt_config g = {.layers = L, .heads = (int)m->heads, .dim = (int)m->dim,
+                            .vocab = (int)m->vocab, .seq = (int)seq, .tp = c->tp,
+                            .sp = c->sequence_parallel};
         coh_pipe_shape shape = {c->schedule, p, (int)plan_microbatches(c), v};
-        par_pipe_split(&g, (int)seq, &shape, bounds);
+        if (shardable) {
+            par_pipe_split_chain(&g, (int)seq, &shape, c->recompute == COH_RECOMPUTE_FULL,
+                                 bounds, &shards);
+        } else {
+            par_pipe_split(&g, (int)seq, &shape, bounds);
+            bounds[u] = L + 1;
+        }
+    }
+    if (st) {
+        free(bounds);
+        free(wte_held);
+        return st;
     }
     double b = (double)c->micro_batch, s = (double)seq, N = b * s, h = (double)m->dim;
     double e = d->half ? 2.0 : 4.0, pbytes = e;
     const plan_engine_cost *measured = NULL;
-    coh_status st = plan_engine_lookup(d, m, (int)c->micro_batch, (int)seq, c->tp,
-                                       coh_strategy_zero_stage(c->strategy) >= 2 && c->dp > 1,
-                                       &measured);
+    st = plan_engine_lookup(d, m, (int)c->micro_batch, (int)seq, c->tp,
+                            coh_strategy_zero_stage(c->strategy) >= 2 && c->dp > 1, &measured);
     if (st) {
         free(bounds);
         return st;
@@ -301,10 +356,12 @@ coh_status plan_chunk_costs(const coh_model_desc *m, const coh_parallel_config *
     for (int k = 0; k < u; k++) {
         plan_chunk *ch = &chunk[k];
         memset(ch, 0, sizeof *ch);
-        ch->lo = bounds[k];
-        ch->hi = bounds[k + 1];
+        ch->lo = bounds[k] < L ? bounds[k] : L;
+        ch->hi = bounds[k + 1] < L ? bounds[k + 1] : L;
+        ch->head_lo = bounds[k] > L ? bounds[k] - L : 0;
+        ch->head_hi = bounds[k + 1] > L ? bounds[k + 1] - L : 0;
         ch->first = k == 0;
-        ch->last = k == u - 1;
+        ch->last = ch->head_hi > ch->head_lo;
         double nb = ch->hi - ch->lo;
         ch->fwd = nb * (bc.fwd + bc.tp_fwd);
         ch->bwd = nb * (bc.bwd + bc.tp_bwd);
@@ -315,16 +372,20 @@ coh_status plan_chunk_costs(const coh_model_desc *m, const coh_parallel_config *
             ch->fwd += emb_f;
             ch->bwd += emb_b;
             ch->params += (int64_t)vocab_shard;
+            wte_held[0] = (unsigned char)m->tied; /* a head unit here reads this wte */
             if (m->arch == COH_ARCH_GPT2)
                 ch->params += m->positions * m->dim;
         }
         if (ch->last) {
-            ch->fwd += hf;
-            ch->bwd += hb;
-            ch->flops += hflops;
-            ch->params += (int64_t)(2 * h);
-            if (!m->tied || u > 1)
+            head_units(m, shards, ch->head_lo, ch->head_hi, c->recompute == COH_RECOMPUTE_FULL,
+                       hf, hb, hflops, ch);
+            if (ch->head_lo == 0)
+                ch->params += (int64_t)(2 * h); /* the final LayerNorm goes with shard 0 */
+            /* the LM head's weights: a stage holding head units keeps a whole copy of them
+             * (tied: of wte, summed with the first stage's) */
+            if ((!m->tied || u > 1) && !wte_held[k % p])
                 ch->params += (int64_t)vocab_shard;
+            wte_held[k % p] = 1;
         }
         if (zero3) {
             /* each block gathered just before use, the next one prefetched while it runs: a
@@ -340,5 +401,6 @@ coh_status plan_chunk_costs(const coh_model_desc *m, const coh_parallel_config *
         }
     }
     free(bounds);
+    free(wte_held);
     return COH_OK;
 }

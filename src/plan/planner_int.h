@@ -58,7 +58,8 @@ double plan_engine_optimizer_s_per_param(const plan_dev *d);
  * fwd / bwd, and also counted in the comm fields). */
 typedef struct plan_chunk {
     int lo, hi;            /* blocks [lo, hi) */
-    int first, last;       /* carries the embedding / the LM head */
+    int head_lo, head_hi;  /* the LM head's units [head_lo, head_hi) of its shards (0, 1: whole) */
+    int first, last;       /* carries the embedding / the LM head or some of its shards */
     double fwd, bwd;
     double tp_comm;        /* tp all-reduce time inside fwd + bwd */
     double zero3_comm;     /* ZeRO-3 gathers issued in fwd + bwd (all of them) */

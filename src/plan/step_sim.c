@@ -48,6 +48,15 @@ typedef struct des {
     int events;
 } des;
 
+/* Whether stage s runs the LM head or some of its shards. */
+static int holds_head(const des *D, const plan_chunk *chunk, int s)
+{
+    for (int k = 0; k < D->v; k++)
+        if (chunk[k * D->p + s].last)
+            return 1;
+    return 0;
+}
+
 static double msg_cost(const des *D, int from_stage, int to_stage)
 {
     int a = from_stage < to_stage ? from_stage : to_stage;
@@ -271,12 +280,16 @@ coh_status plan_simulate(const coh_model_desc *m, const coh_parallel_config *c, 
                 add_event(out, s, 1, "gradient sync tail", t, end);
             t = fmax(t, end);
         }
-        if (D.p > 1 && m->tied && (s == 0 || s == D.p - 1)) {
-            /* the tied embedding's gradient summed between the first and the last stage */
+        if (D.p > 1 && m->tied && (s == 0 || holds_head(&D, chunk, s))) {
+            /* the tied embedding's gradient summed between the first stage and the stages
+             * holding the LM head or its shards */
             double bytes = ceil((double)m->vocab / c->tp) * m->dim * grad_bytes;
             const coh_link *l = plan_link(hw, 0, (long)(D.p - 1) * c->tp);
             double cost = 2 * (l->alpha_s + bytes / 2 / l->bytes_per_s);
-            double t0 = fmax(D.st[0].clock, D.st[D.p - 1].clock);
+            double t0 = D.st[0].clock;
+            for (int r = 1; r < D.p; r++)
+                if (holds_head(&D, chunk, r))
+                    t0 = fmax(t0, D.st[r].clock);
             if (D.events)
                 add_event(out, s, 1, "tied embedding all-reduce", fmax(t, t0), fmax(t, t0) + cost);
             exposed += fmax(t, t0) + cost - t;

@@ -110,5 +110,18 @@ expect 0 "compute measured on the engine itself" "${small[@]}" --global-batch 4 
     --measure --calibration "$cal/measured.json" --top 2
 expect 2 "it cannot price 'a100-80gb'" --model gpt2 --global-batch 8 --hw a100-80gb --measure
 expect 2 "invalid --link-inter 'fast'" --model gpt2 --global-batch 8 --hw a100-80gb --link-inter fast
+# a pipeline split named as `cohort train --stage-layers` takes it, head shards included, priced
+# and passed on to the command; only with --explain, only with a pipeline
+split=0-1,2,3+head:0/2,head:1/2
+expect 0 "--stage-layers $split --layers 4" "${small[@]}" --explain --calibration \
+    "$cal/measured.json" --nodes 1 --gpus-per-node 2 --pp 2 --schedule interleaved \
+    --virtual-stages 2 --micro-batch 2 --grad-accum 2 --stage-layers "$split"
+expect 2 "invalid --stage-layers '0-1,2,3,head:0/2': " "${small[@]}" --explain --calibration \
+    "$cal/measured.json" --nodes 1 --gpus-per-node 2 --pp 2 --schedule interleaved \
+    --virtual-stages 2 --micro-batch 2 --grad-accum 2 --stage-layers 0-1,2,3,head:0/2
+expect 2 "--stage-layers '0-1,2-3' fixes one configuration's split: use it with --explain" \
+    "${small[@]}" --global-batch 8 --devices 2 --stage-layers 0-1,2-3
+expect 2 "--stage-layers '0-3' needs a pipeline (--pp 2 or more)" "${small[@]}" --explain \
+    --stage-layers 0-3
 
 exit $fail

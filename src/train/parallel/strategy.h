@@ -164,7 +164,8 @@ coh_status pipe_choose_split(const pipe_chunk_cost *cost, int L, const coh_pipe_
                              int max_shards, int *bounds, int *shards, double *step,
                              double *balanced_step);
 /* pipe_choose_split with the engine's costs of model c and the head whole, bounds over blocks
- * (bounds[u] = L; the planner's pricing); the balanced split when it fails (the error cleared). */
+ * (bounds[u] = L; the planner's pricing where head shards are not the trainer's: GPUs, other
+ * heads); the balanced split when it fails (the error cleared). */
 void par_pipe_split(const coh_gpt_config *c, int T, const coh_pipe_shape *shape, int *bounds);
 /* The trainer's split: pipe_choose_split with the engine's costs, head shards considered (up to
  * PIPE_AUTO_HEAD_SHARDS, none with tensor parallelism), chain bounds. */
