@@ -6,9 +6,10 @@
 # First it calibrates: `cohort bench comm` (all-reduce times over 2 ranks, fitted to α + n/β)
 # and `cohort bench gemm` write the calibration file the predictions use.
 # usage: bench/plan/run.sh [BUILD_DIR] (default build); env STEPS per run (default 10, the
-# first 3 are warm-up), ROUNDS (default 3; a run's step is the median of its measured steps,
+# first 3 are warm-up), ROUNDS (default 5; a run's step is the median of its measured steps,
 # a configuration's the smallest over the rounds: the machine is shared, and other work only
-# ever slows a run down), MAX_LOAD (default
+# ever slows a run down; even rounds run the configurations in reverse order, so that a slow
+# spell of the machine does not fall on the same ones every round), MAX_LOAD (default
 # 1.5: wait until the 1-minute load is at most this, up to LOAD_WAIT s, default 900), KEEP (a
 # directory to keep the metrics and logs in), ONLY (configurations whose name holds this word).
 # Each configuration is predicted twice: with the engine itself timed at its shapes (`cohort
@@ -20,7 +21,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-$root/build}" && pwd)
 steps=${STEPS:-10}
-rounds=${ROUNDS:-3}
+rounds=${ROUNDS:-5}
 max_load=${MAX_LOAD:-1.5}
 load_wait=${LOAD_WAIT:-900}
 warm=3
@@ -150,10 +151,17 @@ echo "load before: $(uptime)"
 for r in $(seq "$rounds"); do
     wait_load
     echo "round $r at load $(load1) ($(date -u '+%H:%M:%S UTC'))"
-    for shape in small large; do
+    shapes=(small large)
+    [ $((r % 2)) = 1 ] || shapes=(large small)
+    for shape in "${shapes[@]}"; do
         declare -n sh="shape_$shape"
         declare -n list="configs_$shape"
-        for c in "${list[@]}"; do
+        order=("${list[@]}")
+        if [ $((r % 2)) = 0 ]; then
+            order=()
+            for ((i = ${#list[@]} - 1; i >= 0; i--)); do order+=("${list[i]}"); done
+        fi
+        for c in "${order[@]}"; do
             read -r name ranks threads flags <<<"$c"
             # shellcheck disable=SC2086
             "$cohort" plan "${sh[@]}" --explain --nodes 1 --gpus-per-node "$ranks" \
