@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -146,6 +147,39 @@ static coh_status seg_map(shm *s, size_t bytes, double deadline)
     }
 }
 
+/* Yama's ptrace scope (/proc/sys/kernel/yama/ptrace_scope; -1 without Yama, or
+ * COHORT_SHM_PTRACE_SCOPE for tests): at 1, Ubuntu's default, a process may read another's memory
+ * only as its ancestor or when the target names it, or an ancestor of it, with PR_SET_PTRACER;
+ * at 2 and 3 not at all. */
+static int ptrace_scope(void)
+{
+    const char *e = getenv("COHORT_SHM_PTRACE_SCOPE");
+    if (e)
+        return atoi(e);
+    FILE *f = fopen("/proc/sys/kernel/yama/ptrace_scope", "r");
+    int scope = -1;
+    if (f) {
+        if (fscanf(f, "%d", &scope) != 1)
+            scope = -1;
+        fclose(f);
+    }
+    return scope;
+}
+
+/* Whether peers may read this rank's buffers with cross-memory attach. Under Yama scope 1 the
+ * rank names its parent as its ptracer: the launcher that started this node's ranks (cohort run's
+ * agent, mpirun's daemon, srun's step daemon), whose descendants, the rank's siblings, may then
+ * read it. Ranks of one node started by different launchers need COHORT_SHM_NO_CMA=1 there. */
+static int cma_allowed(void)
+{
+    int scope = ptrace_scope();
+    if (scope >= 2)
+        return 0;
+    if (scope == 1 && prctl(PR_SET_PTRACER, (unsigned long)getppid(), 0, 0, 0) != 0)
+        return 0;
+    return 1;
+}
+
 /* Cross-memory attach may be forbidden (seccomp, ptrace rules): try it on ourselves. */
 static int cma_works(void)
 {
@@ -171,7 +205,7 @@ static coh_status seg_join(shm *s, size_t bytes)
         return coh_errf(COH_ERR_MISMATCH, "shared memory '%s' holds %u ranks and %llu bytes but "
                         "this rank expects %d and %zu: ranks disagree on WORLD_SIZE or COHORT_SHM_*",
                         s->name, s->ctl->n, (unsigned long long)s->ctl->bytes, s->n, bytes);
-    shm_slot_of(s, s->rank)->cma = cma_works() && !getenv("COHORT_SHM_NO_CMA");
+    shm_slot_of(s, s->rank)->cma = !getenv("COHORT_SHM_NO_CMA") && cma_works() && cma_allowed();
     atomic_store(&shm_slot_of(s, s->rank)->pid, (int32_t)getpid());
     if (atomic_fetch_add(&s->ctl->mapped, 1) + 1 == (uint32_t)s->n)
         shm_unlink(s->name);
