@@ -337,8 +337,10 @@ static void *reap(void *arg)
  * is the slowest rank's in a repetition (a synchronous step is paced by it), the median of the
  * repetitions (as a run's step is the median of its steps: a cost that varies from one
  * repetition to the next, page faults, turns on a shared core, counts as it does there), and
- * k->timed keeps the least of that and of k's earlier measurements (another job on the machine
- * only ever adds time). */
+ * k->timed is the median of that and of k's earlier measurements, made in turn with the other
+ * leaders' (measure_leaders_again in planner.c): a slow spell of the machine falls on all of them
+ * alike, and the median drops a lucky low measurement as well as a slow one (the least, kept
+ * before, let one measurement 10% below a shape's usual rank it first). */
 static coh_status measure(const coh_model_desc *m, plan_engine_cost *k)
 {
     int n = k->ranks, ngroups = (n + k->tp - 1) / k->tp, forked = n > 1 && k->threads == 1;
@@ -409,10 +411,18 @@ static coh_status measure(const coh_model_desc *m, plan_engine_cost *k)
                 slowest[rep] = fmax(slowest[rep], j < 6 ? r[i].t[j][rep] : r[i].opt[rep]);
         }
         qsort(slowest, REPS, sizeof *slowest, by_value);
-        k->timed[j] = fmin(k->timed[j], slowest[REPS / 2]);
+        int at = k->nsamples < PLAN_ENGINE_SAMPLES ? k->nsamples : PLAN_ENGINE_SAMPLES - 1;
+        k->samples[j][at] = slowest[REPS / 2];
+        double sorted[PLAN_ENGINE_SAMPLES];
+        memcpy(sorted, k->samples[j], (size_t)(at + 1) * sizeof *sorted);
+        qsort(sorted, (size_t)at + 1, sizeof *sorted, by_value);
+        k->timed[j] = at % 2 ? (sorted[at / 2] + sorted[at / 2 + 1]) / 2 : sorted[at / 2];
     }
-    if (!st)
+    if (!st) {
         k->nparams = r[0].nparams;
+        if (k->nsamples < PLAN_ENGINE_SAMPLES)
+            k->nsamples++;
+    }
     shared_free(sh);
     free(th);
     free(pid);

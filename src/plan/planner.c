@@ -15,7 +15,7 @@
 
 #define LEADERS 8            /* with measured costs: the most candidates measured again */
 #define LEADER_MARGIN 0.15   /* ... of those within this much of the best's step */
-#define LEADER_ROUNDS 3      /* ... this many times each */
+#define LEADER_ROUNDS 4      /* ... this many times each */
 
 static int hw_devices(const coh_hw *hw)
 {
@@ -461,8 +461,8 @@ static coh_status best_of(search *S, coh_plan_result *out, int cap, int *count)
  * and a few percent of noise between two shapes' reorders candidates that close. So the
  * leaders (those within LEADER_MARGIN of the best, at most LEADERS of them) have their shapes
  * measured again, LEADER_ROUNDS times, taking turns (a slow moment of the machine then falls on
- * every leader alike), each time keeping the least; then every plan is priced again from the
- * refined costs and the list sorted again. */
+ * every leader alike), each keeping the median of its measurements; then every plan is priced
+ * again from the refined costs and the list sorted again. */
 static coh_status measure_leaders_again(const coh_model_desc *m, const coh_hw *hw,
                                         coh_plan_result *best, int n)
 {

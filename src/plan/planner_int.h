@@ -20,6 +20,8 @@ typedef struct plan_dev {
 } plan_dev;
 
 /* The engine's measured costs at one rank's shape (engine_costs.c). */
+#define PLAN_ENGINE_SAMPLES 8 /* a shape's measurements kept (the first and its rounds) */
+
 typedef struct plan_engine_cost {
     int64_t dim, heads, vocab;
     int micro_batch, seq, tp, threads, half;   /* the shape: the key, with */
@@ -30,7 +32,10 @@ typedef struct plan_engine_cost {
     double emb_fwd_s, emb_bwd_s;               /* the embeddings */
     double head_fwd_s, head_bwd_s;             /* final LayerNorm, LM head and loss */
     double optimizer_s_per_param;              /* gradient norm, AdamW, zeroing */
-    double timed[7];  /* the least times of the stage calls the parts come from (engine_costs.c) */
+    double timed[7];  /* the times of the stage calls the parts come from: the median of the
+                         measurements below (engine_costs.c) */
+    double samples[7][PLAN_ENGINE_SAMPLES]; /* each measurement's times, the first nsamples */
+    int nsamples;
     size_t nparams;   /* of the 3-block model timed (the optimizer's cost per parameter) */
     int round;        /* the last round of measuring again that measured it */
 } plan_engine_cost;
@@ -45,7 +50,7 @@ coh_status plan_engine_lookup(const plan_dev *d, const coh_model_desc *m, int mi
                               int seq, int tp, int grads_released, const plan_engine_cost **out);
 
 /* Rounds of measuring again: after plan_engine_next_round, each shape looked up is measured
- * once more in that round, and each of its times keeps the least of its measurements (the
+ * once more in that round, and each of its times is the median of its measurements (the
  * leading candidates' shapes, measured in turn, so that a slow moment of the machine does not
  * fall on one shape only); plan_engine_stop_rounds ends them. No-ops without measured costs. */
 void plan_engine_next_round(const coh_hw *hw);

@@ -100,7 +100,7 @@ static int measuring(coh_model_desc *m, coh_hw *hw)
 }
 
 /* A round of measuring again measures a shape once more, within the round only once, and each
- * time keeps the least of its measurements. */
+ * time is the median of its measurements. */
 static void test_rounds_measure_again(void)
 {
     coh_model_desc m;
@@ -115,6 +115,9 @@ static void test_rounds_measure_again(void)
         return;
     plan_engine_cost first = *a;
     CHECK_INT(first.round, 0);
+    CHECK_INT(first.nsamples, 1);
+    for (int j = 0; j < 7; j++)
+        CHECK(first.timed[j] == first.samples[j][0]);
     CHECK_OK(plan_engine_lookup(&d, &m, 2, 32, 1, 0, &b)); /* no round: not measured again */
     CHECK(b == a && memcmp(b, &first, sizeof first) == 0);
     for (int round = 1; round <= 2; round++) {
@@ -123,8 +126,19 @@ static void test_rounds_measure_again(void)
         CHECK_OK(plan_engine_lookup(&d, &m, 2, 32, 1, 0, &b));
         CHECK(b == a);
         CHECK_INT(b->round, round);
-        for (int j = 0; j < 7; j++)
-            CHECK(b->timed[j] <= before.timed[j] && b->timed[j] > 0);
+        CHECK_INT(b->nsamples, round + 1);
+        for (int j = 0; j < 7; j++) {
+            CHECK(b->samples[j][round] > 0);
+            CHECK(!memcmp(b->samples[j], before.samples[j], sizeof(double) * (size_t)round));
+            double x[3];
+            memcpy(x, b->samples[j], sizeof(double) * (size_t)(round + 1));
+            if (round == 1) { /* two: their mean */
+                CHECK_NEAR(b->timed[j], (x[0] + x[1]) / 2, 1e-15);
+            } else { /* three: the middle one */
+                double lo = fmin(x[0], fmin(x[1], x[2])), hi = fmax(x[0], fmax(x[1], x[2]));
+                CHECK_NEAR(b->timed[j], x[0] + x[1] + x[2] - lo - hi, 1e-15);
+            }
+        }
         plan_engine_cost after = *b; /* within the round, once */
         CHECK_OK(plan_engine_lookup(&d, &m, 2, 32, 1, 0, &b));
         CHECK(memcmp(b, &after, sizeof after) == 0);
