@@ -14,20 +14,10 @@
 #include "cohort/planner.h"
 #include "cohort/train.h"
 #include "plan/planner_int.h"
+#include "plan_test_calibration.h"
 #include "train/parallel/strategy.h"
 
 enum { L = 4, DIM = 128, HEADS = 4, VOCAB = 50257, SEQ = 128 };
-
-static int load_cal(coh_hw *hw)
-{
-    char path[512];
-    const char *src = getenv("COHORT_SOURCE_DIR");
-    snprintf(path, sizeof path, "%s/tests/fuzz/corpus/calibration/measured.json",
-             src ? src : "..");
-    coh_status st = coh_calibration_load(path, hw);
-    CHECK_OK(st);
-    return st == COH_OK;
-}
 
 /* pp 2, interleaved v 2, m 2 x micro-batch 2: a GPT-2 vocabulary's head outweighs a block */
 static coh_parallel_config interleaved(const char *stage_layers, coh_recompute recompute)

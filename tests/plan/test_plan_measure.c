@@ -15,18 +15,8 @@
 #include "cohort/planner.h"
 #include "cohort/train.h"
 #include "plan/planner_int.h"
+#include "plan_test_calibration.h"
 #include "train/model/gpt_int.h"
-
-static int load_cal(coh_hw *hw)
-{
-    char path[512];
-    const char *src = getenv("COHORT_SOURCE_DIR");
-    snprintf(path, sizeof path, "%s/tests/fuzz/corpus/calibration/measured.json",
-             src ? src : "..");
-    coh_status st = coh_calibration_load(path, hw);
-    CHECK_OK(st);
-    return st == COH_OK;
-}
 
 static coh_parallel_config config(int dp, int tp, int pp, coh_strategy s, int mb, int m)
 {
