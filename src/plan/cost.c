@@ -246,33 +246,6 @@ static void head(const coh_model_desc *m, const coh_parallel_config *c, const pl
     }
 }
 
-/* The LM head's units [lo, hi) of `shards` (the whole head when shards is 1) added to chunk
- * ch, from the head's whole forward (fused: logits, loss and both gradient products on a CPU)
- * and backward (the final LayerNorm's), split as the trainer runs them (pipe_layout.c's
- * pipe_chunk_costs): a shard before the last computes its rows' logits in forward (one of the
- * three products) and the two gradient products in backward (three when the logits are
- * recomputed); the last shard runs the fused head on its rows; shard 0 runs the final
- * LayerNorm's backward. */
-static void head_units(const coh_model_desc *m, int shards, int lo, int hi, int recompute,
-                       double hf, double hb, double hflops, plan_chunk *ch)
-{
-    for (int s = lo; s < hi; s++) {
-        double share = shards > 1 ? (double)(coh_pipe_head_shard_row((int)m->vocab, s + 1, shards) -
-                                             coh_pipe_head_shard_row((int)m->vocab, s, shards)) /
-                                        (double)m->vocab
-                                  : 1.0;
-        if (s == shards - 1) {
-            ch->fwd += hf * share;
-        } else {
-            ch->fwd += hf / 3.0 * share;
-            ch->bwd += hf / 3.0 * share * (recompute ? 3.0 : 2.0);
-        }
-        if (s == 0)
-            ch->bwd += hb;
-        ch->flops += hflops * share * (s < shards - 1 && recompute ? 4.0 / 3.0 : 1.0);
-    }
-}
-
 coh_status plan_chunk_costs(const coh_model_desc *m, const coh_parallel_config *c,
                             const plan_dev *d, int64_t seq, plan_chunk *chunk)
 {
@@ -283,9 +256,11 @@ coh_status plan_chunk_costs(const coh_model_desc *m, const coh_parallel_config *
      * chooses it, head shards included where its simulation finds them faster */
     int *bounds = malloc(sizeof(int) * (size_t)(u + 1));
     unsigned char *wte_held = calloc((size_t)p, 1);
-    if (!bounds || !wte_held) {
+    double *head_t = malloc(sizeof(double) * 4 * (size_t)u); /* head fwd, bwd, flops x 2 */
+    if (!bounds || !wte_held || !head_t) {
         free(bounds);
         free(wte_held);
+        free(head_t);
         return coh_errf(COH_ERR_NOMEM, "out of memory pricing %d virtual stages", u);
     }
     coh_status st = COH_OK;
@@ -297,13 +272,8 @@ coh_status plan_chunk_costs(const coh_model_desc *m, const coh_parallel_config *
             st = coh_errf(COH_ERR_INVALID, "invalid --stage-layers '%s': head shards are priced "
                           "only for cohort's own trainer (a tied GPT-2 head, on CPUs)",
                           c->stage_layers);
-        if (!st && shards > 1 && c->tp > 1)
-            st = coh_errf(COH_ERR_INVALID, "invalid --stage-layers '%s': head shards split the "
-                          "vocabulary along the pipeline, which tensor parallelism (tp %d) "
-                          "already splits; name the head whole", c->stage_layers, c->tp);
-        if (!st && shards > m->vocab)
-            st = coh_errf(COH_ERR_INVALID, "invalid --stage-layers '%s': %d head shards of a "
-                          "%lld-token vocabulary", c->stage_layers, shards, (long long)m->vocab);
+        if (!st)
+            st = par_pipe_check_shards(c->stage_layers, shards, c->tp, (int)m->vocab);
     } else if (u == 1) {
         bounds[0] = 0;
         bounds[1] = L + 1;
@@ -323,6 +293,7 @@ coh_status plan_chunk_costs(const coh_model_desc *m, const coh_parallel_config *
     if (st) {
         free(bounds);
         free(wte_held);
+        free(head_t);
         return st;
     }
     double b = (double)c->micro_batch, s = (double)seq, N = b * s, h = (double)m->dim;
@@ -332,6 +303,8 @@ coh_status plan_chunk_costs(const coh_model_desc *m, const coh_parallel_config *
                             coh_strategy_zero_stage(c->strategy) >= 2 && c->dp > 1, &measured);
     if (st) {
         free(bounds);
+        free(wte_held);
+        free(head_t);
         return st;
     }
     block_cost bc;
@@ -353,6 +326,16 @@ coh_status plan_chunk_costs(const coh_model_desc *m, const coh_parallel_config *
     int dstride = c->tp * c->pp;
     double gather_blk = zero3 ? plan_allgather_s(d->hw, c->dp, dstride, bp * pbytes) : 0;
     double gather_emb = zero3 ? plan_allgather_s(d->hw, c->dp, dstride, vocab_shard * pbytes) : 0;
+    /* the head's units on each chunk, split as the trainer runs them (pipe_chunk_costs: a shard
+     * before the last computes its logits in forward, one of the fused head's three products,
+     * and the gradient products in backward; the last runs the fused head on its rows; shard 0
+     * the final LayerNorm's backward): its forward and backward, then likewise its FLOPs */
+    pipe_chunk_cost hc = {.head_fwd = hf, .head_bwd = hb, .vocab = (int)m->vocab,
+                          .head_recompute = c->recompute == COH_RECOMPUTE_FULL};
+    pipe_chunk_costs(&hc, L, shards, bounds, u, head_t, head_t + u);
+    hc.head_fwd = hflops;
+    hc.head_bwd = 0;
+    pipe_chunk_costs(&hc, L, shards, bounds, u, head_t + 2 * u, head_t + 3 * u);
     for (int k = 0; k < u; k++) {
         plan_chunk *ch = &chunk[k];
         memset(ch, 0, sizeof *ch);
@@ -377,8 +360,9 @@ coh_status plan_chunk_costs(const coh_model_desc *m, const coh_parallel_config *
                 ch->params += m->positions * m->dim;
         }
         if (ch->last) {
-            head_units(m, shards, ch->head_lo, ch->head_hi, c->recompute == COH_RECOMPUTE_FULL,
-                       hf, hb, hflops, ch);
+            ch->fwd += head_t[k];
+            ch->bwd += head_t[u + k];
+            ch->flops += head_t[2 * u + k] + head_t[3 * u + k];
             if (ch->head_lo == 0)
                 ch->params += (int64_t)(2 * h); /* the final LayerNorm goes with shard 0 */
             /* the LM head's weights: a stage holding head units keeps a whole copy of them
@@ -402,5 +386,6 @@ coh_status plan_chunk_costs(const coh_model_desc *m, const coh_parallel_config *
     }
     free(bounds);
     free(wte_held);
+    free(head_t);
     return COH_OK;
 }

@@ -502,8 +502,6 @@ coh_status plan_engine_lookup(const plan_dev *d, const coh_model_desc *m, int mi
     if (!row) {
         row = &e->rows[e->n];
         *row = key;
-        for (int j = 0; j < 7; j++)
-            row->timed[j] = INFINITY;
     }
     coh_status st = measure(m, row);
     if (st) {

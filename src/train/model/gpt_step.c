@@ -43,12 +43,6 @@ static gpt_layer_acts acts_of(coh_gpt *g, gpt_slot *sl, int l, int B, int T)
     return a;
 }
 
-/* One block, Megatron's split when the model is a tensor-parallel shard: QKV column-parallel by
- * heads and the attention projection row-parallel, the MLP's first matrix column-parallel and
- * its second row-parallel; each row-parallel product is a partial sum (its bias added by shard
- * 0 only), summed over the shards (g) before it joins the residual. LayerNorms run on every
- * shard: on all rows, or with sequence parallelism on this rank's rows, all-gathered before the
- * column-parallel matrix and reduce-scattered after the row-parallel one. x: this rank's rows. */
 /* A block's product from the input its forward keeps: the bf16 copy when the block keeps its
  * activations in bf16 (gpt_bf16_acts), else the fp32 rows; with `gather` (naming them) those are
  * this rank's rows under sequence parallelism, all gathered first. */
@@ -84,6 +78,12 @@ static coh_status linear_backward(coh_gpt *g, float *dinp, float *dw, float *db,
     return COH_OK;
 }
 
+/* One block, Megatron's split when the model is a tensor-parallel shard: QKV column-parallel by
+ * heads and the attention projection row-parallel, the MLP's first matrix column-parallel and
+ * its second row-parallel; each row-parallel product is a partial sum (its bias added by shard
+ * 0 only), summed over the shards (g) before it joins the residual. LayerNorms run on every
+ * shard: on all rows, or with sequence parallelism on this rank's rows, all-gathered before the
+ * column-parallel matrix and reduce-scattered after the row-parallel one. x: this rank's rows. */
 static coh_status block_forward(coh_gpt *g, gpt_slot *sl, int l, const float *x, int B, int T)
 {
     int C = g->cfg.dim, Ca = g->Ca, F = g->F;

@@ -405,6 +405,18 @@ void par_pipe_split_chain(const coh_gpt_config *c, int T, const coh_pipe_shape *
     }
 }
 
+coh_status par_pipe_check_shards(const char *split, int shards, int tp, int vocab)
+{
+    if (shards > 1 && tp > 1)
+        return coh_errf(COH_ERR_INVALID, "invalid --stage-layers '%s': head shards split the "
+                        "vocabulary along the pipeline, which tensor parallelism (tp %d) already "
+                        "splits; name the head whole", split, tp);
+    if (shards > vocab)
+        return coh_errf(COH_ERR_INVALID, "invalid --stage-layers '%s': %d head shards of a "
+                        "%d-token vocabulary", split, shards, vocab);
+    return COH_OK;
+}
+
 int coh_pipe_head_shard_row(int vocab, int k, int shards)
 {
     return (int)((long long)vocab * k / shards);
@@ -652,14 +664,9 @@ coh_status coh_par_pipe_stage(const coh_par_config *c, int stage, coh_pipe_stage
         st = coh_pipe_parse_split(c->par.stage_layers, L, u, bounds, &n);
     else
         par_pipe_split_chain(m, T, &shape, c->par.recompute == COH_RECOMPUTE_FULL, bounds, &n);
-    if (!st && n > 1 && (m->tp > 1 || c->par.tp > 1))
-        st = coh_errf(COH_ERR_INVALID, "invalid --stage-layers '%s': head shards split the "
-                      "vocabulary along the pipeline, which tensor parallelism (tp %d) already "
-                      "splits; name the head whole", c->par.stage_layers,
-                      m->tp > 1 ? m->tp : c->par.tp);
-    if (!st && n > m->vocab)
-        st = coh_errf(COH_ERR_INVALID, "invalid --stage-layers '%s': %d head shards of a "
-                      "%d-token vocabulary", c->par.stage_layers, n, m->vocab);
+    if (!st)
+        st = par_pipe_check_shards(c->par.stage_layers, n, m->tp > 1 ? m->tp : c->par.tp,
+                                   m->vocab);
     if (st) {
         free(bounds);
         return st;

@@ -167,6 +167,10 @@ coh_status pipe_choose_split(const pipe_chunk_cost *cost, int L, const coh_pipe_
  * (bounds[u] = L; the planner's pricing where head shards are not the trainer's: GPUs, other
  * heads); the balanced split when it fails (the error cleared). */
 void par_pipe_split(const coh_gpt_config *c, int T, const coh_pipe_shape *shape, int *bounds);
+/* Whether `shards` head shards, as split `split` names them, can run: none with tensor
+ * parallelism (it splits the vocabulary already), at most one per vocabulary row. COH_ERR_INVALID
+ * naming the split. */
+coh_status par_pipe_check_shards(const char *split, int shards, int tp, int vocab);
 /* The trainer's split: pipe_choose_split with the engine's costs, head shards considered (up to
  * PIPE_AUTO_HEAD_SHARDS, none with tensor parallelism), chain bounds. */
 void par_pipe_split_chain(const coh_gpt_config *c, int T, const coh_pipe_shape *shape,
