@@ -30,7 +30,7 @@ by_hand() {
         echo "ok   $what"
     else
         echo "FAIL $what (exit $s0, $s1)"
-        tail -5 "$log.0" "$log.1"
+        tail -n 5 "$log.0" "$log.1"
         fails=$((fails + 1))
     fi
     check_no_shm "$what"

@@ -27,7 +27,21 @@ vocabulary-parallel head sums its softmax over the ranks), so every gradient ele
 different rounding, and AdamW turns that into whole steps for the few elements whose gradient is
 within a few eps of zero. One device shows the same: splitting the same global batch as 4 x 2
 instead of 2 x 4 micro-batches moves h.3.mlp.c_proj.weight[798] of the 257-token model by 2.4e-5
-of its tensor's scale (docs/parallel.md, "Tensor parallelism")."""
+of its tensor's scale (docs/parallel.md, "Tensor parallelism").
+
+--noise NOISE.jsonl NOISE.bin: a third run of one device with the reference's model, seed and
+global batch that only reorders its own sums (other threads, another micro-batch split). How far
+AdamW carries a reordering depends on the CPU's kernels (OpenBLAS picks other blockings, oneDNN
+other bf16 kernels, on AVX2, AVX-512 and AMX machines): the same 30 steps of the 257-token model
+reach 1.7e-6 on one machine and 9.3e-6 on an AVX2 one, one device against itself. A parallel run
+reorders its sums once more than that control, so each bound becomes max(TOL, NOISE_FACTOR x the
+control's own figure against the reference): the strategies are held to what the engine can
+promise on the machine the test runs on, never to a figure measured on another one. Every bound
+and the control's figures are printed. A real difference still breaks it by orders of magnitude:
+a learning rate 0.1% off moves the same model's tensors by 1.2e-3 (test_tensor_equiv.sh checks
+such a run fails)."""
+
+NOISE_FACTOR = 2.0
 import json
 import math
 import sys
@@ -57,7 +71,24 @@ def worse(x, y):
     return math.isnan(x) and not math.isnan(y) or x > y
 
 
-def compare_params(pa, pb, names):
+def read_run(metrics, params):
+    """(the loss of every step, the final parameters as float64) of one run's files."""
+    loss = [float(json.loads(x)["loss"]) for x in open(metrics)]
+    return loss, np.fromfile(params, dtype=np.float32).astype(np.float64)
+
+
+def loss_error(a, b, tol):
+    """(the worst relative error of b's loss against a's over the steps, the count beyond tol)."""
+    worst, over = 0.0, 0
+    for x, y in zip(a, b):
+        r = abs(x - y) / abs(x) if x else math.inf
+        over += not r <= tol
+        if worse(r, worst):
+            worst = r
+    return worst, over
+
+
+def compare_params(pa, pb, names, tol=TOL):
     """(worst element: (error relative to its tensor's scale, tensor, index, a, b), worst tensor
     L2: (error, tensor), the smallest floor that keeps every element within TOL, the count of
     elements beyond TOL of their tensor's scale)."""
@@ -78,7 +109,7 @@ def compare_params(pa, pb, names):
             r = float(np.linalg.norm(x - y) / max(np.linalg.norm(x), 1e-30))
             if worse(r, l2[0]):
                 l2 = (r, name)
-            over += int(np.count_nonzero(~(d <= TOL * scale)))
+            over += int(np.count_nonzero(~(d <= tol * scale)))
             beyond = ~(d <= TOL * mag)
             if beyond.any():
                 f = float(np.max(np.where(np.isnan(d), np.inf, d)[beyond]) / (TOL * scale))
@@ -89,43 +120,59 @@ def compare_params(pa, pb, names):
 
 def main():
     args = sys.argv[1:]
-    tensor_l2 = args[:1] == ["--tensor-l2"]
-    if tensor_l2:
-        args = args[1:]
+    tensor_l2, noise = False, None
+    while args[:1] in (["--tensor-l2"], ["--noise"]):
+        if args[0] == "--tensor-l2":
+            tensor_l2, args = True, args[1:]
+        else:
+            noise, args = (args[1], args[2]), args[3:]
     ref_m, ref_p, run_m, run_p = args[0:4]
     V, C, L, T = map(int, args[4:8])
-    a = [float(json.loads(x)["loss"]) for x in open(ref_m)]
-    b = [float(json.loads(x)["loss"]) for x in open(run_m)]
+    names = tensors(V, C, L, T)
+    a, pa = read_run(ref_m, ref_p)
+    b, pb = read_run(run_m, run_p)
     if len(a) != len(b) or not a:
         print("step count differs: %d vs %d" % (len(a), len(b)))
         return 2
-    pa = np.fromfile(ref_p, dtype=np.float32).astype(np.float64)
-    pb = np.fromfile(run_p, dtype=np.float32).astype(np.float64)
-    names = tensors(V, C, L, T)
     if pa.size != pb.size or pa.size != sum(k for _, k in names):
         print("parameter count differs: %d vs %d" % (pa.size, pb.size))
         return 2
-    loss_rel, loss_over = 0.0, 0
-    for x, y in zip(a, b):
-        r = abs(x - y) / abs(x) if x else math.inf
-        loss_over += not r <= TOL
-        if worse(r, loss_rel):
-            loss_rel = r
-    (rel, name, i, x, y), (l2, l2_name), need, over = compare_params(pa, pb, names)
+    tol_loss = tol_l2 = tol_elem = TOL
+    noise_line = ""
+    if noise:
+        c, pc = read_run(*noise)
+        c = c[-len(a):]  # a resumed run's reference is the tail of the reference's steps
+        if len(c) != len(a) or pc.size != pa.size:
+            print("the noise control differs in steps or parameters: %d vs %d, %d vs %d"
+                  % (len(c), len(a), pc.size, pa.size))
+            return 2
+        n_loss, _ = loss_error(a, c, TOL)
+        (n_rel, _, _, _, _), (n_l2, _), _, _ = compare_params(pa, pc, names)
+        if not (math.isfinite(n_loss) and math.isfinite(n_l2) and math.isfinite(n_rel)):
+            print("the noise control is not finite")
+            return 2
+        tol_loss = max(TOL, NOISE_FACTOR * n_loss)
+        tol_l2 = max(TOL, NOISE_FACTOR * n_l2)
+        tol_elem = max(TOL, NOISE_FACTOR * n_rel)
+        noise_line = ("; one device reordering its sums: loss %.3g, tensor l2 %.3g, element %.3g, "
+                      "so bounds %.3g, %.3g, %.3g" % (n_loss, n_l2, n_rel, tol_loss, tol_l2,
+                                                      tol_elem))
+    loss_rel, loss_over = loss_error(a, b, tol_loss)
+    (rel, name, i, x, y), (l2, l2_name), need, over = compare_params(pa, pb, names, tol_elem)
     nonfinite = int(np.count_nonzero(~np.isfinite(pa)) + np.count_nonzero(~np.isfinite(pb)))
     print("steps %d, loss max rel err %.3g; params: worst tensor l2 rel err %.3g (%s), worst "
           "element err %.3g of its tensor's scale (%s[%d]: %.9g vs %.9g), floor needed %.3g, "
           "max abs diff %.3g" % (len(a), loss_rel, l2, l2_name, rel, name, i, x, y, need,
-                                 np.abs(pa - pb).max()))
+                                 np.abs(pa - pb).max()) + noise_line)
     broken = []
     if loss_over:
-        broken.append("loss: %d of %d steps beyond %g relative error (worst %.3g)"
-                      % (loss_over, len(a), TOL, loss_rel))
-    if not l2 <= TOL:
-        broken.append("tensor: %s's l2 rel err %.3g is beyond %g" % (l2_name, l2, TOL))
-    if not tensor_l2 and (over or not rel <= TOL):
-        broken.append("element: %d element(s) beyond %g of their tensor's scale (worst %s[%d] at "
-                      "%.3g, floor needed %.3g)" % (over, TOL, name, i, rel, need))
+        broken.append("loss: %d of %d steps beyond %.3g relative error (worst %.3g)"
+                      % (loss_over, len(a), tol_loss, loss_rel))
+    if not l2 <= tol_l2:
+        broken.append("tensor: %s's l2 rel err %.3g is beyond %.3g" % (l2_name, l2, tol_l2))
+    if not tensor_l2 and (over or not rel <= tol_elem):
+        broken.append("element: %d element(s) beyond %.3g of their tensor's scale (worst %s[%d] "
+                      "at %.3g, floor needed %.3g)" % (over, tol_elem, name, i, rel, need))
     if nonfinite:
         broken.append("non-finite: %d parameter(s) NaN or infinite" % nonfinite)
     for line in broken:

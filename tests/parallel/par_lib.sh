@@ -38,10 +38,25 @@ par_model() {
 # par_check NAME REF RUN [par_compare.py options]: RUN's metrics and final parameters against
 # REF's ($work/NAME.jsonl and .bin, model $V $C $L $T), the figures printed, a broken bound
 # counted as a failure.
+# par_noise OPTIONS...: the noise control of par_compare.py --noise: one device with the model
+# and the reference's global batch, reordering its own sums (2 threads; OPTIONS give another
+# micro-batch split). Once it exists, par_check and par_cmp hold runs to the bounds it sets.
+par_noise() {
+    "$cohort" train "${model[@]}" "$@" --threads 2 --metrics "$work/noise.jsonl" \
+        --dump-params "$work/noise.bin" >"$work/noise.out" 2>&1 ||
+        fail "noise control: $(tail -3 "$work/noise.out")"
+}
+# the --noise arguments of par_compare.py, once par_noise has run
+par_noise_args() {
+    [ -s "$work/noise.bin" ] && printf '%s\n' --noise "$work/noise.jsonl" "$work/noise.bin"
+}
+
 par_check() {
     local name=$1 ref=$2 run=$3
     shift 3
-    "$py" "$src/tests/parallel/par_compare.py" "$@" "$work/$ref.jsonl" "$work/$ref.bin" \
+    local noise
+    mapfile -t noise < <(par_noise_args)
+    "$py" "$src/tests/parallel/par_compare.py" "${noise[@]}" "$@" "$work/$ref.jsonl" "$work/$ref.bin" \
         "$work/$run.jsonl" "$work/$run.bin" "$V" "$C" "$L" "$T" >"$work/$run.cmp" ||
         fail "$name: $(cat "$work/$run.cmp")"
     echo "$name: $(cat "$work/$run.cmp")"
@@ -52,7 +67,9 @@ par_check() {
 # compared. par_loss_err / par_param_err RUN: its loss max relative error and worst tensor's
 # relative L2 error from that file.
 par_cmp() {
-    "$py" "$src/tests/parallel/par_compare.py" "$work/$1.jsonl" "$work/$1.bin" "$work/$2.jsonl" \
+    local noise
+    mapfile -t noise < <(par_noise_args)
+    "$py" "$src/tests/parallel/par_compare.py" "${noise[@]}" "$work/$1.jsonl" "$work/$1.bin" "$work/$2.jsonl" \
         "$work/$2.bin" "$V" "$C" "$L" "$T" >"$work/$2.cmp" 2>&1
     [ $? -le 1 ] || fail "$2: cannot compare: $(cat "$work/$2.cmp")"
 }
@@ -135,6 +152,7 @@ par_equiv_single() {
     "$cohort" train "${model[@]}" --micro-batch 2 --grad-accum 4 --metrics "$work/single.jsonl" \
         --dump-params "$work/single.bin" >"$work/single.out" 2>&1 ||
         fail "single: $(tail -3 "$work/single.out")"
+    par_noise --micro-batch 1 --grad-accum 8
 }
 
 # par_run_tied NAME RANKS OPTIONS...: par_train, and every pipeline checks its tied embedding

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_tensor_ckpt.sh: checkpoints of tensor-parallel runs are mesh-independent: whole HF-named
 # tensors. A run saved at (dp, pp, tp) = (2, 2, 2) with zero1 resumes at (1, 1, 1), (1, 2, 2)
-# and (2, 1, 2) to the final parameters of an uninterrupted run (par_compare.py --tensor-l2); a
+# and (2, 1, 2) to the final parameters of an uninterrupted run (par_compare.py --tensor-l2, with
+# its --noise control); a
 # ZeRO-1 pipeline's shard set (tp 1) resumes at tp 2; and `cohort eval` of a tp 2 run's
 # checkpoint gives the validation loss the run reported.
 . "$(dirname "${BASH_SOURCE[0]}")/par_lib.sh"
@@ -16,6 +17,7 @@ mb4=(--micro-batch 4 --grad-accum 2) mb2=(--micro-batch 2 --grad-accum 2)
 
 "$cohort" train "${model[@]}" --micro-batch 2 --grad-accum 4 --metrics "$work/ref.jsonl" --dump-params "$work/ref.bin" \
     >/dev/null 2>&1 || fail "uninterrupted single run"
+par_noise --micro-batch 1 --grad-accum 8
 "$cohort" run --nproc-per-node 8 "$cohort" train "${model[@]}" --tp 2 --pp 2 --strategy zero1 \
     "${mb2[@]}" --stop-at 6 --save "$work/ck" >"$work/save.out" 2>&1 ||
     fail "(2, 2, 2) save: $(tail -3 "$work/save.out")"
@@ -43,7 +45,7 @@ resume() {
     [ "$n" -gt 1 ] && cmd=("$cohort" run --nproc-per-node "$n" "${cmd[@]}")
     "${cmd[@]}" >"$work/$name.out" 2>&1 || { fail "$name: $(tail -3 "$work/$name.out")"; return; }
     tail -n "$(wc -l < "$work/$name.jsonl")" "$work/$ref.jsonl" >"$work/$ref.tail.jsonl"
-    "$py" "$src/tests/parallel/par_compare.py" --tensor-l2 "$work/$ref.tail.jsonl" "$work/$ref.bin" \
+    "$py" "$src/tests/parallel/par_compare.py" $(par_noise_args) --tensor-l2 "$work/$ref.tail.jsonl" "$work/$ref.bin" \
         "$work/$name.jsonl" "$work/$name.bin" $V $C $L $T >"$work/$name.cmp" ||
         fail "$name: $(cat "$work/$name.cmp")"
     echo "$name: $(cat "$work/$name.cmp")"

@@ -5,7 +5,9 @@
 # ddp and zero1-3, (1, 2, 2) with 1f1b and interleaved, (2, 2, 2) with zero1 and 1f1b and with ddp
 # and gpipe, and --sequence-parallel at tp 2 and in 3D, on a vocabulary (257) that tp 2 and 4 must
 # pad, give the losses of `single` within 1e-5 at every step and final parameters within 1e-5 per
-# tensor (relative L2; par_compare.py --tensor-l2 says why not per element). The replicated
+# tensor (relative L2; par_compare.py --tensor-l2 says why not per element), or within twice what
+# one device reordering its own sums reaches on this CPU where that is more (par_compare.py
+# --noise), while a learning rate 0.1% off breaks them. The replicated
 # tensors stay bit-identical across each tp group; the mesh is printed in Megatron's order; the
 # metrics carry each rank's tp communication time and the trace each collective (4 all-reduces a
 # block a micro-batch); bad meshes are refused before anything is allocated, naming the value;
@@ -30,6 +32,17 @@ run() {
 # global batch 8: single as 2 x 4 micro-batches, the runs as micro-batch 2 x accumulation x dp
 "$cohort" train "${model[@]}" --micro-batch 2 --grad-accum 4 --metrics "$work/single.jsonl" \
     --dump-params "$work/single.bin" >"$work/single.out" 2>&1 || fail "single: $(tail -3 "$work/single.out")"
+# a run that truly differs (the learning rate 0.1% off) must break the bounds, checked before the
+# noise control exists (TOL) and after (the bounds it sets on this CPU): the bounds still tell
+"$cohort" train "${model[@]}" --lr 1.001e-3 --micro-batch 2 --grad-accum 4 \
+    --metrics "$work/lr.jsonl" --dump-params "$work/lr.bin" >"$work/lr.out" 2>&1 || fail "lr control"
+par_noise --micro-batch 1 --grad-accum 8
+if "$py" "$src/tests/parallel/par_compare.py" $(par_noise_args) --tensor-l2 "$work/single.jsonl" \
+        "$work/single.bin" "$work/lr.jsonl" "$work/lr.bin" $V $C $L $T >"$work/lr.cmp"; then
+    fail "a learning rate 0.1% off passes the bounds: $(cat "$work/lr.cmp")"
+else
+    echo "ok   a learning rate 0.1% off breaks the bounds: $(cat "$work/lr.cmp")"
+fi
 run tp2 2 --tp 2 --micro-batch 2 --grad-accum 4 && compare "dp 1 x pp 1 x tp 2" single tp2
 run tp4 4 --tp 4 --micro-batch 2 --grad-accum 4 && compare "dp 1 x pp 1 x tp 4" single tp4
 for s in ddp zero1 zero2 zero3; do
