@@ -71,6 +71,18 @@ static int pick_devices(run_devices *d, coh_accel accel, const coh_vis_env *env,
     return st ? cli_fail("run", st) : CLI_OK;
 }
 
+/* One rank's variable: its own device, as device 0. Gaudi is the exception: Habana's runtime
+ * gives local rank N the N-th module of HABANA_VISIBLE_MODULES and wants the same value in
+ * every process, so each rank gets the whole list and its LOCAL_RANK picks its module. */
+static coh_status rank_value(run_devices *d, const coh_visible *vis, const coh_vis_env *env,
+                             const int *logical, int n, int r, const char **var, char *value,
+                             size_t cap)
+{
+    if (vis->accel == COH_ACCEL_HPU)
+        return coh_child_env(d->inv, vis, env, logical, n, COH_ID_INDEX, var, value, cap);
+    return coh_child_env(d->inv, vis, env, &logical[r], 1, COH_ID_INDEX, var, value, cap);
+}
+
 static int bind_each(run_devices *d, const coh_visible *vis, const coh_vis_env *env,
                      const int *logical, int n)
 {
@@ -81,12 +93,11 @@ static int bind_each(run_devices *d, const coh_visible *vis, const coh_vis_env *
     for (int r = 0; r < n; r++) {
         const char *var;
         char value[1024];
-        coh_status st = coh_child_env(d->inv, vis, env, &logical[r], 1, COH_ID_INDEX, &var,
-                                      value, sizeof value);
+        coh_status st = rank_value(d, vis, env, logical, n, r, &var, value, sizeof value);
         if (st)
             return cli_fail("run", st);
         d->rank_env[r] = calloc(2, sizeof(char *));
-        if (!d->rank_env[r] || !(d->rank_env[r][0] = var_entry(var, value)))
+        if (!d->rank_env[r] || (var && !(d->rank_env[r][0] = var_entry(var, value))))
             return cli_fail("run", COH_ERR_NOMEM);
     }
     return CLI_OK;
@@ -152,7 +163,8 @@ static int resolve_devices(run_devices *d, coh_launch_opts *o, coh_accel accel)
         int w = snprintf(d->note, sizeof d->note, "devices: %s x%d", coh_accel_name(sel.accel), n);
         if (var && w > 0 && (size_t)w < sizeof d->note)
             snprintf(d->note + w, sizeof d->note - (size_t)w, ", %s=%.600s%s", var, value,
-                     d->bind ? ", one device per rank" : "");
+                     !d->bind ? "" : sel.accel == COH_ACCEL_HPU
+                                 ? ", local rank N uses the N-th module" : ", one device per rank");
     }
     coh_selection_release(&sel);
     return rc;

@@ -29,7 +29,7 @@ static void usage(FILE *f)
             "limits below. Most free memory first, then least utilization, then lower index.\n"
             "\n"
             "  --inventory FILE         describe the machine from FILE (also COHORT_INVENTORY)\n"
-            "  --accelerator A          cuda (default), gpu, xpu or rocm\n"
+            "  --accelerator A          cuda (default), gpu, hpu, mps, xpu or rocm\n"
             "  --min-free-memory SIZE   e.g. 16GiB\n"
             "  --max-utilization PCT    0 to 100\n"
             "  --allow-shared           accept devices other processes compute on\n"
@@ -205,7 +205,8 @@ static int run_command(char **cmd, const char *var, const char *value)
         return CLI_FAILED;
     }
     if (child_pid == 0) {
-        setenv(var, value, 1);
+        if (var) /* mps has no variable */
+            setenv(var, value, 1);
         execvp(cmd[0], cmd);
         fprintf(stderr, "%s pick: error: cannot run '%s': %s\n", cli_progname, cmd[0],
                 strerror(errno));
@@ -271,7 +272,8 @@ static int pick_and_report(const opts *o, const coh_inventory *inv, const coh_vi
         if (o->cmd) {
             if (!o->quiet)
                 fprintf(stderr, "%s pick: running %s with %s=%s%s\n", cli_progname, o->cmd[0],
-                        var, value, o->reserve ? " (devices reserved until it exits)" : "");
+                        var ? var : "(no variable: one device)", value,
+                        o->reserve ? " (devices reserved until it exits)" : "");
             rc = run_command(o->cmd, var, value);
         }
     }
@@ -293,7 +295,7 @@ int cmd_pick(int argc, char **argv)
         return cli_fail("pick", COH_ERR_INVALID);
     if (accel == COH_ACCEL_CPU || accel == COH_ACCEL_AUTO)
         return cli_usage_error("pick", "invalid --accelerator '%s' for pick: expected cuda, gpu, "
-                               "xpu or rocm", o.accel_text);
+                               "hpu, mps, xpu or rocm", o.accel_text);
     coh_inventory *inv = NULL;
     if ((rc = cli_device_open("pick", o.inventory, &inv)) != CLI_OK)
         return rc;
