@@ -36,7 +36,8 @@ static void help(void)
            "  --vocab FILE           GPT-2 vocab.bpe (gpt2; default: beside encoder.json, as above)\n"
            "  --documents file|paragraph\n"
            "                         a document is a whole file (default), or each part of it\n"
-           "                         between blank lines (\"\\n\\n\", kept with the part)\n"
+           "                         between blank lines (lines of only whitespace, as\n"
+           "                         WikiText's \" \\n\"; kept with the part)\n"
            "  --shard-tokens N       tokens per shard (default 100000000)\n"
            "  --val-fraction F       share of documents' tokens for validation, 0..1 (default 0)\n"
            "  -h, --help             this help\n");
@@ -140,6 +141,41 @@ static coh_status read_file(const char *path, char **text, size_t *len)
     return COH_OK;
 }
 
+/* End of the line starting at i (after its '\n', or len), and whether it holds only
+ * whitespace: WikiText's blank lines are " \n", Windows files end lines in "\r\n". */
+static size_t line_end(const char *text, size_t len, size_t i, int *blank)
+{
+    *blank = 1;
+    for (; i < len && text[i] != '\n'; i++)
+        if (!strchr(" \t\r\f\v", text[i]))
+            *blank = 0;
+    return i < len ? i + 1 : len;
+}
+
+/* The paragraph starting at `start` ends after the blank lines that follow its text (kept
+ * with it, as llm.c's tinyshakespeare split keeps "\n\n"); blank lines at the start of the
+ * file go with the first paragraph, so no document is only whitespace. */
+static size_t paragraph_end(const char *text, size_t len, size_t start)
+{
+    size_t i = start;
+    int blank = 1, seen_text = 0;
+    while (i < len) {
+        size_t next = line_end(text, len, i, &blank);
+        if (!blank)
+            seen_text = 1;
+        else if (seen_text) { /* the first blank line after text: take the whole run */
+            while (blank && i < len) {
+                i = next;
+                if (i < len)
+                    next = line_end(text, len, i, &blank);
+            }
+            return i;
+        }
+        i = next;
+    }
+    return len;
+}
+
 static coh_status prepare_file(prep *p, const char *path, coh_tokens *doc)
 {
     char *text = NULL;
@@ -152,11 +188,9 @@ static coh_status prepare_file(prep *p, const char *path, coh_tokens *doc)
         free(text);
         return st;
     }
-    /* As llm.c's tinyshakespeare script: split at "\n\n", each part keeps its separator. */
     size_t start = 0;
     while (st == COH_OK && start < len) {
-        const char *sep = len - start >= 2 ? memmem(text + start, len - start, "\n\n", 2) : NULL;
-        size_t end = sep ? (size_t)(sep - text) + 2 : len;
+        size_t end = paragraph_end(text, len, start);
         st = add_document(p, text + start, end - start, doc);
         start = end;
     }
@@ -272,7 +306,9 @@ int cmd_prepare(int argc, char **argv)
      * validation alone overflowed a whole shard. */
     if (st == COH_OK && p.train.tokens == 0)
         st = coh_errf(COH_ERR_INVALID, "no tokens went to the train split (%llu document(s); "
-                      "lower --val-fraction or add text)", (unsigned long long)p.documents);
+                      "validation takes whole documents: lower --val-fraction, add text%s)",
+                      (unsigned long long)p.documents, p.paragraphs ? "" :
+                      ", or split files into documents with --documents paragraph");
     if (st == COH_OK)
         st = flush_shard(&p, &p.train);
     if (st == COH_OK)
