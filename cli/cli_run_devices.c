@@ -33,12 +33,16 @@ static int choose_accel(const run_devices *d, coh_accel *a)
     const char *np = d->nproc_text;
     if (np && !strcmp(np, "gpu")) {
         if (*a == COH_ACCEL_CPU)
-            return cli_usage_error("run", "invalid --nproc-per-node 'gpu' with --accelerator cpu");
+            return cli_usage_error("run", "invalid --nproc-per-node 'gpu' with --accelerator cpu: "
+                                   "'gpu' counts GPUs; use -n cpu, or an accelerator such as "
+                                   "--accelerator cuda");
         if (*a == COH_ACCEL_AUTO)
             *a = COH_ACCEL_CUDA; /* torchrun's meaning: the CUDA devices */
     }
     if (np && !strcmp(np, "cpu") && *a != COH_ACCEL_AUTO && *a != COH_ACCEL_CPU)
-        return cli_usage_error("run", "invalid --nproc-per-node 'cpu' with --accelerator %s", d->accel_text);
+        return cli_usage_error("run", "invalid --nproc-per-node 'cpu' with --accelerator %s: 'cpu' "
+                               "starts one process per cpu core; drop --accelerator, or use -n "
+                               "gpu or a number", d->accel_text);
     if (np && !strcmp(np, "cpu"))
         *a = COH_ACCEL_CPU;
     return CLI_OK;
@@ -120,7 +124,9 @@ static int settle_nproc(run_devices *d, int ndev, coh_launch_opts *o)
 {
     o->nproc_per_node = d->nproc ? d->nproc : ndev;
     if (d->nproc && d->bind && d->nproc != ndev)
-        return cli_usage_error("run", "invalid --nproc-per-node '%s' with --bind-devices: %d device(s) selected, one process each", d->nproc_text, ndev);
+        return cli_usage_error("run", "invalid --nproc-per-node '%s' with --bind-devices: %d "
+                               "device(s) selected, one process each; drop -n or give -n %d",
+                               d->nproc_text, ndev, ndev);
     return CLI_OK;
 }
 
@@ -152,7 +158,9 @@ static int resolve_devices(run_devices *d, coh_launch_opts *o, coh_accel accel)
         snprintf(value, sizeof value, "%s", sel.value);
     }
     if (rc == CLI_OK && d->bind && sel.accel == COH_ACCEL_CPU)
-        rc = cli_usage_error("run", "invalid option '--bind-devices': no accelerator selected (cpu)");
+        rc = cli_usage_error("run", "invalid option '--bind-devices': no accelerator selected "
+                             "(cpu); bind devices of an accelerator that 'cohort devices' "
+                             "lists (--accelerator cuda, hpu, ...) or drop --bind-devices");
     if (rc == CLI_OK)
         rc = settle_nproc(d, n, o);
     if (rc == CLI_OK && var && !(d->job_env[0] = var_entry(var, value)))

@@ -187,6 +187,18 @@ typedef struct opts {
     int json;
 } opts;
 
+/* What a value-less option wants, for its error. */
+static const char *value_hint(const char *opt)
+{
+    if (!strncmp(opt, "--accelerator", 13))
+        return " (auto, cpu, cuda, gpu, mps, hpu, xpu or rocm)";
+    if (!strncmp(opt, "--devices", 9))
+        return " (a count like 3, -1 or auto for all, or indices like '1, 3')";
+    if (!strncmp(opt, "--inventory", 11))
+        return " (an inventory file, see docs/inventory.md)";
+    return "";
+}
+
 static int parse_args(int argc, char **argv, opts *o)
 {
     static const struct option longs[] = {
@@ -203,8 +215,8 @@ static int parse_args(int argc, char **argv, opts *o)
         case 'd': o->spec = optarg; break;
         case 'j': o->json = 1; break;
         case 'h': usage(stdout); return -1;
-        case ':': return cli_usage_error("devices", "option '%s' needs a value",
-                                         argv[optind - 1]);
+        case ':': return cli_usage_error("devices", "option '%s' needs a value%s",
+                                         argv[optind - 1], value_hint(argv[optind - 1]));
         default: return cli_usage_error("devices", "unknown option '%s' (see --help)",
                                         argv[optind - 1]);
         }

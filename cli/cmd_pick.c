@@ -22,7 +22,8 @@ static void usage(FILE *f)
             "usage: cohort pick N [options] [--reserve] [-- COMMAND [ARGS...]]\n"
             "\n"
             "Chooses N usable devices among those visible here and prints the value of\n"
-            "CUDA_VISIBLE_DEVICES (ZE_AFFINITY_MASK, HIP_VISIBLE_DEVICES) a child needs:\n"
+            "CUDA_VISIBLE_DEVICES (ZE_AFFINITY_MASK, HIP_VISIBLE_DEVICES,\n"
+            "HABANA_VISIBLE_MODULES) a child needs:\n"
             "  CUDA_VISIBLE_DEVICES=$(cohort pick 2) python train.py\n"
             "A device is usable when it is not prohibited, not exclusive_process with a\n"
             "process on it, has no compute process (unless --allow-shared), and meets the\n"
@@ -124,7 +125,8 @@ static int parse_args(int argc, char **argv, opts *o)
             return rc;
     }
     if (optind >= nopt)
-        return cli_usage_error("pick", "missing the number of devices (see --help)");
+        return cli_usage_error("pick", "missing the number of devices: give N, as in 'cohort "
+                               "pick 2' (see --help)");
     if (optind + 1 < nopt)
         return cli_usage_error("pick", "unexpected argument '%s' (see --help)", argv[optind + 1]);
     if (o->cmd && !o->cmd[0])
@@ -237,8 +239,19 @@ static int pick_and_report(const opts *o, const coh_inventory *inv, const coh_vi
     coh_status st = o->reserve ? coh_pick_reserve(inv, vis, &o->pick, NULL, &res, &resv)
                                : coh_pick(inv, vis, &o->pick, &res);
     if ((st == COH_ERR_NOT_FOUND || st == COH_ERR_BUSY) && vis->count == 0) {
-        fprintf(stderr, "%s pick: error: %d %s device%s requested but none is visible\n",
-                cli_progname, o->pick.n, coh_accel_name(vis->accel), o->pick.n == 1 ? "" : "s");
+        fprintf(stderr, "%s pick: error: %d %s device%s requested but none is visible (%s)\n",
+                cli_progname, o->pick.n, coh_accel_name(vis->accel), o->pick.n == 1 ? "" : "s",
+                vis->accel == COH_ACCEL_MPS ? "Apple MPS exists only on macOS on Apple silicon"
+                                            : "'cohort devices' lists what there is; "
+                                              "--accelerator picks another kind");
+        coh_pick_result_release(&res);
+        return CLI_FAILED;
+    }
+    if (st == COH_ERR_NOT_FOUND && !o->reserve && res.npicked == vis->count) {
+        fprintf(stderr, "%s pick: error: %d %s devices requested but only %d %s visible, all "
+                "usable; ask for at most %d\n", cli_progname, o->pick.n,
+                coh_accel_name(vis->accel), vis->count, vis->count == 1 ? "is" : "are",
+                vis->count);
         coh_pick_result_release(&res);
         return CLI_FAILED;
     }

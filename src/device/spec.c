@@ -35,8 +35,8 @@ static coh_status spec_int(const char *text, const char *s, size_t len, int pos,
 {
     char buf[16];
     if (len == 0)
-        return coh_errf(COH_ERR_INVALID, "invalid device spec '%s': empty entry at position %d",
-                        text, pos);
+        return coh_errf(COH_ERR_INVALID, "invalid device spec '%s': empty entry at position %d; "
+                        "expected " SPEC_FORMS, text, pos);
     const char *d = s + (*s == '-');
     size_t dl = len - (size_t)(d - s);
     if (dl == 0 || dl > 9 || strspn(d, "0123456789") < dl)
@@ -158,7 +158,7 @@ coh_status coh_device_spec_resolve(const coh_device_spec *spec, const char *text
     const char *an = coh_accel_name(accel);
     if (available == 0 && accel == COH_ACCEL_MPS)
         return coh_errf(COH_ERR_NOT_FOUND, "no mps device: Apple MPS exists only on macOS on "
-                        "Apple silicon (use --accelerator cpu or auto here)");
+                        "Apple silicon");
     if (available == 0)
         return coh_errf(COH_ERR_NOT_FOUND, "no %s device is visible (devices '%s' needs at "
                         "least one)", an, text);
