@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -95,6 +96,8 @@ static coh_status add_tokens(prep *p, split *s, const coh_tokens *doc)
 static coh_status add_document(prep *p, const char *text, size_t len, coh_tokens *doc)
 {
     doc->count = 0;
+    if (len == 0)
+        return COH_OK; /* an empty file is no document (an end-of-text token alone teaches nothing) */
     int32_t eot = coh_tokenizer_eot(p->tok);
     coh_status st = eot >= 0 ? coh_tokens_push(doc, eot) : COH_OK;
     if (st == COH_OK)
@@ -109,6 +112,10 @@ static coh_status add_document(prep *p, const char *text, size_t len, coh_tokens
 
 static coh_status read_file(const char *path, char **text, size_t *len)
 {
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+        return coh_errf(COH_ERR_INVALID, "cannot read '%s': it is a directory; give the text "
+                        "files in it (e.g. '%s'/*.txt)", path, path);
     FILE *f = fopen(path, "rb");
     if (!f)
         return coh_errf(errno == ENOENT ? COH_ERR_NOT_FOUND : COH_ERR_IO,
@@ -128,13 +135,13 @@ static coh_status read_file(const char *path, char **text, size_t *len)
         buf = more;
         cap *= 2;
     }
-    int bad = ferror(f);
+    int bad = ferror(f), err = errno;
     fclose(f);
     if (!buf)
         return coh_errf(COH_ERR_NOMEM, "out of memory reading '%s'", path);
     if (bad) {
         free(buf);
-        return coh_errf(COH_ERR_IO, "cannot read '%s'", path);
+        return coh_errf(COH_ERR_IO, "cannot read '%s': %s", path, strerror(err));
     }
     *text = buf;
     *len = n;
@@ -243,6 +250,11 @@ static int parse_options(int argc, char **argv, prep *p, const char **tokenizer,
     }
     if (!p->out)
         return cli_usage_error(CMD, "missing --out PREFIX (see 'cohort prepare --help')");
+    size_t ol = strlen(p->out);
+    if (ol == 0 || p->out[ol - 1] == '/')
+        return cli_usage_error(CMD, "invalid --out '%s': give a path prefix such as '%sdata', "
+                               "and the shards are written as PREFIX_train_000000.bin, ...",
+                               p->out, p->out);
     if (optind >= argc)
         return cli_usage_error(CMD, "no input files (see 'cohort prepare --help')");
     return 0;
@@ -304,6 +316,9 @@ int cmd_prepare(int argc, char **argv)
         st = prepare_file(&p, argv[i], &doc);
     /* Refuse before writing the last shards: a failed run then leaves no shard behind unless
      * validation alone overflowed a whole shard. */
+    if (st == COH_OK && p.documents == 0)
+        st = coh_errf(COH_ERR_INVALID, "the input files are empty: no document to tokenize; "
+                      "give files with text");
     if (st == COH_OK && p.train.tokens == 0)
         st = coh_errf(COH_ERR_INVALID, "no tokens went to the train split (%llu document(s); "
                       "validation takes whole documents: lower --val-fraction, add text%s)",

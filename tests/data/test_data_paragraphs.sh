@@ -2,7 +2,8 @@
 # test_data_paragraphs.sh: `cohort prepare --documents paragraph` splits at blank lines that hold
 # whitespace (WikiText's " \n", "\r\n", tabs) as well as at "\n\n", keeps every byte, and
 # --val-fraction on one WikiText-style file then sends whole paragraphs, about that share, to
-# validation; on one whole-file document the error says how to split it.
+# validation; on one whole-file document the error says how to split it. Also prepare's other
+# input mistakes: a directory, empty files, an --out that is no prefix (exit 2, the fix named).
 set -uo pipefail
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -73,6 +74,27 @@ rc=$?
     fail "one-document val split: exit $rc, $(cat "$work/err")"
 ! ls "$work"/n_* >/dev/null 2>&1 || fail "the refused split wrote shards"
 "$COHORT" prepare --help | grep -qF "lines of only whitespace" || fail "--help does not describe blank lines"
+
+# line CODE LINE ARGS...: prepare exits CODE, stderr is exactly LINE, no shard is written.
+line() {
+    local code=$1 want=$2
+    shift 2
+    (cd "$work" && "$COHORT" prepare --tokenizer byte "$@" >/dev/null 2>"$work/err")
+    local rc=$?
+    [ $rc -eq "$code" ] && [ "$(cat "$work/err")" = "$want" ] ||
+        fail "prepare $*: exit $rc (want $code): $(cat "$work/err") (want: $want)"
+    ! ls "$work"/*_train_*.bin "$work"/dir/*.bin >/dev/null 2>&1 || fail "prepare $* wrote shards"
+}
+rm -f "$work"/*.bin
+mkdir "$work/dir"
+: >"$work/empty.txt"
+line 2 "cohort prepare: error: cannot read 'dir': it is a directory; give the text files in it (e.g. 'dir'/*.txt)" --out n dir
+line 2 "cohort prepare: error: the input files are empty: no document to tokenize; give files with text" --out n empty.txt empty.txt
+line 2 "cohort prepare: error: invalid --out 'dir/': give a path prefix such as 'dir/data', and the shards are written as PREFIX_train_000000.bin, ..." --out dir/ one.txt
+line 2 "cohort prepare: error: invalid --out '': give a path prefix such as 'data', and the shards are written as PREFIX_train_000000.bin, ..." --out '' one.txt
+# An empty file among others is no document (and no end-of-text token of its own).
+(cd "$work" && "$COHORT" prepare --tokenizer byte --out e empty.txt one.txt >"$work/out") || fail "empty + text"
+grep -q "^prepared 1 documents" "$work/out" || fail "an empty file counted as a document: $(cat "$work/out")"
 
 [ "$fails" -eq 0 ] || { echo "$fails failure(s)"; exit 1; }
 echo "ok"
