@@ -284,8 +284,9 @@ static int pick_and_report(const opts *o, const coh_inventory *inv, const coh_vi
             print_table(inv, vis, &res);
         if (o->cmd) {
             if (!o->quiet)
-                fprintf(stderr, "%s pick: running %s with %s=%s%s\n", cli_progname, o->cmd[0],
-                        var ? var : "(no variable: one device)", value,
+                fprintf(stderr, "%s pick: running %s %s%s%s%s%s\n", cli_progname, o->cmd[0],
+                        var ? "with " : "(mps needs no variable)", var ? var : "",
+                        var ? "=" : "", value,
                         o->reserve ? " (devices reserved until it exits)" : "");
             rc = run_command(o->cmd, var, value);
         }

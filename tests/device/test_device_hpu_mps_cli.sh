@@ -73,5 +73,12 @@ out=$(COHORT_INVENTORY=$INV/mac.json "$C" run --prefix '' --accelerator mps --bi
     sh -c 'echo "$RANK:${CUDA_VISIBLE_DEVICES-unset}"')
 [ "$out" = "0:unset" ] || fail "mps --bind-devices: got '$out'"
 
+# pick: module ids for HABANA_VISIBLE_MODULES (module 4 has a process on it: skipped); MPS runs
+# the command with nothing to set.
+has 0 "7,1" env HABANA_VISIBLE_MODULES=7,4,1 COHORT_INVENTORY="$G" "$C" pick 2 --accelerator hpu -q
+[ "$(cat "$T/out")" = "7,1" ] || fail "pick hpu printed '$(cat "$T/out")'"
+has 0 "cohort pick: running true (mps needs no variable)" env COHORT_INVENTORY="$INV/mac.json" \
+    "$C" pick 1 --accelerator mps -- true
+
 [ $failures -eq 0 ] || exit 1
 echo "all passed"
