@@ -120,9 +120,16 @@ static int plain_nproc(const run_devices *d)
 }
 
 /* Processes: an explicit number wins; else one per selected device (or cpu core). */
-static int settle_nproc(run_devices *d, int ndev, coh_launch_opts *o)
+static int settle_nproc(run_devices *d, coh_accel accel, int ndev, coh_launch_opts *o)
 {
     o->nproc_per_node = d->nproc ? d->nproc : ndev;
+    /* Habana: "the number of elements in the list must be equal to the number of devices
+     * used", one process per module, local rank N on the N-th. */
+    if (d->nproc && accel == COH_ACCEL_HPU && d->nproc != ndev)
+        return cli_usage_error("run", "invalid --nproc-per-node '%s' with --accelerator hpu: %d "
+                               "module(s) selected and Gaudi runs one process per module; drop "
+                               "-n, give -n %d, or select %s modules with --devices",
+                               d->nproc_text, ndev, ndev, d->nproc_text);
     if (d->nproc && d->bind && d->nproc != ndev)
         return cli_usage_error("run", "invalid --nproc-per-node '%s' with --bind-devices: %d "
                                "device(s) selected, one process each; drop -n or give -n %d",
@@ -162,7 +169,7 @@ static int resolve_devices(run_devices *d, coh_launch_opts *o, coh_accel accel)
                              "(cpu); bind devices of an accelerator that 'cohort devices' "
                              "lists (--accelerator cuda, hpu, ...) or drop --bind-devices");
     if (rc == CLI_OK)
-        rc = settle_nproc(d, n, o);
+        rc = settle_nproc(d, sel.accel, n, o);
     if (rc == CLI_OK && var && !(d->job_env[0] = var_entry(var, value)))
         rc = cli_fail("run", COH_ERR_NOMEM);
     if (rc == CLI_OK && d->bind)

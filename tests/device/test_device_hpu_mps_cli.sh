@@ -68,6 +68,13 @@ out=$(COHORT_INVENTORY=$G "$C" run --prefix '' --accelerator hpu --devices 3 --b
 [ "$out" = "0=0 1=1 2=2 " ] || fail "hpu ranks' modules: got '$out'"
 has 2 "invalid HABANA_VISIBLE_MODULES='0,0'" env HABANA_VISIBLE_MODULES=0,0 \
     COHORT_INVENTORY="$G" "$C" run --accelerator hpu --bind-devices true
+# Habana wants one process per listed module: another -n is refused before anything starts.
+has 2 "invalid --nproc-per-node '3' with --accelerator hpu: 2 module(s) selected and Gaudi runs one process per module; drop -n, give -n 2, or select 3 modules with --devices" \
+    env COHORT_INVENTORY="$G" "$C" run -n 3 --accelerator hpu --devices 2 sh -c "touch $T/started"
+[ ! -e "$T/started" ] || fail "the refused hpu job started a worker"
+out=$(COHORT_INVENTORY=$G "$C" run --prefix '' -n 2 --accelerator hpu --devices 2 \
+    sh -c 'echo "$HABANA_VISIBLE_MODULES"' | sort -u)
+[ "$out" = "0,1" ] || fail "hpu job without --bind-devices: every rank should see '0,1', got '$out'"
 # MPS: one process, no variable to set.
 out=$(COHORT_INVENTORY=$INV/mac.json "$C" run --prefix '' --accelerator mps --bind-devices \
     sh -c 'echo "$RANK:${CUDA_VISIBLE_DEVICES-unset}"')
