@@ -59,6 +59,7 @@ typedef struct prep {
     coh_tokenizer *tok;
     split train, val;
     uint64_t documents;
+    uint64_t bytes; /* of text read, to tell empty input from a too large validation share */
 } prep;
 
 static coh_status flush_shard(prep *p, split *s)
@@ -96,8 +97,7 @@ static coh_status add_tokens(prep *p, split *s, const coh_tokens *doc)
 static coh_status add_document(prep *p, const char *text, size_t len, coh_tokens *doc)
 {
     doc->count = 0;
-    if (len == 0)
-        return COH_OK; /* an empty file is no document (an end-of-text token alone teaches nothing) */
+    p->bytes += len;
     int32_t eot = coh_tokenizer_eot(p->tok);
     coh_status st = eot >= 0 ? coh_tokens_push(doc, eot) : COH_OK;
     if (st == COH_OK)
@@ -316,9 +316,9 @@ int cmd_prepare(int argc, char **argv)
         st = prepare_file(&p, argv[i], &doc);
     /* Refuse before writing the last shards: a failed run then leaves no shard behind unless
      * validation alone overflowed a whole shard. */
-    if (st == COH_OK && p.documents == 0)
-        st = coh_errf(COH_ERR_INVALID, "the input files are empty: no document to tokenize; "
-                      "give files with text");
+    if (st == COH_OK && p.bytes == 0)
+        st = coh_errf(COH_ERR_INVALID, "the input files are empty: no text to tokenize; give "
+                      "files with text");
     if (st == COH_OK && p.train.tokens == 0)
         st = coh_errf(COH_ERR_INVALID, "no tokens went to the train split (%llu document(s); "
                       "validation takes whole documents: lower --val-fraction, add text%s)",
