@@ -108,7 +108,9 @@ void cli_device_table(const coh_inventory *inv, const coh_visible *v, const int 
 {
     cli_table t;
     cli_table_init(&t, 8, "lrllllrl");
-    const char *head[] = {"DEVICE", v->accel == COH_ACCEL_CUDA ? "SMI" : "PHYS", "PCI BUS ID", "UUID", "NAME", "MEMORY FREE/TOTAL",
+    const char *phys = v->accel == COH_ACCEL_CUDA ? "SMI"
+                       : v->accel == COH_ACCEL_HPU ? "MODULE (INDEX)" : "PHYS";
+    const char *head[] = {"DEVICE", phys, "PCI BUS ID", "UUID", "NAME", "MEMORY FREE/TOTAL",
                           "UTIL", "PROCESSES"};
     cli_table_add(&t, head);
     int rows = only ? nonly : v->count;
@@ -121,7 +123,9 @@ void cli_device_table(const coh_inventory *inv, const coh_visible *v, const int 
         int np;
         device_numbers(inv, d, &total, &used, &np);
         cli_device_label(v, l, dev, sizeof dev);
-        if (d->tile >= 0)
+        if (g->vendor == COH_VENDOR_HABANA) /* the id HABANA_VISIBLE_MODULES names first */
+            snprintf(smi, sizeof smi, "%d (%d)", g->module_id, g->physical_index);
+        else if (d->tile >= 0)
             snprintf(smi, sizeof smi, "%d.%d", g->physical_index, d->tile);
         else
             snprintf(smi, sizeof smi, "%d", g->physical_index);
@@ -152,6 +156,11 @@ void cli_device_json(coh_jw *w, const coh_inventory *inv, const coh_visible *v, 
     coh_jw_field_string(w, "device", label);
     coh_jw_field_int(w, "logical_index", l);
     coh_jw_field_int(w, "physical_index", g->physical_index);
+    coh_jw_key(w, "module_id");
+    if (g->vendor == COH_VENDOR_HABANA)
+        coh_jw_int(w, g->module_id);
+    else
+        coh_jw_null(w);
     coh_jw_field_string(w, "pci_bus_id", g->pci_bus_id);
     coh_jw_field_string(w, "uuid", g->uuid);
     coh_jw_field_string(w, "mig_uuid", d->mig >= 0 ? g->mig[d->mig].uuid : NULL);

@@ -33,12 +33,16 @@ static int choose_accel(const run_devices *d, coh_accel *a)
     const char *np = d->nproc_text;
     if (np && !strcmp(np, "gpu")) {
         if (*a == COH_ACCEL_CPU)
-            return cli_usage_error("run", "invalid --nproc-per-node 'gpu' with --accelerator cpu");
+            return cli_usage_error("run", "invalid --nproc-per-node 'gpu' with --accelerator cpu: "
+                                   "'gpu' counts GPUs; use -n cpu, or an accelerator such as "
+                                   "--accelerator cuda");
         if (*a == COH_ACCEL_AUTO)
             *a = COH_ACCEL_CUDA; /* torchrun's meaning: the CUDA devices */
     }
     if (np && !strcmp(np, "cpu") && *a != COH_ACCEL_AUTO && *a != COH_ACCEL_CPU)
-        return cli_usage_error("run", "invalid --nproc-per-node 'cpu' with --accelerator %s", d->accel_text);
+        return cli_usage_error("run", "invalid --nproc-per-node 'cpu' with --accelerator %s: 'cpu' "
+                               "starts one process per cpu core; drop --accelerator, or use -n "
+                               "gpu or a number", d->accel_text);
     if (np && !strcmp(np, "cpu"))
         *a = COH_ACCEL_CPU;
     return CLI_OK;
@@ -71,6 +75,18 @@ static int pick_devices(run_devices *d, coh_accel accel, const coh_vis_env *env,
     return st ? cli_fail("run", st) : CLI_OK;
 }
 
+/* One rank's variable: its own device, as device 0. Gaudi is the exception: Habana's runtime
+ * gives local rank N the N-th module of HABANA_VISIBLE_MODULES and wants the same value in
+ * every process, so each rank gets the whole list and its LOCAL_RANK picks its module. */
+static coh_status rank_value(run_devices *d, const coh_visible *vis, const coh_vis_env *env,
+                             const int *logical, int n, int r, const char **var, char *value,
+                             size_t cap)
+{
+    if (vis->accel == COH_ACCEL_HPU)
+        return coh_child_env(d->inv, vis, env, logical, n, COH_ID_INDEX, var, value, cap);
+    return coh_child_env(d->inv, vis, env, &logical[r], 1, COH_ID_INDEX, var, value, cap);
+}
+
 static int bind_each(run_devices *d, const coh_visible *vis, const coh_vis_env *env,
                      const int *logical, int n)
 {
@@ -81,12 +97,11 @@ static int bind_each(run_devices *d, const coh_visible *vis, const coh_vis_env *
     for (int r = 0; r < n; r++) {
         const char *var;
         char value[1024];
-        coh_status st = coh_child_env(d->inv, vis, env, &logical[r], 1, COH_ID_INDEX, &var,
-                                      value, sizeof value);
+        coh_status st = rank_value(d, vis, env, logical, n, r, &var, value, sizeof value);
         if (st)
             return cli_fail("run", st);
         d->rank_env[r] = calloc(2, sizeof(char *));
-        if (!d->rank_env[r] || !(d->rank_env[r][0] = var_entry(var, value)))
+        if (!d->rank_env[r] || (var && !(d->rank_env[r][0] = var_entry(var, value))))
             return cli_fail("run", COH_ERR_NOMEM);
     }
     return CLI_OK;
@@ -105,11 +120,20 @@ static int plain_nproc(const run_devices *d)
 }
 
 /* Processes: an explicit number wins; else one per selected device (or cpu core). */
-static int settle_nproc(run_devices *d, int ndev, coh_launch_opts *o)
+static int settle_nproc(run_devices *d, coh_accel accel, int ndev, coh_launch_opts *o)
 {
     o->nproc_per_node = d->nproc ? d->nproc : ndev;
+    /* Habana: "the number of elements in the list must be equal to the number of devices
+     * used", one process per module, local rank N on the N-th. */
+    if (d->nproc && accel == COH_ACCEL_HPU && d->nproc != ndev)
+        return cli_usage_error("run", "invalid --nproc-per-node '%s' with --accelerator hpu: %d "
+                               "module(s) selected and Gaudi runs one process per module; drop "
+                               "-n, give -n %d, or select %s modules with --devices",
+                               d->nproc_text, ndev, ndev, d->nproc_text);
     if (d->nproc && d->bind && d->nproc != ndev)
-        return cli_usage_error("run", "invalid --nproc-per-node '%s' with --bind-devices: %d device(s) selected, one process each", d->nproc_text, ndev);
+        return cli_usage_error("run", "invalid --nproc-per-node '%s' with --bind-devices: %d "
+                               "device(s) selected, one process each; drop -n or give -n %d",
+                               d->nproc_text, ndev, ndev);
     return CLI_OK;
 }
 
@@ -141,9 +165,11 @@ static int resolve_devices(run_devices *d, coh_launch_opts *o, coh_accel accel)
         snprintf(value, sizeof value, "%s", sel.value);
     }
     if (rc == CLI_OK && d->bind && sel.accel == COH_ACCEL_CPU)
-        rc = cli_usage_error("run", "invalid option '--bind-devices': no accelerator selected (cpu)");
+        rc = cli_usage_error("run", "invalid option '--bind-devices': no accelerator selected "
+                             "(cpu); bind devices of an accelerator that 'cohort devices' "
+                             "lists (--accelerator cuda, hpu, ...) or drop --bind-devices");
     if (rc == CLI_OK)
-        rc = settle_nproc(d, n, o);
+        rc = settle_nproc(d, sel.accel, n, o);
     if (rc == CLI_OK && var && !(d->job_env[0] = var_entry(var, value)))
         rc = cli_fail("run", COH_ERR_NOMEM);
     if (rc == CLI_OK && d->bind)
@@ -152,7 +178,8 @@ static int resolve_devices(run_devices *d, coh_launch_opts *o, coh_accel accel)
         int w = snprintf(d->note, sizeof d->note, "devices: %s x%d", coh_accel_name(sel.accel), n);
         if (var && w > 0 && (size_t)w < sizeof d->note)
             snprintf(d->note + w, sizeof d->note - (size_t)w, ", %s=%.600s%s", var, value,
-                     d->bind ? ", one device per rank" : "");
+                     !d->bind ? "" : sel.accel == COH_ACCEL_HPU
+                                 ? ", local rank N uses the N-th module" : ", one device per rank");
     }
     coh_selection_release(&sel);
     return rc;

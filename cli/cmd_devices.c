@@ -12,7 +12,7 @@
 const char cmd_devices_summary[] = "list the CPU and accelerators and what a program will see";
 
 static const char *const mode_names[] = {"default", "exclusive_process", "prohibited"};
-static const char *const vendor_names[] = {"nvidia", "intel", "amd"};
+static const char *const vendor_names[] = {"nvidia", "intel", "amd", "habana", "apple"};
 
 static void usage(FILE *f)
 {
@@ -20,46 +20,65 @@ static void usage(FILE *f)
             "usage: cohort devices [--inventory FILE] [--accelerator A] [--devices SPEC] [--json]\n"
             "\n"
             "Lists the CPU and the accelerators, and for each device a program started here\n"
-            "will see (cuda:0, xpu:0, rocm:0, ...) the physical device behind it, applying\n"
-            "CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER, ZE_AFFINITY_MASK,\n"
-            "ZE_ENABLE_PCI_ID_DEVICE_ORDER, ROCR_VISIBLE_DEVICES and HIP_VISIBLE_DEVICES.\n"
+            "will see (cuda:0, xpu:0, rocm:0, hpu:0, mps:0) the physical device behind it,\n"
+            "applying CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER, ZE_AFFINITY_MASK,\n"
+            "ZE_ENABLE_PCI_ID_DEVICE_ORDER, ROCR_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES and\n"
+            "HABANA_VISIBLE_MODULES (Apple MPS has one device and no variable).\n"
             "\n"
             "  --inventory FILE   describe the machine from FILE instead of probing\n"
             "                     (also COHORT_INVENTORY=FILE; schema in docs/inventory.md)\n"
-            "  --accelerator A    auto, cpu, cuda, gpu, xpu or rocm: list only that kind\n"
+            "  --accelerator A    auto, cpu, cuda, gpu, mps, hpu, xpu or rocm: list only that\n"
+            "                     kind (gpu: mps on a Mac with Apple silicon, else cuda)\n"
             "  --devices SPEC     show what SPEC selects (3, -1, auto, '1, 3', '[1,3]', '3,')\n"
             "  --json             one JSON document for scripts\n");
+}
+
+#define NKINDS 5
+
+static int has_vendor(const coh_inventory *inv, coh_vendor v)
+{
+    for (int i = 0; i < inv->ngpus; i++)
+        if (inv->gpus[i].vendor == v)
+            return 1;
+    return 0;
 }
 
 /* The accelerator kinds worth listing for this inventory. */
 static int kinds(const coh_inventory *inv, coh_accel *out)
 {
-    int has[3] = {0, 0, 0}, n = 0;
-    for (int i = 0; i < inv->ngpus; i++)
-        has[inv->gpus[i].vendor] = 1;
-    if (has[COH_VENDOR_NVIDIA])
-        out[n++] = COH_ACCEL_CUDA;
-    if (has[COH_VENDOR_INTEL])
-        out[n++] = COH_ACCEL_XPU;
-    if (has[COH_VENDOR_AMD])
-        out[n++] = COH_ACCEL_ROCM;
+    static const coh_vendor vendors[NKINDS] = {COH_VENDOR_NVIDIA, COH_VENDOR_INTEL,
+                                               COH_VENDOR_AMD, COH_VENDOR_HABANA,
+                                               COH_VENDOR_APPLE};
+    static const coh_accel accels[NKINDS] = {COH_ACCEL_CUDA, COH_ACCEL_XPU, COH_ACCEL_ROCM,
+                                             COH_ACCEL_HPU, COH_ACCEL_MPS};
+    int n = 0;
+    for (int k = 0; k < NKINDS; k++)
+        if (has_vendor(inv, vendors[k]))
+            out[n++] = accels[k];
     return n;
 }
 
+/* The variable that decides what kind a sees (NULL name for mps, which has none). */
 static const char *var_of(coh_accel a, const coh_vis_env *e, const char **name)
 {
-    *name = a == COH_ACCEL_CUDA ? "CUDA_VISIBLE_DEVICES"
-            : a == COH_ACCEL_XPU ? "ZE_AFFINITY_MASK" : "ROCR_VISIBLE_DEVICES";
-    return a == COH_ACCEL_CUDA ? e->cuda_visible_devices
-           : a == COH_ACCEL_XPU ? e->ze_affinity_mask : e->rocr_visible_devices;
+    switch (a) {
+    case COH_ACCEL_CUDA: *name = "CUDA_VISIBLE_DEVICES"; return e->cuda_visible_devices;
+    case COH_ACCEL_XPU: *name = "ZE_AFFINITY_MASK"; return e->ze_affinity_mask;
+    case COH_ACCEL_ROCM: *name = "ROCR_VISIBLE_DEVICES"; return e->rocr_visible_devices;
+    case COH_ACCEL_HPU: *name = "HABANA_VISIBLE_MODULES"; return e->habana_visible_modules;
+    default: *name = NULL; return NULL;
+    }
 }
 
 static void print_human_section(const coh_inventory *inv, const coh_visible *v,
                                 const coh_vis_env *env)
 {
     const char *name, *val = var_of(v->accel, env, &name);
-    printf("\n%s devices (%s%s%s%s", coh_accel_name(v->accel), name, val ? "='" : " unset",
-           val ? val : "", val ? "'" : "");
+    if (!name)
+        printf("\n%s devices (no visibility variable: one device", coh_accel_name(v->accel));
+    else
+        printf("\n%s devices (%s%s%s%s", coh_accel_name(v->accel), name, val ? "='" : " unset",
+               val ? val : "", val ? "'" : "");
     if (v->accel == COH_ACCEL_CUDA)
         printf(", CUDA_DEVICE_ORDER %s", env->cuda_device_order ? env->cuda_device_order
                                                                 : "unset: FASTEST_FIRST");
@@ -127,6 +146,11 @@ static void json_cpu_and_gpus(coh_jw *w, const coh_inventory *inv)
         coh_jw_field_int(w, "multiprocessors", g->multiprocessors);
         coh_jw_field_int(w, "clock_mhz", g->clock_mhz);
         coh_jw_field_int(w, "tiles", g->tiles);
+        coh_jw_key(w, "module_id");
+        if (g->vendor == COH_VENDOR_HABANA)
+            coh_jw_int(w, g->module_id);
+        else
+            coh_jw_null(w);
         coh_jw_key(w, "mig");
         coh_jw_array_begin(w);
         for (int m = 0; m < g->nmig; m++) {
@@ -163,6 +187,18 @@ typedef struct opts {
     int json;
 } opts;
 
+/* What a value-less option wants, for its error. */
+static const char *value_hint(const char *opt)
+{
+    if (!strncmp(opt, "--accelerator", 13))
+        return " (auto, cpu, cuda, gpu, mps, hpu, xpu or rocm)";
+    if (!strncmp(opt, "--devices", 9))
+        return " (a count like 3, -1 or auto for all, or indices like '1, 3')";
+    if (!strncmp(opt, "--inventory", 11))
+        return " (an inventory file, see docs/inventory.md)";
+    return "";
+}
+
 static int parse_args(int argc, char **argv, opts *o)
 {
     static const struct option longs[] = {
@@ -179,8 +215,8 @@ static int parse_args(int argc, char **argv, opts *o)
         case 'd': o->spec = optarg; break;
         case 'j': o->json = 1; break;
         case 'h': usage(stdout); return -1;
-        case ':': return cli_usage_error("devices", "option '%s' needs a value",
-                                         argv[optind - 1]);
+        case ':': return cli_usage_error("devices", "option '%s' needs a value%s",
+                                         argv[optind - 1], value_hint(argv[optind - 1]));
         default: return cli_usage_error("devices", "unknown option '%s' (see --help)",
                                         argv[optind - 1]);
         }
@@ -192,7 +228,7 @@ static int parse_args(int argc, char **argv, opts *o)
 static int compute_all(const coh_inventory *inv, const coh_vis_env *env, coh_accel only,
                        int have_only, coh_visible *vis)
 {
-    coh_accel list[3];
+    coh_accel list[NKINDS];
     int n = have_only ? 1 : kinds(inv, list);
     if (have_only)
         list[0] = only;
@@ -211,6 +247,15 @@ static int compute_all(const coh_inventory *inv, const coh_vis_env *env, coh_acc
             return -rc;
     }
     return k;
+}
+
+/* Say why there is no mps row where someone may look for one: without --accelerator, or with
+ * one that could mean mps. */
+static int mps_line_wanted(const coh_inventory *inv, coh_accel a, int given)
+{
+    if (has_vendor(inv, COH_VENDOR_APPLE))
+        return 0;
+    return !given || a == COH_ACCEL_AUTO || a == COH_ACCEL_MPS || a == COH_ACCEL_GPU;
 }
 
 static void print_selection(const coh_inventory *inv, const coh_selection *s, const char *spec,
@@ -240,7 +285,13 @@ static void print_selection(const coh_inventory *inv, const coh_selection *s, co
     printf("\nselected: accelerator %s, devices '%s' = %d device%s:\n", coh_accel_name(s->accel),
            spec, s->n, s->n == 1 ? "" : "s");
     cli_device_table(inv, &s->vis, s->logical, s->n, stdout);
-    printf("a child process gets %s=%s\n", s->var, s->value);
+    if (s->var)
+        printf("a child process gets %s=%s\n", s->var, s->value);
+    else
+        printf("a child process needs no variable (%s has one device)\n",
+               coh_accel_name(s->accel));
+    if (s->accel == COH_ACCEL_HPU)
+        printf("(local rank N uses the N-th module: give every rank the same value)\n");
 }
 
 static int run(const opts *o, coh_inventory *inv)
@@ -250,7 +301,7 @@ static int run(const opts *o, coh_inventory *inv)
         return cli_fail("devices", COH_ERR_INVALID);
     coh_vis_env env;
     coh_vis_env_from_process(&env);
-    coh_visible vis[3];
+    coh_visible vis[NKINDS];
     memset(vis, 0, sizeof vis);
     int nv = compute_all(inv, &env, accel, o->accel_text != NULL, vis);
     int rc = nv < 0 ? -nv : CLI_OK;
@@ -284,6 +335,8 @@ static int run(const opts *o, coh_inventory *inv)
         print_cpu_human(inv);
         if (inv->note[0])
             printf("nvidia: %s\n", inv->note);
+        if (mps_line_wanted(inv, accel, o->accel_text != NULL))
+            printf("mps: none (Apple MPS exists only on macOS on Apple silicon)\n");
         for (int i = 0; i < nv; i++)
             print_human_section(inv, &vis[i], &env);
         if (want_sel)
@@ -294,7 +347,7 @@ static int run(const opts *o, coh_inventory *inv)
         rc = cli_fail("devices", sel_st);
     }
     coh_selection_release(&sel);
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < NKINDS; i++)
         coh_visible_release(&vis[i]);
     return rc;
 }

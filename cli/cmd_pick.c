@@ -22,14 +22,15 @@ static void usage(FILE *f)
             "usage: cohort pick N [options] [--reserve] [-- COMMAND [ARGS...]]\n"
             "\n"
             "Chooses N usable devices among those visible here and prints the value of\n"
-            "CUDA_VISIBLE_DEVICES (ZE_AFFINITY_MASK, HIP_VISIBLE_DEVICES) a child needs:\n"
+            "CUDA_VISIBLE_DEVICES (ZE_AFFINITY_MASK, HIP_VISIBLE_DEVICES,\n"
+            "HABANA_VISIBLE_MODULES) a child needs:\n"
             "  CUDA_VISIBLE_DEVICES=$(cohort pick 2) python train.py\n"
             "A device is usable when it is not prohibited, not exclusive_process with a\n"
             "process on it, has no compute process (unless --allow-shared), and meets the\n"
             "limits below. Most free memory first, then least utilization, then lower index.\n"
             "\n"
             "  --inventory FILE         describe the machine from FILE (also COHORT_INVENTORY)\n"
-            "  --accelerator A          cuda (default), gpu, xpu or rocm\n"
+            "  --accelerator A          cuda (default), gpu, hpu, mps, xpu or rocm\n"
             "  --min-free-memory SIZE   e.g. 16GiB\n"
             "  --max-utilization PCT    0 to 100\n"
             "  --allow-shared           accept devices other processes compute on\n"
@@ -124,7 +125,8 @@ static int parse_args(int argc, char **argv, opts *o)
             return rc;
     }
     if (optind >= nopt)
-        return cli_usage_error("pick", "missing the number of devices (see --help)");
+        return cli_usage_error("pick", "missing the number of devices: give N, as in 'cohort "
+                               "pick 2' (see --help)");
     if (optind + 1 < nopt)
         return cli_usage_error("pick", "unexpected argument '%s' (see --help)", argv[optind + 1]);
     if (o->cmd && !o->cmd[0])
@@ -205,7 +207,8 @@ static int run_command(char **cmd, const char *var, const char *value)
         return CLI_FAILED;
     }
     if (child_pid == 0) {
-        setenv(var, value, 1);
+        if (var) /* mps has no variable */
+            setenv(var, value, 1);
         execvp(cmd[0], cmd);
         fprintf(stderr, "%s pick: error: cannot run '%s': %s\n", cli_progname, cmd[0],
                 strerror(errno));
@@ -236,8 +239,19 @@ static int pick_and_report(const opts *o, const coh_inventory *inv, const coh_vi
     coh_status st = o->reserve ? coh_pick_reserve(inv, vis, &o->pick, NULL, &res, &resv)
                                : coh_pick(inv, vis, &o->pick, &res);
     if ((st == COH_ERR_NOT_FOUND || st == COH_ERR_BUSY) && vis->count == 0) {
-        fprintf(stderr, "%s pick: error: %d %s device%s requested but none is visible\n",
-                cli_progname, o->pick.n, coh_accel_name(vis->accel), o->pick.n == 1 ? "" : "s");
+        fprintf(stderr, "%s pick: error: %d %s device%s requested but none is visible (%s)\n",
+                cli_progname, o->pick.n, coh_accel_name(vis->accel), o->pick.n == 1 ? "" : "s",
+                vis->accel == COH_ACCEL_MPS ? "Apple MPS exists only on macOS on Apple silicon"
+                                            : "'cohort devices' lists what there is; "
+                                              "--accelerator picks another kind");
+        coh_pick_result_release(&res);
+        return CLI_FAILED;
+    }
+    if (st == COH_ERR_NOT_FOUND && !o->reserve && res.npicked == vis->count) {
+        fprintf(stderr, "%s pick: error: %d %s devices requested but only %d %s visible, all "
+                "usable; ask for at most %d\n", cli_progname, o->pick.n,
+                coh_accel_name(vis->accel), vis->count, vis->count == 1 ? "is" : "are",
+                vis->count);
         coh_pick_result_release(&res);
         return CLI_FAILED;
     }
@@ -270,8 +284,10 @@ static int pick_and_report(const opts *o, const coh_inventory *inv, const coh_vi
             print_table(inv, vis, &res);
         if (o->cmd) {
             if (!o->quiet)
-                fprintf(stderr, "%s pick: running %s with %s=%s%s\n", cli_progname, o->cmd[0],
-                        var, value, o->reserve ? " (devices reserved until it exits)" : "");
+                fprintf(stderr, "%s pick: running %s %s%s%s%s%s\n", cli_progname, o->cmd[0],
+                        var ? "with " : "(mps needs no variable)", var ? var : "",
+                        var ? "=" : "", value,
+                        o->reserve ? " (devices reserved until it exits)" : "");
             rc = run_command(o->cmd, var, value);
         }
     }
@@ -293,7 +309,7 @@ int cmd_pick(int argc, char **argv)
         return cli_fail("pick", COH_ERR_INVALID);
     if (accel == COH_ACCEL_CPU || accel == COH_ACCEL_AUTO)
         return cli_usage_error("pick", "invalid --accelerator '%s' for pick: expected cuda, gpu, "
-                               "xpu or rocm", o.accel_text);
+                               "hpu, mps, xpu or rocm", o.accel_text);
     coh_inventory *inv = NULL;
     if ((rc = cli_device_open("pick", o.inventory, &inv)) != CLI_OK)
         return rc;

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -36,7 +37,8 @@ static void help(void)
            "  --vocab FILE           GPT-2 vocab.bpe (gpt2; default: beside encoder.json, as above)\n"
            "  --documents file|paragraph\n"
            "                         a document is a whole file (default), or each part of it\n"
-           "                         between blank lines (\"\\n\\n\", kept with the part)\n"
+           "                         between blank lines (lines of only whitespace, as\n"
+           "                         WikiText's \" \\n\"; kept with the part)\n"
            "  --shard-tokens N       tokens per shard (default 100000000)\n"
            "  --val-fraction F       share of documents' tokens for validation, 0..1 (default 0)\n"
            "  -h, --help             this help\n");
@@ -57,6 +59,7 @@ typedef struct prep {
     coh_tokenizer *tok;
     split train, val;
     uint64_t documents;
+    uint64_t bytes; /* of text read, to tell empty input from a too large validation share */
 } prep;
 
 static coh_status flush_shard(prep *p, split *s)
@@ -94,6 +97,7 @@ static coh_status add_tokens(prep *p, split *s, const coh_tokens *doc)
 static coh_status add_document(prep *p, const char *text, size_t len, coh_tokens *doc)
 {
     doc->count = 0;
+    p->bytes += len;
     int32_t eot = coh_tokenizer_eot(p->tok);
     coh_status st = eot >= 0 ? coh_tokens_push(doc, eot) : COH_OK;
     if (st == COH_OK)
@@ -108,6 +112,10 @@ static coh_status add_document(prep *p, const char *text, size_t len, coh_tokens
 
 static coh_status read_file(const char *path, char **text, size_t *len)
 {
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+        return coh_errf(COH_ERR_INVALID, "cannot read '%s': it is a directory; give the text "
+                        "files in it (e.g. '%s'/*.txt)", path, path);
     FILE *f = fopen(path, "rb");
     if (!f)
         return coh_errf(errno == ENOENT ? COH_ERR_NOT_FOUND : COH_ERR_IO,
@@ -127,17 +135,52 @@ static coh_status read_file(const char *path, char **text, size_t *len)
         buf = more;
         cap *= 2;
     }
-    int bad = ferror(f);
+    int bad = ferror(f), err = errno;
     fclose(f);
     if (!buf)
         return coh_errf(COH_ERR_NOMEM, "out of memory reading '%s'", path);
     if (bad) {
         free(buf);
-        return coh_errf(COH_ERR_IO, "cannot read '%s'", path);
+        return coh_errf(COH_ERR_IO, "cannot read '%s': %s", path, strerror(err));
     }
     *text = buf;
     *len = n;
     return COH_OK;
+}
+
+/* End of the line starting at i (after its '\n', or len), and whether it holds only
+ * whitespace: WikiText's blank lines are " \n", Windows files end lines in "\r\n". */
+static size_t line_end(const char *text, size_t len, size_t i, int *blank)
+{
+    *blank = 1;
+    for (; i < len && text[i] != '\n'; i++)
+        if (!strchr(" \t\r\f\v", text[i]))
+            *blank = 0;
+    return i < len ? i + 1 : len;
+}
+
+/* The paragraph starting at `start` ends after the blank lines that follow its text (kept
+ * with it, as llm.c's tinyshakespeare split keeps "\n\n"); blank lines at the start of the
+ * file go with the first paragraph, so no document is only whitespace. */
+static size_t paragraph_end(const char *text, size_t len, size_t start)
+{
+    size_t i = start;
+    int blank = 1, seen_text = 0;
+    while (i < len) {
+        size_t next = line_end(text, len, i, &blank);
+        if (!blank)
+            seen_text = 1;
+        else if (seen_text) { /* the first blank line after text: take the whole run */
+            while (blank && i < len) {
+                i = next;
+                if (i < len)
+                    next = line_end(text, len, i, &blank);
+            }
+            return i;
+        }
+        i = next;
+    }
+    return len;
 }
 
 static coh_status prepare_file(prep *p, const char *path, coh_tokens *doc)
@@ -152,11 +195,9 @@ static coh_status prepare_file(prep *p, const char *path, coh_tokens *doc)
         free(text);
         return st;
     }
-    /* As llm.c's tinyshakespeare script: split at "\n\n", each part keeps its separator. */
     size_t start = 0;
     while (st == COH_OK && start < len) {
-        const char *sep = len - start >= 2 ? memmem(text + start, len - start, "\n\n", 2) : NULL;
-        size_t end = sep ? (size_t)(sep - text) + 2 : len;
+        size_t end = paragraph_end(text, len, start);
         st = add_document(p, text + start, end - start, doc);
         start = end;
     }
@@ -209,6 +250,11 @@ static int parse_options(int argc, char **argv, prep *p, const char **tokenizer,
     }
     if (!p->out)
         return cli_usage_error(CMD, "missing --out PREFIX (see 'cohort prepare --help')");
+    size_t ol = strlen(p->out);
+    if (ol == 0 || p->out[ol - 1] == '/')
+        return cli_usage_error(CMD, "invalid --out '%s': give a path prefix such as '%sdata', "
+                               "and the shards are written as PREFIX_train_000000.bin, ...",
+                               p->out, p->out);
     if (optind >= argc)
         return cli_usage_error(CMD, "no input files (see 'cohort prepare --help')");
     return 0;
@@ -270,9 +316,14 @@ int cmd_prepare(int argc, char **argv)
         st = prepare_file(&p, argv[i], &doc);
     /* Refuse before writing the last shards: a failed run then leaves no shard behind unless
      * validation alone overflowed a whole shard. */
+    if (st == COH_OK && p.bytes == 0)
+        st = coh_errf(COH_ERR_INVALID, "the input files are empty: no text to tokenize; give "
+                      "files with text");
     if (st == COH_OK && p.train.tokens == 0)
         st = coh_errf(COH_ERR_INVALID, "no tokens went to the train split (%llu document(s); "
-                      "lower --val-fraction or add text)", (unsigned long long)p.documents);
+                      "validation takes whole documents: lower --val-fraction, add text%s)",
+                      (unsigned long long)p.documents, p.paragraphs ? "" :
+                      ", or split files into documents with --documents paragraph");
     if (st == COH_OK)
         st = flush_shard(&p, &p.train);
     if (st == COH_OK)

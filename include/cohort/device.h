@@ -22,7 +22,15 @@ extern "C" {
 
 /* ---- inventory: what the machine has ------------------------------------------------------- */
 
-typedef enum coh_vendor { COH_VENDOR_NVIDIA, COH_VENDOR_INTEL, COH_VENDOR_AMD } coh_vendor;
+/* HABANA: Intel Gaudi (HPU); APPLE: the one Metal (MPS) device of an Apple silicon Mac. */
+typedef enum coh_vendor {
+    COH_VENDOR_NVIDIA,
+    COH_VENDOR_INTEL,
+    COH_VENDOR_AMD,
+    COH_VENDOR_HABANA,
+    COH_VENDOR_APPLE
+} coh_vendor;
+#define COH_VENDOR_COUNT 5
 
 typedef enum coh_compute_mode {
     COH_COMPUTE_DEFAULT,
@@ -58,6 +66,8 @@ typedef struct coh_gpu {
     int multiprocessors;
     int clock_mhz;                  /* max SM clock */
     int tiles;                      /* Intel: sub-devices (>= 1); 1 for others */
+    int module_id;                  /* Gaudi: the module id HABANA_VISIBLE_MODULES names
+                                       (hl-smi module_id, not its index); -1 for others */
     int nmig;                       /* MIG instances (NVIDIA with MIG mode enabled) */
     coh_mig *mig;
 } coh_gpu;
@@ -114,16 +124,20 @@ void coh_inventory_destroy(coh_inventory *inv);
 
 /* The kinds of device a program can be asked to use. */
 typedef enum coh_accel {
-    COH_ACCEL_AUTO,  /* cuda if any CUDA device is visible, else xpu, else rocm, else cpu */
+    COH_ACCEL_AUTO,  /* Lightning's order: hpu, then mps, then cuda if any such device is
+                        visible; then xpu, then rocm; else cpu */
     COH_ACCEL_CPU,
-    COH_ACCEL_CUDA,  /* also "gpu" */
+    COH_ACCEL_CUDA,
     COH_ACCEL_XPU,   /* Intel, Level Zero */
-    COH_ACCEL_ROCM   /* AMD, HIP */
+    COH_ACCEL_ROCM,  /* AMD, HIP */
+    COH_ACCEL_HPU,   /* Intel Gaudi, HABANA_VISIBLE_MODULES */
+    COH_ACCEL_MPS,   /* Apple silicon, one device, no visibility variable */
+    COH_ACCEL_GPU    /* Lightning's "gpu": mps when an MPS device is there, else cuda */
 } coh_accel;
 
-/* Parse "auto", "cpu", "cuda", "gpu" (= cuda), "xpu" or "rocm".
+/* Parse "auto", "cpu", "cuda", "gpu", "xpu", "rocm", "hpu" or "mps".
  * Errors: COH_ERR_INVALID "invalid accelerator 'tpu': expected one of auto, cpu, cuda, gpu,
- * xpu, rocm". */
+ * mps, hpu, xpu, rocm". */
 coh_status coh_accel_parse(const char *text, coh_accel *out);
 const char *coh_accel_name(coh_accel a); /* "cuda", ...; never NULL */
 
@@ -135,6 +149,7 @@ typedef struct coh_vis_env {
     const char *ze_enable_pci_id_device_order;
     const char *rocr_visible_devices;
     const char *hip_visible_devices;
+    const char *habana_visible_modules;
 } coh_vis_env;
 
 /* Fill *env from this process's environment (getenv; the pointers stay owned by it). */
@@ -174,17 +189,29 @@ typedef struct coh_visible {
                                           CUDA_DEVICE_ORDER value */
 } coh_visible;
 
-/* The devices of kind `accel` (CUDA, XPU or ROCM; AUTO resolves as documented above; CPU
- * yields count 0) a program started with `env` sees, in logical order, with the rules of
+/* The devices of kind `accel` (CUDA, XPU, ROCM, HPU or MPS; AUTO and GPU resolve as
+ * documented above; CPU yields count 0) a program started with `env` sees, in logical order,
+ * with the rules of
  * docs/devices.md: CUDA_VISIBLE_DEVICES with CUDA_DEVICE_ORDER (FASTEST_FIRST default:
  * compute capability, then multiprocessors x clock, then PCI bus id - an approximation of
  * CUDA's unpublished heuristic; or PCI_BUS_ID), ZE_AFFINITY_MASK (selects, never reorders)
- * with ZE_ENABLE_PCI_ID_DEVICE_ORDER, ROCR_VISIBLE_DEVICES then HIP_VISIBLE_DEVICES.
+ * with ZE_ENABLE_PCI_ID_DEVICE_ORDER, ROCR_VISIBLE_DEVICES then HIP_VISIBLE_DEVICES,
+ * HABANA_VISIBLE_MODULES (module ids; local rank N uses the N-th; unset: all modules by id).
  * A list the runtime would cut is not an error: out->cut says where and why.
- * Errors: COH_ERR_NOMEM. Ownership: release *out with coh_visible_release. */
+ * Errors: COH_ERR_INVALID for a HABANA_VISIBLE_MODULES value the Gaudi runtime refuses (see
+ * coh_hpu_modules_parse); COH_ERR_NOMEM. Ownership: release *out with coh_visible_release. */
 coh_status coh_visible_compute(const coh_inventory *inv, coh_accel accel,
                                const coh_vis_env *env, coh_visible *out);
 void coh_visible_release(coh_visible *v); /* NULL-safe; leaves *v empty */
+
+/* Parse a HABANA_VISIBLE_MODULES value against the module ids present (ids[0..nids)): writes
+ * the listed ids, in order, to out[] (cap entries) and their count to *n. Habana documents a
+ * comma-separated list of unique module ids of this machine, one per local rank; the runtime
+ * refuses an id that is not there, and cohort refuses what the documentation leaves open
+ * (empty value or entry, repeated id, spaces inside a number, signs) instead of guessing.
+ * Errors: COH_ERR_INVALID naming the value, the entry and the valid ids. */
+coh_status coh_hpu_modules_parse(const char *value, const int *ids, int nids, int *out, int cap,
+                                 int *n);
 
 /* The device order CUDA enumerates with (before CUDA_VISIBLE_DEVICES): writes up to cap
  * indices into inv->gpus to order[] and returns how many NVIDIA GPUs there are. */
@@ -225,12 +252,14 @@ coh_status coh_device_spec_resolve(const coh_device_spec *spec, const char *text
 
 typedef enum coh_id_format { COH_ID_INDEX, COH_ID_UUID } coh_id_format;
 
-/* The variable (CUDA_VISIBLE_DEVICES, ZE_AFFINITY_MASK or HIP_VISIBLE_DEVICES) and its value
+/* The variable (CUDA_VISIBLE_DEVICES, ZE_AFFINITY_MASK, HIP_VISIBLE_DEVICES or
+ * HABANA_VISIBLE_MODULES: the module ids in the chosen order) and its value
  * that make a child process, which inherits the rest of `env`, see exactly the visible devices
  * vis->dev[logical[0..n-1]] in that order (ZE cannot reorder: the child sees them in
  * enumeration order). CUDA values refer to the order CUDA_DEVICE_ORDER gives the child; MIG
  * instances are always written as their UUID; HIP values index into what
- * ROCR_VISIBLE_DEVICES leaves. *var is a static string.
+ * ROCR_VISIBLE_DEVICES leaves. *var is a static string; MPS has no variable: *var = NULL and
+ * value "" (there is one device).
  * Errors: COH_ERR_INVALID (bad logical index, CPU), COH_ERR_NOMEM when cap is too small. */
 coh_status coh_child_env(const coh_inventory *inv, const coh_visible *vis, const coh_vis_env *env,
                          const int *logical, int n, coh_id_format fmt, const char **var,
@@ -242,7 +271,7 @@ typedef struct coh_selection {
     coh_accel accel;      /* resolved: never COH_ACCEL_AUTO */
     int n;                /* devices selected; for cpu the number of processes */
     int logical[64];      /* logical indices into the visible devices (first 64 for cpu) */
-    const char *var;      /* variable to set in the child; NULL for cpu */
+    const char *var;      /* variable to set in the child; NULL for cpu and mps */
     char value[1024];     /* its value ("" for cpu) */
     coh_visible vis;      /* the visible devices of `accel` */
 } coh_selection;

@@ -12,6 +12,10 @@ coh_inventory *inv_alloc(void);
 /* Probe NVIDIA GPUs through NVML into inv (appending); no library = note, not an error. */
 coh_status nvml_probe(coh_inventory *inv);
 
+/* Append the Apple MPS device on macOS with Apple silicon (unless DISABLE_MPS=1); nothing
+ * on other systems. */
+coh_status mps_probe(coh_inventory *inv);
+
 /* CPU probing below a root directory ("" for the real machine; tests build a fake tree). */
 coh_status cpu_probe_root(const char *root, coh_cpu_info *out);
 
@@ -47,5 +51,7 @@ int vis_uuid_match(const coh_inventory *inv, const int *cand, int n, const char 
 coh_status visible_cuda(const coh_inventory *inv, const coh_vis_env *env, coh_visible *v);
 coh_status visible_ze(const coh_inventory *inv, const coh_vis_env *env, coh_visible *v);
 coh_status visible_rocm(const coh_inventory *inv, const coh_vis_env *env, coh_visible *v);
+coh_status visible_hpu(const coh_inventory *inv, const coh_vis_env *env, coh_visible *v);
+coh_status visible_mps(const coh_inventory *inv, coh_visible *v);
 
 #endif

@@ -183,12 +183,12 @@ static int parse_bus_id(const char *s, char *canon, size_t cap, unsigned long lo
     return 0;
 }
 
-static const char *const vendor_names[] = {"nvidia", "intel", "amd", NULL};
+static const char *const vendor_names[] = {"nvidia", "intel", "amd", "habana", "apple", NULL};
 static const char *const mode_names[] = {"default", "exclusive_process", "prohibited", NULL};
 static const char *const gpu_keys[] = {
     "vendor", "name", "uuid", "pci_bus_id", "memory_total_mib", "memory_used_mib",
     "utilization_pct", "compute_mode", "processes", "process_owners", "compute_capability",
-    "multiprocessors", "clock_mhz", "tiles", "mig", NULL};
+    "multiprocessors", "clock_mhz", "tiles", "mig", "module_id", NULL};
 static const char *const mig_keys[] = {"uuid", "gpu_instance", "compute_instance",
                                        "memory_total_mib", "memory_used_mib", "processes", NULL};
 static const char *const cpu_keys[] = {"cores", "numa_nodes", "cores_available", NULL};
@@ -270,6 +270,20 @@ static coh_status parse_mig_array(const json_value *v, const char *base, coh_gpu
     return COH_OK;
 }
 
+/* Gaudi modules carry the id HABANA_VISIBLE_MODULES names (hl-smi's module_id), which need not
+ * follow the PCI order: required for habana, refused for the others. */
+static coh_status parse_module_id(const json_value *v, const char *base, coh_gpu *g, ctx *c)
+{
+    long long id = -1;
+    int habana = g->vendor == COH_VENDOR_HABANA;
+    path_set(c, base, "module_id");
+    if (!habana && json_get(v, "module_id"))
+        return bad(c, "only habana devices have a module id");
+    JSON_TRY(get_int(v, base, "module_id", habana, 0, 1023, &id, c));
+    g->module_id = habana ? (int)id : -1;
+    return COH_OK;
+}
+
 static coh_status parse_gpu(const json_value *v, const char *base, coh_gpu *g, ctx *c)
 {
     snprintf(c->path, sizeof c->path, "%s", base);
@@ -277,7 +291,7 @@ static coh_status parse_gpu(const json_value *v, const char *base, coh_gpu *g, c
     int vendor = -1, mode = 0;
     path_set(c, base, "vendor");
     if (!json_get(v, "vendor"))
-        return bad(c, "missing (one of nvidia, intel, amd is required)");
+        return bad(c, "missing (one of nvidia, intel, amd, habana, apple is required)");
     JSON_TRY(get_enum(v, base, "vendor", vendor_names, &vendor, c));
     g->vendor = (coh_vendor)vendor;
     JSON_TRY(get_str(v, base, "name", 1, g->name, sizeof g->name, c));
@@ -302,6 +316,7 @@ static coh_status parse_gpu(const json_value *v, const char *base, coh_gpu *g, c
     JSON_TRY(get_int(v, base, "tiles", 0, 1, 64, &tiles, c));
     if (tiles != 1 && g->vendor != COH_VENDOR_INTEL)
         return bad(c, "only intel devices have tiles");
+    JSON_TRY(parse_module_id(v, base, g, c));
     g->memory_total_mib = (uint64_t)tot;
     g->memory_used_mib = (uint64_t)used;
     g->utilization_pct = (int)util;
@@ -346,6 +361,14 @@ static coh_status check_gpus(const coh_inventory *inv, ctx *c)
             snprintf(c->path, sizeof c->path, "gpus[%d].pci_bus_id", i);
             if (g->pci_bus_id[0] && !strcmp(g->pci_bus_id, h->pci_bus_id))
                 return bad(c, "'%s' is also the pci bus id of gpus[%d]", g->pci_bus_id, j);
+            snprintf(c->path, sizeof c->path, "gpus[%d].module_id", i);
+            if (g->vendor == COH_VENDOR_HABANA && h->vendor == COH_VENDOR_HABANA &&
+                g->module_id == h->module_id)
+                return bad(c, "%d is also the module id of gpus[%d]", g->module_id, j);
+            snprintf(c->path, sizeof c->path, "gpus[%d].vendor", i);
+            if (g->vendor == COH_VENDOR_APPLE && h->vendor == COH_VENDOR_APPLE)
+                return bad(c, "'apple' again: a Mac has one MPS device (gpus[%d])", j);
+            snprintf(c->path, sizeof c->path, "gpus[%d].pci_bus_id", i);
             if (g->vendor == h->vendor && g->pci_bus_id[0] && h->pci_bus_id[0] &&
                 strcmp(g->pci_bus_id, h->pci_bus_id) < 0)
                 return bad(c, "'%s' comes before gpus[%d] ('%s'): list each vendor's devices "
@@ -381,7 +404,7 @@ static coh_status parse_root(const json_value *root, coh_inventory *inv, ctx *c)
     inv->gpus = calloc(a->u.arr.count ? a->u.arr.count : 1, sizeof *inv->gpus);
     if (!inv->gpus)
         return coh_errf(COH_ERR_NOMEM, "out of memory reading %s", c->name);
-    int per_vendor[3] = {0, 0, 0};
+    int per_vendor[COH_VENDOR_COUNT] = {0};
     for (size_t i = 0; i < a->u.arr.count; i++) {
         char base[32];
         snprintf(base, sizeof base, "gpus[%zu]", i);

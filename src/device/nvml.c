@@ -231,6 +231,7 @@ static coh_status nvml_device(const nvml_api *api, unsigned int i, coh_gpu *g)
     g->vendor = COH_VENDOR_NVIDIA;
     g->physical_index = (int)i; /* NVML enumerates in PCI bus order, as nvidia-smi shows */
     g->tiles = 1;
+    g->module_id = -1;
     snprintf(g->pci_bus_id, sizeof g->pci_bus_id, "%.31s", pci.busId);
     g->memory_total_mib = mem.total >> 20;
     g->memory_used_mib = mem.used >> 20;
@@ -313,6 +314,8 @@ coh_status coh_inventory_probe(coh_inventory **out)
     coh_status st = coh_cpu_probe(&inv->cpu);
     if (st == COH_OK)
         st = nvml_probe(inv);
+    if (st == COH_OK)
+        st = mps_probe(inv);
     if (st != COH_OK) {
         coh_inventory_destroy(inv);
         return st;

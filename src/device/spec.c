@@ -7,27 +7,25 @@
 #include "device/device_int.h"
 #include "util/strutil.h"
 
-static const char *const accel_names[] = {"auto", "cpu", "cuda", "xpu", "rocm"};
+/* In coh_accel's order. */
+static const char *const accel_names[] = {"auto", "cpu", "cuda", "xpu", "rocm", "hpu", "mps",
+                                          "gpu"};
+#define NACCEL ((int)(sizeof accel_names / sizeof accel_names[0]))
 
 coh_status coh_accel_parse(const char *text, coh_accel *out)
 {
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < NACCEL; i++)
         if (!strcmp(text, accel_names[i])) {
             *out = (coh_accel)i;
             return COH_OK;
         }
-    if (!strcmp(text, "gpu")) {
-        *out = COH_ACCEL_CUDA;
-        return COH_OK;
-    }
-    return coh_errf(COH_ERR_INVALID,
-                    "invalid accelerator '%s': expected one of auto, cpu, cuda, gpu, xpu, rocm",
-                    text);
+    return coh_errf(COH_ERR_INVALID, "invalid accelerator '%s': expected one of auto, cpu, "
+                    "cuda, gpu, mps, hpu, xpu, rocm", text);
 }
 
 const char *coh_accel_name(coh_accel a)
 {
-    return (unsigned)a < 5 ? accel_names[a] : "unknown";
+    return (unsigned)a < (unsigned)NACCEL ? accel_names[a] : "unknown";
 }
 
 #define SPEC_FORMS "a count (3), -1 or auto for all, or indices ('1, 3', '[1,3]', '3,')"
@@ -37,8 +35,8 @@ static coh_status spec_int(const char *text, const char *s, size_t len, int pos,
 {
     char buf[16];
     if (len == 0)
-        return coh_errf(COH_ERR_INVALID, "invalid device spec '%s': empty entry at position %d",
-                        text, pos);
+        return coh_errf(COH_ERR_INVALID, "invalid device spec '%s': empty entry at position %d; "
+                        "expected " SPEC_FORMS, text, pos);
     const char *d = s + (*s == '-');
     size_t dl = len - (size_t)(d - s);
     if (dl == 0 || dl > 9 || strspn(d, "0123456789") < dl)
@@ -158,9 +156,17 @@ coh_status coh_device_spec_resolve(const coh_device_spec *spec, const char *text
     if (accel == COH_ACCEL_CPU)
         return resolve_cpu(spec, text, available, out, cap, n_out);
     const char *an = coh_accel_name(accel);
+    if (available == 0 && accel == COH_ACCEL_MPS)
+        return coh_errf(COH_ERR_NOT_FOUND, "no mps device: Apple MPS exists only on macOS on "
+                        "Apple silicon");
     if (available == 0)
         return coh_errf(COH_ERR_NOT_FOUND, "no %s device is visible (devices '%s' needs at "
                         "least one)", an, text);
+    if (accel == COH_ACCEL_HPU && spec->kind == COH_SPEC_LIST && spec->n > 0)
+        return coh_errf(COH_ERR_INVALID, "invalid device spec '%s' for accelerator hpu: give a "
+                        "number of devices (1 to %d, -1 or auto), not indices, as Lightning's "
+                        "HPU accelerator does; choose modules with HABANA_VISIBLE_MODULES",
+                        text, available);
     if (spec->kind == COH_SPEC_ALL) {
         for (int i = 0; i < available && i < cap; i++)
             out[i] = i;
@@ -270,6 +276,16 @@ static coh_status child_rocm(const coh_inventory *inv, const coh_visible *vis,
     return COH_OK;
 }
 
+/* Gaudi: the module ids in the chosen order; local rank N takes the N-th. */
+static coh_status child_hpu(const coh_inventory *inv, const coh_visible *vis, const int *logical,
+                            int n, char *value, size_t cap, size_t *len)
+{
+    for (int i = 0; i < n; i++)
+        coh_str_append(value, cap, len, "%s%d", i ? "," : "",
+                       inv->gpus[vis->dev[logical[i]].gpu].module_id);
+    return COH_OK;
+}
+
 coh_status coh_child_env(const coh_inventory *inv, const coh_visible *vis, const coh_vis_env *env,
                          const int *logical, int n, coh_id_format fmt, const char **var,
                          char *value, size_t cap)
@@ -296,6 +312,12 @@ coh_status coh_child_env(const coh_inventory *inv, const coh_visible *vis, const
         *var = "HIP_VISIBLE_DEVICES";
         st = child_rocm(inv, vis, env, logical, n, fmt, value, cap, &len);
         break;
+    case COH_ACCEL_HPU:
+        *var = "HABANA_VISIBLE_MODULES";
+        st = child_hpu(inv, vis, logical, n, value, cap, &len);
+        break;
+    case COH_ACCEL_MPS:
+        return COH_OK; /* one device and no variable: nothing to set */
     default:
         return coh_errf(COH_ERR_INVALID, "accelerator %s has no device variable",
                         coh_accel_name(vis->accel));
@@ -303,6 +325,34 @@ coh_status coh_child_env(const coh_inventory *inv, const coh_visible *vis, const
     if (st == COH_OK && len + 1 >= cap)
         return coh_errf(COH_ERR_NOMEM, "the %s value does not fit in %zu bytes", *var, cap);
     return st;
+}
+
+/* "cpu, cuda": the kinds with a visible device, as Lightning lists them when the asked one
+ * cannot run. */
+static void available_kinds(const coh_inventory *inv, const coh_vis_env *env, char *buf,
+                            size_t cap)
+{
+    static const coh_accel kinds[] = {COH_ACCEL_HPU, COH_ACCEL_MPS, COH_ACCEL_CUDA,
+                                      COH_ACCEL_XPU, COH_ACCEL_ROCM};
+    size_t len = 0;
+    coh_str_append(buf, cap, &len, "cpu");
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        coh_visible v;
+        if (coh_visible_compute(inv, kinds[i], env, &v) == COH_OK && v.count > 0)
+            coh_str_append(buf, cap, &len, ", %s", coh_accel_name(kinds[i]));
+        coh_visible_release(&v);
+    }
+}
+
+static coh_status not_available(const coh_inventory *inv, const coh_vis_env *env,
+                                coh_accel asked)
+{
+    char why[512], avail[128];
+    snprintf(why, sizeof why, "%s", coh_last_error());
+    available_kinds(inv, env, avail, sizeof avail);
+    return coh_errf(COH_ERR_NOT_FOUND, "%s%s; accelerators available here: %s",
+                    asked == COH_ACCEL_GPU ? "accelerator 'gpu' found no supported gpu backend "
+                    "(mps or cuda): " : "", why, avail);
 }
 
 coh_status coh_devices_select(const coh_inventory *inv, const coh_vis_env *env, coh_accel accel,
@@ -332,6 +382,8 @@ coh_status coh_devices_select(const coh_inventory *inv, const coh_vis_env *env, 
     if (st == COH_OK && out->accel != COH_ACCEL_CPU)
         st = coh_child_env(inv, &out->vis, env, out->logical, out->n, COH_ID_INDEX, &out->var,
                            out->value, sizeof out->value);
+    if (st == COH_ERR_NOT_FOUND)
+        st = not_available(inv, env, accel);
     if (st != COH_OK)
         coh_selection_release(out);
     return st;

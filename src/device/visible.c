@@ -15,6 +15,7 @@ void coh_vis_env_from_process(coh_vis_env *e)
     e->ze_enable_pci_id_device_order = getenv("ZE_ENABLE_PCI_ID_DEVICE_ORDER");
     e->rocr_visible_devices = getenv("ROCR_VISIBLE_DEVICES");
     e->hip_visible_devices = getenv("HIP_VISIBLE_DEVICES");
+    e->habana_visible_modules = getenv("HABANA_VISIBLE_MODULES");
 }
 
 int vis_vendor_list(const coh_inventory *inv, coh_vendor v, int *out, int cap)
@@ -23,6 +24,14 @@ int vis_vendor_list(const coh_inventory *inv, coh_vendor v, int *out, int cap)
     for (int i = 0; i < inv->ngpus; i++)
         if (inv->gpus[i].vendor == v && n < cap)
             out[n++] = i;
+    return n;
+}
+
+static int vendor_count(const coh_inventory *inv, coh_vendor v)
+{
+    int n = 0;
+    for (int i = 0; i < inv->ngpus; i++)
+        n += inv->gpus[i].vendor == v;
     return n;
 }
 
@@ -122,9 +131,19 @@ coh_status coh_visible_compute(const coh_inventory *inv, coh_accel accel,
 {
     memset(out, 0, sizeof *out);
     coh_status st = COH_OK;
+    if (accel == COH_ACCEL_GPU) /* Lightning: mps where there is one, else cuda */
+        accel = vendor_count(inv, COH_VENDOR_APPLE) ? COH_ACCEL_MPS : COH_ACCEL_CUDA;
     if (accel == COH_ACCEL_AUTO) {
-        static const coh_accel tries[] = {COH_ACCEL_CUDA, COH_ACCEL_XPU, COH_ACCEL_ROCM};
-        for (size_t i = 0; i < 3; i++) {
+        /* Lightning's order for the kinds it knows (hpu, mps, cuda), then cohort's own. A
+         * kind without devices is skipped before its variable is read, so a bad
+         * HABANA_VISIBLE_MODULES only matters on a machine with Gaudi modules. */
+        static const coh_accel tries[] = {COH_ACCEL_HPU, COH_ACCEL_MPS, COH_ACCEL_CUDA,
+                                          COH_ACCEL_XPU, COH_ACCEL_ROCM};
+        static const coh_vendor owner[] = {COH_VENDOR_HABANA, COH_VENDOR_APPLE,
+                                           COH_VENDOR_NVIDIA, COH_VENDOR_INTEL, COH_VENDOR_AMD};
+        for (size_t i = 0; i < 5; i++) {
+            if (!vendor_count(inv, owner[i]))
+                continue;
             st = coh_visible_compute(inv, tries[i], env, out);
             if (st != COH_OK || out->count > 0)
                 return st;
@@ -140,6 +159,10 @@ coh_status coh_visible_compute(const coh_inventory *inv, coh_accel accel,
         st = visible_ze(inv, env, out);
     else if (accel == COH_ACCEL_ROCM)
         st = visible_rocm(inv, env, out);
+    else if (accel == COH_ACCEL_HPU)
+        st = visible_hpu(inv, env, out);
+    else if (accel == COH_ACCEL_MPS)
+        st = visible_mps(inv, out);
     if (st != COH_OK)
         coh_visible_release(out);
     return st;

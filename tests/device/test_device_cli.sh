@@ -103,7 +103,7 @@ expect 2 "index 5 is out of range (visible cuda devices: 0 to 1)" CUDA_VISIBLE_D
 expect 1 "error: no cuda device is visible (devices '2' needs at least one)" CUDA_VISIBLE_DEVICES= -- \
     devices --inventory "$inv/four_a100.json" --accelerator cuda --devices 2
 grep -q "none visible" "$tmp/out" && echo "ok   the listing is still printed" || { echo "FAIL no listing"; fail=1; }
-expect 2 "invalid accelerator 'tpu': expected one of auto, cpu, cuda, gpu, xpu, rocm" -- devices --accelerator tpu
+expect 2 "invalid accelerator 'tpu': expected one of auto, cpu, cuda, gpu, mps, hpu, xpu, rocm" -- devices --accelerator tpu
 expect 2 "unknown option '--colour'" -- devices --colour
 expect 0 "usage: cohort devices" -- devices --help
 

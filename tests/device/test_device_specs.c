@@ -105,12 +105,12 @@ static void cpu_processes(void)
 static void accelerators(void)
 {
     coh_accel a;
-    CHECK_OK(coh_accel_parse("gpu", &a));
-    CHECK_INT(a, COH_ACCEL_CUDA);
+    CHECK_OK(coh_accel_parse("gpu", &a)); /* resolved later: mps where there is one, else cuda */
+    CHECK_INT(a, COH_ACCEL_GPU);
     CHECK_OK(coh_accel_parse("rocm", &a));
     CHECK_INT(a, COH_ACCEL_ROCM);
     CHECK_FAILS(coh_accel_parse("tpu", &a), COH_ERR_INVALID,
-                "invalid accelerator 'tpu': expected one of auto, cpu, cuda, gpu, xpu, rocm");
+                "invalid accelerator 'tpu': expected one of auto, cpu, cuda, gpu, mps, hpu, xpu, rocm");
     CHECK_STR(coh_accel_name(COH_ACCEL_XPU), "xpu");
 }
 

@@ -15,17 +15,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort(); /* a failure leaves nothing behind and always says why */
         return 0;
     }
-    int per_vendor[3] = {0, 0, 0};
+    int per_vendor[COH_VENDOR_COUNT] = {0};
     for (int i = 0; i < inv->ngpus; i++) {
         const coh_gpu *g = &inv->gpus[i];
+        if ((unsigned)g->vendor >= COH_VENDOR_COUNT)
+            abort();
+        if ((g->vendor == COH_VENDOR_HABANA) != (g->module_id >= 0))
+            abort(); /* Gaudi modules and only they carry a module id */
         if (g->physical_index != per_vendor[g->vendor]++ || g->tiles < 1 ||
             g->memory_used_mib > g->memory_total_mib || g->utilization_pct > 100 ||
             !g->name[0] || !g->uuid[0])
             abort();
     }
     coh_vis_env env = {0};
-    static const coh_accel kinds[] = {COH_ACCEL_CUDA, COH_ACCEL_XPU, COH_ACCEL_ROCM};
-    for (int k = 0; k < 3; k++) {
+    static const coh_accel kinds[] = {COH_ACCEL_CUDA, COH_ACCEL_XPU, COH_ACCEL_ROCM,
+                                      COH_ACCEL_HPU, COH_ACCEL_MPS, COH_ACCEL_GPU};
+    for (int k = 0; k < 6; k++) {
         coh_visible v;
         if (coh_visible_compute(inv, kinds[k], &env, &v) != COH_OK)
             abort();

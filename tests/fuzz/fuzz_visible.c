@@ -104,7 +104,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         *nl = '\0';
         p = nl + 1;
     }
-    coh_vis_env env = {vals[0], vals[1], vals[2], vals[3], vals[4], vals[5]};
+    coh_vis_env env = {vals[0], vals[1], vals[2], vals[3], vals[4], vals[5], NULL};
     static const coh_accel kinds[] = {COH_ACCEL_CUDA, COH_ACCEL_XPU, COH_ACCEL_ROCM};
     static const coh_vendor vendors[] = {COH_VENDOR_NVIDIA, COH_VENDOR_INTEL, COH_VENDOR_AMD};
     for (int k = 0; k < 3; k++) {
