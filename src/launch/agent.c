@@ -91,9 +91,38 @@ static void record_worker_failure(agent *a, worker *w)
     }
 }
 
+/* The guard died (it is our child: SIGCHLD woke us): say so, and start a new one that knows
+ * every worker group alive now, so that the "no orphans" promise holds again. */
+static void watch_guard(agent *a)
+{
+    int st = 0;
+    long old = (long)a->g.pid;
+    if (!guard_lost(&a->g, &st))
+        return;
+    char how[64], name[32];
+    if (WIFSIGNALED(st))
+        snprintf(how, sizeof how, "(pid %ld) was killed by %s", old, sig_name(WTERMSIG(st), name, sizeof name));
+    else
+        snprintf(how, sizeof how, "(pid %ld) exited with code %d", old, WEXITSTATUS(st));
+    int groups = 0;
+    if (guard_start(&a->g) != COH_OK) {
+        coh_warn("the launcher's guard process %s and could not be started again (%s): workers "
+                 "may outlive a SIGKILL of this launcher", how, coh_last_error());
+        return;
+    }
+    for (int i = 0; i < a->nproc; i++)
+        if (a->w && a->w[i].pid > 0) {
+            guard_add(&a->g, a->w[i].pid);
+            groups++;
+        }
+    coh_warn("the launcher's guard process %s: started a new guard (pid %ld) watching %d worker "
+             "process group(s)", how, (long)a->g.pid, groups);
+}
+
 /* Reap whichever workers have exited; the first bad exit starts the teardown. */
 static void reap(agent *a)
 {
+    watch_guard(a);
     for (int i = 0; i < a->nproc; i++) {
         worker *w = &a->w[i];
         if (w->pid <= 0)

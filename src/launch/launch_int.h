@@ -79,6 +79,8 @@ typedef struct guard {
 } guard;
 coh_status guard_start(guard *g);
 void guard_add(guard *g, pid_t pgid);
+/* 1 (and the guard reaped, *status its wait status) when the guard has died; else 0. */
+int guard_lost(guard *g, int *status);
 void guard_stop(guard *g); /* goodbye; reaps the guard */
 
 /* Fork one worker in its own process group, stdout/stderr to the given pipe ends, dying with
