@@ -41,6 +41,8 @@ static void usage(FILE *f)
         "      --control-port P        node 0 launcher's port (default master port + 1)\n"
         "      --standalone            one node, a free master port\n"
         "      --join-timeout SECONDS  wait for the other nodes' launchers (default 300)\n"
+        "      --job-token FILE        the job secret every node's launcher must prove (a file\n"
+        "                              only its owner may read; also COHORT_JOB_TOKEN)\n"
         "failures:\n"
         "      --grace SECONDS         SIGTERM to SIGKILL delay at teardown (default 5)\n"
         "      --max-restarts N        restart the job up to N times after a failure\n"
@@ -61,7 +63,7 @@ enum {
     OPT_NNODES = 256, OPT_NODE_RANK, OPT_MASTER_ADDR, OPT_MASTER_PORT, OPT_CONTROL_PORT,
     OPT_STANDALONE, OPT_JOIN_TIMEOUT, OPT_GRACE, OPT_MAX_RESTARTS, OPT_RUN_ID, OPT_ROLE,
     OPT_LOG_DIR, OPT_TEE, OPT_PREFIX, OPT_FILTER, OPT_CPU_BIND, OPT_ACCEL, OPT_DEVICES, OPT_PICK,
-    OPT_BIND, OPT_INVENTORY
+    OPT_BIND, OPT_INVENTORY, OPT_JOB_TOKEN
 };
 
 static const struct option options[] = {
@@ -96,6 +98,7 @@ static const struct option options[] = {
     {"pick", required_argument, NULL, OPT_PICK},
     {"bind-devices", no_argument, NULL, OPT_BIND},
     {"inventory", required_argument, NULL, OPT_INVENTORY},
+    {"job-token", required_argument, NULL, OPT_JOB_TOKEN},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0}};
 
@@ -150,6 +153,7 @@ static int apply(coh_launch_opts *o, run_devices *d, int c, const char *v, int *
     case OPT_GRACE: return seconds_arg("--grace", v, &o->grace_s);
     case OPT_MAX_RESTARTS: return int_arg("--max-restarts", v, 0, 1000000, &o->max_restarts);
     case OPT_RUN_ID: o->run_id = v; return 0;
+    case OPT_JOB_TOKEN: o->job_token = v; return 0;
     case OPT_ROLE: o->role = v; return 0;
     case OPT_LOG_DIR: o->log_dir = v; return 0;
     case OPT_TEE: o->tee = 1; return 0;

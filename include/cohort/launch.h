@@ -89,6 +89,8 @@ typedef struct coh_launch_opts {
      * (nproc_per_node entries, each a NULL-terminated list, or NULL). Device visibility. */
     char *const *extra_env;
     char *const *const *local_rank_env;
+    const char *job_token;  /* file holding the job secret (owner-only), or NULL: then
+                               COHORT_JOB_TOKEN, else no secret (a warning for multi-node) */
     const char *extra_note; /* appended to the launcher's one-line job description, or NULL */
 } coh_launch_opts;
 
