@@ -300,7 +300,7 @@ static coh_status master_accept(agent *a, int lfd, double deadline)
             accept_one(a, lfd, pend, &np);
     }
     for (int i = 0; i < np; i++)
-        close(pend[i].fd);
+        drop(&pend[i], "%s", st == COH_OK ? "every node has joined" : "the job ends");
     return st;
 }
 
