@@ -34,7 +34,8 @@ static void usage(FILE *f)
         "      --inventory FILE        devices from an inventory file (also COHORT_INVENTORY)\n"
         "      --cpu-bind MODE         none (default), cores or numa: cpu sets per rank\n"
         "nodes:\n"
-        "      --nnodes N              nodes in the job (static; default 1)\n"
+        "      --nnodes N|MIN:MAX      nodes in the job (default 1); MIN:MAX elastic: start\n"
+        "                              with MIN..MAX nodes, go on with those that remain\n"
         "      --node-rank K           this node's rank, 0..N-1 (default 0)\n"
         "      --master-addr HOST      node 0's address (default 127.0.0.1)\n"
         "      --master-port P         MASTER_PORT (default 29500; 0 = a free port)\n"
@@ -126,11 +127,22 @@ static int nproc_arg(const char *v, run_devices *d)
     return int_arg("--nproc-per-node", v, 1, 4096, &d->nproc);
 }
 
-static int nnodes_arg(const char *v, int *out)
+/* N, or MIN:MAX (elastic, as torchrun's). */
+static int nnodes_arg(const char *v, coh_launch_opts *o)
 {
-    if (strchr(v, ':'))
-        return cli_usage_error("run", "invalid --nnodes '%s': elastic ranges are not supported; give one number", v);
-    return int_arg("--nnodes", v, 1, 4096, out);
+    const char *colon = strchr(v, ':');
+    if (!colon)
+        return int_arg("--nnodes", v, 1, 4096, &o->nnodes);
+    char min[16];
+    if ((size_t)(colon - v) >= sizeof min)
+        return cli_usage_error("run", "invalid --nnodes '%s': expected N or MIN:MAX", v);
+    snprintf(min, sizeof min, "%.*s", (int)(colon - v), v);
+    int rc = int_arg("--nnodes", min, 1, 4096, &o->nnodes_min);
+    if (!rc)
+        rc = int_arg("--nnodes", colon + 1, 1, 4096, &o->nnodes);
+    if (!rc && o->nnodes_min > o->nnodes)
+        return cli_usage_error("run", "invalid --nnodes '%s': MIN is above MAX", v);
+    return rc;
 }
 
 /* One option into o; returns 0, or the exit code of a usage error. */
@@ -143,7 +155,7 @@ static int apply(coh_launch_opts *o, run_devices *d, int c, const char *v, int *
     case OPT_PICK: return int_arg("--pick", v, 1, 64, &d->pick);
     case OPT_BIND: d->bind = 1; return 0;
     case OPT_INVENTORY: d->inventory = v; return 0;
-    case OPT_NNODES: return nnodes_arg(v, &o->nnodes);
+    case OPT_NNODES: return nnodes_arg(v, o);
     case OPT_NODE_RANK: return int_arg("--node-rank", v, 0, 4095, &o->node_rank);
     case OPT_MASTER_ADDR: o->master_addr = v; return 0;
     case OPT_MASTER_PORT: return int_arg("--master-port", v, 0, 65535, &o->master_port);

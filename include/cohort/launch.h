@@ -72,6 +72,8 @@ typedef struct coh_launch_opts {
     char *const *argv;       /* program and its arguments, NULL-terminated; argv[0] via PATH */
     int nproc_per_node;      /* workers on this node, >= 1 */
     int nnodes, node_rank;   /* static multi-node: global rank = node base + local rank */
+    int nnodes_min;          /* elastic (--nnodes MIN:MAX, nnodes is MAX): start with MIN or
+                                more nodes, restart on those that remain; 0 = static */
     const char *master_addr; /* MASTER_ADDR for the workers; other nodes reach node 0 here */
     int master_port;         /* MASTER_PORT; 0 picks a free port (single node only) */
     int control_port;        /* node 0 launcher's port for the other launchers; -1: port + 1 */

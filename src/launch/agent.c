@@ -298,6 +298,9 @@ static int wait_ms(const agent *a, double drain_until)
         t = drain_until - now;
     if (a->settle_by > 0 && a->settle_by - now < t)
         t = a->settle_by - now;
+    double hs = ctl_deadline(a); /* a stranger's handshake deadline (elastic node 0) */
+    if (hs > 0 && hs - now < t)
+        t = hs - now;
     if (t >= 1e9)
         return -1;
     return t <= 0 ? 0 : (int)(t * 1000) + 1;
@@ -380,7 +383,7 @@ coh_status agent_attempt(agent *a)
         agent_stop(a, SIGKILL);
         ctl_local_failure(a);
     }
-    size_t cap = 1 + 2 * (size_t)a->nproc + (size_t)a->npeers + 2;
+    size_t cap = 1 + 2 * (size_t)a->nproc + (size_t)a->npeers + 2 + 1 + CTL_PENDING_MAX;
     struct pollfd *p = calloc(cap, sizeof *p);
     int *m0 = calloc(cap, sizeof *m0), *m1 = calloc(cap, sizeof *m1), *map[2] = {m0, m1};
     if (!p || !m0 || !m1) {

@@ -54,9 +54,24 @@ typedef struct peer {
     char buf[4096];
     size_t len;
     int ended; /* sent END for the current attempt */
+    int active; /* node 0: in the current round (elastic: a node that joined during a round
+                   waits, 0, until the next restart) */
     char tail[LAUNCH_TAIL_LINES][LAUNCH_TAIL_WIDTH];
     int ntail;
 } peer;
+
+#define CTL_PENDING_MAX 64    /* connections in their handshake at once; more are closed */
+#define CTL_HANDSHAKE_LINE 512 /* a longer line before the handshake is not a launcher's */
+
+/* Node 0: a connection to its control port that has not proven the job secret yet. */
+typedef struct pending {
+    int fd;
+    char addr[64];
+    char nonce[CTL_NONCE_HEX + 1];
+    char buf[CTL_HANDSHAKE_LINE];
+    size_t len;
+    double deadline;
+} pending;
 
 typedef struct agent {
     const coh_launch_opts *o;
@@ -86,6 +101,10 @@ typedef struct agent {
     char exit_desc[300];
     char cmd_line[512]; /* others: node 0's START or EXIT, kept for ctl_after_attempt */
     ctl_key key;
+    int elastic;        /* --nnodes MIN:MAX */
+    int lfd;            /* node 0, elastic: the control port stays open for late nodes */
+    pending *pend;      /* node 0, elastic: connections in their handshake during a round */
+    int npend;
     int refused;        /* node 0: connections that failed to prove the job secret */
     char refused_desc[160];
 } agent;
@@ -106,6 +125,7 @@ int ctl_settled(agent *a, int local_done);   /* may the attempt end now? */
 /* After an attempt: restart (a->attempt is then the next attempt) or the job's exit code. */
 coh_status ctl_after_attempt(agent *a, int *restart, int *exit_code);
 void ctl_close(agent *a);
+double ctl_deadline(const agent *a); /* the next handshake deadline during a round, or 0 */
 
 /* ctl_msg.c: strict parsers of control lines (1 when the line has the form, else 0) */
 typedef struct ctl_hello {
@@ -120,7 +140,9 @@ int ctl_parse_welcome(const char *line, char mac[CTL_MAC_HEX + 1]);
 int ctl_parse_hello(const char *line, ctl_hello *h);
 /* "PAYLOAD MAC": cuts line at its last space; *mac is then the MAC (64 hex digits). */
 int ctl_split_mac(char *line, const char **mac);
-int ctl_parse_start(const char *line, int *attempt, int *world, int *base, char *id, size_t n);
+/* START ATTEMPT WORLD BASE JOB-ID NODE-RANK NNODES */
+int ctl_parse_start(const char *line, int *attempt, int *world, int *base, char *id, size_t n,
+                    int *node_rank, int *nnodes);
 int ctl_parse_exit(const char *line, int *code, int *root, const char **desc);
 int ctl_parse_fail(const char *line, failure *f);
 

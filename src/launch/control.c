@@ -27,8 +27,9 @@
 #include "launch/agent.h"
 
 #define HANDSHAKE_S 5.0  /* a connection to node 0 must have said a valid HELLO by then */
-#define PENDING_MAX 64   /* connections in their handshake at once; more are closed at once */
-#define HANDSHAKE_LINE 512 /* a longer line before the handshake is not a launcher's */
+#define PENDING_MAX CTL_PENDING_MAX
+#define HANDSHAKE_LINE CTL_HANDSHAKE_LINE
+#define SETTLE_S 2.0     /* elastic: after MIN nodes joined, how long more may still come */
 
 static int is_master(const agent *a) { return a->node_rank == 0; }
 
@@ -110,16 +111,6 @@ static void session_key(const agent *a, const char *nonce_m, const char *nonce_n
 
 /* ---- joining: node 0 ---- */
 
-/* A connection to node 0's control port that has not proven the job secret yet. */
-typedef struct pending {
-    int fd;
-    char addr[64];
-    char nonce[CTL_NONCE_HEX + 1];
-    char buf[HANDSHAKE_LINE];
-    size_t len;
-    double deadline;
-} pending;
-
 static void drop(pending *pd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void drop(pending *pd, const char *fmt, ...)
 {
@@ -159,24 +150,30 @@ static void accept_one(agent *a, int lfd, pending *pend, int *np)
 }
 
 /* An authenticated node: checks that only a launcher of this job can fail (its --nnodes, its
- * rank), then its place. */
+ * rank), then its place: in the round being formed, or (elastic, during a round) waiting for
+ * the next restart. */
 static coh_status admit(agent *a, peer *q, const ctl_hello *h, int *joined)
 {
-    if (h->nnodes != a->nnodes || h->node_rank < 1 || h->node_rank >= a->nnodes) {
+    int n = a->o->nnodes;
+    if (h->nnodes != n || h->node_rank < 1 || h->node_rank >= n) {
         char msg[200];
-        snprintf(msg, sizeof msg, "EXIT 2 -1 node %d joined with --nnodes %d but node 0 has --nnodes %d\n", h->node_rank, h->nnodes, a->nnodes);
+        snprintf(msg, sizeof msg, "EXIT 2 -1 node %d joined with --nnodes %d but node 0 has --nnodes %d\n", h->node_rank, h->nnodes, n);
         send_or_lose(a, q, msg);
-        return coh_errf(COH_ERR_INVALID, "invalid node '%d' with --nnodes %d: node 0 has --nnodes %d (node ranks 1..%d)", h->node_rank, h->nnodes, a->nnodes, a->nnodes - 1);
+        return coh_errf(COH_ERR_INVALID, "invalid node '%d' with --nnodes %d: node 0 has --nnodes %d (node ranks 1..%d)", h->node_rank, h->nnodes, n, n - 1);
     }
-    for (int i = 0; i < a->npeers; i++)
+    for (int i = 0; i < a->npeers && !a->elastic; i++) /* elastic: node 0 numbers the nodes */
         if (a->peers[i].node_rank == h->node_rank) {
             send_or_lose(a, q, "EXIT 2 -1 another launcher already has this --node-rank\n");
             return coh_errf(COH_ERR_INVALID, "two launchers claim node rank '%d'", h->node_rank);
         }
     q->node_rank = h->node_rank;
     q->nproc = h->nproc;
+    q->active = joined != NULL;
     snprintf(q->host, sizeof q->host, "%s", h->host);
-    (*joined)++;
+    if (joined)
+        (*joined)++;
+    else
+        coh_info("a node joined from %s (host %s, %d process(es)): it enters at the next restart", q->addr, q->host, q->nproc);
     return COH_OK;
 }
 
@@ -260,11 +257,16 @@ static int poll_ms(double until)
 static coh_status master_accept(agent *a, int lfd, double deadline)
 {
     pending pend[PENDING_MAX];
-    int np = 0, joined = 0;
+    int np = 0, joined = 0, need = a->elastic ? a->o->nnodes_min - 1 : a->npeers;
+    double settle = 0; /* elastic: when the nodes that came by then start */
     coh_status st = COH_OK;
     while (joined < a->npeers && st == COH_OK) {
         struct pollfd p[2 + PENDING_MAX];
-        double until = deadline;
+        if (joined >= need && settle == 0)
+            settle = coh_now_s() + SETTLE_S;
+        if (settle > 0 && coh_now_s() >= settle)
+            break;
+        double until = settle > 0 ? settle : deadline;
         p[0] = (struct pollfd){.fd = a->sigfd, .events = POLLIN};
         p[1] = (struct pollfd){.fd = lfd, .events = POLLIN};
         for (int i = 0; i < np; i++) {
@@ -272,7 +274,7 @@ static coh_status master_accept(agent *a, int lfd, double deadline)
             if (pend[i].deadline < until)
                 until = pend[i].deadline;
         }
-        if (coh_now_s() >= deadline) {
+        if (settle == 0 && coh_now_s() >= deadline) {
             st = join_timeout(a, joined);
             break;
         }
@@ -304,16 +306,31 @@ static coh_status master_accept(agent *a, int lfd, double deadline)
     return st;
 }
 
+/* Node 0: START for every node of the round. Elastic rounds number their nodes 1.. in the
+ * order of their places and count the world anew. */
 static void master_send_start(agent *a)
 {
+    int k = 1;
+    a->world = a->nproc;
+    for (int i = 0; i < a->npeers; i++)
+        if (a->peers[i].active) {
+            if (a->elastic)
+                a->peers[i].node_rank = k;
+            k++;
+            a->world += a->peers[i].nproc;
+        }
+    if (a->elastic)
+        a->nnodes = k;
     for (int i = 0; i < a->npeers; i++) {
         peer *q = &a->peers[i];
+        if (!q->active)
+            continue;
         int base = a->nproc;
         for (int j = 0; j < a->npeers; j++)
-            if (a->peers[j].node_rank < q->node_rank)
+            if (a->peers[j].active && a->peers[j].node_rank < q->node_rank)
                 base += a->peers[j].nproc;
         char msg[256];
-        snprintf(msg, sizeof msg, "START %d %d %d %s\n", a->attempt, a->world, base, a->run_id);
+        snprintf(msg, sizeof msg, "START %d %d %d %s %d %d\n", a->attempt, a->world, base, a->run_id, q->node_rank, a->nnodes);
         q->ended = 0;
         q->ntail = 0;
         send_or_lose(a, q, msg);
@@ -374,11 +391,11 @@ static coh_status node_wait_cmd(agent *a, double deadline)
                 break; /* a late STOP: our workers are down already */
         }
     }
-    int att, world, base, code, root;
+    int att, world, base, code, root, nr, nn;
     const char *desc;
     char id[128];
-    if (ctl_parse_start(line, &att, &world, &base, id, sizeof id)) {
-        a->attempt = att, a->world = world, a->base = base;
+    if (ctl_parse_start(line, &att, &world, &base, id, sizeof id, &nr, &nn)) {
+        a->attempt = att, a->world = world, a->base = base, a->node_rank = nr, a->nnodes = nn;
         snprintf(a->run_id, sizeof a->run_id, "%s", id);
         a->next_cmd = 1;
         return COH_OK;
@@ -443,6 +460,8 @@ coh_status ctl_join(agent *a)
     else
         launch_new_run_id(a->run_id, sizeof a->run_id);
     int npeers = a->nnodes == 1 ? 0 : is_master(a) ? a->nnodes - 1 : 1;
+    a->elastic = a->o->nnodes_min > 0;
+    a->lfd = -1;
     int port = a->o->control_port > 0 ? a->o->control_port : a->master_port + 1;
     coh_status st = load_key(a, npeers, port);
     if (st || npeers == 0)
@@ -460,13 +479,15 @@ coh_status ctl_join(agent *a)
             return st;
         coh_info("node 0: waiting for %d other node(s) on control port %d", a->npeers, port);
         st = master_accept(a, lfd, deadline);
-        close(lfd);
-        if (st)
-            return st;
-        for (int i = 0; i < a->npeers; i++)
-            a->world += a->peers[i].nproc;
-        master_send_start(a);
-        return COH_OK;
+        if (st || !a->elastic)
+            close(lfd);
+        else
+            a->lfd = lfd;
+        if (st == COH_OK && a->elastic && !(a->pend = calloc(PENDING_MAX, sizeof *a->pend)))
+            st = coh_errf(COH_ERR_NOMEM, "out of memory");
+        if (st == COH_OK)
+            master_send_start(a);
+        return st;
     }
     peer *m = &a->peers[0];
     m->node_rank = 0;
@@ -487,7 +508,49 @@ int ctl_fill(agent *a, struct pollfd *p)
     for (int i = 0; i < a->npeers; i++)
         if (a->peers[i].fd >= 0)
             p[n++] = (struct pollfd){.fd = a->peers[i].fd, .events = POLLIN};
+    if (a->lfd >= 0)
+        p[n++] = (struct pollfd){.fd = a->lfd, .events = POLLIN};
+    for (int i = 0; i < a->npend; i++)
+        p[n++] = (struct pollfd){.fd = a->pend[i].fd, .events = POLLIN};
     return n;
+}
+
+double ctl_deadline(const agent *a)
+{
+    double t = 0;
+    for (int i = 0; i < a->npend; i++)
+        if (t == 0 || a->pend[i].deadline < t)
+            t = a->pend[i].deadline;
+    return t;
+}
+
+/* Elastic node 0 during a round: late nodes and strangers at the control port. A late node
+ * waits for the next restart; nothing here can end the round but an authenticated launcher
+ * of another job shape (its --nnodes), as at the start. */
+static void handle_port(agent *a, struct pollfd *p, int n)
+{
+    for (int j = 0; j < n; j++) {
+        if (!p[j].revents)
+            continue;
+        for (int i = 0; i < a->npend; i++)
+            if (a->pend[i].fd == p[j].fd && pending_input(a, &a->pend[i], NULL) != COH_OK) {
+                agent_fail_other(a, 2, "%s", coh_last_error());
+                a->remote_stop = 1;
+                broadcast(a, "STOP\n");
+            }
+    }
+    double now = coh_now_s();
+    int k = 0;
+    for (int i = 0; i < a->npend; i++) {
+        if (a->pend[i].fd >= 0 && now >= a->pend[i].deadline)
+            drop(&a->pend[i], "no HELLO within %g s", HANDSHAKE_S);
+        if (a->pend[i].fd >= 0)
+            a->pend[k++] = a->pend[i];
+    }
+    a->npend = k;
+    for (int j = 0; j < n; j++)
+        if (p[j].revents && p[j].fd == a->lfd)
+            accept_one(a, a->lfd, a->pend, &a->npend);
 }
 
 static void fail_line(agent *a, char *msg, size_t n)
@@ -552,8 +615,16 @@ static void on_line(agent *a, peer *q, const char *line)
 static void on_lost(agent *a, peer *q)
 {
     q->ended = 1;
+    if (is_master(a) && !q->active) { /* elastic: a node waiting for the next round left */
+        coh_warn("node from %s (host %s), waiting for the next round, left", q->addr, q->host);
+        q->node_rank = -1;
+        return;
+    }
     if (is_master(a)) {
+        int first = !a->fail.valid;
         agent_fail_other(a, 1, "node %d's launcher (host %s) was lost", q->node_rank, q->host);
+        if (first && a->elastic) /* the job goes on with the nodes that remain */
+            a->fail.restartable = 1;
         broadcast(a, "STOP\n");
     } else {
         agent_fail_other(a, 1, "lost the connection to node 0's launcher at %s", a->o->master_addr);
@@ -591,6 +662,10 @@ void ctl_handle(agent *a, struct pollfd *p, int n)
             on_line(a, q, line);
         }
     }
+    /* after the peers: a connection that completes its handshake here becomes a peer whose
+     * revents above were not its own */
+    if (a->lfd >= 0)
+        handle_port(a, p, n);
 }
 
 int ctl_settled(agent *a, int local_done)
@@ -607,7 +682,7 @@ int ctl_settled(agent *a, int local_done)
         int late = a->settle_by > 0 && coh_now_s() >= a->settle_by;
         for (int i = 0; i < a->npeers; i++) {
             peer *q = &a->peers[i];
-            if (q->ended || q->fd < 0)
+            if (q->ended || q->fd < 0 || !q->active)
                 continue;
             if (!late)
                 return 0;
@@ -626,6 +701,26 @@ int ctl_settled(agent *a, int local_done)
     if (a->peers[0].fd < 0 && a->next_cmd == 0)
         on_lost(a, &a->peers[0]);
     return a->next_cmd != 0;
+}
+
+/* Elastic node 0 after a failed round: the nodes still connected (those that waited included)
+ * form the next round if they are at least MIN; 1 then, else 0 (the job ends). */
+static int elastic_next_round(agent *a)
+{
+    int nodes = 1;
+    for (int i = 0; i < a->npeers; i++) {
+        peer *q = &a->peers[i];
+        q->active = q->fd >= 0 && q->node_rank >= 0;
+        if (q->fd < 0)
+            q->node_rank = -1; /* its place is free for a later node */
+        nodes += q->active;
+    }
+    if (nodes >= a->o->nnodes_min) {
+        coh_info("next round: %d node(s) of %d..%d", nodes, a->o->nnodes_min, a->o->nnodes);
+        return 1;
+    }
+    coh_warn("only %d node(s) remain, below the --nnodes minimum of %d: the job ends", nodes, a->o->nnodes_min);
+    return 0;
 }
 
 /* One line naming the root cause, for the other nodes. */
@@ -649,6 +744,8 @@ coh_status ctl_after_attempt(agent *a, int *restart, int *exit_code)
             *exit_code = a->fail.exit_code;
             *restart = a->fail.restartable && a->attempt < a->o->max_restarts;
         }
+        if (*restart && a->elastic)
+            *restart = elastic_next_round(a);
         if (*restart)
             a->attempt++;
         if (a->npeers == 0)
@@ -683,6 +780,14 @@ coh_status ctl_after_attempt(agent *a, int *restart, int *exit_code)
 
 void ctl_close(agent *a)
 {
+    for (int i = 0; i < a->npend; i++)
+        close(a->pend[i].fd);
+    free(a->pend);
+    a->pend = NULL;
+    a->npend = 0;
+    if (a->lfd >= 0)
+        close(a->lfd);
+    a->lfd = -1;
     for (int i = 0; i < a->npeers; i++)
         if (a->peers[i].fd >= 0)
             close(a->peers[i].fd);

@@ -54,12 +54,14 @@ int ctl_split_mac(char *line, const char **mac)
     return 1;
 }
 
-int ctl_parse_start(const char *line, int *attempt, int *world, int *base, char *id, size_t n)
+int ctl_parse_start(const char *line, int *attempt, int *world, int *base, char *id, size_t n,
+                    int *node_rank, int *nnodes)
 {
     char buf[128];
     int end = 0;
-    if (sscanf(line, "START %d %d %d %127s%n", attempt, world, base, buf, &end) != 4 ||
-        line[end] != '\0' || *attempt < 0 || *world < 1 || *base < 0 || *base >= *world)
+    if (sscanf(line, "START %d %d %d %127s %d %d%n", attempt, world, base, buf, node_rank, nnodes,
+               &end) != 6 || line[end] != '\0' || *attempt < 0 || *world < 1 || *base < 0 ||
+        *base >= *world || *nnodes < 2 || *nnodes > 4096 || *node_rank < 1 || *node_rank >= *nnodes)
         return 0;
     snprintf(id, n, "%s", buf);
     return 1;

@@ -205,6 +205,8 @@ static coh_status check_numbers(const coh_launch_opts *o)
         return coh_errf(COH_ERR_INVALID, "invalid number of processes per node '%d': expected 1..4096", o->nproc_per_node);
     if (o->nnodes < 1 || o->nnodes > 4096)
         return coh_errf(COH_ERR_INVALID, "invalid number of nodes '%d': expected 1..4096", o->nnodes);
+    if (o->nnodes_min != 0 && (o->nnodes_min < 1 || o->nnodes_min > o->nnodes))
+        return coh_errf(COH_ERR_INVALID, "invalid elastic range '%d:%d': expected MIN:MAX with 1 <= MIN <= MAX", o->nnodes_min, o->nnodes);
     if (o->node_rank < 0 || o->node_rank >= o->nnodes)
         return coh_errf(COH_ERR_INVALID, "invalid node rank '%d': expected 0..%d for %d node(s)", o->node_rank, o->nnodes - 1, o->nnodes);
     if (o->master_port < 0 || o->master_port > 65535)

@@ -40,10 +40,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
          h.body_len + 1 + CTL_MAC_HEX != strlen(text) || text[h.body_len] != ' ' ||
          strlen(h.nonce) != CTL_NONCE_HEX || !memchr(h.host, '\0', sizeof h.host)))
         abort();
-    int att, world, base, code, root;
+    int att, world, base, code, root, nr, nn;
     const char *desc;
-    if (ctl_parse_start(text, &att, &world, &base, id, sizeof id) &&
-        (att < 0 || world < 1 || base < 0 || base >= world || !memchr(id, '\0', sizeof id)))
+    if (ctl_parse_start(text, &att, &world, &base, id, sizeof id, &nr, &nn) &&
+        (att < 0 || world < 1 || base < 0 || base >= world || !memchr(id, '\0', sizeof id) ||
+         nr < 1 || nr >= nn))
         abort();
     if (ctl_parse_exit(text, &code, &root, &desc) &&
         (code < 0 || code > 255 || desc < text || desc > text + size))
