@@ -31,10 +31,14 @@ int ctl_parse_welcome(const char *line, char mac[CTL_MAC_HEX + 1])
 
 int ctl_parse_hello(const char *line, ctl_hello *h)
 {
-    int end = 0;
+    int nonce_at = 0, nonce_end = 0, mac_at = 0, end = 0;
     memset(h, 0, sizeof *h);
-    if (sscanf(line, "HELLO %d %d %d %127s %32s %64s%n", &h->node_rank, &h->nnodes, &h->nproc,
-               h->host, h->nonce, h->mac, &end) != 6 || line[end] != '\0')
+    /* the %n positions make each field a whole word: %32s alone would cut a longer one */
+    if (sscanf(line, "HELLO %d %d %d %127s %n%32s%n %n%64s%n", &h->node_rank, &h->nnodes,
+               &h->nproc, h->host, &nonce_at, h->nonce, &nonce_end, &mac_at, h->mac, &end) != 6 ||
+        line[end] != '\0' || line[nonce_at - 1] != ' ' || nonce_end - nonce_at != CTL_NONCE_HEX ||
+        mac_at != nonce_end + 1 ||
+        end - mac_at != CTL_MAC_HEX)
         return 0;
     if (h->nproc < 1 || h->nproc > 4096 || h->nnodes < 1 || h->nnodes > 4096 || h->node_rank < 0 ||
         strlen(h->nonce) != CTL_NONCE_HEX || !is_hex(h->nonce, CTL_NONCE_HEX) ||
