@@ -332,6 +332,8 @@ static void loop_once(agent *a, double drain_until, struct pollfd *p, int **map)
                 stream_pump(map[1][j] ? &w->err : &w->out);
             }
         ctl_handle(a, p + n, nctl);
+    } else if (rc == 0) {
+        ctl_handle(a, p + n, nctl); /* a handshake deadline passed (elastic node 0) */
     }
     reap(a);
     if (a->remote_stop && !a->stopping)

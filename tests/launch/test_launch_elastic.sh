@@ -3,7 +3,8 @@
 # starts on three nodes; one launcher killed mid-round ends the round and the job restarts on
 # the two that remain (world size 2, new node ranks, no orphan of the killed node); a node
 # started during that round waits and enters at the next restart (world 3 again); restarts
-# count against --max-restarts. Prints the restart time after the node loss.
+# count against --max-restarts; strangers at the control port during a round are closed and
+# named without disturbing it. Prints the restart time after the node loss.
 set -u
 C=${COHORT:?COHORT must name the cohort binary}
 T=$(mktemp -d)
@@ -59,6 +60,17 @@ nc=$!
 for _ in $(seq 200); do grep -q "it enters at the next restart" "$T/err.n0" && break; sleep 0.05; done
 grep -q "it enters at the next restart" "$T/err.n0" || fail "the late node was not taken in: $(cat "$T/err.n0" "$T/err.c")"
 [ -e "$T/log.c" ] && fail "the late node's workers started before the next restart"
+# strangers at the control port during the round: closed and named, the round goes on
+"$PY" -c 'import socket, sys, time
+a = socket.create_connection(("127.0.0.1", int(sys.argv[1]) + 1))
+b = socket.create_connection(("127.0.0.1", int(sys.argv[1]) + 1))
+b.sendall(b"FAIL 1 1 0 0 0 1 1 0 0 x stop\n")
+for s in (a, b):
+    s.settimeout(30)
+    while s.recv(4096): pass' "$P"
+grep -q "from 127.0.0.1:[0-9]*: no HELLO within" "$T/err.n0" &&
+    grep -q "from 127.0.0.1:[0-9]*: it sent 'CHAL\|from 127.0.0.1:[0-9]*: it sent 'FAIL 1" "$T/err.n0" ||
+    fail "strangers during a round not named: $(cat "$T/err.n0")"
 touch "$T/fail1"
 wait $n0
 rc0=$?

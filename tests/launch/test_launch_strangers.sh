@@ -25,6 +25,10 @@ rc=$?
     echo "ok   a group-readable token file: exit 2 naming it: $out" ||
     fail "group-readable token file: exit $rc: $out"
 
+# the secret stays with the launchers: workers do not inherit COHORT_JOB_TOKEN
+out=$(COHORT_JOB_TOKEN=$(cat "$work/tokA") "$cohort" run --prefix '' sh -c 'echo "${COHORT_JOB_TOKEN:-unset}"' 2>&1)
+[ "$out" = unset ] && echo "ok   COHORT_JOB_TOKEN is not passed on to the workers" || fail "a worker saw COHORT_JOB_TOKEN: $out"
+
 # 2. two launchers with different secrets refuse each other, exit 2 on both sides
 P=$(free_port)
 "$cohort" run --nnodes 2 --node-rank 0 --master-port "$P" --join-timeout 3 --job-token "$work/tokA" \
