@@ -26,7 +26,7 @@ rc=$?
     fail "group-readable token file: exit $rc: $out"
 
 # the secret stays with the launchers: workers do not inherit COHORT_JOB_TOKEN
-out=$(COHORT_JOB_TOKEN=$(cat "$work/tokA") "$cohort" run --prefix '' sh -c 'echo "${COHORT_JOB_TOKEN:-unset}"' 2>&1)
+out=$(COHORT_JOB_TOKEN=$(cat "$work/tokA") "$cohort" run --prefix '' sh -c 'echo "${COHORT_JOB_TOKEN:-unset}"' 2>/dev/null)
 [ "$out" = unset ] && echo "ok   COHORT_JOB_TOKEN is not passed on to the workers" || fail "a worker saw COHORT_JOB_TOKEN: $out"
 
 # 2. two launchers with different secrets refuse each other, exit 2 on both sides
