@@ -99,10 +99,15 @@ void auth_mac(const unsigned char *key, size_t klen, const char *label, const ch
     size_t n = strlen(label) + strlen(a) + strlen(b) + 3;
     char *msg = malloc(n);
     unsigned int len = 32;
-    static const unsigned char none = 0;
-    if (!msg || !HMAC(EVP_sha256(), klen ? key : &none, (int)klen, (const unsigned char *)msg,
-                      (size_t)snprintf(msg, n, "%s|%s|%s", label, a, b), out, &len))
+    static const unsigned char none = 0; /* HMAC wants a key pointer even for an empty key */
+    if (!msg) {
         memset(out, 0, 32); /* out of memory: a MAC that will not verify */
+        return;
+    }
+    int m = snprintf(msg, n, "%s|%s|%s", label, a, b);
+    if (!HMAC(EVP_sha256(), klen ? key : &none, (int)klen, (const unsigned char *)msg, (size_t)m,
+              out, &len))
+        memset(out, 0, 32);
     free(msg);
 }
 
