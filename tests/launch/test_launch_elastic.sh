@@ -4,7 +4,8 @@
 # the two that remain (world size 2, new node ranks, no orphan of the killed node); a node
 # started during that round waits and enters at the next restart (world 3 again); restarts
 # count against --max-restarts; strangers at the control port during a round are closed and
-# named without disturbing it. Prints the restart time after the node loss.
+# named without disturbing it; a PyTorch DDP job that loses a node mid-training resumes from
+# its checkpoint on two nodes and ends with one process's loss. Prints the restart time.
 set -u
 C=${COHORT:?COHORT must name the cohort binary}
 T=$(mktemp -d)
@@ -113,4 +114,44 @@ rca=$?
 [ $rc0 -eq 1 ] && [ $rca -eq 1 ] || fail "--max-restarts 1 after a node loss and a failure: exit $rc0 and $rca, expected 1 and 1"
 grep -q "job failed: rank 1 exited with code 1" "$T/err.n0" || fail "max-restarts job: no summary: $(cat "$T/err.n0")"
 [ $failures -eq 0 ] && echo "ok   --max-restarts 1: the node loss takes the restart, the next failure ends the job (exit $rc0)"
+# a PyTorch DDP job checkpointing every step, one node killed mid-training: the job restarts on
+# two nodes from the last checkpoint and ends with the loss of one process on the full batch
+if "$PY" -c "import torch" 2>/dev/null; then
+    f0=$failures
+    rm -f "$T"/log.* "$T"/err.*
+    script=${COHORT_SOURCE_DIR:?}/tests/launch/launch_elastic_ddp.py
+    ref=$("$PY" "$script" "$T/single.pt" 30 | sed -nE 's/.*"loss": ([^}]+)}.*/\1/p')
+    P=$(free_port)
+    ddp() { # ID RANK
+        ID=$1 STEP_SLEEP=0.2 exec "$C" run --nnodes 2:3 --node-rank "$2" --master-port "$P" --max-restarts 1 \
+            --join-timeout 60 --grace 1 "$PY" "$script" "$T/job.pt" 30 >"$T/out.$1" 2>"$T/err.$1"
+    }
+    ddp n0 0 &
+    n0=$!
+    ddp a 1 &
+    na=$!
+    ddp b 1 &
+    nb=$!
+    for _ in $(seq 1200); do [ -e "$T/job.pt" ] && break; sleep 0.05; done
+    sleep 1
+    kill -9 $nb
+    wait $n0
+    rc0=$?
+    wait $na
+    rca=$?
+    [ $rc0 -eq 0 ] && [ $rca -eq 0 ] || fail "elastic DDP: launchers exited $rc0 and $rca: $(tail -n 5 "$T/err.n0")"
+    "$PY" - "$ref" "$T/out.n0" "$T/out.a" <<'PY' || fail "elastic DDP: the resumed job's loss differs from one process"
+import json, sys
+ref = float(sys.argv[1])
+recs = [json.loads(l.partition("]: ")[2]) for f in sys.argv[2:] for l in open(f) if "]: {" in l]
+ok = sorted(r["rank"] for r in recs) == [0, 1] and all(r["world"] == 2 and r["start"] > 0 for r in recs)
+ok = ok and all(abs(r["loss"] - ref) <= 1e-5 * abs(ref) for r in recs)
+print("elastic DDP: round 2 on", [r["world"] for r in recs], "ranks, resumed at step", recs[0]["start"] if recs else None,
+      "losses", [r["loss"] for r in recs], "one process", ref)
+sys.exit(0 if ok else 1)
+PY
+    [ $failures -eq $f0 ] && echo "ok   elastic PyTorch DDP: a node killed mid-training, resumed from its checkpoint on 2 nodes, final loss equals one process's ($ref)"
+else
+    echo "SKIP elastic PyTorch DDP: torch missing"
+fi
 exit $((failures > 0))
