@@ -37,13 +37,16 @@ static void usage(FILE *f)
         "      --inventory FILE        devices from an inventory file (also COHORT_INVENTORY)\n"
         "      --cpu-bind MODE         none (default), cores or numa: cpu sets per rank\n"
         "nodes:\n"
-        "      --nnodes N              nodes in the job (static; default 1)\n"
+        "      --nnodes N|MIN:MAX      nodes in the job (default 1); MIN:MAX elastic: start\n"
+        "                              with MIN..MAX nodes, go on with those that remain\n"
         "      --node-rank K           this node's rank, 0..N-1 (default 0)\n"
         "      --master-addr HOST      node 0's address (default 127.0.0.1)\n"
         "      --master-port P         MASTER_PORT (default 29500; 0 = a free port)\n"
         "      --control-port P        node 0 launcher's port (default master port + 1)\n"
         "      --standalone            one node, a free master port\n"
         "      --join-timeout SECONDS  wait for the other nodes' launchers (default 300)\n"
+        "      --job-token FILE        the job secret every node's launcher must prove (a file\n"
+        "                              only its owner may read; also COHORT_JOB_TOKEN)\n"
         "failures:\n"
         "      --grace SECONDS         SIGTERM to SIGKILL delay at teardown (default 5)\n"
         "      --max-restarts N        restart the job up to N times after a failure\n"
@@ -64,7 +67,7 @@ enum {
     OPT_NNODES = 256, OPT_NODE_RANK, OPT_MASTER_ADDR, OPT_MASTER_PORT, OPT_CONTROL_PORT,
     OPT_STANDALONE, OPT_JOIN_TIMEOUT, OPT_GRACE, OPT_MAX_RESTARTS, OPT_RUN_ID, OPT_ROLE,
     OPT_LOG_DIR, OPT_TEE, OPT_PREFIX, OPT_FILTER, OPT_CPU_BIND, OPT_ACCEL, OPT_DEVICES, OPT_PICK,
-    OPT_BIND, OPT_INVENTORY
+    OPT_BIND, OPT_INVENTORY, OPT_JOB_TOKEN
 };
 
 static const struct option options[] = {
@@ -99,6 +102,7 @@ static const struct option options[] = {
     {"pick", required_argument, NULL, OPT_PICK},
     {"bind-devices", no_argument, NULL, OPT_BIND},
     {"inventory", required_argument, NULL, OPT_INVENTORY},
+    {"job-token", required_argument, NULL, OPT_JOB_TOKEN},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0}};
 
@@ -126,11 +130,22 @@ static int nproc_arg(const char *v, run_devices *d)
     return int_arg("--nproc-per-node", v, 1, 4096, &d->nproc);
 }
 
-static int nnodes_arg(const char *v, int *out)
+/* N, or MIN:MAX (elastic, as torchrun's). */
+static int nnodes_arg(const char *v, coh_launch_opts *o)
 {
-    if (strchr(v, ':'))
-        return cli_usage_error("run", "invalid --nnodes '%s': elastic ranges are not supported; give one number", v);
-    return int_arg("--nnodes", v, 1, 4096, out);
+    const char *colon = strchr(v, ':');
+    if (!colon)
+        return int_arg("--nnodes", v, 1, 4096, &o->nnodes);
+    char min[16];
+    if ((size_t)(colon - v) >= sizeof min)
+        return cli_usage_error("run", "invalid --nnodes '%s': expected N or MIN:MAX", v);
+    snprintf(min, sizeof min, "%.*s", (int)(colon - v), v);
+    int rc = int_arg("--nnodes", min, 1, 4096, &o->nnodes_min);
+    if (!rc)
+        rc = int_arg("--nnodes", colon + 1, 1, 4096, &o->nnodes);
+    if (!rc && o->nnodes_min > o->nnodes)
+        return cli_usage_error("run", "invalid --nnodes '%s': MIN is above MAX", v);
+    return rc;
 }
 
 /* One option into o; returns 0, or the exit code of a usage error. */
@@ -143,7 +158,7 @@ static int apply(coh_launch_opts *o, run_devices *d, int c, const char *v, int *
     case OPT_PICK: return int_arg("--pick", v, 1, 64, &d->pick);
     case OPT_BIND: d->bind = 1; return 0;
     case OPT_INVENTORY: d->inventory = v; return 0;
-    case OPT_NNODES: return nnodes_arg(v, &o->nnodes);
+    case OPT_NNODES: return nnodes_arg(v, o);
     case OPT_NODE_RANK: return int_arg("--node-rank", v, 0, 4095, &o->node_rank);
     case OPT_MASTER_ADDR: o->master_addr = v; return 0;
     case OPT_MASTER_PORT: return int_arg("--master-port", v, 0, 65535, &o->master_port);
@@ -153,6 +168,7 @@ static int apply(coh_launch_opts *o, run_devices *d, int c, const char *v, int *
     case OPT_GRACE: return seconds_arg("--grace", v, &o->grace_s);
     case OPT_MAX_RESTARTS: return int_arg("--max-restarts", v, 0, 1000000, &o->max_restarts);
     case OPT_RUN_ID: o->run_id = v; return 0;
+    case OPT_JOB_TOKEN: o->job_token = v; return 0;
     case OPT_ROLE: o->role = v; return 0;
     case OPT_LOG_DIR: o->log_dir = v; return 0;
     case OPT_TEE: o->tee = 1; return 0;

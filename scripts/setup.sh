@@ -16,6 +16,9 @@ packages+=(libdnnl-dev)
 # --mpi=pmi2 jobs; Open MPI stays the default mpirun and mpicc)
 packages+=(slurmctld slurmd slurm-client munge mpich libmpich-dev pkg-config)
 # --- end cluster
+# --- launch: the job secret's HMAC (OpenSSL's libcrypto)
+packages+=(libssl-dev)
+# --- end launch
 # --- data: the Unicode Character Database, source of the GPT-2 pre-split's letter/number tables
 packages+=(unicode-data)
 # --- end data

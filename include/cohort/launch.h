@@ -72,6 +72,8 @@ typedef struct coh_launch_opts {
     char *const *argv;       /* program and its arguments, NULL-terminated; argv[0] via PATH */
     int nproc_per_node;      /* workers on this node, >= 1 */
     int nnodes, node_rank;   /* static multi-node: global rank = node base + local rank */
+    int nnodes_min;          /* elastic (--nnodes MIN:MAX, nnodes is MAX): start with MIN or
+                                more nodes, restart on those that remain; 0 = static */
     const char *master_addr; /* MASTER_ADDR for the workers; other nodes reach node 0 here */
     int master_port;         /* MASTER_PORT; 0 picks a free port (single node only) */
     int control_port;        /* node 0 launcher's port for the other launchers; -1: port + 1 */
@@ -89,6 +91,8 @@ typedef struct coh_launch_opts {
      * (nproc_per_node entries, each a NULL-terminated list, or NULL). Device visibility. */
     char *const *extra_env;
     char *const *const *local_rank_env;
+    const char *job_token;  /* file holding the job secret (owner-only), or NULL: then
+                               COHORT_JOB_TOKEN, else no secret (a warning for multi-node) */
     const char *extra_note; /* appended to the launcher's one-line job description, or NULL */
 } coh_launch_opts;
 

@@ -91,9 +91,38 @@ static void record_worker_failure(agent *a, worker *w)
     }
 }
 
+/* The guard died (it is our child: SIGCHLD woke us): say so, and start a new one that knows
+ * every worker group alive now, so that the "no orphans" promise holds again. */
+static void watch_guard(agent *a)
+{
+    int st = 0;
+    long old = (long)a->g.pid;
+    if (!guard_lost(&a->g, &st))
+        return;
+    char how[64], name[32];
+    if (WIFSIGNALED(st))
+        snprintf(how, sizeof how, "(pid %ld) was killed by %s", old, sig_name(WTERMSIG(st), name, sizeof name));
+    else
+        snprintf(how, sizeof how, "(pid %ld) exited with code %d", old, WEXITSTATUS(st));
+    int groups = 0;
+    if (guard_start(&a->g) != COH_OK) {
+        coh_warn("the launcher's guard process %s and could not be started again (%s): workers "
+                 "may outlive a SIGKILL of this launcher", how, coh_last_error());
+        return;
+    }
+    for (int i = 0; i < a->nproc; i++)
+        if (a->w && a->w[i].pid > 0) {
+            guard_add(&a->g, a->w[i].pid);
+            groups++;
+        }
+    coh_warn("the launcher's guard process %s: started a new guard (pid %ld) watching %d worker "
+             "process group(s)", how, (long)a->g.pid, groups);
+}
+
 /* Reap whichever workers have exited; the first bad exit starts the teardown. */
 static void reap(agent *a)
 {
+    watch_guard(a);
     for (int i = 0; i < a->nproc; i++) {
         worker *w = &a->w[i];
         if (w->pid <= 0)
@@ -269,6 +298,9 @@ static int wait_ms(const agent *a, double drain_until)
         t = drain_until - now;
     if (a->settle_by > 0 && a->settle_by - now < t)
         t = a->settle_by - now;
+    double hs = ctl_deadline(a); /* a stranger's handshake deadline (elastic node 0) */
+    if (hs > 0 && hs - now < t)
+        t = hs - now;
     if (t >= 1e9)
         return -1;
     return t <= 0 ? 0 : (int)(t * 1000) + 1;
@@ -300,6 +332,8 @@ static void loop_once(agent *a, double drain_until, struct pollfd *p, int **map)
                 stream_pump(map[1][j] ? &w->err : &w->out);
             }
         ctl_handle(a, p + n, nctl);
+    } else if (rc == 0) {
+        ctl_handle(a, p + n, nctl); /* a handshake deadline passed (elastic node 0) */
     }
     reap(a);
     if (a->remote_stop && !a->stopping)
@@ -351,7 +385,7 @@ coh_status agent_attempt(agent *a)
         agent_stop(a, SIGKILL);
         ctl_local_failure(a);
     }
-    size_t cap = 1 + 2 * (size_t)a->nproc + (size_t)a->npeers + 2;
+    size_t cap = 1 + 2 * (size_t)a->nproc + (size_t)a->npeers + 2 + 1 + CTL_PENDING_MAX;
     struct pollfd *p = calloc(cap, sizeof *p);
     int *m0 = calloc(cap, sizeof *m0), *m1 = calloc(cap, sizeof *m1), *map[2] = {m0, m1};
     if (!p || !m0 || !m1) {

@@ -32,17 +32,46 @@ typedef struct failure {
     int ntail;
 } failure;
 
+/* The job secret: the HMAC key every launcher of the job must prove it knows (empty when none
+ * was given: anyone can compute that one, and a warning says so). */
+typedef struct ctl_key {
+    unsigned char k[4096];
+    size_t len;
+    int given;
+} ctl_key;
+
+#define CTL_NONCE_HEX 32 /* 128-bit nonces, in hex */
+#define CTL_MAC_HEX 64   /* HMAC-SHA256, in hex */
+
 /* A peer launcher as seen by node 0 (or node 0 as seen by the others). */
 typedef struct peer {
     int fd;
     int node_rank, nproc;
     char host[128];
+    char addr[64];           /* its address:port, for the log */
+    unsigned char skey[32];  /* session key of this connection (from both nonces) */
+    unsigned long send_seq, recv_seq; /* per direction: each line's MAC covers its number */
     char buf[4096];
     size_t len;
     int ended; /* sent END for the current attempt */
+    int active; /* node 0: in the current round (elastic: a node that joined during a round
+                   waits, 0, until the next restart) */
     char tail[LAUNCH_TAIL_LINES][LAUNCH_TAIL_WIDTH];
     int ntail;
 } peer;
+
+#define CTL_PENDING_MAX 64    /* connections in their handshake at once; more are closed */
+#define CTL_HANDSHAKE_LINE 512 /* a longer line before the handshake is not a launcher's */
+
+/* Node 0: a connection to its control port that has not proven the job secret yet. */
+typedef struct pending {
+    int fd;
+    char addr[64];
+    char nonce[CTL_NONCE_HEX + 1];
+    char buf[CTL_HANDSHAKE_LINE];
+    size_t len;
+    double deadline;
+} pending;
 
 typedef struct agent {
     const coh_launch_opts *o;
@@ -70,6 +99,14 @@ typedef struct agent {
     int end_sent;    /* others: END sent for this attempt */
     int master_lost; /* others: node 0's launcher went away */
     char exit_desc[300];
+    char cmd_line[512]; /* others: node 0's START or EXIT, kept for ctl_after_attempt */
+    ctl_key key;
+    int elastic;        /* --nnodes MIN:MAX */
+    int lfd;            /* node 0, elastic: the control port stays open for late nodes */
+    pending *pend;      /* node 0, elastic: connections in their handshake during a round */
+    int npend;
+    int refused;        /* node 0: connections that failed to prove the job secret */
+    char refused_desc[160];
 } agent;
 
 /* agent.c */
@@ -88,5 +125,37 @@ int ctl_settled(agent *a, int local_done);   /* may the attempt end now? */
 /* After an attempt: restart (a->attempt is then the next attempt) or the job's exit code. */
 coh_status ctl_after_attempt(agent *a, int *restart, int *exit_code);
 void ctl_close(agent *a);
+double ctl_deadline(const agent *a); /* the next handshake deadline during a round, or 0 */
+
+/* ctl_msg.c: strict parsers of control lines (1 when the line has the form, else 0) */
+typedef struct ctl_hello {
+    int node_rank, nnodes, nproc;
+    char host[128];
+    char nonce[CTL_NONCE_HEX + 1];
+    char mac[CTL_MAC_HEX + 1];
+    size_t body_len; /* the line's length without " MAC": what the MAC covers */
+} ctl_hello;
+int ctl_parse_chal(const char *line, char nonce[CTL_NONCE_HEX + 1]);
+int ctl_parse_welcome(const char *line, char mac[CTL_MAC_HEX + 1]);
+int ctl_parse_hello(const char *line, ctl_hello *h);
+/* "PAYLOAD MAC": cuts line at its last space; *mac is then the MAC (64 hex digits). */
+int ctl_split_mac(char *line, const char **mac);
+/* START ATTEMPT WORLD BASE JOB-ID NODE-RANK NNODES */
+int ctl_parse_start(const char *line, int *attempt, int *world, int *base, char *id, size_t n,
+                    int *node_rank, int *nnodes);
+int ctl_parse_exit(const char *line, int *code, int *root, const char **desc);
+int ctl_parse_fail(const char *line, failure *f);
+
+/* auth.c */
+/* The secret from file (owner-only, else refused by name) or env_value (COHORT_JOB_TOKEN); with
+ * neither, an empty key (k->given 0). */
+coh_status auth_load_key(const char *file, const char *env_value, ctl_key *k);
+coh_status auth_nonce(char hex[CTL_NONCE_HEX + 1]);
+/* HMAC-SHA256 under key of "label|a|b". */
+void auth_mac(const unsigned char *key, size_t klen, const char *label, const char *a,
+              const char *b, unsigned char out[32]);
+void auth_mac_hex(const unsigned char *key, size_t klen, const char *label, const char *a,
+                  const char *b, char out[CTL_MAC_HEX + 1]);
+int auth_mac_equal(const char *x, const char *y); /* constant time; 1 when equal */
 
 #endif

@@ -31,8 +31,11 @@ void launch_new_run_id(char *buf, size_t n);
 coh_status net_free_port(int *port);
 /* COH_ERR_BUSY when something already listens on the port. */
 coh_status net_check_port(int port, const char *what);
-/* Listening socket on all interfaces (CLOEXEC). */
-coh_status net_listen(int port, int *fd);
+/* Listening socket (CLOEXEC) on host's address when it is one of this machine's, else on
+ * every interface (host not local: a name for node 0 that only the others resolve). */
+coh_status net_listen(const char *host, int port, int *fd);
+/* "address:port" of the other end of a connected socket. */
+void net_peer_name(int fd, char *buf, size_t n);
 /* Connect to host:port, retrying until the deadline (monotonic seconds). */
 coh_status net_connect_retry(const char *host, int port, double deadline, int *fd);
 /* Send one whole line (adds nothing; s must end in '\n'). 0 or -1. */
@@ -79,6 +82,8 @@ typedef struct guard {
 } guard;
 coh_status guard_start(guard *g);
 void guard_add(guard *g, pid_t pgid);
+/* 1 (and the guard reaped, *status its wait status) when the guard has died; else 0. */
+int guard_lost(guard *g, int *status);
 void guard_stop(guard *g); /* goodbye; reaps the guard */
 
 /* Fork one worker in its own process group, stdout/stderr to the given pipe ends, dying with

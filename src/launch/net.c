@@ -1,6 +1,7 @@
 /* net.c: the launcher's TCP plumbing: free ports, "is this port taken", and the control
  * connection between the launchers of a multi-node job. */
 #define _GNU_SOURCE /* accept4, pipe2, sigabbrev_np, sched_setaffinity */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include "cohort/clock.h"
+#include "cohort/log.h"
 #include "launch/launch_int.h"
 
 /* A socket bound to the port on all interfaces; SO_REUSEADDR as PyTorch's store uses, so that
@@ -63,9 +65,41 @@ coh_status net_check_port(int port, const char *what)
     return COH_OK;
 }
 
-coh_status net_listen(int port, int *out)
+/* A socket bound to host's IPv4 address at port; -1 with *err (EADDRNOTAVAIL when the address
+ * is not this machine's, or host does not resolve to an IPv4 address). */
+static int bind_host(const char *host, int port, int *err)
 {
-    int err = 0, fd = bind_any(port, &err);
+    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *res = NULL;
+    if (!host || getaddrinfo(host, NULL, &hints, &res) != 0 || !res) {
+        *err = EADDRNOTAVAIL;
+        return -1;
+    }
+    struct sockaddr_in a = *(struct sockaddr_in *)res->ai_addr;
+    freeaddrinfo(res);
+    a.sin_port = htons((uint16_t)port);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        *err = errno;
+        return -1;
+    }
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(fd, (struct sockaddr *)&a, sizeof a) < 0) {
+        *err = errno;
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+coh_status net_listen(const char *host, int port, int *out)
+{
+    int err = 0, fd = bind_host(host, port, &err);
+    if (fd < 0 && err == EADDRNOTAVAIL) {
+        coh_info("master address '%s' is not an address of this machine: the control port "
+                 "listens on every interface", host ? host : "");
+        fd = bind_any(port, &err);
+    }
     if (fd < 0 && err == EADDRINUSE)
         return coh_errf(COH_ERR_BUSY, "control port '%d' is already in use on this machine (choose another with --control-port)", port);
     if (fd < 0 || listen(fd, 128) < 0) {
@@ -77,6 +111,24 @@ coh_status net_listen(int port, int *out)
     }
     *out = fd;
     return COH_OK;
+}
+
+void net_peer_name(int fd, char *buf, size_t n)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    char host[INET6_ADDRSTRLEN] = "?";
+    int port = 0;
+    if (getpeername(fd, (struct sockaddr *)&ss, &len) == 0 && ss.ss_family == AF_INET) {
+        struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+        inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
+        port = ntohs(a->sin_port);
+    } else if (ss.ss_family == AF_INET6) {
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+        inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
+        port = ntohs(a->sin6_port);
+    }
+    snprintf(buf, n, "%s:%d", host, port);
 }
 
 static int connect_once(const char *host, int port, int *err)

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "cohort/launch.h"
-#include "launch/launch_int.h"
+#include "launch/agent.h"
 
 int launch_parse_int(const char *s, long max, long *out)
 {
@@ -205,6 +205,8 @@ static coh_status check_numbers(const coh_launch_opts *o)
         return coh_errf(COH_ERR_INVALID, "invalid number of processes per node '%d': expected 1..4096", o->nproc_per_node);
     if (o->nnodes < 1 || o->nnodes > 4096)
         return coh_errf(COH_ERR_INVALID, "invalid number of nodes '%d': expected 1..4096", o->nnodes);
+    if (o->nnodes_min != 0 && (o->nnodes_min < 1 || o->nnodes_min > o->nnodes))
+        return coh_errf(COH_ERR_INVALID, "invalid elastic range '%d:%d': expected MIN:MAX with 1 <= MIN <= MAX", o->nnodes_min, o->nnodes);
     if (o->node_rank < 0 || o->node_rank >= o->nnodes)
         return coh_errf(COH_ERR_INVALID, "invalid node rank '%d': expected 0..%d for %d node(s)", o->node_rank, o->nnodes - 1, o->nnodes);
     if (o->master_port < 0 || o->master_port > 65535)
@@ -252,6 +254,11 @@ coh_status coh_launch_check(const coh_launch_opts *o)
         return st;
     if (o->log_dir && (make_dirs(o->log_dir) != COH_OK || access(o->log_dir, W_OK) != 0))
         return coh_errf(COH_ERR_INVALID, "invalid log directory '%s': cannot create or write it", o->log_dir);
+    ctl_key key; /* a token file others may read is refused before anything starts */
+    st = auth_load_key(o->job_token, getenv("COHORT_JOB_TOKEN"), &key);
+    memset(&key, 0, sizeof key);
+    if (st)
+        return st;
     if (o->node_rank == 0 && o->master_port > 0 && (st = net_check_port(o->master_port, "master port")))
         return st;
     if (o->node_rank == 0 && o->nnodes > 1) {

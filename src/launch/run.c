@@ -78,6 +78,7 @@ static coh_status setup(agent *a, const coh_launch_opts *o)
     a->sigfd = -1;
     a->g.fd = -1;
     a->g.pid = -1;
+    a->lfd = -1;
     if (gethostname(a->host, sizeof a->host - 1) != 0)
         snprintf(a->host, sizeof a->host, "localhost");
     coh_status st = find_program(o->argv[0], a->path, sizeof a->path);

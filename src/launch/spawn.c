@@ -4,12 +4,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -85,6 +87,29 @@ static void guard_main(int fd)
     _exit(0);
 }
 
+/* Write to the guard's pipe without ever dying of SIGPIPE, whatever the caller's SIGPIPE
+ * disposition: a dead guard's pipe answers EPIPE, and the signal that goes with it is taken
+ * back before the mask is restored. Returns 0 or -1. */
+static int guard_write(int fd, int32_t v)
+{
+    sigset_t pipe_set, old;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+    ssize_t w;
+    while ((w = write(fd, &v, sizeof v)) < 0 && errno == EINTR)
+        ;
+    int e = errno;
+    if (w < 0 && e == EPIPE && !sigismember(&old, SIGPIPE)) {
+        struct timespec zero = {0, 0};
+        while (sigtimedwait(&pipe_set, NULL, &zero) < 0 && errno == EINTR)
+            ;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    errno = e;
+    return w == (ssize_t)sizeof v ? 0 : -1;
+}
+
 coh_status guard_start(guard *g)
 {
     int p[2];
@@ -101,6 +126,11 @@ coh_status guard_start(guard *g)
     }
     if (pid == 0) {
         close(p[1]);
+        /* A guard restarted mid-job would otherwise hold the control sockets and pipes of the
+         * launcher open past its death. */
+        if (p[0] > 3)
+            close_range(3, (unsigned)p[0] - 1, 0);
+        close_range((unsigned)p[0] + 1, ~0U, 0);
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
@@ -114,17 +144,25 @@ coh_status guard_start(guard *g)
 
 void guard_add(guard *g, pid_t pgid)
 {
-    int32_t v = (int32_t)pgid;
-    if (g->fd >= 0 && write(g->fd, &v, sizeof v) != (ssize_t)sizeof v)
-        coh_errf(COH_ERR_SYSTEM, "guard is gone");
+    if (g->fd >= 0)
+        guard_write(g->fd, (int32_t)pgid); /* a dead guard is noticed by guard_lost */
+}
+
+int guard_lost(guard *g, int *status)
+{
+    if (g->pid <= 0 || waitpid(g->pid, status, WNOHANG) != g->pid)
+        return 0;
+    g->pid = -1;
+    if (g->fd >= 0)
+        close(g->fd);
+    g->fd = -1;
+    return 1;
 }
 
 void guard_stop(guard *g)
 {
     if (g->fd >= 0) {
-        int32_t zero = 0;
-        ssize_t w = write(g->fd, &zero, sizeof zero);
-        (void)w;
+        guard_write(g->fd, 0);
         close(g->fd);
         g->fd = -1;
     }

@@ -24,7 +24,7 @@ expect_usage() {
 }
 expect_usage "unknown option '--bogus'" --bogus 1 sh -c "touch $T/started"
 expect_usage "program 'no-such-program-xyz' not found in PATH" -n 2 no-such-program-xyz
-expect_usage "invalid --nnodes '1:4': elastic ranges are not supported" --nnodes 1:4 sh -c "touch $T/started"
+expect_usage "invalid --nnodes '4:1': MIN is above MAX" --nnodes 4:1 sh -c "touch $T/started"
 expect_usage "invalid node rank '2'" --nnodes 2 --node-rank 2 sh -c "touch $T/started"
 expect_usage "invalid master port '0' with 2 nodes" --nnodes 2 --master-port 0 sh -c "touch $T/started"
 expect_usage "invalid ranks filter '0,5'" -n 2 --local-ranks-filter 0,5 sh -c "touch $T/started"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_launch_failures.sh: cohort run under failure: exit codes and the summary, teardown
 # within grace + 1 s, no worker (nor its children) outliving a SIGKILLed launcher, signal
-# forwarding, restarts, and the same across two launchers of a two-node job on loopback.
+# forwarding, restarts, and the same across two launchers of a two-node job on loopback; a
+# killed guard process is named, restarted, and changes neither the exit code nor the promise.
 set -u
 C=${COHORT:?COHORT must name the cohort binary}
 T=$(mktemp -d)
@@ -212,6 +213,42 @@ rc0=$?
 [ $rc0 -eq 2 ] && [ $rc1 -eq 2 ] || fail "--nnodes mismatch: launchers exited $rc0 and $rc1, expected 2 and 2: $(cat "$T/e10a" "$T/e10b")"
 grep -qF "node 0 has --nnodes 2" "$T/e10b" || fail "node 1 does not say why it was refused: $(cat "$T/e10b")"
 [ ! -e "$T/started" ] || fail "a worker started despite the --nnodes mismatch"
+
+# 11. kill -9 of the guard (the launcher's child that is not a worker) mid-job: a warning names
+# it, the job ends with its own exit code (0, not 141 from a write to the dead guard's pipe); a
+# second job whose guard was killed and restarted still leaves no orphan when the launcher is
+# SIGKILLed.
+# guard_of LAUNCHER GLOB: the launcher's one child that is not a worker (their pids in GLOB).
+guard_of() {
+    local k ws
+    ws=" $(cat $2 | tr '\n' ' ') "
+    for k in $(ps --ppid "$1" -o pid=); do
+        case $ws in *" $k "*) ;; *) echo "$k"; return 0 ;; esac
+    done
+    return 1
+}
+rm -f "$T"/gw.*
+"$C" run -n 2 sh -c 'echo $$ > '"$T"'/gw.$RANK; sleep 2; exit 0' 2>"$T/e11" &
+launcher=$!
+wait_files 2 "$T/gw.*" || fail "guard job: workers did not start"
+g=$(guard_of $launcher "$T/gw.*") || fail "guard job: no guard process among the launcher's children"
+[ -n "$g" ] && kill -9 "$g"
+wait $launcher
+rc=$?
+[ $rc -eq 0 ] || fail "guard killed mid-job: the launcher exited $rc, expected the job's 0: $(cat "$T/e11")"
+grep -qE "guard process \(pid $g\) was killed by SIGKILL: started a new guard" "$T/e11" ||
+    fail "guard killed mid-job: no warning naming guard $g: $(cat "$T/e11")"
+rm -f "$T"/gw.* "$T"/gg.*
+"$C" run -n 2 sh -c 'sleep 60 & echo $! > '"$T"'/gg.$RANK; echo $$ > '"$T"'/gw.$RANK; wait' 2>"$T/e11b" &
+launcher=$!
+wait_files 2 "$T/gw.*" && wait_files 2 "$T/gg.*" || fail "guard job 2: workers did not start"
+g=$(guard_of $launcher "$T/gw.*") && kill -9 "$g"
+for _ in $(seq 100); do grep -q "started a new guard" "$T/e11b" && break; sleep 0.05; done
+grep -q "started a new guard" "$T/e11b" || fail "guard job 2: no new guard: $(cat "$T/e11b")"
+kill -9 $launcher
+wait $launcher 2>/dev/null
+pids=$(cat "$T"/gw.* "$T"/gg.*)
+all_gone $pids || fail "processes outlived the launcher after its guard was restarted: $(for p in $pids; do alive $p && ps -o pid=,cmd= -p $p; done)"
 
 [ $failures -eq 0 ] && echo "all launch failure checks passed"
 exit $((failures > 0))
