@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # test_train_threads_cli.sh: `cohort train`'s default thread count, printed at start with where
 # it came from: every cpu of the affinity mask, 1 under `taskset -c 0`, shared among the ranks
-# mpirun starts on the same cpus and each rank's own cpus when mpirun binds them;
-# OMP_NUM_THREADS and --threads win.
+# mpirun or MPICH's Hydra start on the same cpus and each rank's own cpus when mpirun binds
+# them; OMP_NUM_THREADS and --threads win.
 set -u
 cohort=${COHORT:?}
 src=${COHORT_SOURCE_DIR:?}
@@ -59,6 +59,14 @@ else
     expect "mpirun -np 2 --bind-to core" \
         "([0-9]+) threads \\(\\1 cpus? in the affinity mask; 2 local ranks \\(openmpi\\), each bound" \
         "${mpi[@]}" --bind-to core "$cohort" train "${model[@]}" --strategy ddp
+fi
+# MPICH's Hydra: no binding by default, so the 2 ranks share the cpus (MPI_LOCALNRANKS)
+if ! command -v mpiexec.hydra >/dev/null || [ ! -f "${COHORT_BUILD_DIR:-.}/libcohort_mpich.so" ]; then
+    skip "mpiexec.hydra" "MPICH's mpiexec.hydra or libcohort_mpich.so missing"
+elif [ "$n" -ge 2 ]; then
+    expect "mpiexec.hydra -n 2" \
+        "$((n / 2)) threads \\($n cpus in the affinity mask, shared by 2 local ranks \\(pmi\\)\\)" \
+        timeout 120 mpiexec.hydra -n 2 "$cohort" train "${model[@]}" --strategy ddp
 fi
 echo "$fails failed, $skips skipped"
 [ "$fails" -eq 0 ] || exit 1
