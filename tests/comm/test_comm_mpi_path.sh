@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # test_comm_mpi_path.sh: `mpirun ... cohort ...` with a bare `cohort` found on PATH, run from
 # another directory, finds its MPI plug-in (in the build tree, through a symlink, and after
-# `cmake --install` into a prefix); a lone copy without plug-ins names the directories it tried.
+# `cmake --install` into a prefix, also for a program of the user's on the installed shared
+# libcohort); a lone copy without plug-ins names the directories it tried, a broken plug-in the
+# loader's reason.
 . "$(dirname "$0")/comm_lib.sh"
 command -v mpirun >/dev/null && [ -f "$build/libcohort_mpi.so" ] || {
     echo "SKIP mpi: mpirun or libcohort_mpi.so missing"
@@ -77,6 +79,37 @@ if cmake --install "$build" --prefix "$prefix" >"$comm_tmp/install.log" 2>&1; th
         fails=$((fails + 1))
     fi
     bench_on "bare cohort on PATH: the install prefix" "$prefix/bin"
+    # a program of the user's, built on the installed headers and shared libcohort, finds the
+    # plug-ins from the library (PREFIX/lib/cohort), wherever the program lies
+    libdir=$(dirname "$(ls "$prefix"/lib*/libcohort.so | head -1)")
+    cat >"$elsewhere/user.c" <<'C'
+#include <stdio.h>
+#include "cohort/comm.h"
+int main(void)
+{
+    coh_comm *c;
+    if (coh_comm_create(COH_COMM_MPI, &c) != COH_OK) {
+        fprintf(stderr, "user: %s\n", coh_last_error());
+        return 1;
+    }
+    printf("user rank %d of %d (%s)\n", coh_comm_rank(c), coh_comm_size(c), coh_comm_transport(c));
+    coh_comm_destroy(c);
+    return 0;
+}
+C
+    if ${CC:-cc} -I"$prefix/include" "$elsewhere/user.c" -L"$libdir" -lcohort \
+        -Wl,-rpath,"$libdir" -o "$elsewhere/user" 2>"$comm_tmp/cc.log"; then
+        out=$(cd / && timeout 120 mpirun --allow-run-as-root -np 2 "$elsewhere/user" 2>&1)
+        if [ "$(grep -c "user rank [01] of 2 (mpi)" <<<"$out")" -eq 2 ]; then
+            echo "ok   a program on the installed libcohort.so loads the installed plug-in"
+        else
+            echo "FAIL a program on the installed libcohort.so: $(head -3 <<<"$out")"
+            fails=$((fails + 1))
+        fi
+    else
+        echo "FAIL compiling against the installed headers: $(head -5 "$comm_tmp/cc.log")"
+        fails=$((fails + 1))
+    fi
 else
     echo "FAIL cmake --install: $(tail -3 "$comm_tmp/install.log")"
     fails=$((fails + 1))
