@@ -97,7 +97,9 @@ int main(void)
     return 0;
 }
 C
-    if ${CC:-cc} -I"$prefix/include" "$elsewhere/user.c" -L"$libdir" -lcohort \
+    san=() # a sanitized libcohort needs its runtime linked into the program
+    grep -qs '^COHORT_SANITIZE:BOOL=ON' "$build/CMakeCache.txt" && san=(-fsanitize=address,undefined)
+    if ${CC:-cc} "${san[@]}" -I"$prefix/include" "$elsewhere/user.c" -L"$libdir" -lcohort \
         -Wl,-rpath,"$libdir" -o "$elsewhere/user" 2>"$comm_tmp/cc.log"; then
         out=$(cd / && timeout 120 mpirun --allow-run-as-root -np 2 "$elsewhere/user" 2>&1)
         if [ "$(grep -c "user rank [01] of 2 (mpi)" <<<"$out")" -eq 2 ]; then
