@@ -299,7 +299,9 @@ void cli_config_help(FILE *f)
           "  --grad-reduce-dtype D fp32 (default) or bf16: the type DDP/ZeRO gradients travel\n"
           "                        in (bf16: summed in fp32, rounded once; half the traffic)\n"
           "  --nodes N --gpus-per-node N   the device count dp x tp x pp must match\n"
-          "  --threads N           threads per rank (default OMP_NUM_THREADS, else all cores)\n",
+          "  --threads N           threads per rank (default OMP_NUM_THREADS, else the cpus\n"
+          "                        this process may run on, shared among a launcher's ranks\n"
+          "                        on the same cpus)\n",
           f);
 }
 

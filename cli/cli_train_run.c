@@ -1,6 +1,7 @@
 /* cli_train_run.c: the `cohort train` loop: loaders, steps (through the parallel trainer: single
  * is the mesh (1, 1, 1)), validation, metrics, progress, checkpoints, and the closing memory and
  * speed summary. Only rank 0 writes metrics, progress and checkpoints. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,7 @@ typedef struct run {
     double peak_flops, flops_per_token, t_start;
     double tps_avg; /* the progress line's smoothed tokens/s */
     int tty, threads; /* tty: progress_kind() */
+    int mfu_warned;   /* the warning that MFU reads above 100% was given */
     long first_step, last_step;
 } run;
 
@@ -117,7 +119,7 @@ static void write_metrics(run *r, const coh_step_stats *s, double tps, double mf
     coh_jw_field_double(&w, "loss", s->loss);
     coh_jw_field_double(&w, "lr", s->lr);
     coh_jw_field_double(&w, "tokens_per_s", tps);
-    coh_jw_field_double(&w, "mfu", mfu);
+    coh_jw_field_double(&w, "mfu", mfu > 0 && mfu <= 1 ? mfu : NAN); /* null: not a true MFU */
     coh_jw_field_double(&w, "elapsed_s", coh_now_s() - r->t_start);
     coh_jw_field_double(&w, "grad_norm", s->grad_norm);
     if (val >= 0) {
@@ -177,12 +179,13 @@ static void show_progress(run *r, const coh_step_stats *s, double tps, double mf
          * validated step's and the last line stay. Speed smoothed as tqdm's (weight 0.3 on
          * the newest step); the bar fits the terminal's width when it is known. */
         r->tps_avg = r->tps_avg > 0 ? 0.7 * r->tps_avg + 0.3 * tps : tps;
-        char text[256];
+        char text[256], mtext[16];
+        coh_mfu_text(r->tps_avg / tps * mfu, mtext, sizeof mtext);
         int cols = terminal_columns(), width = 20;
         for (int compact = 0; compact < 2; compact++) { /* tqdm's "elapsed<eta" if narrow */
-            snprintf(text, sizeof text, "step %ld/%ld | loss %.4f%s | %.0f tok/s | mfu %.1f%% | "
+            snprintf(text, sizeof text, "step %ld/%ld | loss %.4f%s | %.0f tok/s | mfu %s | "
                      "%s%dm%02ds%s%dm%02ds", s->step, r->last_step, s->loss, vbuf, r->tps_avg,
-                     mfu > 0 ? r->tps_avg / tps * mfu * 100 : 0.0, compact ? "" : "elapsed ",
+                     mtext, compact ? "" : "elapsed ",
                      (int)el / 60, (int)el % 60, compact ? "<" : " | eta ", (int)eta / 60,
                      (int)eta % 60);
             if (cols <= 0 || (int)strlen(text) < cols)
@@ -201,8 +204,10 @@ static void show_progress(run *r, const coh_step_stats *s, double tps, double mf
         fprintf(stderr, "%s\033[K%c", text, s->step == r->last_step || val >= 0 ? '\n' : '\r');
         fflush(stderr);
     } else if (s->step % r->o->log_every == 0 || s->step == r->last_step || val >= 0) {
-        printf("step %ld/%ld loss %.4f%s lr %.3e tokens_per_s %.0f mfu %.1f%% elapsed %.1fs\n",
-               s->step, r->last_step, s->loss, vbuf, s->lr, tps, mfu * 100, el);
+        char mtext[16];
+        coh_mfu_text(mfu, mtext, sizeof mtext);
+        printf("step %ld/%ld loss %.4f%s lr %.3e tokens_per_s %.0f mfu %s elapsed %.1fs\n",
+               s->step, r->last_step, s->loss, vbuf, s->lr, tps, mtext, el);
         fflush(stdout);
     }
 }
@@ -248,6 +253,13 @@ static coh_status loop(run *r)
         if (r->val && (s.step % o->val_every == 0 || s.step == r->last_step) &&
             (st = validate(r, &val)))
             return st;
+        if (lead && mfu > 1 && !r->mfu_warned) {
+            r->mfu_warned = 1;
+            coh_warn("mfu reads %.0f%% against the sgemm peak measured at start (%.1f GFLOP/s), "
+                     "so that peak was low (other work on the machine while it was measured): "
+                     "mfu is shown as n/a where it reads above 100%%", mfu * 100,
+                     r->peak_flops * 1e-9);
+        }
         if (lead) {
             write_metrics(r, &s, tps, mfu, val);
             show_progress(r, &s, tps, mfu, val);
@@ -289,8 +301,9 @@ int cli_train_run(const train_opts *o)
         r.first_step = coh_trainer_get_step(r.t);
         r.last_step = o->stop_at && o->stop_at < o->tc.steps ? o->stop_at : o->tc.steps;
         r.flops_per_token = coh_gpt_flops_per_token(&o->tc.model, o->tc.seq);
-        coh_info("blas kernel %s, %d threads, sgemm peak %.1f GFLOP/s; %llu training tokens",
-                 coh_blas_kernel(), r.threads, r.peak_flops * 1e-9,
+        coh_info("blas kernel %s, %d threads (%s), sgemm peak %.1f GFLOP/s; %llu training "
+                 "tokens", coh_blas_kernel(), r.threads,
+                 o->cfg.threads > 0 ? "--threads" : coh_threads_origin(), r.peak_flops * 1e-9,
                  (unsigned long long)coh_loader_tokens(r.train));
         cli_par_print_start(o, &r.par, r.pt);
         r.t_start = coh_now_s();

@@ -237,7 +237,22 @@ static void model_flags(const opts *o, const coh_model_desc *m, char *b, size_t 
                  (long long)m->dim, (long long)m->heads, (long long)m->vocab);
 }
 
-/* The exact launch line of a configuration. */
+/* Open MPI's host list for NODES nodes of PER ranks each ("--host HOST1:4,HOST2:4"), or a
+ * host file past a few nodes. */
+static size_t mpirun_hosts(char *b, size_t cap, int nodes, int per)
+{
+    if (nodes > 4)
+        return (size_t)snprintf(b, cap, "--hostfile HOSTFILE --npernode %d", per);
+    size_t k = (size_t)snprintf(b, cap, "--host ");
+    for (int i = 0; i < nodes && k < cap; i++)
+        k += (size_t)snprintf(b + k, cap - k, "%sHOST%d:%d", i ? "," : "", i + 1, per);
+    return k;
+}
+
+/* The exact launch line of a configuration, runnable once the user puts in the placeholders
+ * (HOST..., SHARDS, N). Over several nodes cohort train's ranks reach each other only through
+ * MPI (docs/cluster.md): the line is Open MPI's mpirun with COHORT_COMM=mpi, never
+ * `cohort run --nnodes`, whose ranks talk through one node's shared memory. */
 static void command_line(const opts *o, const coh_model_desc *m, const coh_hw *hw,
                          const coh_plan_result *r, char *b, size_t cap)
 {
@@ -245,15 +260,15 @@ static void command_line(const opts *o, const coh_model_desc *m, const coh_hw *h
     int n = c->dp * c->tp * c->pp;
     size_t k = 0;
 #define ADD(...) k += (size_t)snprintf(b + (k < cap ? k : cap), k < cap ? cap - k : 0, __VA_ARGS__)
-    if (n > 1 && !hw->gpu && hw->nodes > 1) /* cohort train spans nodes through MPI */
-        ADD("mpirun -np %d --npernode %d --host HOSTS ", n, (n + hw->nodes - 1) / hw->nodes);
-    else if (n > 1) {
-        int per = hw->gpu ? (n < hw->gpus_per_node ? n : hw->gpus_per_node) : n;
+    if (n > 1) {
+        int per = hw->gpu ? (n < hw->gpus_per_node ? n : hw->gpus_per_node)
+                  : hw->nodes > 1 ? (n + hw->nodes - 1) / hw->nodes : n;
         int nodes = (n + per - 1) / per;
-        if (nodes > 1)
-            ADD("cohort run --nnodes %d --node-rank K --master-addr HOST --nproc-per-node %d ",
-                nodes, per);
-        else
+        if (nodes > 1) {
+            char hosts[128];
+            mpirun_hosts(hosts, sizeof hosts, nodes, per);
+            ADD("mpirun -np %d %s -x COHORT_COMM=mpi ", n, hosts);
+        } else
             ADD("cohort run --nproc-per-node %d --standalone ", per);
     }
     ADD("cohort train");
@@ -279,7 +294,7 @@ static void command_line(const opts *o, const coh_model_desc *m, const coh_hw *h
         ADD(" --precision %s", coh_precision_name(c->precision));
     char mf[160];
     model_flags(o, m, mf, sizeof mf);
-    ADD(" %s --seq %lld --data SHARDS", mf, (long long)c->seq);
+    ADD(" %s --seq %lld --data SHARDS --steps N", mf, (long long)c->seq);
 #undef ADD
 }
 

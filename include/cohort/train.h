@@ -405,6 +405,11 @@ void coh_blas_ensure_best_kernel(void);
 /* Best of a few n x n sgemm runs using every thread, in FLOP/s: the peak MFU is measured against. */
 double coh_measure_sgemm_flops(int n);
 
+/* MFU as shown to the user: "12.3%" (returns 1), or "n/a" (returns 0) when it is not a number
+ * in (0, 100%]: above 100% the peak measured at start was low (other work on the machine
+ * during the probe), and the figure would be false. */
+int coh_mfu_text(double mfu, char *buf, size_t cap);
+
 /* Whether bf16-mixed training can run here: UNAVAILABLE (no oneDNN in this build, or a CPU
  * without AVX-512), EMULATED (AVX-512 without bf16 instructions: correct but slower than fp32),
  * NATIVE (AVX512-BF16 or AMX). why (may be NULL) gets the instruction set used or the reason. */
@@ -426,9 +431,14 @@ coh_status coh_bf16_prepare(const coh_gpt_config *c, int B, int T);
 double coh_measure_bf16_gemm_flops(int n);
 
 /* Threads for OpenMP and OpenBLAS (n < 1: OMP_NUM_THREADS when it is a positive number, as
- * `cohort run` sets it per rank, else the number of online CPUs). */
+ * `cohort run` sets it per rank, else the CPUs of this process's affinity mask capped by its
+ * cgroup's cpu.max quota, divided among the launcher's local ranks when they share those
+ * CPUs; at least 1). */
 void coh_set_threads(int n);
 int coh_get_threads(void);
+/* Where the last default (n < 1) of coh_set_threads came from, for the start-up line:
+ * "OMP_NUM_THREADS", "2 cpus in the affinity mask, shared by 2 local ranks (openmpi)"... */
+const char *coh_threads_origin(void);
 
 /* splitmix64: the next number of the generator whose state is *state (weight initialisation,
  * sampling and the data order all draw from it). */

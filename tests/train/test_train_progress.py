@@ -17,10 +17,10 @@ SRC = os.environ["COHORT_SOURCE_DIR"]
 fails = []
 
 BAR = re.compile(r"^(\[rank0\]: )?\[(?:\x1b\[32m)?#*(?:\x1b\[0m)? *\] step (\d+)/20 \| loss (\d+\.\d{4})"
-                 r"(?: \| val (\d+\.\d{4}))? \| (\d+) tok/s \| mfu (\d+\.\d)% \| "
+                 r"(?: \| val (\d+\.\d{4}))? \| (\d+) tok/s \| mfu (\d+\.\d%|n/a) \| "
                  r"elapsed (\d+)m(\d\d)s \| eta (\d+)m(\d\d)s\x1b\[K$")
 PLAIN = re.compile(r"^(\[rank0\]: )?step (\d+)/20 loss \d+\.\d{4}(?: \| val \d+\.\d{4})? lr \S+ "
-                   r"tokens_per_s \d+ mfu \d+\.\d% elapsed \d+\.\ds$")
+                   r"tokens_per_s \d+ mfu (?:\d+\.\d%|n/a) elapsed \d+\.\ds$")
 
 
 def check(cond, what):
