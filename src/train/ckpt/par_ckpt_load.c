@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "cohort/train_ckpt.h"
-#include "train/gpt_ckpt_int.h"
+#include "train/ckpt/gpt_ckpt_int.h"
 #include "train/parallel/strategy.h"
 
 /* Where moments read from a checkpoint go: ranges [rb[j], re[j]) of the whole model's arena,

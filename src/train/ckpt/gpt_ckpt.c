@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "cohort/train_ckpt.h"
-#include "train/gpt_ckpt_int.h"
+#include "train/ckpt/gpt_ckpt_int.h"
 #include "train/model/gpt_int.h"
 
 
