@@ -12,8 +12,13 @@ coh_status gpt_load_from_file(coh_gpt *g, const coh_st_file *f, const char *path
 /* COH_ERR_INVALID naming the file when its weights are not fp32 (--save-dtype bf16): a resume
  * needs the master weights. */
 coh_status gpt_check_resumable(const coh_st_file *f, const char *path);
-/* coh_gpt_save in the dtype the trainer's config asks for (save_bf16). */
-coh_status gpt_save_trainer_weights(const coh_trainer_config *tc, coh_gpt *g, const char *path,
-                                    const char *tokenizer, long step);
+/* The weights file of a checkpoint's commit: coh_gpt_save_arena_dtype (F32, or BF16 when
+ * `bf16`) with metadata "state_suffix" naming its step's state file (ckpt_state_name). Written
+ * last: its rename commits the checkpoint. */
+coh_status gpt_save_commit(const coh_gpt_config *c, const float *params, const char *path,
+                           const char *tokenizer, long step, int bf16);
+/* The state file that the open weights file `f` of checkpoint `path` names (its "state_suffix";
+ * "<path>.state" for the older layout without one). */
+coh_status gpt_state_path_of(const coh_st_file *f, const char *path, char *buf, size_t cap);
 
 #endif
