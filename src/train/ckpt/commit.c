@@ -48,10 +48,7 @@ static long step_of(const char *s, const char **rest)
     return step;
 }
 
-/* 1 when directory entry `name` (past the checkpoint's base name) is a file of the checkpoint
- * for a step other than `keep`, or a temporary file of any step: once a step is committed and
- * every rank has written it, nothing of this job is writing another. */
-static int other_file(const char *s, long keep)
+int ckpt_other_file(const char *s, long keep)
 {
     const char *rest;
     long step;
@@ -82,7 +79,7 @@ void ckpt_remove_others(const char *path, long keep)
     if (!d)
         return;
     for (struct dirent *e; (e = readdir(d));) {
-        if (!strncmp(e->d_name, base, bl) && other_file(e->d_name + bl, keep)) {
+        if (!strncmp(e->d_name, base, bl) && ckpt_other_file(e->d_name + bl, keep)) {
             snprintf(name, sizeof name, "%s/%s", dir, e->d_name);
             unlink(name);
         }

@@ -17,6 +17,11 @@ void ckpt_state_suffix(char *buf, size_t cap, long step);
  * removes the checkpoint's files of every other step (shard sets, indexes, state files, the
  * older unsuffixed state) and the temporary files a killed save left. */
 void ckpt_remove_others(const char *path, long keep);
+/* 1 when a directory entry, past the checkpoint's base name (`s`), is one that
+ * ckpt_remove_others removes: a file of the checkpoint for a step other than `keep`, or a
+ * temporary file of any step (once a step is committed and every rank has written it, nothing
+ * of this job is writing another). */
+int ckpt_other_file(const char *s, long keep);
 
 /* Fault injection (environment COHORT_CKPT_KILL="RANK:SAVE:POINT", first attempt only):
  * ckpt_fault_begin starts a save of this process (COH_ERR_INVALID for a malformed value),
