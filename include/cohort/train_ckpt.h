@@ -50,6 +50,14 @@ coh_status coh_trainer_save(coh_trainer *t, const char *path, const char *tokeni
  * `<path>.state` for a checkpoint written before the suffix. Errors: as coh_st_open. */
 coh_status coh_ckpt_state_path(const char *path, char *buf, size_t cap);
 
+/* Write checkpoint `ckpt`'s weights to `out` as the plain Hugging Face GPT-2 file (HF names,
+ * the metadata coh_gpt_save_arena_dtype writes, no state file named) in `dtype` (COH_ST_F32 or
+ * COH_ST_BF16, rounded as --save-dtype bf16 rounds): byte-identical to that function's file of
+ * the same weights. Streamed tensor by tensor through a 4 MiB buffer; the checkpoint is mapped,
+ * not read into memory. Errors: as coh_st_open, and COH_ERR_INVALID naming a missing or
+ * misshapen tensor or another dtype. */
+coh_status coh_ckpt_export(const char *ckpt, const char *out, coh_st_dtype dtype);
+
 /* Restore weights, AdamW moments and step from `path` and its state file; *data receives the
  * loader position and *threads the thread count the run used (0 when unknown). Errors:
  * COH_ERR_INVALID / COH_ERR_MISMATCH naming the file for corrupt, truncated, mismatched or

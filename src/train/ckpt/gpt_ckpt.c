@@ -70,6 +70,23 @@ coh_status coh_gpt_save_arena(const coh_gpt_config *c, const float *params, cons
     return coh_gpt_save_arena_dtype(c, params, path, tokenizer, step, COH_ST_F32);
 }
 
+size_t gpt_weights_meta(const coh_gpt_config *c, const char *tokenizer, long step, int commit,
+                        gpt_meta_text *m)
+{
+    const long vals[6] = {c->layers, c->heads, c->dim, c->vocab, c->seq, step};
+    for (int i = 0; i < 6; i++)
+        snprintf(m->nums[i], sizeof m->nums[i], "%ld", vals[i]);
+    ckpt_state_suffix(m->suffix, sizeof m->suffix, step);
+    const coh_st_meta meta[] = {
+        {"format", "pt"},              {"n_layer", m->nums[0]},    {"n_head", m->nums[1]},
+        {"n_embd", m->nums[2]},        {"vocab_size", m->nums[3]}, {"n_positions", m->nums[4]},
+        {"step", m->nums[5]},          {"tokenizer", tokenizer ? tokenizer : ""},
+        {"state_suffix", m->suffix},
+    };
+    memcpy(m->meta, meta, sizeof meta);
+    return sizeof meta / sizeof *meta - (commit ? 0 : 1);
+}
+
 /* The weights file, with "state_suffix" naming its step's state file when `commit` is set (the
  * file is then the checkpoint's commit). */
 static coh_status save_arena(const coh_gpt_config *c, const float *params, const char *path,
@@ -86,19 +103,9 @@ static coh_status save_arena(const coh_gpt_config *c, const float *params, const
     coh_status st = list_tensors(c, (float *)params, dtype, &l, &copy);
     if (st)
         return st;
-    const long vals[6] = {c->layers, c->heads, c->dim, c->vocab, c->seq, step};
-    char nums[6][24], suffix[32];
-    for (int i = 0; i < 6; i++)
-        snprintf(nums[i], sizeof nums[i], "%ld", vals[i]);
-    ckpt_state_suffix(suffix, sizeof suffix, step);
-    coh_st_meta meta[] = {
-        {"format", "pt"},           {"n_layer", nums[0]},    {"n_head", nums[1]},
-        {"n_embd", nums[2]},        {"vocab_size", nums[3]}, {"n_positions", nums[4]},
-        {"step", nums[5]},          {"tokenizer", tokenizer ? tokenizer : ""},
-        {"state_suffix", suffix},
-    };
-    size_t nmeta = sizeof meta / sizeof *meta - (commit ? 0 : 1);
-    st = coh_st_save(path, l.t, (size_t)coh_gpt_tensor_count(c), meta, nmeta);
+    gpt_meta_text m;
+    size_t nmeta = gpt_weights_meta(c, tokenizer, step, commit, &m);
+    st = coh_st_save(path, l.t, (size_t)coh_gpt_tensor_count(c), m.meta, nmeta);
     free_list(&l);
     free(copy);
     return st;

@@ -12,6 +12,16 @@ coh_status gpt_load_from_file(coh_gpt *g, const coh_st_file *f, const char *path
 /* COH_ERR_INVALID naming the file when its weights are not fp32 (--save-dtype bf16): a resume
  * needs the master weights. */
 coh_status gpt_check_resumable(const coh_st_file *f, const char *path);
+/* The weights file's metadata (format, the config, step, tokenizer and, for a commit, the
+ * state_suffix naming its step's state file): every writer of an HF file uses it, so that
+ * files of the same weights are byte-identical. Returns the count of m->meta. */
+typedef struct gpt_meta_text {
+    char nums[6][24], suffix[32];
+    coh_st_meta meta[9];
+} gpt_meta_text;
+size_t gpt_weights_meta(const coh_gpt_config *c, const char *tokenizer, long step, int commit,
+                        gpt_meta_text *m);
+
 /* The weights file of a checkpoint's commit: coh_gpt_save_arena_dtype (F32, or BF16 when
  * `bf16`) with metadata "state_suffix" naming its step's state file (ckpt_state_name). Written
  * last: its rename commits the checkpoint. */
