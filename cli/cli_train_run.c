@@ -279,9 +279,8 @@ static const char *resume_path(const train_opts *o)
     char sp[4200];
     if (o->resume || !o->save || coh_launch_env_read(&env) || env.restart_count < 1)
         return o->resume;
-    snprintf(sp, sizeof sp, "%s.state", o->save);
-    if (access(sp, R_OK))
-        return NULL;
+    if (coh_ckpt_state_path(o->save, sp, sizeof sp) || access(sp, R_OK))
+        return NULL; /* nothing committed yet: the job starts again */
     coh_info("restart %d: resuming from '%s'", env.restart_count, o->save);
     return o->save;
 }

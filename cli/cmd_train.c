@@ -64,7 +64,7 @@ static void help(void)
            "  --log-every N         plain log line interval when not on a terminal (default 10)\n"
            "  --val-every N         validate every N steps and at the end (default 100)\n"
            "  --val-batches N       validation batches (default 10)\n"
-           "  --save FILE           checkpoint (FILE and FILE.state) at the end\n"
+           "  --save FILE           checkpoint (FILE.state<step>, then FILE) at the end\n"
            "  --save-every K        also every K steps; a job restarted by 'cohort run\n"
            "                        --max-restarts' resumes from --save (ZeRO: one shard per\n"
            "                        rank plus an index)\n"

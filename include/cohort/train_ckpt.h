@@ -38,13 +38,27 @@ coh_status coh_gpt_checkpoint_config(const char *path, int heads_hint, coh_gpt_c
  * as coh_st_open and coh_st_read, naming the file and tensor. */
 coh_status coh_gpt_load(coh_gpt *g, const char *path);
 
-/* Save weights to `path` and the training state to `<path>.state` (each atomic; both carry the
- * step, so a pair torn by a crash between the two renames is refused on resume). The weights
- * are bf16 when the trainer's config says save_bf16 (then the pair cannot be resumed). */
+/* Save the training state to `<path>.state<step>`, then the weights to `path`, whose metadata
+ * "state_suffix" names that state file: the weights' atomic rename commits the checkpoint, and
+ * only then are the other steps' state files removed, so a crash at any moment leaves the
+ * previous or the new checkpoint whole. The weights are bf16 when the trainer's config says
+ * save_bf16 (then the checkpoint cannot be resumed). */
 coh_status coh_trainer_save(coh_trainer *t, const char *path, const char *tokenizer,
                             const coh_loader_pos *data, int threads);
 
-/* Restore weights, AdamW moments and step from `path` and `<path>.state`; *data receives the
+/* The state file of checkpoint `path`: the one its weights' "state_suffix" names, or
+ * `<path>.state` for a checkpoint written before the suffix. Errors: as coh_st_open. */
+coh_status coh_ckpt_state_path(const char *path, char *buf, size_t cap);
+
+/* Write checkpoint `ckpt`'s weights to `out` as the plain Hugging Face GPT-2 file (HF names,
+ * the metadata coh_gpt_save_arena_dtype writes, no state file named) in `dtype` (COH_ST_F32 or
+ * COH_ST_BF16, rounded as --save-dtype bf16 rounds): byte-identical to that function's file of
+ * the same weights. Streamed tensor by tensor through a 4 MiB buffer; the checkpoint is mapped,
+ * not read into memory. Errors: as coh_st_open, and COH_ERR_INVALID naming a missing or
+ * misshapen tensor or another dtype. */
+coh_status coh_ckpt_export(const char *ckpt, const char *out, coh_st_dtype dtype);
+
+/* Restore weights, AdamW moments and step from `path` and its state file; *data receives the
  * loader position and *threads the thread count the run used (0 when unknown). Errors:
  * COH_ERR_INVALID / COH_ERR_MISMATCH naming the file for corrupt, truncated, mismatched or
  * torn checkpoints, and COH_ERR_INVALID for weights saved in bf16 (save_bf16: the fp32 master

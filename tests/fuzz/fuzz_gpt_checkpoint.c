@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "train/gpt_ckpt_int.h"
+#include "train/ckpt/gpt_ckpt_int.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

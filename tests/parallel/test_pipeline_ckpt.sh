@@ -17,7 +17,7 @@ model+=(--lr 1e-3 --deterministic --steps 12 --micro-batch 2 --grad-accum 4)
     >/dev/null 2>&1 || fail "uninterrupted single run"
 "$cohort" run --nproc-per-node 2 "$cohort" train "${model[@]}" --pp 2 --stop-at 6 \
     --save "$work/ck" >"$work/save.out" 2>&1 || fail "pp 2 save: $(tail -3 "$work/save.out")"
-for f in ck ck.state ck.zero6-0-of-2 ck.zero6-1-of-2 ck.zero6.index; do
+for f in ck ck.state6 ck.zero6-0-of-2 ck.zero6-1-of-2 ck.zero6.index; do
     [ -e "$work/$f" ] || fail "checkpoint file $f missing: $(ls "$work")"
 done
 

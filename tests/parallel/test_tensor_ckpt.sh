@@ -21,7 +21,7 @@ par_noise --micro-batch 1 --grad-accum 8
 "$cohort" run --nproc-per-node 8 "$cohort" train "${model[@]}" --tp 2 --pp 2 --strategy zero1 \
     "${mb2[@]}" --stop-at 6 --save "$work/ck" >"$work/save.out" 2>&1 ||
     fail "(2, 2, 2) save: $(tail -3 "$work/save.out")"
-[ -e "$work/ck" ] && [ -e "$work/ck.state" ] || fail "checkpoint files missing: $(ls "$work")"
+[ -e "$work/ck" ] && [ -e "$work/ck.state6" ] || fail "checkpoint files missing: $(ls "$work")"
 # whole tensors: the file holds the model's shapes, not a shard's
 "$py" - "$work/ck" $V $C <<'PY' || fail "checkpoint shapes"
 import json, struct, sys

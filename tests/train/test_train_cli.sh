@@ -44,7 +44,7 @@ grep -q "peak rss .* (engine predicted .*)" "$work/a.err" && grep -q "memory pre
 "$cohort" train "${model[@]}" --steps 12 --stop-at 5 --save "$work/ck.safetensors" \
     --metrics "$work/r.jsonl" 2>/dev/null >/dev/null || fail "train with --stop-at"
 cp "$work/ck.safetensors" "$work/ck5.safetensors"
-cp "$work/ck.safetensors.state" "$work/ck5.safetensors.state"
+cp "$work/ck.safetensors.state5" "$work/ck5.safetensors.state5"
 "$cohort" train "${model[@]}" --steps 12 --resume "$work/ck.safetensors" --save \
     "$work/ck.safetensors" --save-every 4 --metrics "$work/r.jsonl" 2>"$work/r.err" >/dev/null ||
     fail "resume: $(cat "$work/r.err")"
@@ -63,19 +63,22 @@ out=$(OMP_NUM_THREADS=1 "$cohort" train "${model[@]:0:16}" "${model[@]:18}" --st
     --resume "$work/ck5.safetensors" 2>&1)
 [ $? -ne 0 ] && echo "$out" | grep -q "this run has 1" || fail "OMP_NUM_THREADS not honoured: $out"
 
-# a torn pair (weights of step 12, state of step 5) is refused
-cp "$work/ck5.safetensors.state" "$work/ck.safetensors.state"
+# only the committed step's state is kept: the weights name it
+[ "$(cd "$work" && ls ck.safetensors.state*)" = ck.safetensors.state12 ] ||
+    fail "state files of other steps kept: $(ls "$work")"
+# a torn pair (weights of step 12, the state they name holding step 5) is refused
+cp "$work/ck5.safetensors.state5" "$work/ck.safetensors.state12"
 out=$("$cohort" train "${model[@]}" --steps 12 --resume "$work/ck.safetensors" 2>&1)
 [ $? -eq 1 ] && echo "$out" | grep -q "torn" || fail "torn checkpoint not refused: $out"
 
 # a truncated checkpoint is refused with its name; nothing is overwritten
 head -c 3000 "$work/ck5.safetensors" > "$work/trunc.safetensors"
-cp "$work/ck5.safetensors.state" "$work/trunc.safetensors.state"
+cp "$work/ck5.safetensors.state5" "$work/trunc.safetensors.state5"
 out=$("$cohort" train "${model[@]}" --steps 12 --resume "$work/trunc.safetensors" 2>&1)
 [ $? -ne 0 ] && echo "$out" | grep -q "trunc.safetensors" || fail "truncated checkpoint: $out"
 # a flipped byte in the data is caught by the checksum
 cp "$work/ck5.safetensors" "$work/flip.safetensors"
-cp "$work/ck5.safetensors.state" "$work/flip.safetensors.state"
+cp "$work/ck5.safetensors.state5" "$work/flip.safetensors.state5"
 size=$(stat -c %s "$work/flip.safetensors")
 printf '\x55' | dd of="$work/flip.safetensors" bs=1 seek=$((size - 100)) conv=notrunc 2>/dev/null
 out=$("$cohort" eval --checkpoint "$work/flip.safetensors" --data "$work/c_val_*.bin" 2>&1)

@@ -1,5 +1,6 @@
 /* atomic_file.c: atomic replacement of a file (temporary file, fsync, rename, fsync folder). */
 #include "train/ckpt/atomic_file.h"
+#include "train/ckpt/commit.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -113,6 +114,8 @@ coh_status atomic_file_commit(atomic_file *a)
     a->fd = -1;
     if (st == COH_OK && atomic_file_before_rename)
         st = atomic_file_before_rename(a->tmp, a->path);
+    if (st == COH_OK)
+        ckpt_fault_point("written, not renamed", a->path);
     if (st == COH_OK && rename(a->tmp, a->path) != 0)
         st = coh_errf(COH_ERR_IO, "cannot rename '%s' to '%s': %s", a->tmp, a->path,
                       strerror(errno));
@@ -121,6 +124,8 @@ coh_status atomic_file_commit(atomic_file *a)
         return st;
     }
     st = sync_folder(a->path);
+    if (st == COH_OK)
+        ckpt_fault_point("renamed", a->path);
     release(a);
     return st;
 }

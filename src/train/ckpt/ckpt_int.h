@@ -23,4 +23,12 @@ uint32_t st_sum_meta(uint32_t crc, const char *key, const char *value);
 /* "crc32c:%08x" into buf (>= 16 bytes). */
 void st_format_checksum(uint32_t crc, char *buf);
 
+/* Bytes [at, at + n) of tensor i into buf; a streamed save calls it twice per chunk (the
+ * checksum, then the file), in tensor order, and it must give the same bytes both times. */
+typedef coh_status (*st_fill_fn)(void *ctx, size_t i, uint64_t at, void *buf, size_t n);
+/* coh_st_save with the tensors' bytes from `fill` instead of their data pointers (ignored),
+ * through one buffer of 4 MiB: a file of any size in bounded memory. */
+coh_status st_save_stream(const char *path, const coh_st_tensor *tensors, size_t ntensors,
+                          const coh_st_meta *meta, size_t nmeta, st_fill_fn fill, void *ctx);
+
 #endif

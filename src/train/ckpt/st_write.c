@@ -8,8 +8,9 @@
 #include "train/ckpt/ckpt_int.h"
 #include "train/data/strmap.h"
 
-/* Bytes of a tensor, or an error naming it (bad dtype, rank, dimension, or an overflow). */
-static coh_status tensor_bytes(const coh_st_tensor *t, uint64_t *out)
+/* Bytes of a tensor, or an error naming it (bad dtype, rank, dimension, or an overflow; no
+ * data when `need_data`). */
+static coh_status tensor_bytes(const coh_st_tensor *t, int need_data, uint64_t *out)
 {
     size_t es = coh_st_dtype_size(t->dtype);
     if (!es)
@@ -26,7 +27,7 @@ static coh_status tensor_bytes(const coh_st_tensor *t, uint64_t *out)
             return coh_errf(COH_ERR_INVALID, "tensor '%s': too large", t->name);
         n *= (uint64_t)t->shape[i];
     }
-    if (n > 0 && !t->data)
+    if (n > 0 && need_data && !t->data)
         return coh_errf(COH_ERR_INVALID, "tensor '%s': no data", t->name);
     *out = n;
     return COH_OK;
@@ -148,7 +149,7 @@ coh_status coh_st_save(const char *path, const coh_st_tensor *tensors, size_t nt
         off[0] = 0;
     for (size_t i = 0; st == COH_OK && i < ntensors; i++) {
         uint64_t nb = 0;
-        st = tensor_bytes(&tensors[i], &nb);
+        st = tensor_bytes(&tensors[i], 1, &nb);
         off[i + 1] = off[i] + nb;
     }
     if (st != COH_OK) {
@@ -173,4 +174,77 @@ coh_status coh_st_save(const char *path, const coh_st_tensor *tensors, size_t nt
     free(header);
     free(off);
     return st;
+}
+
+/* Stream buffer of st_save_stream: what a streamed save holds besides its caller's state. */
+#define ST_STREAM_BUF ((size_t)4 << 20)
+
+/* Every tensor's bytes through `fill`, chunk by chunk: into the checksum (f NULL) or the file. */
+static coh_status stream_pass(const coh_st_tensor *t, size_t nt, const uint64_t *off,
+                              st_fill_fn fill, void *ctx, char *buf, uint32_t *crc,
+                              atomic_file *f)
+{
+    coh_status st = COH_OK;
+    for (size_t i = 0; !st && i < nt; i++)
+        for (uint64_t at = 0; !st && at < off[i + 1] - off[i]; at += ST_STREAM_BUF) {
+            uint64_t left = off[i + 1] - off[i] - at;
+            size_t n = left < ST_STREAM_BUF ? (size_t)left : ST_STREAM_BUF;
+            if (!(st = fill(ctx, i, at, buf, n)))
+                st = f ? atomic_file_write(f, buf, n) : (*crc = crc32c(*crc, buf, n), COH_OK);
+        }
+    return st;
+}
+
+static coh_status stream_write(const char *path, const char *header, size_t hlen,
+                               const coh_st_tensor *t, size_t nt, const uint64_t *off,
+                               st_fill_fn fill, void *ctx, char *buf)
+{
+    unsigned char lenbuf[8];
+    for (int i = 0; i < 8; i++)
+        lenbuf[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
+    atomic_file f;
+    coh_status st = atomic_file_open(&f, path);
+    if (st)
+        return st;
+    if (!(st = atomic_file_write(&f, lenbuf, 8)) && !(st = atomic_file_write(&f, header, hlen)))
+        st = stream_pass(t, nt, off, fill, ctx, buf, NULL, &f);
+    if (st) {
+        atomic_file_abort(&f);
+        return st;
+    }
+    return atomic_file_commit(&f);
+}
+
+coh_status st_save_stream(const char *path, const coh_st_tensor *tensors, size_t ntensors,
+                          const coh_st_meta *meta, size_t nmeta, st_fill_fn fill, void *ctx)
+{
+    coh_status st = check_names(tensors, ntensors, meta, nmeta);
+    uint64_t *off = st ? NULL : malloc((ntensors + 1) * sizeof *off);
+    char *buf = st ? NULL : malloc(ST_STREAM_BUF), *header = NULL;
+    if (!st && (!off || !buf))
+        st = coh_errf(COH_ERR_NOMEM, "out of memory");
+    if (!st)
+        off[0] = 0;
+    for (size_t i = 0; !st && i < ntensors; i++) {
+        uint64_t nb = 0;
+        st = tensor_bytes(&tensors[i], 0, &nb);
+        off[i + 1] = off[i] + nb;
+    }
+    uint32_t crc = 0;
+    for (size_t i = 0; !st && i < ntensors; i++)
+        crc = st_sum_tensor(crc, tensors[i].name, tensors[i].dtype, tensors[i].ndim,
+                            tensors[i].shape, off[i], off[i + 1]);
+    for (size_t i = 0; !st && i < nmeta; i++)
+        crc = st_sum_meta(crc, meta[i].key, meta[i].value);
+    if (!st) /* the checksum comes first in the header: one pass for it, one for the file */
+        st = stream_pass(tensors, ntensors, off, fill, ctx, buf, &crc, NULL);
+    char sum[16];
+    size_t hlen = 0;
+    st_format_checksum(crc, sum);
+    if (!st && !(st = build_header(tensors, ntensors, off, meta, nmeta, sum, &header, &hlen)))
+        st = stream_write(path, header, hlen, tensors, ntensors, off, fill, ctx, buf);
+    free(header);
+    free(buf);
+    free(off);
+    return st ? coh_err_prefix(st, "cannot save '%s'", path) : COH_OK;
 }

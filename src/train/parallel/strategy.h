@@ -199,12 +199,12 @@ coh_status par_wait_bucket(coh_par_trainer *t, int k);
 void par_release_params(coh_par_trainer *t);
 void par_reset_sequence(coh_par_trainer *t, int train);
 
-/* par_ckpt.c: names of a ZeRO checkpoint's files: path.zero<step>-<r>-of-<n> (shards) and
+/* ckpt/par_ckpt.c: names of a ZeRO checkpoint's files: path.zero<step>-<r>-of-<n> (shards) and
  * path.zero<step>.index */
 void par_shard_name(char *b, size_t cap, const char *path, long step, int r, int n);
 void par_index_name(char *b, size_t cap, const char *path, long step);
 
-/* par_ckpt_load.c: the (k, cols) int64 tensor "ranges" of a ZeRO index (cols 3: rank, begin, end)
+/* ckpt/par_ckpt_load.c: the (k, cols) int64 tensor "ranges" of a ZeRO index (cols 3: rank, begin, end)
  * or shard (cols 2: begin, end), checked to lie inside nparams; *rows is malloc'd, *total the
  * summed range lengths. COH_ERR_INVALID naming the file and the bad row. */
 typedef struct coh_st_file coh_st_file;

@@ -5,7 +5,8 @@
 #include <string.h>
 
 #include "cohort/train_ckpt.h"
-#include "train/gpt_ckpt_int.h"
+#include "train/ckpt/commit.h"
+#include "train/ckpt/gpt_ckpt_int.h"
 #include "train/model/gpt_int.h"
 
 
@@ -53,26 +54,14 @@ static coh_status list_tensors(const coh_gpt_config *c, float *arena, coh_st_dty
     return COH_OK;
 }
 
-static coh_status save_model(coh_gpt *g, const char *path, const char *tokenizer, long step,
-                             coh_st_dtype dtype)
+coh_status coh_gpt_save(coh_gpt *g, const char *path, const char *tokenizer, long step)
 {
     if (g->tp > 1)
         return coh_errf(COH_ERR_INVALID, "checkpoint '%s': this model is one of %d "
                         "tensor-parallel shards; the parallel trainer saves whole tensors", path,
                         g->tp);
-    return coh_gpt_save_arena_dtype(coh_gpt_get_config(g), coh_gpt_params(g, NULL), path,
-                                    tokenizer, step, dtype);
-}
-
-coh_status coh_gpt_save(coh_gpt *g, const char *path, const char *tokenizer, long step)
-{
-    return save_model(g, path, tokenizer, step, COH_ST_F32);
-}
-
-coh_status gpt_save_trainer_weights(const coh_trainer_config *tc, coh_gpt *g, const char *path,
-                                    const char *tokenizer, long step)
-{
-    return save_model(g, path, tokenizer, step, tc->save_bf16 ? COH_ST_BF16 : COH_ST_F32);
+    return coh_gpt_save_arena(coh_gpt_get_config(g), coh_gpt_params(g, NULL), path, tokenizer,
+                              step);
 }
 
 coh_status coh_gpt_save_arena(const coh_gpt_config *c, const float *params, const char *path,
@@ -81,9 +70,27 @@ coh_status coh_gpt_save_arena(const coh_gpt_config *c, const float *params, cons
     return coh_gpt_save_arena_dtype(c, params, path, tokenizer, step, COH_ST_F32);
 }
 
-coh_status coh_gpt_save_arena_dtype(const coh_gpt_config *c, const float *params,
-                                    const char *path, const char *tokenizer, long step,
-                                    coh_st_dtype dtype)
+size_t gpt_weights_meta(const coh_gpt_config *c, const char *tokenizer, long step, int commit,
+                        gpt_meta_text *m)
+{
+    const long vals[6] = {c->layers, c->heads, c->dim, c->vocab, c->seq, step};
+    for (int i = 0; i < 6; i++)
+        snprintf(m->nums[i], sizeof m->nums[i], "%ld", vals[i]);
+    ckpt_state_suffix(m->suffix, sizeof m->suffix, step);
+    const coh_st_meta meta[] = {
+        {"format", "pt"},              {"n_layer", m->nums[0]},    {"n_head", m->nums[1]},
+        {"n_embd", m->nums[2]},        {"vocab_size", m->nums[3]}, {"n_positions", m->nums[4]},
+        {"step", m->nums[5]},          {"tokenizer", tokenizer ? tokenizer : ""},
+        {"state_suffix", m->suffix},
+    };
+    memcpy(m->meta, meta, sizeof meta);
+    return sizeof meta / sizeof *meta - (commit ? 0 : 1);
+}
+
+/* The weights file, with "state_suffix" naming its step's state file when `commit` is set (the
+ * file is then the checkpoint's commit). */
+static coh_status save_arena(const coh_gpt_config *c, const float *params, const char *path,
+                             const char *tokenizer, long step, coh_st_dtype dtype, int commit)
 {
     if (gpt_tp(c) > 1)
         return coh_errf(COH_ERR_INVALID, "checkpoint '%s': an arena of one of %d tensor-parallel "
@@ -96,19 +103,25 @@ coh_status coh_gpt_save_arena_dtype(const coh_gpt_config *c, const float *params
     coh_status st = list_tensors(c, (float *)params, dtype, &l, &copy);
     if (st)
         return st;
-    const long vals[6] = {c->layers, c->heads, c->dim, c->vocab, c->seq, step};
-    char nums[6][24];
-    for (int i = 0; i < 6; i++)
-        snprintf(nums[i], sizeof nums[i], "%ld", vals[i]);
-    coh_st_meta meta[] = {
-        {"format", "pt"},           {"n_layer", nums[0]},    {"n_head", nums[1]},
-        {"n_embd", nums[2]},        {"vocab_size", nums[3]}, {"n_positions", nums[4]},
-        {"step", nums[5]},          {"tokenizer", tokenizer ? tokenizer : ""},
-    };
-    st = coh_st_save(path, l.t, (size_t)coh_gpt_tensor_count(c), meta, sizeof meta / sizeof *meta);
+    gpt_meta_text m;
+    size_t nmeta = gpt_weights_meta(c, tokenizer, step, commit, &m);
+    st = coh_st_save(path, l.t, (size_t)coh_gpt_tensor_count(c), m.meta, nmeta);
     free_list(&l);
     free(copy);
     return st;
+}
+
+coh_status coh_gpt_save_arena_dtype(const coh_gpt_config *c, const float *params,
+                                    const char *path, const char *tokenizer, long step,
+                                    coh_st_dtype dtype)
+{
+    return save_arena(c, params, path, tokenizer, step, dtype, 0);
+}
+
+coh_status gpt_save_commit(const coh_gpt_config *c, const float *params, const char *path,
+                           const char *tokenizer, long step, int bf16)
+{
+    return save_arena(c, params, path, tokenizer, step, bf16 ? COH_ST_BF16 : COH_ST_F32, 1);
 }
 
 static int meta_int(const coh_st_file *f, const char *key, long *v)
@@ -239,21 +252,43 @@ coh_status coh_gpt_load(coh_gpt *g, const char *path)
     return st;
 }
 
-static coh_status state_path(const char *path, char *buf, size_t cap)
+coh_status gpt_state_path_of(const coh_st_file *f, const char *path, char *buf, size_t cap)
 {
-    if ((size_t)snprintf(buf, cap, "%s.state", path) >= cap)
+    const char *sfx = coh_st_meta_get(f, "state_suffix");
+    if (!sfx) /* the older layout: a pair of unsuffixed files */
+        sfx = ".state";
+    else if (strncmp(sfx, ".state", 6) || !sfx[6] || strspn(sfx + 6, "0123456789") != strlen(sfx + 6))
+        return coh_errf(COH_ERR_INVALID, "checkpoint '%s': invalid state_suffix '%s' (expected "
+                        "'.state' and a step)", path, sfx);
+    if ((size_t)snprintf(buf, cap, "%s%s", path, sfx) >= cap)
         return coh_errf(COH_ERR_INVALID, "checkpoint path '%s' is too long", path);
     return COH_OK;
+}
+
+coh_status coh_ckpt_state_path(const char *path, char *buf, size_t cap)
+{
+    coh_st_file *f;
+    coh_status st = coh_st_open(path, &f);
+    if (st)
+        return st;
+    st = gpt_state_path_of(f, path, buf, cap);
+    coh_st_close(f);
+    return st;
 }
 
 coh_status coh_trainer_save(coh_trainer *t, const char *path, const char *tokenizer,
                             const coh_loader_pos *data, int threads)
 {
     char sp[4096];
-    coh_status st = state_path(path, sp, sizeof sp);
-    if (st || (st = gpt_save_trainer_weights(coh_trainer_get_config(t), coh_trainer_model(t), path,
-                                             tokenizer, coh_trainer_get_step(t))))
+    long step = coh_trainer_get_step(t);
+    coh_gpt *g = coh_trainer_model(t);
+    coh_status st = ckpt_state_name(sp, sizeof sp, path, step);
+    if (st)
         return st;
+    if (g->tp > 1)
+        return coh_errf(COH_ERR_INVALID, "checkpoint '%s': this model is one of %d "
+                        "tensor-parallel shards; the parallel trainer saves whole tensors", path,
+                        g->tp);
     size_t n;
     coh_adamw *o = coh_trainer_optimizer(t);
     coh_st_tensor ten[2] = {
@@ -269,21 +304,27 @@ coh_status coh_trainer_save(coh_trainer *t, const char *path, const char *tokeni
     char thr[32];
     snprintf(thr, sizeof thr, "%d", threads);
     coh_st_meta meta[] = {{"threads", thr}};
-    return coh_state_save(sp, &s, ten, 2, meta, 1);
+    /* the state of this step, then the weights naming it: their rename commits the pair */
+    if (!(st = coh_state_save(sp, &s, ten, 2, meta, 1)) &&
+        !(st = gpt_save_commit(coh_gpt_get_config(g), coh_gpt_params(g, NULL), path, tokenizer,
+                               step, coh_trainer_get_config(t)->save_bf16))) {
+        ckpt_fault_point("committed, cleanup next", path);
+        ckpt_remove_others(path, step);
+    }
+    return st;
 }
 
 coh_status coh_trainer_resume(coh_trainer *t, const char *path, coh_loader_pos *data,
                               int *threads)
 {
     char sp[4096];
-    coh_status st = state_path(path, sp, sizeof sp);
-    if (st)
-        return st;
     coh_st_file *mf, *sf;
     coh_train_state s;
-    if ((st = coh_st_open(path, &mf)))
+    coh_status st = coh_st_open(path, &mf);
+    if (st)
         return st;
-    if ((st = coh_state_open(sp, &s, &sf))) {
+    if ((st = gpt_state_path_of(mf, path, sp, sizeof sp)) ||
+        (st = coh_state_open(sp, &s, &sf))) {
         coh_st_close(mf);
         return st;
     }

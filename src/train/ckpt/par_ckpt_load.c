@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "cohort/train_ckpt.h"
-#include "train/gpt_ckpt_int.h"
+#include "train/ckpt/gpt_ckpt_int.h"
 #include "train/parallel/strategy.h"
 
 /* Where moments read from a checkpoint go: ranges [rb[j], re[j]) of the whole model's arena,
@@ -262,12 +262,10 @@ coh_status coh_par_trainer_resume(coh_par_trainer *t, const char *path, coh_load
                                   int *threads)
 {
     char sp[4200];
-    if ((size_t)snprintf(sp, sizeof sp, "%s.state", path) >= sizeof sp)
-        return coh_errf(COH_ERR_INVALID, "checkpoint path '%s' is too long", path);
     coh_train_state s;
     coh_st_file *sf;
-    coh_status st = coh_state_open(sp, &s, &sf);
-    if (st)
+    coh_status st = coh_ckpt_state_path(path, sp, sizeof sp); /* the state the weights name */
+    if (st || (st = coh_state_open(sp, &s, &sf)))
         return st;
     if (!coh_st_meta_get(sf, "zero_index") && t->stage == 0 && !t->pipe && t->mesh->tp == 1) {
         coh_st_close(sf); /* the engine's own pair, read by the engine */

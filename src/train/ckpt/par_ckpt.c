@@ -1,16 +1,16 @@
 /* par_ckpt.c: saving checkpoints of the parallel trainer. Single/DDP: rank 0 writes the
- * engine's weights + state pair. ZeRO: every rank writes its optimizer shard, rank 0 the gathered
- * weights, an index of which shard holds which arena ranges, and last the state file naming the
- * index; files carry the step in their names, so a crash mid-save leaves the previous set
+ * engine's state + weights pair. ZeRO: every rank writes its optimizer shard, rank 0 an index of
+ * which shard holds which arena ranges, the state file naming the index and last the gathered
+ * weights naming the state. Every file but the weights carries the step in its name, and the
+ * weights' rename is the commit (commit.c), so a crash mid-save leaves the previous checkpoint
  * whole. Resume: par_ckpt_load.c. */
-#include <ctype.h>
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cohort/train_ckpt.h"
+#include "train/ckpt/commit.h"
+#include "train/ckpt/gpt_ckpt_int.h"
 #include "train/parallel/strategy.h"
 
 void par_shard_name(char *b, size_t cap, const char *path, long step, int r, int n)
@@ -108,7 +108,9 @@ static coh_status write_state(int shards, const char *path, long step,
                               const coh_loader_pos *data, int threads)
 {
     char sp[4200], idx[4200], thr[24], sdp[24];
-    snprintf(sp, sizeof sp, "%s.state", path);
+    coh_status st = ckpt_state_name(sp, sizeof sp, path, step);
+    if (st)
+        return st;
     par_index_name(idx, sizeof idx, path, step);
     const char *base = strrchr(idx, '/') ? strrchr(idx, '/') + 1 : idx;
     snprintf(thr, sizeof thr, "%d", threads);
@@ -122,63 +124,22 @@ static coh_status write_state(int shards, const char *path, long step,
     return coh_state_save(sp, &s, NULL, 0, meta, 3);
 }
 
-/* 1 when `s` is ".tmp.<digits>", the name atomic_file gives a file being written. */
-static int tmp_suffix(const char *s)
+/* The commit: the weights naming this step's state (bf16 with --save-dtype bf16, not
+ * resumable), written by one rank once every rank's files of the step exist. */
+static coh_status commit(const coh_par_trainer *t, const coh_gpt_config *c, const float *p,
+                         const char *path, const char *tokenizer, long step)
 {
-    if (strncmp(s, ".tmp.", 5) || !s[5])
-        return 0;
-    for (s += 5; isdigit((unsigned char)*s); s++)
-        ;
-    return !*s;
+    return gpt_save_commit(c, p, path, tokenizer, step, t->cfg.train.save_bf16);
 }
 
-/* 1 when directory entry `name` is a shard or index of checkpoint `base` (par_shard_name,
- * par_index_name) for a step other than `keep`, or such a file a killed process left half
- * written (any step: once every rank has written the set, nothing of this job is writing one). */
-static int other_set_file(const char *name, const char *base, long keep)
+/* After every rank passed the barrier that follows the commit: `lead` removes the other steps'
+ * files. */
+static void cleanup(int lead, const char *path, long step)
 {
-    size_t bl = strlen(base);
-    if (strncmp(name, base, bl) || strncmp(name + bl, ".zero", 5) ||
-        !isdigit((unsigned char)name[bl + 5]))
-        return 0;
-    char *end;
-    long step = strtol(name + bl + 5, &end, 10);
-    int r, n, used = 0;
-    if (!strncmp(end, ".index", 6))
-        used = 6;
-    else if (sscanf(end, "-%d-of-%d%n", &r, &n, &used) != 2)
-        return 0;
-    if (tmp_suffix(end + used))
-        return 1;
-    return end[used] == '\0' && step != keep;
-}
-
-/* Rank 0, once every rank has written the set of step `keep`: removes every other set of the
- * checkpoint, the previous one and any that a job killed while removing it left behind. */
-static void remove_other_sets(const char *path, long keep)
-{
-    const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
-    char dir[4200], name[8400];
-    if (!slash)
-        snprintf(dir, sizeof dir, ".");
-    else
-        snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
-    DIR *d = opendir(dir);
-    if (!d)
+    if (!lead)
         return;
-    for (struct dirent *e; (e = readdir(d));) {
-        if (other_set_file(e->d_name, base, keep)) {
-            snprintf(name, sizeof name, "%s/%s", dir, e->d_name);
-            unlink(name);
-        }
-    }
-    closedir(d);
-}
-
-/* The weights file's dtype: fp32, or bf16 with --save-dtype bf16 (not resumable). */
-static coh_st_dtype save_dtype(const coh_par_trainer *t)
-{
-    return t->cfg.train.save_bf16 ? COH_ST_BF16 : COH_ST_F32;
+    ckpt_fault_point("committed, cleanup next", path);
+    ckpt_remove_others(path, step);
 }
 
 static coh_status save_zero(coh_par_trainer *t, const char *path, const char *tokenizer,
@@ -190,15 +151,16 @@ static coh_status save_zero(coh_par_trainer *t, const char *path, const char *to
         st = par_gather_bucket(t, k, 1); /* the weights file holds the whole model */
     if (!st)
         st = write_index(t, t->dp, path, step);
-    if (!st && t->rdp == 0 && !(st = coh_gpt_save_arena_dtype(coh_gpt_get_config(t->model), coh_gpt_params(t->model, NULL),
-                                        path, tokenizer, step, save_dtype(t))))
-        st = write_state(t->ndp, path, step, data, threads);
+    /* the index's gather follows every rank's shard: rank 0 commits after all of them */
+    if (!st && t->rdp == 0 && !(st = write_state(t->ndp, path, step, data, threads)))
+        st = commit(t, coh_gpt_get_config(t->model), coh_gpt_params(t->model, NULL), path,
+                    tokenizer, step);
     if (t->stage == 3)
         par_release_params(t);
-    coh_status s2 = coh_barrier(t->dp); /* every shard and the state exist before cleanup */
+    coh_status s2 = coh_barrier(t->dp);
     st = st ? st : s2;
-    if (!st && t->rdp == 0)
-        remove_other_sets(path, step);
+    if (!st)
+        cleanup(t->rdp == 0, path, step);
     return st;
 }
 
@@ -222,15 +184,15 @@ static coh_status save_pipeline(coh_par_trainer *t, const char *path, const char
         st = write_shard(t, path, step, coh_comm_rank(writers), shards);
     if (!st && writes)
         st = write_index(t, writers, path, step);
+    /* world rank 0 is a writer: past the index's gather, every shard exists */
     if (!st && coh_comm_rank(m->world) == 0 &&
-        !(st = coh_gpt_save_arena_dtype(&t->cfg.train.model, full, path, tokenizer, step,
-                                        save_dtype(t))))
-        st = write_state(shards, path, step, data, threads);
+        !(st = write_state(shards, path, step, data, threads)))
+        st = commit(t, &t->cfg.train.model, full, path, tokenizer, step);
     free(full);
-    coh_status s2 = coh_barrier(m->world); /* every shard and the state exist before cleanup */
+    coh_status s2 = coh_barrier(m->world);
     st = st ? st : s2;
-    if (!st && coh_comm_rank(m->world) == 0)
-        remove_other_sets(path, step);
+    if (!st)
+        cleanup(coh_comm_rank(m->world) == 0, path, step);
     return st;
 }
 
@@ -283,10 +245,9 @@ static coh_status save_tensor_parallel(coh_par_trainer *t, const char *path,
         st = moments_of_shard(t, sm, sv);
     if (!st && !(st = par_tp_gather(t, sm, m, nw)))
         st = par_tp_gather(t, sv, v, nw);
-    if (!st && coh_comm_rank(t->mesh->world) == 0 &&
-        !(st = coh_gpt_save_arena_dtype(&whole, p, path, tokenizer, step, save_dtype(t)))) {
+    if (!st && coh_comm_rank(t->mesh->world) == 0) {
         char sp[4200], thr[24];
-        snprintf(sp, sizeof sp, "%s.state", path);
+        st = ckpt_state_name(sp, sizeof sp, path, step);
         snprintf(thr, sizeof thr, "%d", threads);
         coh_st_tensor ten[2] = {{"adamw.m", COH_ST_F32, 1, {(int64_t)nw}, m, 0},
                                 {"adamw.v", COH_ST_F32, 1, {(int64_t)nw}, v, 0}};
@@ -296,7 +257,8 @@ static coh_status save_tensor_parallel(coh_par_trainer *t, const char *path,
         if (data)
             s.data = *data;
         coh_st_meta meta[] = {{"threads", thr}};
-        st = coh_state_save(sp, &s, ten, 2, meta, 1);
+        if (!st && !(st = coh_state_save(sp, &s, ten, 2, meta, 1)))
+            st = commit(t, &whole, p, path, tokenizer, step);
     }
     free(p);
     free(m);
@@ -305,13 +267,13 @@ static coh_status save_tensor_parallel(coh_par_trainer *t, const char *path,
     free(sv);
     coh_status s2 = coh_barrier(t->mesh->world);
     st = st ? st : s2;
-    if (!st && coh_comm_rank(t->mesh->world) == 0) /* an earlier run's shard sets of this path */
-        remove_other_sets(path, -1);
+    if (!st)
+        cleanup(coh_comm_rank(t->mesh->world) == 0, path, step);
     return st;
 }
 
-coh_status coh_par_trainer_save(coh_par_trainer *t, const char *path, const char *tokenizer,
-                                const coh_loader_pos *data, int threads)
+static coh_status save_any(coh_par_trainer *t, const char *path, const char *tokenizer,
+                           const coh_loader_pos *data, int threads)
 {
     if (t->mesh->tp > 1)
         return save_tensor_parallel(t, path, tokenizer, data, threads);
@@ -323,4 +285,14 @@ coh_status coh_par_trainer_save(coh_par_trainer *t, const char *path, const char
                                 : COH_OK;
     coh_status s2 = t->ndp > 1 ? coh_barrier(t->dp) : COH_OK;
     return st ? st : s2;
+}
+
+coh_status coh_par_trainer_save(coh_par_trainer *t, const char *path, const char *tokenizer,
+                                const coh_loader_pos *data, int threads)
+{
+    coh_status st = ckpt_fault_begin();
+    if (!st)
+        st = save_any(t, path, tokenizer, data, threads);
+    ckpt_fault_end();
+    return st;
 }

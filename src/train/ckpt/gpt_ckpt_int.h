@@ -1,0 +1,34 @@
+/* gpt_ckpt_int.h: checkpoint reading over an already opened safetensors file (for fuzzing), and
+ * the weights' dtype for the trainers' checkpoints. */
+#ifndef COHORT_GPT_CKPT_INT_H
+#define COHORT_GPT_CKPT_INT_H
+
+#include "cohort/train_ckpt.h"
+
+/* As coh_gpt_checkpoint_config and coh_gpt_load, on an open file; `path` names it in errors. */
+coh_status gpt_config_from_file(const coh_st_file *f, const char *path, int heads_hint,
+                                coh_gpt_config *out, char *tokenizer, size_t cap);
+coh_status gpt_load_from_file(coh_gpt *g, const coh_st_file *f, const char *path);
+/* COH_ERR_INVALID naming the file when its weights are not fp32 (--save-dtype bf16): a resume
+ * needs the master weights. */
+coh_status gpt_check_resumable(const coh_st_file *f, const char *path);
+/* The weights file's metadata (format, the config, step, tokenizer and, for a commit, the
+ * state_suffix naming its step's state file): every writer of an HF file uses it, so that
+ * files of the same weights are byte-identical. Returns the count of m->meta. */
+typedef struct gpt_meta_text {
+    char nums[6][24], suffix[32];
+    coh_st_meta meta[9];
+} gpt_meta_text;
+size_t gpt_weights_meta(const coh_gpt_config *c, const char *tokenizer, long step, int commit,
+                        gpt_meta_text *m);
+
+/* The weights file of a checkpoint's commit: coh_gpt_save_arena_dtype (F32, or BF16 when
+ * `bf16`) with metadata "state_suffix" naming its step's state file (ckpt_state_name). Written
+ * last: its rename commits the checkpoint. */
+coh_status gpt_save_commit(const coh_gpt_config *c, const float *params, const char *path,
+                           const char *tokenizer, long step, int bf16);
+/* The state file that the open weights file `f` of checkpoint `path` names (its "state_suffix";
+ * "<path>.state" for the older layout without one). */
+coh_status gpt_state_path_of(const coh_st_file *f, const char *path, char *buf, size_t cap);
+
+#endif
