@@ -9,6 +9,7 @@
 
 #include "cli.h"
 #include "cli_train.h"
+#include "cohort/backend.h"
 #include "cli_train_par.h"
 #include "cohort/clock.h"
 #include "cohort/json_writer.h"
@@ -289,8 +290,9 @@ int cli_train_run(const train_opts *o)
         r.first_step = coh_trainer_get_step(r.t);
         r.last_step = o->stop_at && o->stop_at < o->tc.steps ? o->stop_at : o->tc.steps;
         r.flops_per_token = coh_gpt_flops_per_token(&o->tc.model, o->tc.seq);
-        coh_info("blas kernel %s, %d threads, sgemm peak %.1f GFLOP/s; %llu training tokens",
-                 coh_blas_kernel(), r.threads, r.peak_flops * 1e-9,
+        coh_info("device %s; blas kernel %s, %d threads, sgemm peak %.1f GFLOP/s; %llu "
+                 "training tokens", coh_backend_name(coh_backend_current()), coh_blas_kernel(),
+                 r.threads, r.peak_flops * 1e-9,
                  (unsigned long long)coh_loader_tokens(r.train));
         cli_par_print_start(o, &r.par, r.pt);
         r.t_start = coh_now_s();

@@ -7,7 +7,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "train/model/gemm_bf16.h"
+#include "train/backend/backend.h"
 #include "train/parallel/strategy.h"
 
 /* --grad-reduce-dtype bf16: a bucket's gradients rounded to bf16 (nearest even) in g16, reduced
@@ -19,7 +19,7 @@ static coh_status issue16(coh_par_trainer *t, par_bucket *b)
     size_t len = b->end - b->begin, main = b->q * (size_t)t->ndp, tail = len - main;
     uint16_t *h = t->g16 + b->begin;
     coh_status st = COH_OK;
-    gpt_to_bf16(h, t->grads + b->begin, len);
+    coh_backend_current()->to_bf16(h, t->grads + b->begin, len);
     if (t->stage < 2)
         return coh_allreduce_async(t->dp, h, h, len, COH_BF16, COH_AVG, &b->req[0]);
     if (b->q)
@@ -32,9 +32,7 @@ static coh_status issue16(coh_par_trainer *t, par_bucket *b)
 
 static void widen(float *dst, const uint16_t *src, size_t n)
 {
-#pragma omp parallel for schedule(static) if (n > 65536)
-    for (size_t i = 0; i < n; i++)
-        dst[i] = gpt_bf16_to_float(src[i]);
+    coh_backend_current()->from_bf16(dst, src, n);
 }
 
 /* The private pages of g16 [b, e) given back (ZeRO-2/3: only buckets in flight are resident). */
