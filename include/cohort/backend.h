@@ -3,6 +3,7 @@
 #ifndef COHORT_BACKEND_PUBLIC_H
 #define COHORT_BACKEND_PUBLIC_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "cohort/status.h"
@@ -28,5 +29,7 @@ typedef struct coh_dev_memory {
 void coh_dev_memory_get(coh_dev_memory *out);
 /* The peak restarts from what is held now. */
 void coh_dev_memory_reset_peak(void);
+/* Bytes of the live allocation that starts at p, as the allocator recorded it (0: none). */
+size_t coh_dev_size(const void *p);
 
 #endif

@@ -100,24 +100,68 @@ void coh_dev_free(const coh_backend *be, void *p)
     be->free(p, bytes ? bytes : 1);
 }
 
-void coh_dev_release(const coh_backend *be, void *p, size_t bytes)
+static void count(int64_t delta)
 {
-    if (!p || !bytes)
-        return;
-    be->release(p, bytes);
     pthread_mutex_lock(&mem_lock);
-    count_locked(-(int64_t)bytes);
+    count_locked(delta);
     pthread_mutex_unlock(&mem_lock);
 }
 
-void coh_dev_retake(const coh_backend *be, void *p, size_t bytes)
+/* A registry entry with no backend memory behind it: freed by untrack, never by the backend. */
+void coh_dev_track(const coh_backend *be, void *p, size_t bytes)
 {
     (void)be;
-    if (!p || !bytes)
-        return;
     pthread_mutex_lock(&mem_lock);
+    if (nblocks == capblocks) {
+        size_t cap = capblocks ? 2 * capblocks : 64;
+        dev_block *nb = realloc(blocks, cap * sizeof *nb);
+        if (!nb) { /* the figure is then short by these bytes; nothing else depends on it */
+            pthread_mutex_unlock(&mem_lock);
+            return;
+        }
+        blocks = nb;
+        capblocks = cap;
+    }
+    blocks[nblocks++] = (dev_block){p, bytes};
     count_locked((int64_t)bytes);
     pthread_mutex_unlock(&mem_lock);
+}
+
+void coh_dev_untrack(const coh_backend *be, void *p)
+{
+    (void)be;
+    pthread_mutex_lock(&mem_lock);
+    for (size_t i = nblocks; p && i-- > 0;)
+        if (blocks[i].p == p) {
+            count_locked(-(int64_t)blocks[i].bytes);
+            blocks[i] = blocks[--nblocks];
+            break;
+        }
+    pthread_mutex_unlock(&mem_lock);
+}
+
+void coh_dev_zero_release(const coh_backend *be, void *p, size_t bytes)
+{
+    if (p && bytes)
+        be->release(p, bytes);
+}
+
+void coh_dev_release(const coh_backend *be, void *p, size_t bytes)
+{
+    coh_dev_zero_release(be, p, bytes);
+    count(-(int64_t)bytes);
+}
+
+void coh_dev_retake(const coh_backend *be, size_t bytes)
+{
+    (void)be;
+    count((int64_t)bytes);
+}
+
+void coh_dev_forget(const coh_backend *be, size_t bytes)
+{
+    (void)be;
+    count(-(int64_t)bytes);
 }
 
 void coh_dev_memory_get(coh_dev_memory *out)
@@ -125,6 +169,17 @@ void coh_dev_memory_get(coh_dev_memory *out)
     pthread_mutex_lock(&mem_lock);
     *out = (coh_dev_memory){held, peak, nblocks};
     pthread_mutex_unlock(&mem_lock);
+}
+
+size_t coh_dev_size(const void *p)
+{
+    size_t bytes = 0;
+    pthread_mutex_lock(&mem_lock);
+    for (size_t i = 0; p && i < nblocks; i++)
+        if (blocks[i].p == p)
+            bytes = blocks[i].bytes;
+    pthread_mutex_unlock(&mem_lock);
+    return bytes;
 }
 
 void coh_dev_memory_reset_peak(void)

@@ -52,8 +52,9 @@ struct coh_backend {
     /* ---- memory: use through coh_dev_* (backend.c), which count what a rank holds ---- */
     void *(*alloc)(size_t bytes);             /* zeroed, 64-byte aligned; NULL when out */
     void (*free)(void *p, size_t bytes);
-    /* [p, p + bytes) is not needed until written again: its memory may go back to the system
-     * (reading it returns zeros); the range needs no alignment, whole pages inside it go */
+    /* [p, p + bytes) is not needed until written again and reads as zeros: its memory goes back
+     * to the system where it can (no alignment needed: on the CPU whole pages inside go back,
+     * the partial ones at the ends are zeroed in place) */
     void (*release)(void *p, size_t bytes);
     void (*copy)(void *dst, const void *src, size_t bytes, coh_copy_kind kind);
     void (*set)(void *dst, int byte, size_t bytes);
@@ -132,9 +133,20 @@ const coh_backend *coh_backend_cpu(void);
 void *coh_dev_alloc(const coh_backend *be, size_t bytes);
 /* p from coh_dev_alloc (NULL: nothing); its bytes no longer held */
 void coh_dev_free(const coh_backend *be, void *p);
-/* [p, p + bytes) inside an allocation given back until coh_dev_retake: no longer held */
+/* Memory of a rank that another layer allocated (a transport's shared arena the trainer keeps
+ * its gradients in) counted as held until untracked. */
+void coh_dev_track(const coh_backend *be, void *p, size_t bytes);
+void coh_dev_untrack(const coh_backend *be, void *p);
+/* [p, p + bytes) of an allocation given back (ZeRO, pipeline stages): its memory returns to the
+ * system where the device can (reads give zeros) and it no longer counts as held. The caller
+ * keeps the state: one give-back per range, until coh_dev_retake. */
 void coh_dev_release(const coh_backend *be, void *p, size_t bytes);
-/* [p, p + bytes), given back before, is about to be written: held again */
-void coh_dev_retake(const coh_backend *be, void *p, size_t bytes);
+/* Zeroes [p, p + bytes) and returns what the device can of it, counting nothing (a range
+ * already given back, or one the caller counts with coh_dev_release's twin below). */
+void coh_dev_zero_release(const coh_backend *be, void *p, size_t bytes);
+/* `bytes` given back before are about to be written: held again. */
+void coh_dev_retake(const coh_backend *be, size_t bytes);
+/* `bytes` given back by coh_dev_zero_release: no longer held. */
+void coh_dev_forget(const coh_backend *be, size_t bytes);
 
 #endif

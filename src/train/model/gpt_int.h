@@ -95,8 +95,10 @@ struct coh_gpt {
     float *slot_acts;      /* saved activations of slots 1.. and every slot's dlnf */
     int recompute;         /* keep only block outputs; rebuild a block's activations in backward */
     float *rscratch;       /* (per_layer) the one block's activations being rebuilt */
-    float *dscratch;       /* backward scratch */
-    float *dres, *dtmp, *dwide; /* (R,C), (B,T,C), (B,T,max(F, 3Ca)) */
+    float *dscratch;       /* backward scratch, carved into the three below */
+    float *dres;           /* (R,C) dL/d(residual stream) over this rank's R rows */
+    float *dtmp;           /* (B,T,C) a product's output (forward) or input gradient */
+    float *dwide;          /* (B,T,max(F, 3Ca)) the widest gradients: MLP hidden, qkv */
     float *gbuf;           /* (B,T,C) rows gathered from the tp ranks (sequence parallelism) */
     float *lngrad;         /* (2C) a LayerNorm's gradients over this rank's rows (sequence
                               parallelism), summed over the tp ranks into the arena */
@@ -106,17 +108,24 @@ struct coh_gpt {
     void *hook_ctx;
     coh_param_hook_fn phook;
     void *phook_ctx;
-    /* tensor parallelism (gpt_tp.c): this shard's place and its group */
-    int tp, tp_rank;       /* shards, this one */
-    int Ca, F, NHs;        /* the shard's attention columns, MLP columns, heads */
-    int Vs, v0, Vv;        /* vocabulary rows held, the first one's id, rows that are real */
+    /* tensor parallelism (gpt_tp.c): this shard's place and its group. The short names are
+     * the dimensions the kernels take, so they read as in Megatron's paper: */
+    int tp, tp_rank;       /* tp: shards of every matrix (1: the whole model); this one */
+    int Ca;                /* attention columns held: C / tp (the q, k and v of NHs heads) */
+    int F;                 /* MLP hidden columns held: 4C / tp */
+    int NHs;               /* attention heads held: heads / tp */
+    int Vs;                /* vocabulary rows in this shard's wte (coh_gpt_vocab_per_shard) */
+    int v0;                /* token id of wte row 0 of this shard: tp_rank * Vs */
+    int Vv;                /* rows of Vs that are real tokens (the last shard's padding not) */
     int sp;                /* sequence parallelism: this rank keeps 1/tp of the rows */
-    coh_comm *tp_comm;     /* borrowed; NULL with tp 1 */
-    double tp_comm_s;      /* seconds in tensor-parallel collectives */
-    int tp_skip;           /* time the shard alone: collectives return at once (planner) */
-    coh_status (*tp_sync)(void *); /* ... or after this (the shard's group meeting) */
+    coh_comm *tp_comm;     /* the tp group's communicator, borrowed; NULL with tp 1 */
+    double tp_comm_s;      /* seconds spent in tensor-parallel collectives (the step's share) */
+    /* the planner times a shard alone (gpt_tp_skip_collectives): tp_skip set, each collective
+     * returns at once, after calling tp_sync(tp_sync_ctx) when set (the copies' meeting) */
+    int tp_skip;
+    coh_status (*tp_sync)(void *);
     void *tp_sync_ctx;
-    coh_comm_span_fn span;
+    coh_comm_span_fn span; /* trace: told of each tp collective's start and end */
     void *span_ctx;
     gpt_mm mm;             /* the products' precision, passed to each (backend.h) */
     /* the LM head split by vocabulary along a pipeline (coh_gpt_set_head_shards) */

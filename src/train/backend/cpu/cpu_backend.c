@@ -45,14 +45,22 @@ static void cpu_free(void *p, size_t bytes)
         free(p);
 }
 
-/* Whole pages inside [p, p + bytes) back to the system: they read as zeros and hold no memory
- * until written (the bytes outside whole pages stay, they are someone else's neighbours). */
+/* Whole pages inside [p, p + bytes) back to the system (anonymous private pages read back as
+ * zeros and hold no memory until written); the partial pages at the ends, which hold someone
+ * else's bytes too, are zeroed in place. */
 static void cpu_release(void *p, size_t bytes)
 {
     size_t pg = page_size();
-    uintptr_t lo = round_up((uintptr_t)p, pg), hi = ((uintptr_t)p + bytes) / pg * pg;
-    if (hi > lo)
-        madvise((void *)lo, hi - lo, MADV_DONTNEED);
+    uintptr_t a = (uintptr_t)p, z = a + bytes;
+    uintptr_t lo = round_up(a, pg), hi = z / pg * pg;
+    if (lo >= hi) {
+        memset(p, 0, bytes);
+        return;
+    }
+    memset(p, 0, lo - a);
+    memset((void *)hi, 0, z - hi);
+    if (madvise((void *)lo, hi - lo, MADV_DONTNEED))
+        memset((void *)lo, 0, hi - lo);
 }
 
 static void cpu_copy(void *dst, const void *src, size_t bytes, coh_copy_kind kind)
