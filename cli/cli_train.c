@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "cli_train.h"
+#include "cohort/backend.h"
 
 void cli_engine_setup(int threads)
 {
@@ -82,5 +83,6 @@ uint64_t cli_rss_reset(void)
         fputs("5", f);
         fclose(f);
     }
+    coh_dev_memory_reset_peak(); /* the allocator's peak restarts here too */
     return proc_status_bytes("VmRSS");
 }

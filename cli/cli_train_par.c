@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli_train_par.h"
+#include "cohort/backend.h"
 #include "cohort/log.h"
 #include "cohort/pipeline.h"
 #include "cohort/size.h"
@@ -295,6 +296,9 @@ coh_status cli_par_memory(const cli_par *p, coh_par_trainer *t, const train_opts
     mine[CLI_MEM_BUSY_US] = (uint64_t)(busy * 1e6);
     mine[CLI_MEM_IDLE_US] = (uint64_t)(idle * 1e6);
     mine[CLI_MEM_TP_COMM_US] = (uint64_t)(coh_par_trainer_tp_comm_seconds(t) * 1e6);
+    coh_dev_memory dm;
+    coh_dev_memory_get(&dm);
+    mine[CLI_MEM_ALLOC_PEAK] = dm.peak;
     return coh_allgather(p->world, mine, all, CLI_MEM_N, COH_I64);
 }
 

@@ -26,7 +26,8 @@ void cli_par_print_start(const train_opts *o, const cli_par *p, coh_par_trainer 
 void cli_par_print_peak(const cli_par *p, coh_par_trainer *t, const train_opts *o);
 /* Per-rank values of the metrics' "memory" array, in this order. */
 enum { CLI_MEM_PARAMS, CLI_MEM_GRADS, CLI_MEM_OPTIM, CLI_MEM_PEAK_RSS, CLI_MEM_BASE_RSS,
-       CLI_MEM_PREDICTED, CLI_MEM_BUSY_US, CLI_MEM_IDLE_US, CLI_MEM_TP_COMM_US, CLI_MEM_N };
+       CLI_MEM_PREDICTED, CLI_MEM_BUSY_US, CLI_MEM_IDLE_US, CLI_MEM_TP_COMM_US,
+       CLI_MEM_ALLOC_PEAK, CLI_MEM_N };
 /* This rank's prediction (coh_par_memory_estimate for its rank, or _stage for its pipeline
  * stage), made once by cli_par_open; returns 0 and zeroes *out when none can be made (the
  * threaded dp strategy has no prediction). */

@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "cli_train.h"
+#include "cohort/backend.h"
 #include "cli_train_par.h"
 #include "cohort/clock.h"
 #include "cohort/json_writer.h"
@@ -128,10 +129,10 @@ static void write_metrics(run *r, const coh_step_stats *s, double tps, double mf
     static const char *const MEM[CLI_MEM_N] = {"params_bytes", "grads_bytes", "optim_bytes",
                                                "peak_rss_bytes", "base_rss_bytes",
                                                "predicted_bytes", "busy_us", "idle_us",
-                                               "tp_comm_us"};
+                                               "tp_comm_us", "alloc_peak_bytes"};
     /* per rank: model state at the optimizer step; peak resident size and the resident size
      * before the model existed (their difference is what training grew); the prediction of
-     * that growth */
+     * that growth; the device allocator's peak (every buffer the rank took from it) */
     coh_jw_key(&w, "memory");
     coh_jw_array_begin(&w);
     for (int k = 0; k < r->par.world_size; k++) {
@@ -300,9 +301,10 @@ int cli_train_run(const train_opts *o)
         r.first_step = coh_trainer_get_step(r.t);
         r.last_step = o->stop_at && o->stop_at < o->tc.steps ? o->stop_at : o->tc.steps;
         r.flops_per_token = coh_gpt_flops_per_token(&o->tc.model, o->tc.seq);
-        coh_info("blas kernel %s, %d threads (%s), sgemm peak %.1f GFLOP/s; %llu training "
-                 "tokens", coh_blas_kernel(), r.threads,
-                 o->cfg.threads > 0 ? "--threads" : coh_threads_origin(), r.peak_flops * 1e-9,
+        coh_info("device %s; blas kernel %s, %d threads (%s), sgemm peak %.1f GFLOP/s; %llu "
+                 "training tokens", coh_backend_name(coh_backend_current()), coh_blas_kernel(),
+                 r.threads, o->cfg.threads > 0 ? "--threads" : coh_threads_origin(),
+                 r.peak_flops * 1e-9,
                  (unsigned long long)coh_loader_tokens(r.train));
         cli_par_print_start(o, &r.par, r.pt);
         r.t_start = coh_now_s();
@@ -321,7 +323,9 @@ int cli_train_run(const train_opts *o)
             st = cli_par_dump(o, &r.par, r.pt);
     }
     if (!st) {
-        char rss[32], grow[32], pred[32];
+        char rss[32], grow[32], pred[32], apk[32];
+        coh_dev_memory dm;
+        coh_dev_memory_get(&dm);
         coh_par_memory pm;
         if (!cli_par_predict(o, &r.par, &pm))
             snprintf(pred, sizeof pred, "nothing for this strategy");
@@ -329,13 +333,14 @@ int cli_train_run(const train_opts *o)
         double el = coh_now_s() - r.t_start;
         long steps = r.last_step - r.first_step;
         coh_info("done: %ld steps in %.1fs, %.0f tokens/s; peak rss %s, %s over the start "
-                 "(engine predicted %s)", steps, el,
+                 "(engine predicted %s); allocator peak %s", steps, el,
                  el > 0 ? steps * (double)o->tc.batch * o->tc.seq * o->tc.accum *
                               r.par.mesh->dp * (o->devices > 0 ? o->devices : 1) / el : 0.0,
                  coh_size_format(peak, rss, sizeof rss),
                  coh_size_format(peak > r.par.base_rss ? peak - r.par.base_rss : 0, grow,
                                  sizeof grow),
-                 pm.total ? coh_size_format(pm.total, pred, sizeof pred) : pred);
+                 pm.total ? coh_size_format(pm.total, pred, sizeof pred) : pred,
+                 coh_size_format(dm.peak, apk, sizeof apk));
     }
     if (r.metrics)
         fclose(r.metrics);

@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "cli_train.h"
+#include "cohort/backend.h"
 #include "cohort/launch.h"
 #include "cohort/parallel.h"
 #include "cohort/pipeline.h"
@@ -28,7 +29,9 @@ static void help(void)
            "(see 'cohort prepare'). Multi-process strategies run under 'cohort run'. Without\n"
            "model options: 6 layers, 6 heads, dim 384, vocab 50257, seq 256.\n\n");
     cli_config_help(stdout);
-    printf("  --devices N           strategy dp: devices, each with its own thread and replica\n"
+    printf("  --device KIND         the backend every rank computes on: cpu (the default; this\n"
+           "                        build has no other)\n"
+           "  --devices N           strategy dp: devices, each with its own thread and replica\n"
            "                        (default 2; the same as --dp N); --micro-batch is per device\n"
            "  --trace FILE.json     Chrome/Perfetto trace per rank (FILE.rankN.json for N > 1)\n"
            "  --dump-params FILE    write the final parameters as raw little-endian f32\n"
@@ -81,7 +84,7 @@ enum {
     O_INIT = 256, O_DATA, O_VAL, O_SHUFFLE, O_STEPS, O_LR, O_MINLR, O_WARMUP, O_WD, O_CLIP, O_SEED,
     O_DET, O_METRICS, O_LOGEVERY, O_VALEVERY, O_VALBATCHES, O_SAVE, O_SAVEEVERY, O_RESUME,
     O_STOPAT, O_TOKENIZER, O_BLASINFO, O_TRACE, O_DUMP, O_DEVICES, O_DRYRUN, O_JSON,
-    O_STAGELAYERS, O_SAVEDTYPE
+    O_STAGELAYERS, O_SAVEDTYPE, O_DEVICE
 };
 
 static const struct option own_options[] = {
@@ -100,6 +103,7 @@ static const struct option own_options[] = {
     {"dump-params", 1, 0, O_DUMP},    {"devices", 1, 0, O_DEVICES},
     {"dry-run", 0, 0, O_DRYRUN},      {"json", 0, 0, O_JSON},
     {"stage-layers", 1, 0, O_STAGELAYERS}, {"save-dtype", 1, 0, O_SAVEDTYPE},
+    {"device", 1, 0, O_DEVICE},
     {0, 0, 0, 0},
 };
 
@@ -169,6 +173,12 @@ static int parse_value(void *ctx, int c, const char *name, const char *a)
     case O_DRYRUN: o->dry_run = 1; return 1;
     case O_JSON: o->json = 1; return 1;
     case O_STAGELAYERS: o->cfg.par.stage_layers = a; return 1;
+    case O_DEVICE:
+        if (coh_backend_select(a)) {
+            cli_usage_error(CMD, "--device: %s", coh_last_error());
+            return 0;
+        }
+        return 1;
     }
     return 0;
 }

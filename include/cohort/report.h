@@ -23,10 +23,12 @@ typedef struct coh_metrics_step {
 
 /* One rank's memory (bytes) and, for pipelines, its last step's busy and idle time (us), for
  * tensor parallelism its time in the tp collectives (us), as the last line holding a "memory"
- * array says. Absent fields are NAN. */
+ * array says: alloc_peak is the device allocator's peak (what the prediction is compared with),
+ * peak_rss - base_rss the process's resident growth. Absent fields are NAN. */
 typedef struct coh_metrics_rank {
     int rank;
     double params, grads, optim, peak_rss, base_rss, predicted, busy_us, idle_us, tp_comm_us;
+    double alloc_peak;
 } coh_metrics_rank;
 
 /* A line that could not be used: its 1-based number and why. */

@@ -7,7 +7,7 @@
 
 #include "plan/plan_int.h"
 #include "plan/planner_int.h"
-#include "train/parallel/strategy.h" /* par_pipe_split_chain: the trainer's own split */
+#include "train/parallel/par_trainer_int.h" /* par_pipe_split_chain: the trainer's own split */
 
 /* ---- rates ---------------------------------------------------------------------------------- */
 

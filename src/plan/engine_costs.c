@@ -18,7 +18,7 @@
 #include "cohort/train.h"
 #include "plan/planner_int.h"
 #include "train/model/gpt_int.h" /* gpt_tp_skip_collectives: a shard timed without its group */
-#include "train/parallel/strategy.h" /* par_release: pages given back as the trainer does */
+#include "train/parallel/par_trainer_int.h" /* par_release: pages given back as the trainer does */
 
 #define REPS 5 /* timed repetitions after one warm-up */
 

@@ -16,7 +16,7 @@
 #include "cohort/clock.h"
 #include "cohort/train.h"
 #include "plan/planner_int.h"
-#include "train/model/gpt_int.h" /* gpt_sgemm_nt: the engine's product */
+#include "train/backend/cpu/cpu_ops.h" /* gpt_sgemm_nt: the CPU engine's product */
 
 /* Best of `reps` timings of f over `inner` calls. */
 static double best_of(int reps, int inner, void (*f)(void *), void *ctx)

@@ -207,8 +207,9 @@ static int memory_chart(page *p, size_t r)
     const coh_report_run *run = &p->runs[r];
     const coh_metrics *m = run->metrics;
     const coh_report_estimate *e = run->estimate;
-    enum { COMPONENTS = 4 };
+    enum { COMPONENTS = 5 };
     static const char *const NAMES[COMPONENTS] = {"parameters", "gradients", "optimizer",
+                                                  "allocator peak",
                                                   "growth of the resident peak"};
     size_t nrows = m->nranks * COMPONENTS;
     if (!nrows) {
@@ -228,10 +229,10 @@ static int memory_chart(page *p, size_t r)
     }
     for (size_t k = 0; k < m->nranks; k++) {
         const coh_metrics_rank *q = &m->ranks[k];
-        double measured[COMPONENTS] = {q->params, q->grads, q->optim,
+        double measured[COMPONENTS] = {q->params, q->grads, q->optim, q->alloc_peak,
                                        q->peak_rss - q->base_rss};
         double predicted[COMPONENTS] = {e ? e->params : NAN, e ? e->grads : NAN,
-                                        e ? e->optim : NAN, q->predicted};
+                                        e ? e->optim : NAN, q->predicted, q->predicted};
         for (int c = 0; c < COMPONENTS; c++) {
             size_t row = k * COMPONENTS + (size_t)c;
             snprintf(labels[row], sizeof labels[row], "rank %d %s", q->rank, NAMES[c]);
@@ -240,15 +241,16 @@ static int memory_chart(page *p, size_t r)
             v[2 * row + 1] = predicted[c];
         }
     }
-    char id[48], title[200], desc[400];
+    char id[48], title[200], desc[640];
     snprintf(id, sizeof id, "memory-%zu", r);
     snprintf(title, sizeof title, "Memory per rank, measured against predicted: %s", run->name);
     snprintf(desc, sizeof desc,
              "For each rank: parameters, gradients and optimizer state held at the optimizer "
-             "step, and the growth of the resident set over the process before the model "
-             "existed; measured (first bar) against the prediction (second bar: the "
-             "estimator's per-component figures%s, and the trainer's own prediction of the "
-             "growth).", e ? " for the rank holding the most" : ", absent without an estimate");
+             "step, the peak of the device allocator (every buffer of the rank), and the "
+             "growth of the resident set over the process before the model existed (a "
+             "process-level figure); measured (first bar) against the prediction (second bar: "
+             "the estimator's per-component figures%s, and the trainer's own prediction of "
+             "the rank's peak for both).", e ? " for the rank holding the most" : ", absent without an estimate");
     static const char *const SERIES[2] = {"measured", "predicted"};
     rsvg_bars b = {.id = id, .title = title, .desc = desc, .xlabel = "bytes", .rows = rows,
                    .nrows = nrows, .series = SERIES, .nseries = 2, .values = v, .bytes = 1};

@@ -52,11 +52,11 @@ static int number_field(const json_value *o, const char *key, double *out, const
 static int read_ranks(coh_metrics *m, long line, const json_value *mem, coh_metrics_rank **out,
                       size_t *nout)
 {
-    enum { NKEYS = 9 };
+    enum { NKEYS = 10 };
     static const char *const KEYS[NKEYS] = {"params_bytes", "grads_bytes", "optim_bytes",
                                             "peak_rss_bytes", "base_rss_bytes",
                                             "predicted_bytes", "busy_us", "idle_us",
-                                            "tp_comm_us"};
+                                            "tp_comm_us", "alloc_peak_bytes"};
     *out = NULL;
     *nout = 0;
     if (mem->type != JSON_ARRAY) {
@@ -78,7 +78,8 @@ static int read_ranks(coh_metrics *m, long line, const json_value *mem, coh_metr
         r[i].rank = (int)rk->u.num.integer;
         double *dst[NKEYS] = {&r[i].params,    &r[i].grads,     &r[i].optim,
                               &r[i].peak_rss,  &r[i].base_rss,  &r[i].predicted,
-                              &r[i].busy_us,   &r[i].idle_us,   &r[i].tp_comm_us};
+                              &r[i].busy_us,   &r[i].idle_us,   &r[i].tp_comm_us,
+                              &r[i].alloc_peak};
         for (int k = 0; k < NKEYS; k++) {
             const char *why;
             if (!number_field(o, KEYS[k], dst[k], &why)) {

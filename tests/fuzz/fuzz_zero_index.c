@@ -7,7 +7,7 @@
 
 #include "cohort/checkpoint.h"
 #include "cohort/parallel.h"
-#include "train/parallel/strategy.h"
+#include "train/parallel/par_trainer_int.h"
 
 static void strategy(const uint8_t *data, size_t size)
 {

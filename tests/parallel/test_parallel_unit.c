@@ -9,7 +9,7 @@
 
 #include "check.h"
 #include "cohort/parallel.h"
-#include "train/parallel/strategy.h"
+#include "train/parallel/par_trainer_int.h"
 
 static const coh_gpt_config TINY = {2, 2, 16, 64, 16, 0, 0};
 
@@ -117,11 +117,11 @@ static void test_buckets(void)
     size_t lb, le;
     coh_gpt_layer_range(&c, 0, &lb, &le);
     for (int ndp = 1; ndp <= 3; ndp++) {
-        for (int stage = 0; stage <= 3; stage += 3) {
+        for (int zero = 0; zero <= 3; zero += 3) {
             size_t covered[3] = {0};
             int nbk = 0;
             for (int r = 0; r < ndp; r++) {
-                coh_par_trainer t = {.ndp = ndp, .rdp = r, .stage = stage, .model = g};
+                coh_par_trainer t = {.ndp = ndp, .rdp = r, .zero_stage = zero, .model = g};
                 t.cfg.par.bucket_bytes = 2 * (le - lb) * sizeof(float); /* two blocks a bucket */
                 CHECK_OK(par_plan_buckets(&t));
                 size_t end = coh_gpt_param_count(&c);
@@ -142,7 +142,7 @@ static void test_buckets(void)
                 sum += covered[r];
             CHECK(sum == coh_gpt_param_count(&c));
             /* ZeRO-3 gathers per layer: L + 2 buckets; otherwise the size cap groups blocks */
-            CHECK(stage == 3 ? nbk == c.layers + 2 : nbk < c.layers + 2);
+            CHECK(zero == 3 ? nbk == c.layers + 2 : nbk < c.layers + 2);
         }
     }
     coh_gpt_destroy(g);

@@ -14,7 +14,7 @@
 #include "cohort/pipeline.h"
 #include "cohort/train.h"
 #include "train/parallel/pipeline_int.h"
-#include "train/parallel/strategy.h"
+#include "train/parallel/par_trainer_int.h"
 
 /* The benchmark model of bench/pipeline: 12 blocks of 384, T 256, GPT-2's vocabulary. */
 static const coh_gpt_config GPT2_SMALLISH = {12, 6, 384, 50257, 256, 0, 0};

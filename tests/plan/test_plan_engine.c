@@ -1,6 +1,6 @@
 /* test_plan_engine.c: `--engine cohort` predictions (coh_train_memory_estimate) against what a
- * user measures of cohort's engine: the live heap and the resident peak of a training step
- * against the totals (10%), and each component (params, grads, activations, act_grads, logits,
+ * user measures of cohort's engine: what the device allocator holds and the resident peak of a
+ * training step against the totals (10%), and each component (params, grads, activations, act_grads, logits,
  * adam_m, adam_v, attention) against the process's resident growth when it is first written,
  * the resident pages of the block the allocator gave it, or the step's resident peak. */
 #include <malloc.h>
@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "cohort/backend.h"
 #include "cohort/train.h"
 #include "train/model/gpt_int.h"
 
@@ -24,17 +25,13 @@
 #endif
 #endif
 
-#ifdef UNDER_ASAN
-/* From the AddressSanitizer runtime (sanitizer/allocator_interface.h, which gcc does not ship). */
-size_t __sanitizer_get_current_allocated_bytes(void);
-static size_t heap_live(void) { return __sanitizer_get_current_allocated_bytes(); }
-#else
-static size_t heap_live(void)
+/* What the backend's allocator holds: every buffer of the model and the optimizer. */
+static size_t dev_held(void)
 {
-    struct mallinfo2 mi = mallinfo2();
-    return mi.uordblks + mi.hblkhd;
+    coh_dev_memory m;
+    coh_dev_memory_get(&m);
+    return (size_t)m.held;
 }
-#endif
 
 /* A "Name:  N kB" field of a /proc/self file in bytes (VmRSS, VmHWM of status; Anonymous of
  * smaps_rollup). */
@@ -58,11 +55,11 @@ static size_t anon_resident(void) { return proc_bytes("/proc/self/smaps_rollup",
 
 static size_t page_size(void) { return (size_t)sysconf(_SC_PAGESIZE); }
 
-/* Bytes of resident pages over the block the allocator gave for p: its usable size, which
- * the allocator knows on its own, not the size the engine asked for. */
+/* Bytes of resident pages over the block the allocator gave for p: its size as the allocator
+ * recorded it, not the size the engine's estimate says. */
 static size_t block_resident(const void *p)
 {
-    size_t ps = page_size(), usable = malloc_usable_size((void *)p);
+    size_t ps = page_size(), usable = coh_dev_size(p);
     uintptr_t lo = (uintptr_t)p / ps * ps, hi = (uintptr_t)p + usable;
     size_t np = (hi - lo + ps - 1) / ps, bytes = 0;
     unsigned char *vec = malloc(np);
@@ -135,25 +132,26 @@ static void train_step(coh_gpt *g, coh_adamw *o)
     coh_adamw_update(o, p, coh_gpt_grads(g, &n), &ap, 1);
 }
 
-/* What a user sees: the live heap after creating the model and optimizer, and the resident
- * peak of the first full training step (forward, backward, AdamW) over the resident size before
- * the model existed, both within 10% of the totals. The peak includes what OpenBLAS first
- * touches of its own workspace for these matrix sizes (about 10 MiB, 2% here). */
+/* What a user sees: what the allocator holds after creating the model and optimizer, and
+ * the resident peak of the first full training step (forward, backward, AdamW) over the
+ * resident size before the model existed, both within 10% of the totals. The peak includes
+ * what OpenBLAS first touches of its own workspace for these matrix sizes (about 10 MiB, 2%
+ * here). */
 static void test_engine_totals(void)
 {
     coh_train_memory tm;
     CHECK_OK(coh_train_memory_estimate(&cfg, B, T, &tm));
     size_t persistent = tm.total - tm.attention * (size_t)coh_get_threads();
     reset_peak();
-    size_t rss0 = proc_bytes("/proc/self/status", "VmRSS"), heap0 = heap_live();
+    size_t rss0 = proc_bytes("/proc/self/status", "VmRSS"), held0 = dev_held();
     coh_gpt *g = NULL;
     coh_adamw *o = NULL;
     CHECK_OK(coh_gpt_create(&cfg, B, T, &g));
     CHECK_OK(coh_adamw_create(&cfg, &o));
     if (!g || !o)
         return;
-    size_t held = heap_live() - heap0;
-    printf("  buffers: predicted %zu B, live heap %zu B (%+.3f%%)\n", persistent, held,
+    size_t held = dev_held() - held0;
+    printf("  buffers: predicted %zu B, allocator holds %zu B (%+.3f%%)\n", persistent, held,
            100.0 * ((double)held - (double)persistent) / (double)persistent);
     CHECK_NEAR(held, persistent, 0.10);
     coh_gpt_init_weights(g, 1);

@@ -15,7 +15,7 @@
 #include "cohort/train.h"
 #include "plan/planner_int.h"
 #include "plan_test_calibration.h"
-#include "train/parallel/strategy.h"
+#include "train/parallel/par_trainer_int.h"
 
 enum { L = 4, DIM = 128, HEADS = 4, VOCAB = 50257, SEQ = 128 };
 

@@ -20,7 +20,7 @@
 #define TEST_RAND_SEED 4242ull /* urand(), rnd() */
 #include "test_rand.h"
 #include "cohort/train.h"
-#include "train/model/gemm_bf16.h"
+#include "train/backend/cpu/cpu_ops.h"
 #include "train/model/gpt_int.h"
 
 static float *copy(const float *x, size_t n)
@@ -156,13 +156,10 @@ static void test_matmul(void)
     gpt_mm mm;
     mm_alloc(&mm, N * IC, N * OC, (size_t)IC * OC, 1);
 
-    gpt_mm_bind(NULL);
-    op_matmul_forward(out32, inp, w, b, N, IC, OC);
-    op_matmul_backward(dinp32, dw32, db32, dout, inp, w, N, IC, OC, 0);
-    gpt_mm_bind(&mm);
-    op_matmul_forward(out, inp, w, b, N, IC, OC);
-    op_matmul_backward(dinp, dw, db, dout, inp, w, N, IC, OC, 0);
-    gpt_mm_bind(NULL);
+    op_matmul_forward(NULL, out32, inp, w, b, N, IC, OC);
+    op_matmul_backward(NULL, dinp32, dw32, db32, dout, inp, w, N, IC, OC, 0);
+    op_matmul_forward(&mm, out, inp, w, b, N, IC, OC);
+    op_matmul_backward(&mm, dinp, dw, db, dout, inp, w, N, IC, OC, 0);
 
     /* forward: the bias rows are the initial C of the product */
     float *bias_rows = malloc(N * OC * 4);
@@ -180,9 +177,7 @@ static void test_matmul(void)
     CHECK(memcmp(db, db32, OC * 4) == 0);
     /* accumulate: dinp += dout w^T on top of what is there */
     float *acc = copy(dinp, N * IC);
-    gpt_mm_bind(&mm);
-    op_matmul_backward(acc, dw, db, dout, inp, w, N, IC, OC, 1);
-    gpt_mm_bind(NULL);
+    op_matmul_backward(&mm, acc, dw, db, dout, inp, w, N, IC, OC, 1);
     int bad = 0;
     for (size_t i = 0; i < N * IC; i++)
         bad += fabsf(acc[i] - 2.0f * dinp[i]) > 1e-5f * (1.0f + fabsf(dinp[i]));
@@ -235,12 +230,10 @@ static void test_kept_bf16(void)
     float *db1 = calloc(OC, 4), *db2 = calloc(OC, 4);
     gpt_mm mm;
     mm_alloc(&mm, N * C, N * OC, (size_t)C * OC, 1);
-    gpt_mm_bind(&mm);
-    op_matmul_forward(o1, yw, W, bo, N, C, OC);
-    op_matmul_forward_h(o2, g, W, bo, N, C, OC);
-    op_matmul_backward(di1, dw1, db1, dout, yw, W, N, C, OC, 0);
-    op_matmul_backward_h(di2, dw2, db2, dout, g, W, N, C, OC, 0);
-    gpt_mm_bind(NULL);
+    op_matmul_forward(&mm, o1, yw, W, bo, N, C, OC);
+    op_matmul_forward_h(&mm, o2, g, W, bo, N, C, OC);
+    op_matmul_backward(&mm, di1, dw1, db1, dout, yw, W, N, C, OC, 0);
+    op_matmul_backward_h(&mm, di2, dw2, db2, dout, g, W, N, C, OC, 0);
     CHECK(memcmp(o1, o2, N * OC * 4) == 0);
     CHECK(memcmp(di1, di2, N * C * 4) == 0);
     CHECK(memcmp(dw1, dw2, (size_t)C * OC * 4) == 0 && memcmp(db1, db2, OC * 4) == 0);
@@ -346,18 +339,15 @@ static void test_head(void)
     float *dlnf32 = calloc(N * C, 4), *dwte32 = calloc((size_t)V * C, 4);
     gpt_mm mm;
     mm_alloc(&mm, N * C, 1, 1, (size_t)V * C);
-    gpt_mm_bind(NULL);
-    CHECK_OK(op_head_loss(losses32, dlnf32, dwte32, logits, chunk, h.lnf, h.wte, h.tgt, N, C, V,
-                          h.gs, NULL));
+    CHECK_OK(op_head_loss(NULL, losses32, dlnf32, dwte32, logits, chunk, h.lnf, h.wte, h.tgt, N,
+                          C, V, h.gs, NULL));
     float *first = NULL;
     for (int grouped = 0; grouped < 2; grouped++) {
         float *losses = malloc(N * 4), *dlnf = calloc(N * C, 4), *dwte = calloc((size_t)V * C, 4);
         mm.dl_rows = grouped ? 32 : 0;
         mm.dl = grouped ? malloc(mm.dl_rows * V * sizeof *mm.dl) : NULL;
-        gpt_mm_bind(&mm);
-        CHECK_OK(op_head_loss(losses, dlnf, dwte, logits, chunk, h.lnf, h.wte, h.tgt, N, C, V,
+        CHECK_OK(op_head_loss(&mm, losses, dlnf, dwte, logits, chunk, h.lnf, h.wte, h.tgt, N, C, V,
                               h.gs, NULL));
-        gpt_mm_bind(NULL);
         int bad[3];
         head_check(&h, losses, dlnf, dwte, bad);
         double most = 0;
@@ -427,7 +417,6 @@ static void test_model(void)
     CHECK(lback == l32 && memcmp(gr, g32, n * sizeof *gr) == 0);
     free(g32);
     coh_gpt_destroy(g);
-    CHECK(gpt_mm_bound() == NULL); /* the model unbound itself */
 }
 
 /* ---- the kernels prepared ahead and the memory the flag adds ---- */

@@ -32,8 +32,18 @@ first=$(losses "$work/a.jsonl" | head -1)
 last=$(losses "$work/a.jsonl" | tail -1)
 awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a - 0.5) }' || fail "loss did not fall: $first -> $last"
 grep -q "^step 12/12 loss" "$work/a.out" || fail "no plain progress line when not a terminal"
-grep -q "peak rss .* (engine predicted .*)" "$work/a.err" && grep -q "memory predicted" "$work/a.err" ||
-    fail "no memory prediction and peak rss"
+grep -q "peak rss .* (engine predicted .*); allocator peak " "$work/a.err" &&
+    grep -q "memory predicted" "$work/a.err" || fail "no memory prediction, peak rss and allocator peak"
+grep -q "device cpu; blas kernel" "$work/a.err" || fail "the device is not printed at start"
+grep -q '"alloc_peak_bytes":[1-9]' "$work/a.jsonl" || fail "metrics lack the allocator's peak"
+
+# the backend is chosen per run: cpu, and nothing this build lacks
+out=$("$cohort" train "${model[@]}" --steps 1 --device cuda 2>&1)
+[ $? -eq 2 ] && echo "$out" | grep -q "device 'cuda': this build has no CUDA backend" ||
+    fail "--device cuda not refused: $out"
+out=$("$cohort" train "${model[@]}" --steps 1 --device tpu 2>&1)
+[ $? -eq 2 ] && echo "$out" | grep -q "invalid device 'tpu': valid: cpu" || fail "--device tpu: $out"
+"$cohort" train "${model[@]}" --steps 1 --device cpu >/dev/null 2>&1 || fail "--device cpu refused"
 
 # deterministic: the same run twice gives bit-identical losses
 "$cohort" train "${model[@]}" --steps 12 --metrics "$work/b.jsonl" 2>/dev/null >/dev/null

@@ -8,6 +8,7 @@
 #define TEST_RAND_SEED 12345ull /* urand(), rnd() */
 #include "test_rand.h"
 #include "cohort/train.h"
+#include "train/backend/cpu/cpu_ops.h"
 #include "train/model/gpt_int.h"
 
 /* A scalar probe loss: sum(out * probe), accumulated in double. */
@@ -74,7 +75,7 @@ struct mm_ctx { float *x, *w, *b, *out, *probe; size_t N; int IC, OC; };
 static double mm_loss(void *p)
 {
     struct mm_ctx *c = p;
-    op_matmul_forward(c->out, c->x, c->w, c->b, c->N, c->IC, c->OC);
+    op_matmul_forward(NULL, c->out, c->x, c->w, c->b, c->N, c->IC, c->OC);
     return dotd(c->out, c->probe, c->N * c->OC);
 }
 
@@ -85,7 +86,7 @@ static void test_matmul(void)
     struct mm_ctx c = {rnd(N * IC, 1), rnd(IC * OC, 1), rnd(OC, 1), rnd(N * OC, 0),
                        rnd(N * OC, 1), N, IC, OC};
     float *dx = rnd(N * IC, 1), *dw = calloc(IC * OC, 4), *db = calloc(OC, 4);
-    op_matmul_backward(dx, dw, db, c.probe, c.x, c.w, N, IC, OC, 0);
+    op_matmul_backward(NULL, dx, dw, db, c.probe, c.x, c.w, N, IC, OC, 0);
     CHECK(fd_error(mm_loss, &c, c.x, N * IC, dx, 1e-2f) < TOL);
     CHECK(fd_error(mm_loss, &c, c.w, IC * OC, dw, 1e-2f) < TOL);
     CHECK(fd_error(mm_loss, &c, c.b, OC, db, 1e-2f) < TOL);
@@ -185,8 +186,8 @@ struct hd_ctx { float *lnf, *wte, *logits, *losses; int32_t *tgt; size_t N; int 
 static double hd_loss(void *p)
 {
     struct hd_ctx *c = p;
-    op_head_loss(c->losses, NULL, NULL, c->logits, 3, c->lnf, c->wte, c->tgt, c->N, c->C, c->V,
-                 0, NULL);
+    op_head_loss(NULL, c->losses, NULL, NULL, c->logits, 3, c->lnf, c->wte, c->tgt, c->N, c->C,
+                 c->V, 0, NULL);
     double s = 0;
     for (size_t i = 0; i < c->N; i++)
         s += c->losses[i];
@@ -200,7 +201,8 @@ static void test_head(void)
     int32_t tgt[7] = {0, 3, 10, 5, 5, 1, 9};
     struct hd_ctx c = {rnd(N * C, 1), rnd(V * C, 1), rnd(3 * V, 0), rnd(N, 0), tgt, N, C, V};
     float *dlnf = calloc(N * C, 4), *dwte = calloc(V * C, 4);
-    CHECK_OK(op_head_loss(c.losses, dlnf, dwte, c.logits, 3, c.lnf, c.wte, tgt, N, C, V, 2.0f, NULL));
+    CHECK_OK(op_head_loss(NULL, c.losses, dlnf, dwte, c.logits, 3, c.lnf, c.wte, tgt, N, C, V,
+                          2.0f, NULL));
     CHECK(fd_error(hd_loss, &c, c.lnf, N * C, dlnf, 1e-2f) < TOL);
     CHECK(fd_error(hd_loss, &c, c.wte, V * C, dwte, 1e-2f) < TOL);
     /* loss of uniform logits is log(V) */

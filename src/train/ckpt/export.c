@@ -6,7 +6,7 @@
 #include "cohort/train_ckpt.h"
 #include "train/ckpt/ckpt_int.h"
 #include "train/ckpt/gpt_ckpt_int.h"
-#include "train/model/gemm_bf16.h"
+#include "train/backend/backend.h"
 
 typedef struct export_src {
     const coh_st_tensor **src; /* the checkpoint's tensor for each written one */
@@ -21,7 +21,7 @@ static coh_status fill(void *ctx, size_t i, uint64_t at, void *buf, size_t n)
     if (s->dtype == e->dtype)
         memcpy(buf, from + at, n);
     else if (e->dtype == COH_ST_BF16) /* the save's own rounding: byte-identical files */
-        gpt_to_bf16(buf, (const float *)from + at / 2, n / 2);
+        coh_backend_current()->to_bf16(buf, (const float *)from + at / 2, n / 2);
     else /* bf16 to f32: the upper halves */
         for (size_t k = 0; k < n / 4; k++) {
             uint32_t w = (uint32_t)((const uint16_t *)from)[at / 4 + k] << 16;

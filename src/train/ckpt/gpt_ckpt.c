@@ -41,7 +41,7 @@ static coh_status list_tensors(const coh_gpt_config *c, float *arena, coh_st_dty
         return coh_errf(COH_ERR_NOMEM, "out of memory listing tensors");
     }
     if (*copy)
-        gpt_to_bf16(*copy, arena, np);
+        coh_backend_current()->to_bf16(*copy, arena, np);
     for (int i = 0; i < n; i++) {
         coh_tensor_info *in = &l->info[i];
         coh_gpt_tensor(c, i, in);

@@ -11,7 +11,7 @@
 #include "cohort/train_ckpt.h"
 #include "train/ckpt/commit.h"
 #include "train/ckpt/gpt_ckpt_int.h"
-#include "train/parallel/strategy.h"
+#include "train/parallel/par_trainer_int.h"
 
 void par_shard_name(char *b, size_t cap, const char *path, long step, int r, int n)
 {
@@ -147,7 +147,7 @@ static coh_status save_zero(coh_par_trainer *t, const char *path, const char *to
 {
     long step = coh_trainer_get_step(t->base);
     coh_status st = write_shard(t, path, step, t->rdp, t->ndp);
-    for (int k = 0; !st && t->stage == 3 && k < t->nbk; k++)
+    for (int k = 0; !st && t->zero_stage == 3 && k < t->nbk; k++)
         st = par_gather_bucket(t, k, 1); /* the weights file holds the whole model */
     if (!st)
         st = write_index(t, t->dp, path, step);
@@ -155,7 +155,7 @@ static coh_status save_zero(coh_par_trainer *t, const char *path, const char *to
     if (!st && t->rdp == 0 && !(st = write_state(t->ndp, path, step, data, threads)))
         st = commit(t, coh_gpt_get_config(t->model), coh_gpt_params(t->model, NULL), path,
                     tokenizer, step);
-    if (t->stage == 3)
+    if (t->zero_stage == 3)
         par_release_params(t);
     coh_status s2 = coh_barrier(t->dp);
     st = st ? st : s2;
@@ -204,7 +204,7 @@ static coh_status moments_of_shard(coh_par_trainer *t, float *m, float *v)
 {
     coh_adamw *o = coh_trainer_optimizer(t->base);
     const float *om = coh_adamw_m(o, NULL), *ov = coh_adamw_v(o, NULL);
-    int sliced = t->stage >= 1 || (t->pipe && t->cfg.par.strategy == COH_STRATEGY_ZERO1);
+    int sliced = t->zero_stage >= 1 || (t->pipe && t->cfg.par.strategy == COH_STRATEGY_ZERO1);
     memset(m, 0, t->n * sizeof *m);
     memset(v, 0, t->n * sizeof *v);
     size_t off = 0;
@@ -279,7 +279,7 @@ static coh_status save_any(coh_par_trainer *t, const char *path, const char *tok
         return save_tensor_parallel(t, path, tokenizer, data, threads);
     if (t->pipe)
         return save_pipeline(t, path, tokenizer, data, threads);
-    if (t->stage >= 1)
+    if (t->zero_stage >= 1)
         return save_zero(t, path, tokenizer, data, threads);
     coh_status st = t->rdp == 0 ? coh_trainer_save(t->base, path, tokenizer, data, threads)
                                 : COH_OK;

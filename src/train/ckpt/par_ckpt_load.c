@@ -7,7 +7,7 @@
 
 #include "cohort/train_ckpt.h"
 #include "train/ckpt/gpt_ckpt_int.h"
-#include "train/parallel/strategy.h"
+#include "train/parallel/par_trainer_int.h"
 
 /* Where moments read from a checkpoint go: ranges [rb[j], re[j]) of the whole model's arena,
  * held back to back in m and v (this rank's optimizer; or, for a tensor-parallel shard, the
@@ -267,7 +267,7 @@ coh_status coh_par_trainer_resume(coh_par_trainer *t, const char *path, coh_load
     coh_status st = coh_ckpt_state_path(path, sp, sizeof sp); /* the state the weights name */
     if (st || (st = coh_state_open(sp, &s, &sf)))
         return st;
-    if (!coh_st_meta_get(sf, "zero_index") && t->stage == 0 && !t->pipe && t->mesh->tp == 1) {
+    if (!coh_st_meta_get(sf, "zero_index") && t->zero_stage == 0 && !t->pipe && t->mesh->tp == 1) {
         coh_st_close(sf); /* the engine's own pair, read by the engine */
         st = coh_trainer_resume(t->base, path, data, threads);
         coh_par_trainer_params_loaded(t);

@@ -9,6 +9,10 @@
 #include "cohort/train.h"
 #include "train/model/gpt_int.h"
 
+/* Buffers of a model (device memory, counted by the backend's allocator). */
+#define DEV_ALLOC(g, n) coh_dev_alloc((g)->be, (n))
+#define DEV_FREE(g, p) coh_dev_free((g)->be, (p))
+
 static void arena_views(const coh_gpt_config *c, float *arena, gpt_weights *w, gpt_block *blk)
 {
     size_t C = (size_t)c->dim, b, e;
@@ -90,6 +94,7 @@ coh_status coh_gpt_create(const coh_gpt_config *c, int B, int T, coh_gpt **out)
     if (!g)
         return coh_errf(COH_ERR_NOMEM, "out of memory allocating the model");
     g->cfg = *c;
+    g->be = coh_backend_current();
     g->head_shards = 1;
     gpt_tp_place(g, 0);
     g->maxB = B;
@@ -98,17 +103,17 @@ coh_status coh_gpt_create(const coh_gpt_config *c, int B, int T, coh_gpt **out)
     gpt_act_sizes_t s;
     gpt_act_sizes(c, B, T, &s);
     g->chunk_rows = s.chunk_rows;
-    g->params = calloc(g->nparams, sizeof(float));
-    g->grads = calloc(g->nparams, sizeof(float));
+    g->params = DEV_ALLOC(g, g->nparams * sizeof(float));
+    g->grads = DEV_ALLOC(g, g->nparams * sizeof(float));
     g->blk = calloc((size_t)c->layers, sizeof *g->blk);
     g->gblk = calloc((size_t)c->layers, sizeof *g->gblk);
     g->nslots = 1;
     g->slot = calloc(1, sizeof *g->slot);
     if (g->slot)
         g->slot[0].la = calloc((size_t)c->layers, sizeof *g->slot[0].la);
-    g->acts = malloc(s.saved * sizeof(float));
-    g->dscratch = malloc(s.grads * sizeof(float));
-    g->logits = malloc(s.logits * sizeof(float));
+    g->acts = DEV_ALLOC(g, s.saved * sizeof(float));
+    g->dscratch = DEV_ALLOC(g, s.grads * sizeof(float));
+    g->logits = DEV_ALLOC(g, s.logits * sizeof(float));
     if (!g->params || !g->grads || !g->blk || !g->gblk || !g->slot || !g->slot[0].la || !g->acts ||
         !g->dscratch ||
         !g->logits) {
@@ -125,32 +130,37 @@ coh_status coh_gpt_create(const coh_gpt_config *c, int B, int T, coh_gpt **out)
     return COH_OK;
 }
 
+/* The bf16 operand buffers and scratchpad, if any, back to the backend. */
+static void mm_free(coh_gpt *g)
+{
+    DEV_FREE(g, g->mm.a);
+    DEV_FREE(g, g->mm.b);
+    DEV_FREE(g, g->mm.w);
+    DEV_FREE(g, g->mm.wte);
+    DEV_FREE(g, g->mm.dl);
+    DEV_FREE(g, g->mm.scratch);
+    g->mm = (gpt_mm){0};
+}
+
 void coh_gpt_destroy(coh_gpt *g)
 {
     if (!g)
         return;
-    free(g->params);
+    DEV_FREE(g, g->params);
     if (!g->grads_borrowed)
-        free(g->grads);
+        DEV_FREE(g, g->grads);
     free(g->blk);
     free(g->gblk);
     for (int i = 0; g->slot && i < g->nslots; i++)
         free(g->slot[i].la);
     free(g->slot);
-    free(g->slot_acts);
-    free(g->head_mem);
-    free(g->rscratch);
-    free(g->acts);
-    free(g->dscratch);
-    free(g->logits);
-    free(g->mm.a);
-    free(g->mm.b);
-    free(g->mm.w);
-    free(g->mm.wte);
-    free(g->mm.dl);
-    free(g->mm.scratch);
-    if (gpt_mm_bound() == &g->mm)
-        gpt_mm_bind(NULL);
+    DEV_FREE(g, g->slot_acts);
+    DEV_FREE(g, g->head_mem);
+    DEV_FREE(g, g->rscratch);
+    DEV_FREE(g, g->acts);
+    DEV_FREE(g, g->dscratch);
+    DEV_FREE(g, g->logits);
+    mm_free(g);
     free(g);
 }
 
@@ -161,7 +171,7 @@ coh_status coh_gpt_set_recompute(coh_gpt *g, int full)
     if (full && !g->rscratch) {
         gpt_act_sizes_t s;
         gpt_act_sizes(&g->cfg, g->maxB, g->maxT, &s);
-        if (!(g->rscratch = malloc(s.per_layer * sizeof(float))))
+        if (!(g->rscratch = DEV_ALLOC(g, s.per_layer * sizeof(float))))
             return coh_errf(COH_ERR_NOMEM, "out of memory for recomputation");
     }
     g->recompute = full != 0;
@@ -171,24 +181,22 @@ coh_status coh_gpt_set_recompute(coh_gpt *g, int full)
 coh_status coh_gpt_set_bf16_mixed(coh_gpt *g, int on)
 {
     if (on && !g->mm.a) {
-        coh_status st = gpt_bf16_check();
+        coh_status st = g->be->bf16_check();
         if (st)
             return st;
         gpt_act_sizes_t s;
         gpt_act_sizes(&g->cfg, g->maxB, g->maxT, &s);
-        g->mm.a = gpt_bf16_alloc(s.mm_a * sizeof(gpt_bf16));
-        g->mm.b = gpt_bf16_alloc(s.mm_b * sizeof(gpt_bf16));
-        g->mm.w = gpt_bf16_alloc(s.mm_w * sizeof(gpt_bf16));
-        g->mm.wte = gpt_bf16_alloc(s.mm_wte * sizeof(gpt_bf16));
-        g->mm.dl = s.mm_dl ? gpt_bf16_alloc(s.mm_dl * sizeof(gpt_bf16)) : NULL;
+        g->mm.a = DEV_ALLOC(g, s.mm_a * sizeof(gpt_bf16));
+        g->mm.b = DEV_ALLOC(g, s.mm_b * sizeof(gpt_bf16));
+        g->mm.w = DEV_ALLOC(g, s.mm_w * sizeof(gpt_bf16));
+        g->mm.wte = DEV_ALLOC(g, s.mm_wte * sizeof(gpt_bf16));
+        g->mm.dl = s.mm_dl ? DEV_ALLOC(g, s.mm_dl * sizeof(gpt_bf16)) : NULL;
         g->mm.dl_rows = s.dl_rows;
         g->mm.scratch_bytes = gpt_bf16_scratch_bytes(&g->cfg, g->maxB, g->maxT);
-        g->mm.scratch = gpt_bf16_alloc(g->mm.scratch_bytes);
+        g->mm.scratch = DEV_ALLOC(g, g->mm.scratch_bytes);
         if (!g->mm.a || !g->mm.b || !g->mm.w || !g->mm.wte || (s.mm_dl && !g->mm.dl) ||
             !g->mm.scratch) {
-            free(g->mm.a), free(g->mm.b), free(g->mm.w), free(g->mm.wte), free(g->mm.dl);
-            free(g->mm.scratch);
-            g->mm = (gpt_mm){0};
+            mm_free(g);
             return coh_errf(COH_ERR_NOMEM, "out of memory for the bf16 operand buffers");
         }
     }
@@ -206,8 +214,10 @@ coh_status coh_gpt_set_slots(coh_gpt *g, int slots)
     gpt_act_sizes(&g->cfg, g->maxB, g->maxT, &s);
     size_t BTC = (size_t)g->maxB * g->maxT * (size_t)g->cfg.dim;
     gpt_slot *sl = calloc((size_t)slots, sizeof *sl);
-    /* calloc: untouched pages (layers of other stages, slots never used) stay unresident */
-    float *acts = calloc((size_t)(slots - 1) * s.saved + (size_t)slots * BTC, sizeof(float));
+    /* zeroed device memory: on the CPU, untouched pages (layers of other stages, slots never
+     * used) stay unresident */
+    size_t nacts = (size_t)(slots - 1) * s.saved + (size_t)slots * BTC;
+    float *acts = DEV_ALLOC(g, nacts * sizeof(float));
     int ok = sl && acts;
     for (int i = 0; ok && i < slots; i++)
         ok = (sl[i].la = calloc((size_t)g->cfg.layers, sizeof *sl[i].la)) != NULL;
@@ -215,7 +225,7 @@ coh_status coh_gpt_set_slots(coh_gpt *g, int slots)
         for (int i = 0; sl && i < slots; i++)
             free(sl[i].la);
         free(sl);
-        free(acts);
+        DEV_FREE(g, acts);
         return coh_errf(COH_ERR_NOMEM, "out of memory for %d activation slots", slots);
     }
     float *p = acts;
@@ -255,9 +265,9 @@ coh_status coh_gpt_set_head_shards(coh_gpt *g, int shards, const int *held, int 
         }
     }
     /* per slot: targets, statistics, kept logits; then the running statistics and losses.
-     * calloc: slots never used stay unresident */
+     * zeroed device memory: slots never used stay unresident on the CPU */
     size_t per = N + 3 * N + keep, total = (size_t)g->nslots * per + 3 * N + N;
-    float *mem = calloc(total, sizeof(float));
+    float *mem = DEV_ALLOC(g, total * sizeof(float));
     if (!mem)
         return coh_errf(COH_ERR_NOMEM, "out of memory for the head shards' %zu floats", total);
     for (int i = 0; i < g->nslots; i++) {
@@ -295,9 +305,9 @@ void coh_gpt_set_grad_hook(coh_gpt *g, coh_grad_ready_fn fn, void *ctx)
 
 void coh_gpt_set_grad_arena(coh_gpt *g, float *buf)
 {
-    memcpy(buf, g->grads, g->nparams * sizeof *buf);
+    g->be->copy(buf, g->grads, g->nparams * sizeof *buf, COH_COPY_D2D);
     if (!g->grads_borrowed)
-        free(g->grads);
+        DEV_FREE(g, g->grads);
     g->grads = buf;
     g->grads_borrowed = 1;
     arena_views(&g->cfg, buf, &g->gw, g->gblk);
@@ -309,7 +319,7 @@ void coh_gpt_set_param_hook(coh_gpt *g, coh_param_hook_fn fn, void *ctx)
     g->phook_ctx = ctx;
 }
 
-void coh_gpt_zero_grad(coh_gpt *g) { memset(g->grads, 0, g->nparams * sizeof(float)); }
+void coh_gpt_zero_grad(coh_gpt *g) { g->be->set(g->grads, 0, g->nparams * sizeof(float)); }
 
 /* splitmix64, used sequentially, keeps the initialisation independent of thread counts. */
 static double rng_uniform(uint64_t *s) { return ((coh_splitmix64(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0); }

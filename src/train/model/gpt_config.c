@@ -365,27 +365,28 @@ static size_t bf16_scratch(const coh_gpt_config *c, size_t BT, size_t R, size_t 
     int N = (int)BT, C = (int)d.C, V = (int)d.Vs;
     int lin[4][2] = {{C, 3 * (int)d.Ca}, {(int)d.Ca, C}, {C, (int)d.F}, {(int)d.F, C}};
     size_t most = 0, s;
+    const coh_backend *be = coh_backend_current();
 #define TAKE(x) (s = (x), most = s > most ? s : most)
     for (int i = 0; i < 4; i++) {
         int IC = lin[i][0], OC = lin[i][1];
         for (int bias = 0; bias < 2; bias++)
-            TAKE(gpt_gemm_bf16_scratch(0, 0, N, OC, IC, IC, OC, OC, bias, prep));
-        TAKE(gpt_gemm_bf16_scratch(0, 1, N, IC, OC, OC, OC, IC, 0, prep));
-        TAKE(gpt_gemm_bf16_scratch(1, 0, IC, OC, N, IC, OC, OC, 1, prep));
+            TAKE(be->gemm_scratch(0, 0, N, OC, IC, IC, OC, OC, bias, prep));
+        TAKE(be->gemm_scratch(0, 1, N, IC, OC, OC, OC, IC, 0, prep));
+        TAKE(be->gemm_scratch(1, 0, IC, OC, N, IC, OC, OC, 1, prep));
     }
     size_t rows[2] = {R, BT % R}, groups[2] = {G, G ? BT % G : 0};
     for (int i = 0; i < 2 && rows[i]; i++) {
         int r = (int)rows[i];
-        TAKE(gpt_gemm_bf16_scratch(0, 1, r, V, C, C, C, V, 0, prep));
+        TAKE(be->gemm_scratch(0, 1, r, V, C, C, C, V, 0, prep));
         if (G)
             continue;
-        TAKE(gpt_gemm_bf16_scratch(0, 0, r, C, V, 2 * (size_t)V, C, C, 0, prep));
-        TAKE(gpt_gemm_bf16_scratch(1, 0, V, C, r, 2 * (size_t)V, C, C, 1, prep));
+        TAKE(be->gemm_scratch(0, 0, r, C, V, 2 * (size_t)V, C, C, 0, prep));
+        TAKE(be->gemm_scratch(1, 0, V, C, r, 2 * (size_t)V, C, C, 1, prep));
     }
     for (int i = 0; i < 2 && groups[i]; i++) {
         int r = (int)groups[i];
-        TAKE(gpt_gemm_bf16_scratch(0, 0, r, C, V, V, C, C, 0, prep));
-        TAKE(gpt_gemm_bf16_scratch(1, 0, V, C, r, V, C, C, 1, prep));
+        TAKE(be->gemm_scratch(0, 0, r, C, V, V, C, C, 0, prep));
+        TAKE(be->gemm_scratch(1, 0, V, C, r, V, C, C, 1, prep));
     }
 #undef TAKE
     return most;
@@ -425,7 +426,7 @@ coh_status coh_bf16_prepare(const coh_gpt_config *c, int B, int T)
     if (!st && (B < 1 || T < 1 || T > c->seq))
         st = coh_errf(COH_ERR_INVALID, "invalid batch %d x %d for bf16 kernels", B, T);
     if (!st)
-        st = gpt_bf16_check();
+        st = coh_backend_current()->bf16_check();
     if (st)
         return st;
     gpt_act_sizes_t s;

@@ -6,13 +6,11 @@
 #include <stdint.h>
 
 #include "cohort/train.h"
-#include "train/model/gemm_bf16.h"
+#include "train/backend/backend.h"
 
 #define GPT_BLOCK_TENSORS 12
 /* Most vocabulary shards a pipeline splits the LM head into (COH_PIPE_MAX_HEAD_SHARDS). */
 #define GPT_MAX_HEAD_SHARDS 16
-/* Rows of the fused LM head computed at once: (GPT_HEAD_CHUNK, V) logits are all it keeps. */
-#define GPT_HEAD_CHUNK 256
 /* bf16-mixed, whole vocabulary: rows whose bf16 dL/dlogits the head keeps (gpt_mm.dl) before
  * its dL/dx and dL/dwte products run over all of them at once. */
 #define GPT_HEAD_DL_ROWS 2048
@@ -84,6 +82,7 @@ typedef struct gpt_slot {
 
 struct coh_gpt {
     coh_gpt_config cfg;
+    const coh_backend *be; /* every op and buffer of the model (backend.h) */
     int maxB, maxT;
     size_t nparams;
     float *params, *grads;
@@ -96,8 +95,10 @@ struct coh_gpt {
     float *slot_acts;      /* saved activations of slots 1.. and every slot's dlnf */
     int recompute;         /* keep only block outputs; rebuild a block's activations in backward */
     float *rscratch;       /* (per_layer) the one block's activations being rebuilt */
-    float *dscratch;       /* backward scratch */
-    float *dres, *dtmp, *dwide; /* (R,C), (B,T,C), (B,T,max(F, 3Ca)) */
+    float *dscratch;       /* backward scratch, carved into the three below */
+    float *dres;           /* (R,C) dL/d(residual stream) over this rank's R rows */
+    float *dtmp;           /* (B,T,C) a product's output (forward) or input gradient */
+    float *dwide;          /* (B,T,max(F, 3Ca)) the widest gradients: MLP hidden, qkv */
     float *gbuf;           /* (B,T,C) rows gathered from the tp ranks (sequence parallelism) */
     float *lngrad;         /* (2C) a LayerNorm's gradients over this rank's rows (sequence
                               parallelism), summed over the tp ranks into the arena */
@@ -107,19 +108,26 @@ struct coh_gpt {
     void *hook_ctx;
     coh_param_hook_fn phook;
     void *phook_ctx;
-    /* tensor parallelism (gpt_tp.c): this shard's place and its group */
-    int tp, tp_rank;       /* shards, this one */
-    int Ca, F, NHs;        /* the shard's attention columns, MLP columns, heads */
-    int Vs, v0, Vv;        /* vocabulary rows held, the first one's id, rows that are real */
+    /* tensor parallelism (gpt_tp.c): this shard's place and its group. The short names are
+     * the dimensions the kernels take, so they read as in Megatron's paper: */
+    int tp, tp_rank;       /* tp: shards of every matrix (1: the whole model); this one */
+    int Ca;                /* attention columns held: C / tp (the q, k and v of NHs heads) */
+    int F;                 /* MLP hidden columns held: 4C / tp */
+    int NHs;               /* attention heads held: heads / tp */
+    int Vs;                /* vocabulary rows in this shard's wte (coh_gpt_vocab_per_shard) */
+    int v0;                /* token id of wte row 0 of this shard: tp_rank * Vs */
+    int Vv;                /* rows of Vs that are real tokens (the last shard's padding not) */
     int sp;                /* sequence parallelism: this rank keeps 1/tp of the rows */
-    coh_comm *tp_comm;     /* borrowed; NULL with tp 1 */
-    double tp_comm_s;      /* seconds in tensor-parallel collectives */
-    int tp_skip;           /* time the shard alone: collectives return at once (planner) */
-    coh_status (*tp_sync)(void *); /* ... or after this (the shard's group meeting) */
+    coh_comm *tp_comm;     /* the tp group's communicator, borrowed; NULL with tp 1 */
+    double tp_comm_s;      /* seconds spent in tensor-parallel collectives (the step's share) */
+    /* the planner times a shard alone (gpt_tp_skip_collectives): tp_skip set, each collective
+     * returns at once, after calling tp_sync(tp_sync_ctx) when set (the copies' meeting) */
+    int tp_skip;
+    coh_status (*tp_sync)(void *);
     void *tp_sync_ctx;
-    coh_comm_span_fn span;
+    coh_comm_span_fn span; /* trace: told of each tp collective's start and end */
     void *span_ctx;
-    gpt_mm mm;             /* bf16-mixed: the products' bf16 operand buffers (gemm_bf16.h) */
+    gpt_mm mm;             /* the products' precision, passed to each (backend.h) */
     /* the LM head split by vocabulary along a pipeline (coh_gpt_set_head_shards) */
     int head_shards;       /* 1: the head whole */
     long hkeep_off[GPT_MAX_HEAD_SHARDS]; /* each shard's logits in a slot's hkeep, -1: none */
@@ -128,26 +136,9 @@ struct coh_gpt {
     void *head_mem;        /* every slot's head shard buffers */
 };
 
-/* The part of the vocabulary an LM head holds: ids v0..v0+vn-1 in its wte rows 0..vn-1, and
- * how its row statistics are summed (maxed) over the other parts; reduce NULL: the whole
- * vocabulary is here. */
-typedef struct gpt_vocab_part {
-    int v0, vn;
-    coh_status (*reduce)(void *ctx, float *x, size_t n, int max); /* in place over the parts */
-    void *ctx;
-    float *kept;     /* NULL, or (N, vn): the logits live here instead of the chunk buffer */
-    int kept_ready;  /* kept already holds them (from a forward): no product recomputes them */
-} gpt_vocab_part;
-
 /* ---- tensor parallelism (gpt_tp.c): with tp 1 every call returns at once ---- */
 /* Set the shard's sizes for shard tp_rank of gpt_tp(&g->cfg). */
 void gpt_tp_place(coh_gpt *g, int tp_rank);
-/* Sum x (n floats) over the shards, in place: Megatron's g in forward after a row-parallel
- * matrix, f's conjugate in backward before a column-parallel one. */
-/* C (M x N) = A (M x K) times B (N x K) transposed, row-major, as every product of the engine
- * runs (the OpenMP team splitting C, each thread calling single-threaded OpenBLAS): for the
- * planner's rate probe. */
-void gpt_sgemm_nt(int M, int N, int K, const float *A, const float *B, float *C);
 
 /* Run a shard without its group, the collectives skipped: its compute is the shard's, its values
  * are not the whole model's. Only for timing a shard (the planner's measured costs); not with
@@ -155,6 +146,8 @@ void gpt_sgemm_nt(int M, int N, int K, const float *A, const float *B, float *C)
  * error ends the step): the planner's copies of a group meet there as the shards would, so the
  * wait for the slowest is timed while no data moves. */
 coh_status gpt_tp_skip_collectives(coh_gpt *g, coh_status (*sync)(void *), void *ctx);
+/* Sum x (n floats) over the shards, in place: Megatron's g in forward after a row-parallel
+ * matrix, f's conjugate in backward before a column-parallel one. */
 coh_status gpt_tp_allreduce(coh_gpt *g, float *x, size_t n, const char *what);
 /* The rows of a row-parallel product's partial sums x (N rows of C) summed over the shards: all
  * of them (all-reduce), or with sequence parallelism this rank's share (reduce-scatter); either
@@ -170,103 +163,5 @@ static inline int gpt_bf16_acts(const coh_gpt *g) { return g->mm.bf16 && !g->sp;
 static inline size_t gpt_rows(const coh_gpt *g, size_t N) { return g->sp ? N / (size_t)g->tp : N; }
 /* The vocabulary part this shard's LM head holds, reduced over g's tensor-parallel group. */
 gpt_vocab_part gpt_tp_vocab(coh_gpt *g);
-
-/* ---- ops (src/train/model/ops_*.c); N = B*T rows ---- */
-/* out (B,T,C) = wte[tok - v0] (for ids v0..v0+vn-1, the rows this shard holds; 0 for the
- * others) + wpe[t] when add_wpe: summed over the shards, the whole model's embedding. */
-void op_encoder_forward(float *out, const int32_t *tok, const float *wte, const float *wpe, int B,
-                        int T, int C, int v0, int vn, int add_wpe);
-/* dwte rows of ids v0..v0+vn-1 and dwpe += dout, each summed in a fixed order. */
-void op_encoder_backward(float *dwte, float *dwpe, const float *dout, const int32_t *tok, int B,
-                         int T, int C, int v0, int vn);
-void op_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w,
-                          const float *b, size_t N, int C);
-/* The same output rounded to bf16 (nearest even), N x C packed: what bf16-mixed keeps of a
- * LayerNorm that only feeds a product. */
-void op_layernorm_forward_bf16(gpt_bf16 *out, float *mean, float *rstd, const float *inp,
-                               const float *w, const float *b, size_t N, int C);
-/* Adds the input gradient into dinp; adds dw, db. */
-void op_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
-                           const float *w, const float *mean, const float *rstd, size_t N, int C);
-/* out (N,OC) = inp (N,IC) @ w (IC,OC) + b (b may be NULL) */
-void op_matmul_forward(float *out, const float *inp, const float *w, const float *b, size_t N,
-                       int IC, int OC);
-/* dinp = dout @ w^T (overwritten, or added when accumulate), dw += inp^T @ dout, db += sum dout */
-void op_matmul_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
-                        const float *w, size_t N, int IC, int OC, int accumulate);
-/* bf16-mixed with the input kept as bf16 (N x IC packed, what op_layernorm_forward_bf16 and
- * op_gelu_forward_bf16 write): op_matmul_forward and op_matmul_backward on it, no rounding pass
- * of their own. The model must be bound in bf16-mixed (gpt_mm_bind). */
-void op_matmul_forward_h(float *out, const gpt_bf16 *inp, const float *w, const float *b,
-                         size_t N, int IC, int OC);
-void op_matmul_backward_h(float *dinp, float *dw, float *db, const float *dout,
-                          const gpt_bf16 *inp, const float *w, size_t N, int IC, int OC,
-                          int accumulate);
-/* db (3C) += column sums of dqkv (N,3C) for the query and value thirds; the key third is set
- * to its exact gradient, 0 (see ops_matmul.c) */
-void op_qkv_bias_backward(float *db, const float *dqkv, size_t N, int C);
-/* -1 when its per-thread scratch (T*T floats) could not be allocated */
-int op_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int C, int NH);
-/* dqkv overwritten; -1 when its per-thread scratch (2 T*T floats) could not be allocated */
-int op_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *lse,
-                          int B, int T, int C, int NH);
-void op_gelu_forward(float *out, const float *inp, size_t n);
-/* The same output rounded to bf16 (nearest even). */
-void op_gelu_forward_bf16(gpt_bf16 *out, const float *inp, size_t n);
-/* dinp = gelu'(inp) * dout (dinp may alias dout) */
-void op_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
-void op_residual_forward(float *out, const float *a, const float *b, size_t n);
-
-/* Fused LM head + softmax + cross-entropy over rows chunk by chunk (Megatron's parallel
- * cross-entropy when the vocabulary is split: only (chunk, vn) logits exist; with part->kept
- * all (N, vn) of them, kept there, and read back instead of recomputed with part->kept_ready).
- * part->reduce sees each chunk's row maxima, then its (sum, target logit) pairs, R rows at a
- * time in row order: the tensor-parallel sum over the shards, or a pipeline head shard's
- * running statistics. losses (N) per
- * row. When dlnf != NULL: dlnf (N,C) = this part's dloss/dlnf (to be summed over the parts),
- * dwte += dloss/dwte with dloss = grad_scale/N per row. part NULL: the whole vocabulary V. */
-coh_status op_head_loss(float *losses, float *dlnf, float *dwte, float *logits, size_t chunk,
-                        const float *lnf, const float *wte, const int32_t *targets, size_t N,
-                        int C, int V, float grad_scale, const gpt_vocab_part *part);
-
-/* logits (V) = x (C) @ wte^T */
-void op_head_logits(float *logits, const float *x, const float *wte, int C, int V);
-
-/* exp(x) for x <= 0 region-safe, written so loops over it vectorise; rel error < 2e-7. */
-static inline float gpt_expf(float x)
-{
-    x = x < -87.0f ? -87.0f : x;
-    x = x > 88.0f ? 88.0f : x;
-    /* k = nearest integer to x / ln 2 by adding 1.5 * 2^23: no branch, no libm, vectorises */
-    float t = x * 1.44269504088896341f + 12582912.0f;
-    float k = t - 12582912.0f;
-    int32_t ki;
-    __builtin_memcpy(&ki, &t, sizeof ki);
-    ki -= 0x4B400000;
-    float r = x - k * 0.693145751953125f - k * 1.428606765330187045e-06f;
-    float p = 1.9875691500E-4f;
-    p = p * r + 1.3981999507E-3f;
-    p = p * r + 8.3334519073E-3f;
-    p = p * r + 4.1665795894E-2f;
-    p = p * r + 1.6666665459E-1f;
-    p = p * r + 5.0000001201E-1f;
-    p = p * r * r + r + 1.0f;
-    int32_t bits = (ki + 127) * (1 << 23);
-    float scale;
-    __builtin_memcpy(&scale, &bits, sizeof scale);
-    return p * scale;
-}
-
-/* Vectorised variants of hot loops are compiled for several ISAs and picked at load time, so
- * the build stays portable (no -march=native). */
-#if defined(__x86_64__) && defined(__has_attribute)
-#if __has_attribute(target_clones) && !defined(__SANITIZE_ADDRESS__)
-/* Feature names, not arch= (which dispatches on the CPU model and misses AMD's AVX-512). */
-#define GPT_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
-#endif
-#ifndef GPT_CLONES
-#define GPT_CLONES
-#endif
 
 #endif

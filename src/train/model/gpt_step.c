@@ -3,11 +3,15 @@
  * step as the one stage that holds every layer, reporting each block's finished gradients to
  * the hook. */
 #include <math.h>
-#include <string.h>
 
 #include "cohort/pipeline.h"
 #include "cohort/train.h"
 #include "train/model/gpt_int.h"
+
+/* Every op, copy and loop over a tensor goes through the model's backend (backend.h): this file
+ * holds the model's logic only, and reads no tensor on the host. */
+#define BE (g->be)
+#define F4 sizeof(float)
 
 /* bf16-mixed keeps the four activations that only feed products (ln_1, the attention output,
  * ln_2, the GELU output) as their bf16 copies, packed at the start of their fp32 places: the
@@ -50,14 +54,14 @@ static coh_status linear_forward(coh_gpt *g, float *out, const float *kept, cons
                                  const float *w, const float *b, size_t N, int IC, int OC)
 {
     if (gpt_bf16_acts(g)) {
-        op_matmul_forward_h(out, H(kept), w, b, N, IC, OC);
+        BE->matmul_forward_h(&g->mm, out, H(kept), w, b, N, IC, OC);
         return COH_OK;
     }
     coh_status st = COH_OK;
     const float *in = gather ? gpt_tp_all_rows(g, kept, N, gather, &st) : kept;
     if (!in)
         return st;
-    op_matmul_forward(out, in, w, b, N, IC, OC);
+    BE->matmul_forward(&g->mm, out, in, w, b, N, IC, OC);
     return COH_OK;
 }
 
@@ -67,14 +71,14 @@ static coh_status linear_backward(coh_gpt *g, float *dinp, float *dw, float *db,
                                   const float *w, size_t N, int IC, int OC)
 {
     if (gpt_bf16_acts(g)) {
-        op_matmul_backward_h(dinp, dw, db, dout, H(kept), w, N, IC, OC, 0);
+        BE->matmul_backward_h(&g->mm, dinp, dw, db, dout, H(kept), w, N, IC, OC, 0);
         return COH_OK;
     }
     coh_status st = COH_OK;
     const float *in = gather ? gpt_tp_all_rows(g, kept, N, gather, &st) : kept;
     if (!in)
         return st;
-    op_matmul_backward(dinp, dw, db, dout, in, w, N, IC, OC, 0);
+    BE->matmul_backward(&g->mm, dinp, dw, db, dout, in, w, N, IC, OC, 0);
     return COH_OK;
 }
 
@@ -94,40 +98,40 @@ static coh_status block_forward(coh_gpt *g, gpt_slot *sl, int l, const float *x,
     coh_status st = COH_OK;
     int h = gpt_bf16_acts(g);
     if (h)
-        op_layernorm_forward_bf16(H(a->ln1), a->ln1_mean, a->ln1_rstd, x, w->ln1w, w->ln1b, R, C);
+        BE->layernorm_forward_bf16(H(a->ln1), a->ln1_mean, a->ln1_rstd, x, w->ln1w, w->ln1b, R, C);
     else
-        op_layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, w->ln1w, w->ln1b, R, C);
+        BE->layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, w->ln1w, w->ln1b, R, C);
     if ((st = linear_forward(g, a->qkv, a->ln1, "ln_1 rows", w->qkvw, w->qkvb, N, C, 3 * Ca)))
         return st;
     /* bf16 kept: attention writes fp32 into dwide (free until backward), rounded into atty */
-    if (op_attention_forward(h ? g->dwide : a->atty, a->att_lse, a->qkv, B, T, Ca, g->NHs))
+    if (BE->attention_forward(h ? g->dwide : a->atty, a->att_lse, a->qkv, B, T, Ca, g->NHs))
         return coh_errf(COH_ERR_NOMEM, "out of memory in attention");
     if (h)
-        gpt_to_bf16(H(a->atty), g->dwide, N * (size_t)Ca);
+        BE->to_bf16(H(a->atty), g->dwide, N * (size_t)Ca);
     /* the attention-output projection writes into dtmp, free during forward */
     if ((st = linear_forward(g, g->dtmp, a->atty, NULL, w->attprojw, first ? w->attprojb : NULL,
                              N, Ca, C)))
         return st;
     if ((st = gpt_tp_reduce_rows(g, g->dtmp, N, "attention output")))
         return st;
-    op_residual_forward(a->res2, x, g->dtmp, R * C);
+    BE->residual_forward(a->res2, x, g->dtmp, R * C);
     if (h)
-        op_layernorm_forward_bf16(H(a->ln2), a->ln2_mean, a->ln2_rstd, a->res2, w->ln2w, w->ln2b,
+        BE->layernorm_forward_bf16(H(a->ln2), a->ln2_mean, a->ln2_rstd, a->res2, w->ln2w, w->ln2b,
                                   R, C);
     else
-        op_layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w->ln2w, w->ln2b, R, C);
+        BE->layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w->ln2w, w->ln2b, R, C);
     if ((st = linear_forward(g, a->fch, a->ln2, "ln_2 rows", w->fcw, w->fcb, N, C, F)))
         return st;
     if (h)
-        op_gelu_forward_bf16(H(a->fch_gelu), a->fch, N * F);
+        BE->gelu_forward_bf16(H(a->fch_gelu), a->fch, N * F);
     else
-        op_gelu_forward(a->fch_gelu, a->fch, N * F);
+        BE->gelu_forward(a->fch_gelu, a->fch, N * F);
     if ((st = linear_forward(g, g->dtmp, a->fch_gelu, NULL, w->fcprojw,
                              first ? w->fcprojb : NULL, N, F, C)))
         return st;
     if ((st = gpt_tp_reduce_rows(g, g->dtmp, N, "mlp output")))
         return st;
-    op_residual_forward(a->res3, a->res2, g->dtmp, R * C);
+    BE->residual_forward(a->res3, a->res2, g->dtmp, R * C);
     return COH_OK;
 }
 
@@ -139,7 +143,7 @@ static float *ln_grads(coh_gpt *g, float *wb)
 {
     if (!g->sp)
         return wb;
-    memset(g->lngrad, 0, 2 * (size_t)g->cfg.dim * sizeof *g->lngrad);
+    BE->set(g->lngrad, 0, 2 * (size_t)g->cfg.dim * F4);
     return g->lngrad;
 }
 
@@ -149,8 +153,8 @@ static coh_status ln_grads_done(coh_gpt *g, float *wb, const char *what)
         return COH_OK;
     size_t n = 2 * (size_t)g->cfg.dim;
     coh_status st = gpt_tp_allreduce(g, g->lngrad, n, what);
-    for (size_t i = 0; !st && i < n; i++)
-        wb[i] += g->lngrad[i];
+    if (!st)
+        BE->add(wb, g->lngrad, n);
     return st;
 }
 
@@ -177,14 +181,14 @@ static coh_status block_backward(coh_gpt *g, gpt_slot *sl, int l, const float *x
     if ((st = linear_backward(g, dwide, gw->fcprojw, gw->fcprojb, all, a->fch_gelu, NULL,
                               w->fcprojw, N, F, C)))
         return st;
-    op_gelu_backward(dwide, a->fch, dwide, N * F);
+    BE->gelu_backward(dwide, a->fch, dwide, N * F);
     if ((st = linear_backward(g, dtmp, gw->fcw, gw->fcb, dwide, a->ln2, "ln_2 rows", w->fcw, N, C,
                               F)))
         return st;
     if ((st = gpt_tp_reduce_rows(g, dtmp, N, "mlp input gradient")))
         return st;
     float *dln = ln_grads(g, gw->ln2w); /* ln_2.weight, then ln_2.bias */
-    op_layernorm_backward(dres, dln, dln + C, dtmp, a->res2, w->ln2w, a->ln2_mean, a->ln2_rstd,
+    BE->layernorm_backward(dres, dln, dln + C, dtmp, a->res2, w->ln2w, a->ln2_mean, a->ln2_rstd,
                           R, C);
     if ((st = ln_grads_done(g, gw->ln2w, "ln_2 gradients")))
         return st;
@@ -193,16 +197,16 @@ static coh_status block_backward(coh_gpt *g, gpt_slot *sl, int l, const float *x
     if ((st = linear_backward(g, dtmp, gw->attprojw, gw->attprojb, all, a->atty, NULL,
                               w->attprojw, N, Ca, C)))
         return st;
-    if (op_attention_backward(dwide, dtmp, a->qkv, a->att_lse, B, T, Ca, g->NHs))
+    if (BE->attention_backward(dwide, dtmp, a->qkv, a->att_lse, B, T, Ca, g->NHs))
         return coh_errf(COH_ERR_NOMEM, "out of memory in attention backward");
     if ((st = linear_backward(g, dtmp, gw->qkvw, NULL, dwide, a->ln1, "ln_1 rows", w->qkvw, N, C,
                               3 * Ca)))
         return st;
-    op_qkv_bias_backward(gw->qkvb, dwide, N, Ca);
+    BE->qkv_bias_backward(gw->qkvb, dwide, N, Ca);
     if ((st = gpt_tp_reduce_rows(g, dtmp, N, "attention input gradient")))
         return st;
     dln = ln_grads(g, gw->ln1w);
-    op_layernorm_backward(dres, dln, dln + C, dtmp, x, w->ln1w, a->ln1_mean, a->ln1_rstd, R, C);
+    BE->layernorm_backward(dres, dln, dln + C, dtmp, x, w->ln1w, a->ln1_mean, a->ln1_rstd, R, C);
     return ln_grads_done(g, gw->ln1w, "ln_1 gradients");
 }
 
@@ -213,11 +217,11 @@ static coh_status embed(coh_gpt *g, float *out, const int32_t *tokens, int B, in
 {
     size_t N = (size_t)B * T, C = (size_t)g->cfg.dim;
     float *part = g->sp ? g->dtmp : out; /* all rows before the reduce-scatter */
-    op_encoder_forward(part, tokens, g->w.wte, g->w.wpe, B, T, (int)C, g->v0, g->Vv,
+    BE->encoder_forward(part, tokens, g->w.wte, g->w.wpe, B, T, (int)C, g->v0, g->Vv,
                        g->tp_rank == 0);
     coh_status st = gpt_tp_reduce_rows(g, part, N, "embedding");
     if (!st && part != out)
-        memcpy(out, part, gpt_rows(g, N) * C * sizeof *out);
+        BE->copy(out, part, gpt_rows(g, N) * C * F4, COH_COPY_D2D);
     return st;
 }
 
@@ -291,27 +295,25 @@ static coh_status head_forward(coh_gpt *g, gpt_slot *sl, const int32_t *targets,
     params(g, L, COH_PARAM_NEED_FORWARD);
     /* this rank's rows of the final LayerNorm; the head reads all of them */
     float *own = g->sp ? g->dtmp : sl->lnf;
-    op_layernorm_forward(own, sl->lnf_mean, sl->lnf_rstd, sl->la[L - 1].res3, g->w.lnfw,
+    BE->layernorm_forward(own, sl->lnf_mean, sl->lnf_rstd, sl->la[L - 1].res3, g->w.lnfw,
                          g->w.lnfb, R, C);
     const float *lnf = gpt_tp_all_rows(g, own, N, "ln_f rows", &st);
     if (lnf && lnf != sl->lnf)
-        memcpy(sl->lnf, lnf, N * (size_t)C * sizeof *sl->lnf);
+        BE->copy(sl->lnf, lnf, N * (size_t)C * F4, COH_COPY_D2D);
     if (st)
         return st;
     params(g, -1, COH_PARAM_NEED_FORWARD);
     gpt_vocab_part part = gpt_tp_vocab(g);
     float *d = grad_scale > 0.0f ? dlnf : NULL;
-    st = op_head_loss(sl->losses, d, g->gw.wte, g->logits, g->chunk_rows, sl->lnf, g->w.wte,
+    st = BE->head_loss(&g->mm, sl->losses, d, g->gw.wte, g->logits, g->chunk_rows, sl->lnf,
+                       g->w.wte,
                       targets, N, C, g->cfg.vocab, grad_scale, &part);
     params(g, -1, COH_PARAM_DONE);
     if (!st && d) /* this rank's rows of dL/dlnf, at the start of dlnf */
         st = gpt_tp_reduce_rows(g, d, N, "head input gradient");
     if (st)
         return st;
-    double sum = 0.0;
-    for (size_t i = 0; i < N; i++)
-        sum += sl->losses[i];
-    *loss = (float)(sum / (double)N);
+    *loss = (float)(BE->sum(sl->losses, N) / (double)N);
     if (grad_scale <= 0.0f)
         params(g, L, COH_PARAM_DONE);
     return COH_OK;
@@ -387,12 +389,13 @@ static coh_status shard_forward(coh_gpt *g, gpt_slot *sl, int k, size_t N, float
         part.kept = sl->hkeep + g->hkeep_off[k];
     float *d = last && grad_scale > 0.0f ? sl->dlnf : NULL;
     params(g, -1, COH_PARAM_NEED_FORWARD);
-    coh_status st = op_head_loss(last ? sl->losses : g->hloss, d, g->gw.wte + (size_t)v0 * C,
+    coh_status st = BE->head_loss(&g->mm, last ? sl->losses : g->hloss, d,
+                                  g->gw.wte + (size_t)v0 * C,
                                  g->logits, g->chunk_rows, sl->lnf, g->w.wte + (size_t)v0 * C,
                                  sl->targets, N, C, vn, grad_scale, &part);
     params(g, -1, COH_PARAM_DONE);
     if (!st && last)
-        memcpy(sl->hstat, g->hrun, 3 * N * sizeof *g->hrun);
+        BE->copy(sl->hstat, g->hrun, 3 * N * F4, COH_COPY_D2D);
     return st;
 }
 
@@ -409,17 +412,13 @@ static coh_status shard_backward(coh_gpt *g, gpt_slot *sl, int k, size_t N, cons
         part.kept_ready = 1;
     }
     params(g, -1, COH_PARAM_NEED_BACKWARD);
-    coh_status st = op_head_loss(g->hloss, g->dtmp, g->gw.wte + (size_t)v0 * C, g->logits,
+    coh_status st = BE->head_loss(&g->mm, g->hloss, g->dtmp, g->gw.wte + (size_t)v0 * C, g->logits,
                                  g->chunk_rows, sl->lnf, g->w.wte + (size_t)v0 * C, sl->targets,
                                  N, C, vn, sl->hscale, &part);
     params(g, -1, COH_PARAM_DONE);
     if (st)
         return st;
-    float *dh = sl->dlnf;
-    const float *add = g->dtmp;
-#pragma omp parallel for schedule(static)
-    for (long i = 0; i < (long)(N * (size_t)C); i++)
-        dh[i] += add[i];
+    BE->add(sl->dlnf, g->dtmp, N * (size_t)C);
     return COH_OK;
 }
 
@@ -482,7 +481,6 @@ static coh_status chunk_forward(coh_gpt *g, int slot, int lo, int hi, int ends, 
     if (st)
         return st;
     gpt_slot *sl = &g->slot[slot];
-    gpt_mm_bind(&g->mm); /* the products below run in the model's precision */
     if (first && !tokens)
         st = coh_errf(COH_ERR_INVALID, "the first stage needs tokens");
     if (!st && !first && !x_in)
@@ -498,21 +496,21 @@ static coh_status chunk_forward(coh_gpt *g, int slot, int lo, int hi, int ends, 
     if (st)
         return st;
     if (first) {
-        memcpy(sl->tokens, tokens, N * sizeof *tokens);
+        BE->copy(sl->tokens, tokens, N * sizeof *tokens, COH_COPY_H2D);
         params(g, -1, COH_PARAM_NEED_FORWARD);
-        st = embed(g, sl->encoded, tokens, B, T);
+        st = embed(g, sl->encoded, sl->tokens, B, T);
         params(g, -1, COH_PARAM_DONE);
         if (st)
             return st;
     } else if (hlo > 0) { /* h and the running statistics from the shard before */
-        memcpy(sl->lnf, x_in, N * C * sizeof *x_in);
-        memcpy(g->hrun, x_in + N * C, 3 * N * sizeof *x_in);
+        BE->copy(sl->lnf, x_in, N * C * F4, COH_COPY_D2D);
+        BE->copy(g->hrun, x_in + N * C, 3 * N * F4, COH_COPY_D2D);
     } else {
         /* the input lands where the whole model keeps block lo - 1's output (the embeddings'
          * for lo = 0; another stage's, so its place in this slot is free), and block lo's
          * backward (or the head's LayerNorm) reads it there; each model chunk of a rank keeps
          * its own input */
-        memcpy(block_input(sl, lo), x_in, R * C * sizeof *x_in);
+        BE->copy(block_input(sl, lo), x_in, R * C * F4, COH_COPY_D2D);
     }
     for (int l = lo; l < hi; l++) {
         params(g, l, COH_PARAM_NEED_FORWARD);
@@ -522,7 +520,7 @@ static coh_status chunk_forward(coh_gpt *g, int slot, int lo, int hi, int ends, 
             return st;
     }
     if (!head) {
-        memcpy(x_out, block_input(sl, hi), R * C * sizeof *x_out);
+        BE->copy(x_out, block_input(sl, hi), R * C * F4, COH_COPY_D2D);
         return COH_OK;
     }
     if (n == 1) /* the whole model on one device keeps dL/dlnf in dtmp until the backward */
@@ -530,14 +528,13 @@ static coh_status chunk_forward(coh_gpt *g, int slot, int lo, int hi, int ends, 
                             loss);
     if (hlo == 0) { /* shard 0: the final LayerNorm, and no statistics yet */
         params(g, L, COH_PARAM_NEED_FORWARD);
-        op_layernorm_forward(sl->lnf, sl->lnf_mean, sl->lnf_rstd, sl->la[L - 1].res3, g->w.lnfw,
-                             g->w.lnfb, N, C);
-        for (size_t i = 0; i < N; i++) {
-            g->hrun[3 * i] = -INFINITY;
-            g->hrun[3 * i + 1] = g->hrun[3 * i + 2] = 0.0f;
-        }
+        BE->layernorm_forward(sl->lnf, sl->lnf_mean, sl->lnf_rstd, sl->la[L - 1].res3,
+                              g->w.lnfw, g->w.lnfb, N, C);
+        /* no statistics yet: max -inf, sum of exp and target logit 0 */
+        BE->set(g->hrun, 0, 3 * N * F4);
+        BE->fill(g->hrun, N, 3, -INFINITY);
     }
-    memcpy(sl->targets, targets, N * sizeof *targets);
+    BE->copy(sl->targets, targets, N * sizeof *targets, COH_COPY_H2D);
     sl->hscale = grad_scale;
     for (int k = hlo; !st && k < hhi; k++)
         st = shard_forward(g, sl, k, N, grad_scale);
@@ -546,14 +543,11 @@ static coh_status chunk_forward(coh_gpt *g, int slot, int lo, int hi, int ends, 
     if (hlo == 0 && grad_scale <= 0.0f) /* no backward to end the LayerNorm's use */
         params(g, L, COH_PARAM_DONE);
     if (!last) {
-        memcpy(x_out, sl->lnf, N * C * sizeof *x_out);
-        memcpy(x_out + N * C, g->hrun, 3 * N * sizeof *x_out);
+        BE->copy(x_out, sl->lnf, N * C * F4, COH_COPY_D2D);
+        BE->copy(x_out + N * C, g->hrun, 3 * N * F4, COH_COPY_D2D);
         return COH_OK;
     }
-    double sum = 0.0;
-    for (size_t i = 0; i < N; i++)
-        sum += sl->losses[i];
-    *loss = (float)(sum / (double)N);
+    *loss = (float)(BE->sum(sl->losses, N) / (double)N);
     return COH_OK;
 }
 
@@ -592,32 +586,31 @@ static coh_status chunk_backward(coh_gpt *g, int slot, int lo, int hi, int ends,
     if (st)
         return st;
     gpt_slot *sl = &g->slot[slot];
-    gpt_mm_bind(&g->mm); /* the products below run in the model's precision */
     if (head && n > 1) { /* dL/dh of the shards after, then this chunk's shards' own */
         const float *final = last ? sl->hstat : dout + N * C;
         if (!last)
-            memcpy(sl->dlnf, dout, N * C * sizeof *dout);
+            BE->copy(sl->dlnf, dout, N * C * F4, COH_COPY_D2D);
         for (int k = (last ? n - 1 : hhi) - 1; !st && k >= hlo; k--)
             st = shard_backward(g, sl, k, N, final);
         if (st)
             return st;
         if (hlo > 0) { /* dL/dh and the final statistics on to the shard before */
-            memcpy(dx_in, sl->dlnf, N * C * sizeof *dx_in);
-            memmove(dx_in + N * C, final, 3 * N * sizeof *dx_in);
+            BE->copy(dx_in, sl->dlnf, N * C * F4, COH_COPY_D2D);
+            BE->copy(dx_in + N * C, final, 3 * N * F4, COH_COPY_D2D); /* may overlap */
             return COH_OK;
         }
     }
     if (head) {
-        memset(g->dres, 0, R * C * sizeof(float));
+        BE->set(g->dres, 0, R * C * F4);
         float *dln = ln_grads(g, g->gw.lnfw);
-        op_layernorm_backward(g->dres, dln, dln + C, g->slot_acts ? sl->dlnf : g->dtmp,
+        BE->layernorm_backward(g->dres, dln, dln + C, g->slot_acts ? sl->dlnf : g->dtmp,
                               sl->la[L - 1].res3, g->w.lnfw, sl->lnf_mean, sl->lnf_rstd, R, C);
         if ((st = ln_grads_done(g, g->gw.lnfw, "ln_f gradients")))
             return st;
         params(g, L, COH_PARAM_DONE);
         report(g, L);
     } else {
-        memcpy(g->dres, dout, R * C * sizeof *dout);
+        BE->copy(g->dres, dout, R * C * F4, COH_COPY_D2D);
     }
     for (int l = hi - 1; l >= lo; l--) {
         params(g, l, COH_PARAM_NEED_BACKWARD);
@@ -631,10 +624,10 @@ static coh_status chunk_backward(coh_gpt *g, int slot, int lo, int hi, int ends,
         const float *all = gpt_tp_all_rows(g, g->dres, N, "embedding gradient rows", &st);
         if (!all)
             return st;
-        op_encoder_backward(g->gw.wte, g->gw.wpe, all, sl->tokens, B, T, C, g->v0, g->Vv);
+        BE->encoder_backward(g->gw.wte, g->gw.wpe, all, sl->tokens, B, T, C, g->v0, g->Vv);
         report(g, -1);
     } else {
-        memcpy(dx_in, g->dres, R * C * sizeof *dx_in);
+        BE->copy(dx_in, g->dres, R * C * F4, COH_COPY_D2D);
     }
     return COH_OK;
 }
@@ -682,10 +675,9 @@ coh_status coh_gpt_next_logits(coh_gpt *g, const int32_t *tokens, int T, float *
     if (st)
         return st;
     gpt_slot *sl = &g->slot[0];
-    gpt_mm_bind(&g->mm); /* the products below run in the model's precision */
-    memcpy(sl->tokens, tokens, (size_t)T * sizeof *tokens);
+    BE->copy(sl->tokens, tokens, (size_t)T * sizeof *tokens, COH_COPY_H2D);
     params(g, -1, COH_PARAM_NEED_FORWARD);
-    st = embed(g, sl->encoded, tokens, 1, T);
+    st = embed(g, sl->encoded, sl->tokens, 1, T);
     params(g, -1, COH_PARAM_DONE);
     if (st)
         return st;
@@ -697,10 +689,10 @@ coh_status coh_gpt_next_logits(coh_gpt *g, const int32_t *tokens, int T, float *
             return st;
     }
     params(g, L, COH_PARAM_NEED_FORWARD);
-    op_layernorm_forward(sl->lnf, sl->lnf_mean, sl->lnf_rstd, sl->la[L - 1].res3, g->w.lnfw,
+    BE->layernorm_forward(sl->lnf, sl->lnf_mean, sl->lnf_rstd, sl->la[L - 1].res3, g->w.lnfw,
                          g->w.lnfb, (size_t)T, C);
     params(g, -1, COH_PARAM_NEED_FORWARD);
-    op_head_logits(logits, sl->lnf + (size_t)(T - 1) * C, g->w.wte, C, g->cfg.vocab);
+    BE->head_logits(&g->mm, logits, sl->lnf + (size_t)(T - 1) * C, g->w.wte, C, g->cfg.vocab);
     params(g, -1, COH_PARAM_DONE);
     params(g, L, COH_PARAM_DONE);
     return COH_OK;

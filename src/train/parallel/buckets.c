@@ -1,12 +1,12 @@
-/* buckets.c: gradient buckets over the layer-major arena, each rank's ZeRO chunks, and the
- * page-level release and residency measures that make sharded memory real. */
+/* buckets.c: gradient buckets over the layer-major arena, each rank's ZeRO chunks, the give-back
+ * of what a rank does not own through the backend (counted by its allocator), and the
+ * residency measure (resident pages, a process-level figure) that shows it on the CPU. */
 #include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "train/parallel/strategy.h"
+#include "train/parallel/par_trainer_int.h"
 
 static void own_chunk(par_bucket *b, int ndp, int rdp)
 {
@@ -18,7 +18,7 @@ static void own_chunk(par_bucket *b, int ndp, int rdp)
 
 /* Whole layers from the last backwards until a bucket reaches bucket_bytes; ZeRO-3 gathers per
  * layer, so there every layer is its own bucket. Pure, so the memory estimate plans the same. */
-int par_bucket_plan(const coh_gpt_config *c, int stage, int ndp, int rdp, size_t bucket_bytes,
+int par_bucket_plan(const coh_gpt_config *c, int zero_stage, int ndp, int rdp, size_t bucket_bytes,
                     par_bucket *bk, int *bucket_of, size_t *own_total)
 {
     int L = c->layers, nbk = 0;
@@ -27,7 +27,7 @@ int par_bucket_plan(const coh_gpt_config *c, int stage, int ndp, int rdp, size_t
         size_t b, e;
         coh_gpt_layer_range(c, l, &b, &e);
         par_bucket *cur = nbk ? &bk[nbk - 1] : NULL;
-        if (!cur || stage == 3 || cur->end - cur->begin >= cap) {
+        if (!cur || zero_stage == 3 || cur->end - cur->begin >= cap) {
             cur = &bk[nbk++];
             cur->end = e;
             cur->hi = l;
@@ -54,27 +54,62 @@ coh_status par_plan_buckets(coh_par_trainer *t)
     t->bucket_of = calloc((size_t)L + 2, sizeof *t->bucket_of);
     if (!t->bk || !t->bucket_of)
         return coh_errf(COH_ERR_NOMEM, "out of memory planning gradient buckets");
-    t->nbk = par_bucket_plan(c, t->stage, t->ndp, t->rdp, t->cfg.par.bucket_bytes, t->bk,
+    t->nbk = par_bucket_plan(c, t->zero_stage, t->ndp, t->rdp, t->cfg.par.bucket_bytes, t->bk,
                              t->bucket_of, &t->own_total);
     return COH_OK;
 }
 
 void par_release(float *base, size_t b, size_t e)
 {
-    if (e <= b)
-        return;
-    uintptr_t ps = (uintptr_t)sysconf(_SC_PAGESIZE);
-    uintptr_t lo = (uintptr_t)(base + b), hi = (uintptr_t)(base + e);
-    uintptr_t plo = (lo + ps - 1) / ps * ps, phi = hi / ps * ps;
-    if (plo >= phi) {
-        memset(base + b, 0, (e - b) * sizeof(float));
-        return;
+    if (e > b) /* the backend's release reads back as zeros: it is also a zeroing */
+        coh_dev_zero_release(coh_backend_current(), base + b, (e - b) * sizeof(float));
+}
+
+static size_t not_own_bytes(const par_bucket *b)
+{
+    return (b->end - b->begin - (b->own_e - b->own_b)) * sizeof(float);
+}
+
+void par_params_give_back(coh_par_trainer *t, par_bucket *b)
+{
+    par_release(t->params, b->begin, b->own_b);
+    par_release(t->params, b->own_e, b->end);
+    if (!b->params_away)
+        coh_dev_forget(t->be, not_own_bytes(b));
+    b->params_away = 1;
+}
+
+void par_params_take_back(coh_par_trainer *t, par_bucket *b)
+{
+    if (b->params_away)
+        coh_dev_retake(t->be, not_own_bytes(b));
+    b->params_away = 0;
+}
+
+void par_grads_give_back(coh_par_trainer *t, par_bucket *b)
+{
+    par_release(t->grads, b->begin, b->own_b);
+    par_release(t->grads, b->own_e, b->end);
+    if (!b->grads_away)
+        coh_dev_forget(t->be, not_own_bytes(b));
+    b->grads_away = 1;
+}
+
+void par_grads_take_back(coh_par_trainer *t, par_bucket *b)
+{
+    if (b->grads_away)
+        coh_dev_retake(t->be, not_own_bytes(b));
+    b->grads_away = 0;
+}
+
+void par_grads_give_back_all(coh_par_trainer *t)
+{
+    par_release(t->grads, 0, t->n); /* the own chunks too: zeroed for backward to add into */
+    for (int k = 0; k < t->nbk; k++) {
+        if (!t->bk[k].grads_away)
+            coh_dev_forget(t->be, not_own_bytes(&t->bk[k]));
+        t->bk[k].grads_away = 1;
     }
-    memset((void *)lo, 0, plo - lo);
-    memset((void *)phi, 0, hi - phi);
-    /* anonymous private pages read back as zero after this, so the release is also a zeroing */
-    if (madvise((void *)plo, phi - plo, MADV_DONTNEED))
-        memset((void *)plo, 0, phi - plo);
 }
 
 uint64_t par_resident(const float *base, size_t b, size_t e)

@@ -7,8 +7,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "train/model/gemm_bf16.h"
-#include "train/parallel/strategy.h"
+#include "train/backend/backend.h"
+#include "train/parallel/par_trainer_int.h"
 
 /* --grad-reduce-dtype bf16: a bucket's gradients rounded to bf16 (nearest even) in g16, reduced
  * there in bf16 (the transport sums in fp32 and rounds once), and widened back into the fp32
@@ -19,8 +19,8 @@ static coh_status issue16(coh_par_trainer *t, par_bucket *b)
     size_t len = b->end - b->begin, main = b->q * (size_t)t->ndp, tail = len - main;
     uint16_t *h = t->g16 + b->begin;
     coh_status st = COH_OK;
-    gpt_to_bf16(h, t->grads + b->begin, len);
-    if (t->stage < 2)
+    coh_backend_current()->to_bf16(h, t->grads + b->begin, len);
+    if (t->zero_stage < 2)
         return coh_allreduce_async(t->dp, h, h, len, COH_BF16, COH_AVG, &b->req[0]);
     if (b->q)
         st = coh_reduce_scatter_async(t->dp, h, h + (size_t)t->rdp * b->q, b->q, COH_BF16,
@@ -32,9 +32,7 @@ static coh_status issue16(coh_par_trainer *t, par_bucket *b)
 
 static void widen(float *dst, const uint16_t *src, size_t n)
 {
-#pragma omp parallel for schedule(static) if (n > 65536)
-    for (size_t i = 0; i < n; i++)
-        dst[i] = gpt_bf16_to_float(src[i]);
+    coh_backend_current()->from_bf16(dst, src, n);
 }
 
 /* The private pages of g16 [b, e) given back (ZeRO-2/3: only buckets in flight are resident). */
@@ -49,7 +47,7 @@ static void release16(uint16_t *base, size_t b, size_t e)
 
 static void finish16(coh_par_trainer *t, par_bucket *b)
 {
-    if (t->stage < 2) {
+    if (t->zero_stage < 2) {
         widen(t->grads + b->begin, t->g16 + b->begin, b->end - b->begin);
         return;
     }
@@ -67,7 +65,7 @@ static coh_status issue(coh_par_trainer *t, int k)
     b->req[0] = b->req[1] = NULL;
     if (t->g16) {
         st = issue16(t, b);
-    } else if (t->stage < 2) {
+    } else if (t->zero_stage < 2) {
         st = coh_allreduce_async(t->dp, g, g, len, COH_F32, COH_AVG, &b->req[0]);
     } else {
         if (b->q)
@@ -88,16 +86,14 @@ static void keep_own(coh_par_trainer *t, par_bucket *b)
     float *own = t->grads + b->own_b, *acc = t->gacc ? t->gacc + b->acc_off : NULL;
     size_t n = b->own_e - b->own_b;
     if (!t->last_micro) {
-        for (size_t i = 0; i < n; i++)
-            acc[i] += own[i];
-        par_release(t->grads, b->begin, b->end);
+        t->be->add(acc, own, n);
+        par_release(t->grads, b->own_b, b->own_e); /* zeroed for the next micro-step */
+        par_grads_give_back(t, b);
         return;
     }
     if (acc)
-        for (size_t i = 0; i < n; i++)
-            own[i] += acc[i];
-    par_release(t->grads, b->begin, b->own_b);
-    par_release(t->grads, b->own_e, b->end);
+        t->be->add(own, acc, n);
+    par_grads_give_back(t, b);
 }
 
 static coh_status finish(coh_par_trainer *t, int k)
@@ -115,10 +111,10 @@ static coh_status finish(coh_par_trainer *t, int k)
     if (t->trace) { /* names are built only for a trace */
         char name[48];
         snprintf(name, sizeof name, "%s bucket %d",
-                 t->stage >= 2 ? "reduce-scatter" : "all-reduce", k);
+                 t->zero_stage >= 2 ? "reduce-scatter" : "all-reduce", k);
         par_trace_event(t->trace, name, "comm", 1, b->t_issue, par_now_us());
     }
-    if (!st && t->stage >= 2)
+    if (!st && t->zero_stage >= 2)
         keep_own(t, b);
     return st;
 }
@@ -157,7 +153,7 @@ void par_grad_hook(void *ctx, int layer, size_t begin, size_t end)
         return;
     int k = t->bucket_of[layer + 1];
     /* DDP and ZeRO-1 accumulate locally until the last micro-step (no_sync) */
-    if (t->bk[k].lo == layer && (t->last_micro || t->stage >= 2))
+    if (t->bk[k].lo == layer && (t->last_micro || t->zero_stage >= 2))
         t->err = issue(t, k);
     if (!t->err)
         t->err = par_grad_collect(t, 0);
@@ -169,15 +165,15 @@ double par_clip(coh_par_trainer *t)
 {
     double clip = t->cfg.train.grad_clip;
     int tp = t->mesh->tp > 1;
-    if (t->stage < 2 && !tp)
+    if (t->zero_stage < 2 && !tp)
         return coh_clip_grad_norm(t->grads, t->n, clip);
     double sum = 0.0;
-    if (t->stage < 2)
+    if (t->zero_stage < 2)
         sum = par_sumsq(t, 0, t->n);
-    for (int k = t->nbk - 1; t->stage >= 2 && k >= 0; k--)
+    for (int k = t->nbk - 1; t->zero_stage >= 2 && k >= 0; k--)
         sum += par_sumsq(t, t->bk[k].own_b, t->bk[k].own_e);
     coh_status st = COH_OK;
-    if (t->stage >= 2)
+    if (t->zero_stage >= 2)
         st = coh_allreduce(t->dp, &sum, &sum, 1, COH_F64, COH_SUM);
     if (!st && tp)
         st = coh_allreduce(t->mesh->tp_comm, &sum, &sum, 1, COH_F64, COH_SUM);
@@ -186,9 +182,9 @@ double par_clip(coh_par_trainer *t)
     double norm = sqrt(sum);
     if (clip > 0.0 && norm > clip) {
         float f = (float)(clip / (norm + 1e-6));
-        if (t->stage < 2)
+        if (t->zero_stage < 2)
             par_scale(t, 0, t->n, f);
-        for (int k = 0; t->stage >= 2 && k < t->nbk; k++)
+        for (int k = 0; t->zero_stage >= 2 && k < t->nbk; k++)
             par_scale(t, t->bk[k].own_b, t->bk[k].own_e, f);
     }
     return norm;

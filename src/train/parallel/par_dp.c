@@ -2,7 +2,7 @@
  * trainer as the base, so evaluation, checkpoints and resume work as they do for single. */
 #include <stdlib.h>
 
-#include "train/parallel/strategy.h"
+#include "train/parallel/par_trainer_int.h"
 
 coh_status par_dp_build(coh_par_trainer *t)
 {

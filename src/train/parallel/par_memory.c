@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "train/model/gpt_int.h"
-#include "train/parallel/strategy.h"
+#include "train/parallel/par_trainer_int.h"
 
 /* The shared-memory transport's default staging halves (COHORT_SHM_STAGE): two per rank, and a
  * rank's collectives outside the arena pass through every rank's halves. */
@@ -111,17 +111,17 @@ static uint64_t bf16_in_flight(const par_bucket *bk, int nbk)
     return a + b;
 }
 
-static void fill(const coh_par_config *c, int stage, int dp, const par_bucket *bk, int nbk,
+static void fill(const coh_par_config *c, int zero, int dp, const par_bucket *bk, int nbk,
                  const int *bucket_of, size_t own, coh_par_memory *out)
 {
     uint64_t n = coh_gpt_param_count(&c->train.model), f = sizeof(float);
-    uint64_t mine = stage ? own : n;
-    out->state.params = (stage == 3 ? own : n) * f;
-    out->state.grads = (stage >= 2 ? own * (c->train.accum > 1 ? 2 : 1) : n) * f;
+    uint64_t mine = zero ? own : n;
+    out->state.params = (zero == 3 ? own : n) * f;
+    out->state.grads = (zero >= 2 ? own * (c->train.accum > 1 ? 2 : 1) : n) * f;
     out->state.optim = 2 * mine * f;
     out->gathered = 0;
-    out->grad_buckets = stage == 2 ? grad_bucket_peak(bk, nbk) : 0;
-    if (stage == 3) {
+    out->grad_buckets = zero == 2 ? grad_bucket_peak(bk, nbk) : 0;
+    if (zero == 3) {
         resident_peak pk = zero3_peak(bk, bucket_of, c->train.model.layers);
         out->gathered = pk.params;
         out->grad_buckets = pk.grads;
@@ -129,8 +129,8 @@ static void fill(const coh_par_config *c, int stage, int dp, const par_bucket *b
     out->comm = 0;
     int b16 = c->par.grad_reduce_bf16;
     if (dp > 1) /* bf16: DDP/ZeRO-1 reduce the bf16 copy in place (2 bytes a parameter) */
-        out->comm = (stage < 2 ? peer_pieces(bk, nbk, dp, b16 ? 2 : 4) + (b16 ? 2 * n : 0)
-                               : (b16 ? bf16_in_flight(bk, nbk) : 0)) +
+        out->comm = (zero < 2 ? peer_pieces(bk, nbk, dp, b16 ? 2 : 4) + (b16 ? 2 * n : 0)
+                              : (b16 ? bf16_in_flight(bk, nbk) : 0)) +
                     2 * STAGE_HALF * (uint64_t)dp;
 }
 
@@ -150,7 +150,7 @@ coh_status coh_par_memory_estimate(const coh_par_config *cfg, int dp, int rank,
     coh_status st = coh_train_memory_estimate(&c->train.model, c->train.batch, c->train.seq, &tm);
     if (st)
         return st;
-    int L = c->train.model.layers, stage = dp > 1 ? coh_strategy_zero_stage(c->par.strategy) : 0;
+    int L = c->train.model.layers, zero = dp > 1 ? coh_strategy_zero_stage(c->par.strategy) : 0;
     par_bucket *bk = calloc((size_t)L + 2, sizeof *bk);
     int *bucket_of = calloc((size_t)L + 2, sizeof *bucket_of);
     if (!bk || !bucket_of) {
@@ -159,8 +159,8 @@ coh_status coh_par_memory_estimate(const coh_par_config *cfg, int dp, int rank,
         return coh_errf(COH_ERR_NOMEM, "out of memory planning gradient buckets");
     }
     size_t own = 0, bucket = c->par.bucket_bytes ? c->par.bucket_bytes : (size_t)25 << 20;
-    int nbk = par_bucket_plan(&c->train.model, stage, dp, rank, bucket, bk, bucket_of, &own);
-    fill(c, stage, dp, bk, nbk, bucket_of, own, out);
+    int nbk = par_bucket_plan(&c->train.model, zero, dp, rank, bucket, bk, bucket_of, &own);
+    fill(c, zero, dp, bk, nbk, bucket_of, own, out);
     free(bk);
     free(bucket_of);
     out->engine = tm.total - 4 * tm.params +

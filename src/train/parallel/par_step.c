@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "train/parallel/strategy.h"
+#include "train/parallel/par_trainer_int.h"
 
 /* Forward and backward of one micro-batch; the hooks start communication during backward. */
 static coh_status micro_step(coh_par_trainer *t, float scale, float *loss)
@@ -23,12 +23,12 @@ static coh_status accumulate(coh_par_trainer *t, coh_batch_fn next, void *ctx, d
 {
     const coh_trainer_config *c = &t->cfg.train;
     coh_status st = COH_OK;
-    if (t->stage >= 2)
-        par_release(t->grads, 0, t->n); /* zeroed, and not resident until backward writes it */
+    if (t->zero_stage >= 2) /* zeroed, and not held until backward writes it */
+        par_grads_give_back_all(t);
     else
         coh_gpt_zero_grad(t->model);
     if (t->gacc)
-        memset(t->gacc, 0, t->own_total * sizeof *t->gacc);
+        t->be->set(t->gacc, 0, t->own_total * sizeof *t->gacc);
     double sum = 0.0;
     for (int k = 0; !st && k < c->accum; k++) {
         float l = 0.0f;
@@ -77,7 +77,7 @@ static coh_status update(coh_par_trainer *t, float lr)
     coh_status st = COH_OK;
     if (t->pipe && t->ndp > 1 && t->cfg.par.strategy == COH_STRATEGY_ZERO1)
         return par_pipe_share_update(t);
-    if (t->stage == 1 || t->stage == 2) {
+    if (t->zero_stage == 1 || t->zero_stage == 2) {
         for (int k = 0; !st && k < t->nbk; k++)
             st = par_gather_bucket(t, k, 0);
         for (int k = 0; k < t->nbk; k++) {
@@ -150,7 +150,7 @@ static coh_status gather_own(coh_par_trainer *t, float *out)
 {
     if (t->pipe)
         return par_pipe_gather(t, out);
-    if (t->stage != 3) {
+    if (t->zero_stage != 3) {
         memcpy(out, t->params, t->n * sizeof *out);
         return COH_OK;
     }
@@ -160,8 +160,7 @@ static coh_status gather_own(coh_par_trainer *t, float *out)
         if (st)
             return st;
         memcpy(out + b->begin, t->params + b->begin, (b->end - b->begin) * sizeof *out);
-        par_release(t->params, b->begin, b->own_b);
-        par_release(t->params, b->own_e, b->end);
+        par_params_give_back(t, b);
         b->present = 0;
     }
     return COH_OK;
@@ -187,7 +186,7 @@ void coh_par_trainer_params_loaded(coh_par_trainer *t)
 {
     if (t->pipe)
         par_pipe_keep_own(t, t->params);
-    if (t->stage == 3)
+    if (t->zero_stage == 3)
         par_release_params(t);
 }
 

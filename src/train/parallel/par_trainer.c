@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "cohort/log.h"
-#include "train/parallel/strategy.h"
+#include "train/parallel/par_trainer_int.h"
 
 void coh_par_config_apply(coh_par_config *c)
 {
@@ -55,7 +55,7 @@ static coh_status check(const coh_par_config *c, const coh_mesh *m)
 /* The optimizer covers this rank's chunks under ZeRO, everything otherwise. */
 static coh_status make_optimizer(coh_par_trainer *t, coh_adamw **opt)
 {
-    int n = t->stage == 0 ? 1 : t->nbk;
+    int n = t->zero_stage == 0 ? 1 : t->nbk;
     t->own_rb = malloc((size_t)n * sizeof *t->own_rb);
     t->own_re = malloc((size_t)n * sizeof *t->own_re);
     if (!t->own_rb || !t->own_re)
@@ -63,7 +63,7 @@ static coh_status make_optimizer(coh_par_trainer *t, coh_adamw **opt)
     t->nown = n;
     t->own_rb[0] = 0;
     t->own_re[0] = coh_gpt_param_count(&t->cfg.train.model);
-    for (int k = 0; t->stage && k < t->nbk; k++) { /* arena order: buckets run backwards */
+    for (int k = 0; t->zero_stage && k < t->nbk; k++) { /* arena order: buckets run backwards */
         t->own_rb[k] = t->bk[t->nbk - 1 - k].own_b;
         t->own_re[k] = t->bk[t->nbk - 1 - k].own_e;
     }
@@ -79,10 +79,10 @@ static coh_status alloc_state(coh_par_trainer *t)
     size_t bt = (size_t)t->cfg.train.batch * (size_t)t->cfg.train.seq;
     t->batch_in = malloc(bt * sizeof *t->batch_in);
     t->batch_tg = malloc(bt * sizeof *t->batch_tg);
-    if (t->stage >= 2 && t->cfg.train.accum > 1)
-        t->gacc = calloc(t->own_total ? t->own_total : 1, sizeof(float));
+    if (t->zero_stage >= 2 && t->cfg.train.accum > 1)
+        t->gacc = coh_dev_alloc(t->be, t->own_total * sizeof(float));
     if (!t->seq || !t->t_need || !t->need_ev || !t->batch_in || !t->batch_tg ||
-        (t->stage >= 2 && t->cfg.train.accum > 1 && !t->gacc))
+        (t->zero_stage >= 2 && t->cfg.train.accum > 1 && !t->gacc))
         return coh_errf(COH_ERR_NOMEM, "out of memory allocating the parallel trainer");
     return COH_OK;
 }
@@ -106,10 +106,11 @@ static coh_status build_pipeline(coh_par_trainer *t, coh_gpt *model, coh_adamw *
                                         t->cfg.par.strategy == COH_STRATEGY_ZERO1, t->own_rb,
                                         t->own_re);
     par_pipe_keep_own(t, coh_gpt_params(model, NULL));
+    int full = t->cfg.par.recompute == COH_RECOMPUTE_FULL;
     if ((st = coh_gpt_set_slots(model, par_pipe_slots(t->pipe))) ||
-        (st = par_pipe_setup_model(t->pipe, model,
-                                   t->cfg.par.recompute == COH_RECOMPUTE_FULL)))
+        (st = par_pipe_setup_model(t->pipe, model, full)))
         return st;
+    par_pipe_forget_idle_acts(t, full);
     return coh_adamw_create_ranges(c, t->own_rb, t->own_re, t->nown, opt);
 }
 
@@ -145,8 +146,13 @@ static coh_status build(coh_par_trainer *t)
     }
     if (t->mesh->pp > 1)
         st = build_pipeline(t, model, &opt);
-    else if (!(st = par_plan_buckets(t)))
+    else if (!(st = par_plan_buckets(t))) {
+        if (t->zero_stage >= 2) { /* unwritten yet: given back before the optimizer's state */
+            t->grads = coh_gpt_grads(model, &t->n);
+            par_grads_give_back_all(t);
+        }
         st = make_optimizer(t, &opt);
+    }
     if (st) {
         coh_gpt_destroy(model);
         t->model = NULL;
@@ -186,13 +192,14 @@ static coh_status start(coh_par_trainer *t)
     /* the same seed gives the same weights, but --init-from / resume may differ per rank */
     if (t->ndp > 1 && (st = coh_broadcast(t->dp, t->params, t->n, COH_F32, 0)))
         return st;
-    if (t->stage == 3)
+    if (t->zero_stage == 3)
         par_release_params(t);
     /* full gradients are all-reduced in place: keep them where the transport reads directly
      * (not for ZeRO-2/3, whose page release needs private memory) */
-    if (t->ndp > 1 && t->stage < 2 &&
+    if (t->ndp > 1 && t->zero_stage < 2 &&
         (t->grads_shm = coh_comm_alloc(t->dp, t->n * sizeof(float)))) {
         coh_gpt_set_grad_arena(t->model, t->grads_shm);
+        coh_dev_track(t->be, t->grads_shm, t->n * sizeof(float)); /* the rank's gradients */
         t->grads = t->grads_shm;
         coh_debug("gradients (%zu floats) in the %s transport's shared arena", t->n,
                   coh_comm_transport(t->dp));
@@ -201,18 +208,18 @@ static coh_status start(coh_par_trainer *t)
         size_t bytes = (t->n * sizeof *t->g16 + 4095) / 4096 * 4096;
         /* DDP/ZeRO-1 reduce whole buckets in place: in the arena, without a copy-in; ZeRO-2/3
          * give each bucket's pages back once its own chunk is out, so private memory */
-        if (t->stage < 2 && (t->g16 = coh_comm_alloc(t->dp, bytes)))
+        if (t->zero_stage < 2 && (t->g16 = coh_comm_alloc(t->dp, bytes)))
             t->g16_shm = 1;
         else if (!(t->g16 = aligned_alloc(4096, bytes)))
             return coh_errf(COH_ERR_NOMEM, "out of memory for the bf16 gradient buffer");
     }
-    if (t->stage >= 2) /* gradients live only in buckets being reduced and in own chunks */
-        par_release(t->grads, 0, t->n);
+    if (t->zero_stage >= 2) /* gradients live only in buckets being reduced and in own chunks */
+        par_grads_give_back_all(t);
     else /* resident from the start, as they will be for the whole run */
         coh_gpt_zero_grad(t->model);
     if (t->ndp > 1 || t->trace)
         coh_gpt_set_grad_hook(t->model, par_grad_hook, t);
-    if (t->stage == 3 || t->trace)
+    if (t->zero_stage >= 2 || t->trace) /* ZeRO-2 for when gradients are written */
         coh_gpt_set_param_hook(t->model, par_param_hook, t);
     return COH_OK;
 }
@@ -227,6 +234,7 @@ coh_status coh_par_trainer_create(const coh_par_config *c, coh_mesh *mesh, coh_p
     if (!t)
         return coh_errf(COH_ERR_NOMEM, "out of memory allocating the parallel trainer");
     t->cfg = *c;
+    t->be = coh_backend_current();
     coh_par_config_apply(&t->cfg);
     if (!t->cfg.par.bucket_bytes)
         t->cfg.par.bucket_bytes = (size_t)25 << 20;
@@ -235,7 +243,7 @@ coh_status coh_par_trainer_create(const coh_par_config *c, coh_mesh *mesh, coh_p
     t->ndp = mesh->dp;
     t->rdp = mesh->dp_rank;
     /* one rank owns everything: every stage is plain single-device training */
-    t->stage = t->ndp > 1 && mesh->pp == 1 ? coh_strategy_zero_stage(c->par.strategy) : 0;
+    t->zero_stage = t->ndp > 1 && mesh->pp == 1 ? coh_strategy_zero_stage(c->par.strategy) : 0;
     if (!(st = build(t))) {
         t->ndev = t->threads ? coh_dp_devices(t->threads) : 1;
         if (!(t->dev_peak = calloc((size_t)t->ndev, sizeof *t->dev_peak)))
@@ -270,15 +278,17 @@ void coh_par_trainer_destroy(coh_par_trainer *t)
     }
     coh_trainer_destroy(t->base);
     par_pipe_destroy(t->pipe);
-    if (t->grads_shm)
+    if (t->grads_shm) {
+        coh_dev_untrack(t->be, t->grads_shm);
         coh_comm_free(t->dp, t->grads_shm);
+    }
     if (t->g16 && t->g16_shm)
         coh_comm_free(t->dp, t->g16);
     else
         free(t->g16);
     free(t->bk);
     free(t->bucket_of);
-    free(t->gacc);
+    coh_dev_free(t->be, t->gacc);
     free(t->batch_in);
     free(t->batch_tg);
     free(t->seq);

@@ -17,7 +17,8 @@
 #include <string.h>
 
 #include "cohort/log.h"
-#include "train/parallel/strategy.h"
+#include "train/model/gpt_int.h"
+#include "train/parallel/par_trainer_int.h"
 
 /* ---- the sender thread ------------------------------------------------------------------- */
 
@@ -32,6 +33,7 @@ struct par_pipe {
     coh_pipe_shape shape;
     int stage, p, v, m, L;
     coh_pipe_stage layout;    /* this rank's chunks and arena ranges */
+    int others_away;          /* other stages' parameters given back (counted once) */
     int lo[COH_PIPE_STAGE_MAX_CHUNKS], hi[COH_PIPE_STAGE_MAX_CHUNKS]; /* chunks' blocks */
     size_t msg;               /* floats of every activation and gradient message */
     coh_pipe_action *acts, *eval_acts;
@@ -363,12 +365,17 @@ const coh_pipe_stage *par_pipe_layout(const par_pipe *pp) { return &pp->layout; 
 void par_pipe_keep_own(coh_par_trainer *t, float *params)
 {
     const coh_pipe_stage *lay = &t->pipe->layout;
-    size_t kept = 0, n = coh_gpt_param_count(&t->cfg.train.model);
+    size_t kept = 0, n = coh_gpt_param_count(&t->cfg.train.model), away = 0;
     for (int k = 0; k <= lay->nranges; k++) { /* give back what other stages hold */
         size_t e = k < lay->nranges ? lay->begin[k] : n;
         par_release(params, kept, e);
+        away += e > kept ? e - kept : 0;
         kept = k < lay->nranges ? lay->end[k] : n;
     }
+    /* their parameters, and their gradients, which this stage never writes, are not held */
+    if (!t->pipe->others_away)
+        coh_dev_forget(t->be, 2 * away * sizeof(float));
+    t->pipe->others_away = 1;
 }
 
 /* ZeRO-1 over a stage's replicas: replica r of dp updates the r-th slice of each of the stage's
@@ -471,6 +478,19 @@ static int chunk_ends(const par_pipe *pp, int k)
 static int chunk_loss(const par_pipe *pp, int k)
 {
     return pp->layout.head_hi[k] == pp->layout.head_shards;
+}
+
+void par_pipe_forget_idle_acts(coh_par_trainer *t, int recompute)
+{
+    const par_pipe *pp = t->pipe;
+    int held = 0;
+    for (int k = 0; k < pp->layout.chunks; k++)
+        held += pp->hi[k] - pp->lo[k];
+    gpt_act_sizes_t s;
+    gpt_act_sizes(&t->cfg.train.model, t->cfg.train.batch, t->cfg.train.seq, &s);
+    if (!recompute && held < pp->L) /* every slot's place for the other stages' blocks */
+        coh_dev_forget(t->be, (size_t)(pp->L - held) * s.per_layer * sizeof(float) *
+                                  (size_t)pp->nslots);
 }
 
 coh_status par_pipe_setup_model(const par_pipe *pp, coh_gpt *model, int recompute)

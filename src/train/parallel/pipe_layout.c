@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "train/parallel/pipeline_int.h"
-#include "train/parallel/strategy.h"
+#include "train/parallel/par_trainer_int.h"
 
 /* ---- the balanced split: the search's starting point ---------------------------------------- */
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "train/parallel/strategy.h"
+#include "train/parallel/par_trainer_int.h"
 
 static double sumsq(const float *g, size_t b, size_t e)
 {

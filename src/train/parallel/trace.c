@@ -6,7 +6,7 @@
 
 #include "cohort/clock.h"
 #include "cohort/json_writer.h"
-#include "train/parallel/strategy.h"
+#include "train/parallel/par_trainer_int.h"
 
 typedef struct trace_ev {
     char name[40];

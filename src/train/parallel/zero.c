@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "train/parallel/strategy.h"
+#include "train/parallel/par_trainer_int.h"
 
 coh_status par_gather_bucket(coh_par_trainer *t, int k, int wait)
 {
@@ -12,6 +12,8 @@ coh_status par_gather_bucket(coh_par_trainer *t, int k, int wait)
     size_t main = b->q * (size_t)t->ndp, tail = b->end - b->begin - main;
     float *p = t->params + b->begin;
     coh_status st = COH_OK;
+    if (t->zero_stage == 3) /* its other chunks are written again now */
+        par_params_take_back(t, b);
     b->preq[0] = b->preq[1] = NULL;
     if (b->q)
         st = coh_allgather_async(t->dp, p + (size_t)t->rdp * b->q, p, b->q, COH_F32, &b->preq[0]);
@@ -43,8 +45,7 @@ coh_status par_wait_bucket(coh_par_trainer *t, int k)
 
 static void release_bucket(coh_par_trainer *t, par_bucket *b)
 {
-    par_release(t->params, b->begin, b->own_b);
-    par_release(t->params, b->own_e, b->end);
+    par_params_give_back(t, b);
     b->present = 0;
 }
 
@@ -64,6 +65,7 @@ void par_reset_sequence(coh_par_trainer *t, int train)
         t->seq[n++] = l;
     t->nseq = n;
     t->seqpos = 0;
+    t->seq_train = train;
 }
 
 /* Gather `layer` if needed, then start the next layer's gather so it overlaps this one's use. */
@@ -101,6 +103,20 @@ static void trace_layer(coh_par_trainer *t, int layer)
     par_trace_event(t->trace, name, what, 0, t->t_need[layer + 1], par_now_us());
 }
 
+/* ZeRO-2/3: the gradients of a layer's bucket are held again from just before backward writes
+ * them: the layer's backward, or for the final LayerNorm's and the tied embedding's (which the
+ * fused head writes in its forward) the final LayerNorm's forward in a training step. */
+static void grads_written(coh_par_trainer *t, int layer, coh_param_event ev)
+{
+    int L = coh_gpt_get_config(t->model)->layers;
+    if (ev == COH_PARAM_NEED_BACKWARD) {
+        par_grads_take_back(t, &t->bk[t->bucket_of[layer + 1]]);
+    } else if (layer == L && t->seq_train) {
+        par_grads_take_back(t, &t->bk[t->bucket_of[L + 1]]);
+        par_grads_take_back(t, &t->bk[t->bucket_of[0]]);
+    }
+}
+
 void par_param_hook(void *ctx, int layer, coh_param_event ev, size_t begin, size_t end)
 {
     coh_par_trainer *t = ctx;
@@ -109,13 +125,15 @@ void par_param_hook(void *ctx, int layer, coh_param_event ev, size_t begin, size
     if (t->err)
         return;
     if (ev != COH_PARAM_DONE) {
-        if (t->stage == 3)
+        if (t->zero_stage >= 2)
+            grads_written(t, layer, ev);
+        if (t->zero_stage == 3)
             t->err = need(t, layer);
         t->need_ev[layer + 1] = (int)ev;
         t->t_need[layer + 1] = par_now_us();
         return;
     }
     trace_layer(t, layer);
-    if (t->stage == 3)
+    if (t->zero_stage == 3)
         release_bucket(t, &t->bk[t->bucket_of[layer + 1]]);
 }

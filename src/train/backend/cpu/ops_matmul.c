@@ -1,6 +1,7 @@
 /* ops_matmul.c: linear layers ([in, out] weights) through CBLAS sgemm, and the pieces of the
  * LM head with its softmax cross-entropy, run a chunk of rows at a time (gpt_tp.c). A model in
- * bf16-mixed (bound by gpt_mm_bind) runs every product here on bf16 copies of its operands,
+ * bf16-mixed (its gpt_mm passed to each product) runs every product here on bf16 copies of its
+ * operands,
  * rounded just before, with fp32 accumulation and fp32 results (gemm_bf16.c): the fp32 inputs,
  * weights, gradients and everything between the products stay as they are. */
 #include <cblas.h>
@@ -9,15 +10,11 @@
 #include <string.h>
 
 #include "cohort/log.h"
-#include "train/model/gpt_int.h"
-#include "train/model/par.h"
+#include "train/backend/cpu/cpu_ops.h"
+#include "train/backend/cpu/par.h"
 
-/* The bound model's bf16 buffers, or NULL: its products run fp32. */
-static const gpt_mm *mm_bf16(void)
-{
-    const gpt_mm *m = gpt_mm_bound();
-    return m && m->bf16 ? m : NULL;
-}
+/* The model's bf16 buffers, or NULL: its products run fp32. */
+static const gpt_mm *mm_bf16(const gpt_mm *m) { return m && m->bf16 ? m : NULL; }
 
 /* A bf16 product oneDNN refused after the model's creation checked it could run (out of
  * memory): said once, and the product is redone in fp32 so the step stays correct. */
@@ -86,7 +83,8 @@ static void naive_bf16_a(float *out, const gpt_bf16 *A, const float *W, size_t N
 }
 
 /* The forward product on inp (fp32, rounded here in bf16-mixed) or inp_h (bf16 already). */
-static void matmul_forward(float *out, const float *inp, const gpt_bf16 *inp_h, const float *w,
+static void matmul_forward(const gpt_mm *prec, float *out, const float *inp,
+                           const gpt_bf16 *inp_h, const float *w,
                            const float *b, size_t N, int IC, int OC)
 {
     if (b) {
@@ -95,12 +93,12 @@ static void matmul_forward(float *out, const float *inp, const gpt_bf16 *inp_h, 
             memcpy(out + (size_t)i * OC, b, (size_t)OC * sizeof *b);
     }
     float beta = b ? 1.0f : 0.0f;
-    const gpt_mm *mm = mm_bf16();
+    const gpt_mm *mm = mm_bf16(prec);
     if (mm) {
         if (!inp_h)
             gpt_to_bf16(mm->a, inp, N * (size_t)IC);
         gpt_to_bf16(mm->w, w, (size_t)IC * OC);
-        if (!bf16_failed(gpt_gemm_bf16(0, 0, (int)N, OC, IC, inp_h ? inp_h : mm->a, (size_t)IC,
+        if (!bf16_failed(gpt_gemm_bf16(mm, 0, 0, (int)N, OC, IC, inp_h ? inp_h : mm->a, (size_t)IC,
                                        mm->w, (size_t)OC, beta, out, (size_t)OC)))
             return;
     }
@@ -114,16 +112,16 @@ static void matmul_forward(float *out, const float *inp, const gpt_bf16 *inp_h, 
     free(tmp);
 }
 
-void op_matmul_forward(float *out, const float *inp, const float *w, const float *b, size_t N,
-                       int IC, int OC)
+void op_matmul_forward(const gpt_mm *mm, float *out, const float *inp, const float *w,
+                       const float *b, size_t N, int IC, int OC)
 {
-    matmul_forward(out, inp, NULL, w, b, N, IC, OC);
+    matmul_forward(mm, out, inp, NULL, w, b, N, IC, OC);
 }
 
-void op_matmul_forward_h(float *out, const gpt_bf16 *inp, const float *w, const float *b,
-                         size_t N, int IC, int OC)
+void op_matmul_forward_h(const gpt_mm *mm, float *out, const gpt_bf16 *inp, const float *w,
+                         const float *b, size_t N, int IC, int OC)
 {
-    matmul_forward(out, NULL, inp, w, b, N, IC, OC);
+    matmul_forward(mm, out, NULL, inp, w, b, N, IC, OC);
 }
 
 /* Column sums of dout (N rows of stride ld) into db (OC), each column by one thread in row
@@ -150,11 +148,12 @@ static void bias_backward(float *db, const float *dout, size_t N, int OC, int ld
     bias_backward_to(db, dout, N, OC, ld, NULL);
 }
 
-static void matmul_backward(float *dinp, float *dw, float *db, const float *dout,
+static void matmul_backward(const gpt_mm *prec, float *dinp, float *dw, float *db,
+                            const float *dout,
                             const float *inp, const gpt_bf16 *inp_h, const float *w, size_t N,
                             int IC, int OC, int accumulate)
 {
-    const gpt_mm *mm = mm_bf16();
+    const gpt_mm *mm = mm_bf16(prec);
     float beta = accumulate ? 1.0f : 0.0f;
     if (mm) { /* dout rounded as its column sums are taken (db), or on its own */
         if (db)
@@ -167,10 +166,10 @@ static void matmul_backward(float *dinp, float *dw, float *db, const float *dout
     }
     const gpt_bf16 *a16 = inp_h ? inp_h : mm ? mm->a : NULL;
     /* dinp = dout @ w^T; dw += inp^T @ dout (a refused product leaves its output untouched) */
-    if (!mm || bf16_failed(gpt_gemm_bf16(0, 1, (int)N, IC, OC, mm->b, (size_t)OC, mm->w,
+    if (!mm || bf16_failed(gpt_gemm_bf16(mm, 0, 1, (int)N, IC, OC, mm->b, (size_t)OC, mm->w,
                                          (size_t)OC, beta, dinp, (size_t)IC)))
         par_sgemm(CblasNoTrans, CblasTrans, (int)N, IC, OC, dout, OC, w, OC, beta, dinp, IC);
-    if (!mm || bf16_failed(gpt_gemm_bf16(1, 0, IC, OC, (int)N, a16, (size_t)IC, mm->b,
+    if (!mm || bf16_failed(gpt_gemm_bf16(mm, 1, 0, IC, OC, (int)N, a16, (size_t)IC, mm->b,
                                          (size_t)OC, 1.0f, dw, (size_t)OC))) {
         float *tmp = inp_h ? widened(inp_h, N * (size_t)IC) : NULL;
         if (!inp_h || tmp) {
@@ -190,17 +189,18 @@ static void matmul_backward(float *dinp, float *dw, float *db, const float *dout
         bias_backward(db, dout, N, OC, OC);
 }
 
-void op_matmul_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
-                        const float *w, size_t N, int IC, int OC, int accumulate)
+void op_matmul_backward(const gpt_mm *mm, float *dinp, float *dw, float *db, const float *dout,
+                        const float *inp, const float *w, size_t N, int IC, int OC,
+                        int accumulate)
 {
-    matmul_backward(dinp, dw, db, dout, inp, NULL, w, N, IC, OC, accumulate);
+    matmul_backward(mm, dinp, dw, db, dout, inp, NULL, w, N, IC, OC, accumulate);
 }
 
-void op_matmul_backward_h(float *dinp, float *dw, float *db, const float *dout,
-                          const gpt_bf16 *inp, const float *w, size_t N, int IC, int OC,
-                          int accumulate)
+void op_matmul_backward_h(const gpt_mm *mm, float *dinp, float *dw, float *db,
+                          const float *dout, const gpt_bf16 *inp, const float *w, size_t N,
+                          int IC, int OC, int accumulate)
 {
-    matmul_backward(dinp, dw, db, dout, NULL, inp, w, N, IC, OC, accumulate);
+    matmul_backward(mm, dinp, dw, db, dout, NULL, inp, w, N, IC, OC, accumulate);
 }
 
 /* The key third of the bias gets its exact gradient, zero, instead of the sum of dk: adding b_k
@@ -223,7 +223,7 @@ static void op_head_chunk_logits(const gpt_mm *mm, float *logits, const float *x
 {
     if (mm) {
         gpt_to_bf16(mm->a, x, R * (size_t)C);
-        if (!bf16_failed(gpt_gemm_bf16(0, 1, (int)R, V, C, mm->a, (size_t)C, mm->wte, (size_t)C,
+        if (!bf16_failed(gpt_gemm_bf16(mm, 0, 1, (int)R, V, C, mm->a, (size_t)C, mm->wte, (size_t)C,
                                        0.0f, logits, (size_t)V)))
             return;
     }
@@ -373,9 +373,9 @@ static void op_head_chunk_backward(const gpt_mm *mm, float *dx, float *dwte, flo
             gpt_to_bf16_rows_inplace(dlogits, R, (size_t)V, (size_t)V);
         const gpt_bf16 *dl = (const gpt_bf16 *)(void *)dlogits;
         size_t ld = 2 * (size_t)V;
-        int dx_ok = !bf16_failed(gpt_gemm_bf16(0, 0, (int)R, C, V, dl, ld, mm->wte, (size_t)C,
+        int dx_ok = !bf16_failed(gpt_gemm_bf16(mm, 0, 0, (int)R, C, V, dl, ld, mm->wte, (size_t)C,
                                                0.0f, dx, (size_t)C));
-        int dw_ok = !bf16_failed(gpt_gemm_bf16(1, 0, V, C, (int)R, dl, ld, mm->a, (size_t)C,
+        int dw_ok = !bf16_failed(gpt_gemm_bf16(mm, 1, 0, V, C, (int)R, dl, ld, mm->a, (size_t)C,
                                                1.0f, dwte, (size_t)C));
         if (dx_ok && dw_ok)
             return;
@@ -397,9 +397,9 @@ static void op_head_group_backward(const gpt_mm *mm, float *dx, float *dwte, flo
                                    size_t chunk, const float *x, const float *wte, size_t n,
                                    int C, int V)
 {
-    int dx_ok = !bf16_failed(gpt_gemm_bf16(0, 0, (int)n, C, V, mm->dl, (size_t)V, mm->wte,
+    int dx_ok = !bf16_failed(gpt_gemm_bf16(mm, 0, 0, (int)n, C, V, mm->dl, (size_t)V, mm->wte,
                                            (size_t)C, 0.0f, dx, (size_t)C));
-    int dw_ok = !bf16_failed(gpt_gemm_bf16(1, 0, V, C, (int)n, mm->dl, (size_t)V, mm->a,
+    int dw_ok = !bf16_failed(gpt_gemm_bf16(mm, 1, 0, V, C, (int)n, mm->dl, (size_t)V, mm->a,
                                            (size_t)C, 1.0f, dwte, (size_t)C));
     for (size_t r0 = 0; !(dx_ok && dw_ok) && r0 < n; r0 += chunk) {
         size_t R = n - r0 < chunk ? n - r0 : chunk;
@@ -430,7 +430,7 @@ static void op_head_grouped(const gpt_mm *mm, float *losses, float *dlnf, float 
         for (size_t r0 = 0; r0 < n; r0 += chunk) {
             size_t R = n - r0 < chunk ? n - r0 : chunk;
             const gpt_bf16 *xa = mm->a + r0 * C;
-            if (bf16_failed(gpt_gemm_bf16(0, 1, (int)R, V, C, xa, (size_t)C, mm->wte, (size_t)C,
+            if (bf16_failed(gpt_gemm_bf16(mm, 0, 1, (int)R, V, C, xa, (size_t)C, mm->wte, (size_t)C,
                                           0.0f, logits, (size_t)V)))
                 par_sgemm(CblasNoTrans, CblasTrans, (int)R, V, C, lnf + (g0 + r0) * C, C, wte,
                           C, 0.0f, logits, V);
@@ -444,7 +444,8 @@ static void op_head_grouped(const gpt_mm *mm, float *losses, float *dlnf, float 
     }
 }
 
-coh_status op_head_loss(float *losses, float *dlnf, float *dwte, float *logits, size_t chunk,
+coh_status op_head_loss(const gpt_mm *prec, float *losses, float *dlnf, float *dwte,
+                        float *logits, size_t chunk,
                         const float *lnf, const float *wte, const int32_t *targets, size_t N,
                         int C, int V, float grad_scale, const gpt_vocab_part *part)
 {
@@ -452,7 +453,7 @@ coh_status op_head_loss(float *losses, float *dlnf, float *dwte, float *logits, 
     float dscale = dlnf ? grad_scale / (float)N : 0.0f;
     float stats[3 * GPT_HEAD_CHUNK], *max = stats, *sum_tgt = stats + GPT_HEAD_CHUNK;
     coh_status st = COH_OK;
-    const gpt_mm *mm = mm_bf16();
+    const gpt_mm *mm = mm_bf16(prec);
     if (mm && vn > 0)
         gpt_to_bf16(mm->wte, wte, (size_t)vn * C);
     int fused = mm && dlnf && vn > 0 && !(part && part->reduce);
@@ -509,8 +510,10 @@ coh_status op_head_loss(float *losses, float *dlnf, float *dwte, float *logits, 
     return st;
 }
 
-void op_head_logits(float *logits, const float *x, const float *wte, int C, int V)
+void op_head_logits(const gpt_mm *mm, float *logits, const float *x, const float *wte, int C,
+                    int V)
 {
+    (void)mm; /* one row: fp32 in every precision, as the model samples */
     cblas_sgemv(CblasRowMajor, CblasNoTrans, V, C, 1.0f, wte, C, x, 1, 0.0f, logits, 1);
 }
 

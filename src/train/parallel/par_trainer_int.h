@@ -1,5 +1,6 @@
-/* strategy.h: the inside of the parallel trainer, shared by its files: buckets, shards, the
- * hooks each strategy installs, and the trace. Public API: include/cohort/parallel.h.
+/* par_trainer_int.h: the inside of the parallel trainer (its private struct), shared by its
+ * files: buckets, shards, the hooks each strategy installs, and the trace. Public API:
+ * include/cohort/parallel.h.
  *
  * One step (every strategy; single is dp = 1 and installs no hooks):
  *   forward  (ZeRO-3: param hook gathers layer l, prefetches the next, frees after use)
@@ -14,14 +15,15 @@
  * Each bucket [b, e) is split for ZeRO into dp chunks of q = (e - b) / dp elements; rank r owns
  * [b + r q, b + (r + 1) q) and the last rank also the tail [b + dp q, e), so reduce-scatter
  * and all-gather work in place on the arena and the tail travels by all-reduce / broadcast. */
-#ifndef COHORT_PARALLEL_STRATEGY_H
-#define COHORT_PARALLEL_STRATEGY_H
+#ifndef COHORT_PAR_TRAINER_INT_H
+#define COHORT_PAR_TRAINER_INT_H
 
 #include <stdio.h>
 
 #include "cohort/parallel.h"
 #include "cohort/pipeline.h"
 #include "cohort/train_dp.h"
+#include "train/backend/backend.h"
 
 typedef struct par_trace par_trace;
 
@@ -44,13 +46,18 @@ typedef struct par_bucket {
     coh_comm_req *preq[2]; /* ZeRO parameter all-gather (main, tail) in flight */
     int pbusy, present;    /* gather issued; parameters whole (ZeRO-3) */
     double t_pissue;
+    /* the part this rank does not own is given back to the backend (not held) */
+    int params_away, grads_away;
 } par_bucket;
 
 struct coh_par_trainer {
     coh_par_config cfg;
+    const coh_backend *be; /* the model's: every buffer and give-back of the rank */
     coh_mesh *mesh;
     coh_comm *dp;
-    int ndp, rdp, stage;
+    int ndp, rdp;
+    int zero_stage;        /* the ZeRO stage: 1..3, or 0 (single, ddp, any pp > 1); never a
+                              pipeline stage (those are par_pipe's) */
     coh_trainer *base;
     coh_dp *threads;       /* strategy dp: the device threads; owns base */
     coh_gpt *model;
@@ -72,6 +79,7 @@ struct coh_par_trainer {
     int *need_ev;          /* (L + 2) the NEED event kind, for the trace name */
     int *seq;              /* (2L + 4) expected NEED order of one step, for prefetching */
     int nseq, seqpos;
+    int seq_train;           /* the step walking seq writes gradients (not an evaluation) */
     par_trace *trace;
     coh_model_state_bytes peak;
     coh_model_state_bytes *dev_peak; /* (ndev) each device's peak; dp has one per device */
@@ -88,10 +96,20 @@ struct coh_par_trainer {
 coh_status par_plan_buckets(coh_par_trainer *t);
 /* The bucket plan of rank rdp of ndp into bk and bucket_of (each L + 2 long); returns the
  * bucket count, *own_total the elements this rank owns under ZeRO. Pure. */
-int par_bucket_plan(const coh_gpt_config *c, int stage, int ndp, int rdp, size_t bucket_bytes,
+int par_bucket_plan(const coh_gpt_config *c, int zero_stage, int ndp, int rdp, size_t bucket_bytes,
                     par_bucket *bk, int *bucket_of, size_t *own_total);
-/* Zero [b, e) of `base` and give its whole pages back to the system. */
+/* Zero [b, e) of `base` and give what it can of it back through the backend, counting nothing
+ * (the give-backs below count). */
 void par_release(float *base, size_t b, size_t e);
+/* ZeRO: bucket b's parameters (gradients) this rank does not own given back to the backend,
+ * and taken back before they are written again (gathered; backward). Each counts once in the
+ * allocator's figures, however often it is called. */
+void par_params_give_back(coh_par_trainer *t, par_bucket *b);
+void par_params_take_back(coh_par_trainer *t, par_bucket *b);
+void par_grads_give_back(coh_par_trainer *t, par_bucket *b);
+void par_grads_take_back(coh_par_trainer *t, par_bucket *b);
+/* Every bucket's gradients zeroed and given back (ZeRO-2/3 between steps; own chunks too). */
+void par_grads_give_back_all(coh_par_trainer *t);
 /* Bytes of [b, e) of `base` in resident pages. */
 uint64_t par_resident(const float *base, size_t b, size_t e);
 
@@ -132,6 +150,8 @@ int par_pipe_optimizer_ranges(const par_pipe *pp, size_t vc, int rdp, int ndp, i
 coh_status par_pipe_share_update(coh_par_trainer *t);
 /* Zero and give back the pages of every parameter this stage does not hold (after a full load). */
 void par_pipe_keep_own(coh_par_trainer *t, float *params);
+/* The activation slots' places of blocks other stages run are never written: not held. */
+void par_pipe_forget_idle_acts(coh_par_trainer *t, int recompute);
 /* pipe_layout.c: the estimated compute of a model chunk, in any one unit: per block, and what
  * the first virtual stage (embeddings) and the last (final LayerNorm, LM head, loss) add. */
 typedef struct pipe_chunk_cost {
@@ -186,8 +206,8 @@ coh_status par_pipe_gather(coh_par_trainer *t, float *out);
 /* "0-2" or, with chunks, "0-0,4-4": the layers this rank holds. */
 void par_pipe_describe(const par_pipe *pp, char *buf, size_t cap);
 
-/* par_step.c: the whole model's arena (`whole` floats) in `out` on every rank of the tp group,
- * from each rank's shard arena. Collective over tp. */
+/* tensor_parallel.c: the whole model's arena (`whole` floats) in `out` on every rank of the tp
+ * group, from each rank's shard arena. Collective over tp. */
 coh_status par_tp_gather(coh_par_trainer *t, const float *shard, float *out, size_t whole);
 
 /* zero.c */

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "train/model/gpt_int.h"
+#include "train/backend/cpu/cpu_ops.h"
 
 /* Row t of causal probabilities in place: exp(s - lse) for j <= t, 0 after. When lse is not
  * yet known (forward) it is computed and stored first. */

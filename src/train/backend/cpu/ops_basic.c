@@ -3,8 +3,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "train/model/gpt_int.h"
-#include "train/model/par.h"
+#include "train/backend/cpu/cpu_ops.h"
+#include "train/backend/cpu/par.h"
 
 void op_encoder_forward(float *out, const int32_t *tok, const float *wte, const float *wpe, int B,
                         int T, int C, int v0, int vn, int add_wpe)

@@ -7,32 +7,13 @@
 #include <stdint.h>
 
 #include "cohort/status.h"
-
-typedef uint16_t gpt_bf16; /* the upper half of an IEEE float */
-
-/* Where a bf16-mixed model keeps the bf16 copies of a GEMM's operands (gpt_act_sizes counts
- * them): a (rows x an input width), b (rows x an output width), w (one block matrix), wte (the
- * head's vocabulary rows), dl (the head's bf16 dL/dlogits for up to dl_rows rows, so that its
- * two backward products run once over all of them instead of once per chunk; NULL: per chunk).
- * NULL (or bf16 0) in the binding: every product runs fp32. */
-typedef struct gpt_mm {
-    int bf16;
-    gpt_bf16 *a, *b, *w, *wte, *dl;
-    size_t dl_rows;
-    void *scratch;        /* oneDNN's scratchpad for the model's products (the largest one's) */
-    size_t scratch_bytes;
-} gpt_mm;
-
-/* The calling thread's products run as *mm says until the next bind (gpt_step.c binds the
- * model at each entry point; coh_gpt_destroy unbinds its own). Returns the previous binding. */
-const gpt_mm *gpt_mm_bind(const gpt_mm *mm);
-const gpt_mm *gpt_mm_bound(void);
+#include "train/backend/backend.h"
 
 /* bytes (rounded up to 64) aligned to 64, as oneDNN's kernels read their scratchpad; free()
  * releases it. */
 void *gpt_bf16_alloc(size_t bytes);
 
-/* Frees the scratchpad the calling thread keeps for products no bound model's fits. */
+/* Frees the scratchpad the calling thread keeps for products no model's scratchpad fits. */
 void gpt_bf16_release_thread_scratch(void);
 
 /* COH_OK when bf16 products can run here (oneDNN built in, a CPU with at least AVX-512);
@@ -54,10 +35,11 @@ float gpt_bf16_to_float(gpt_bf16 h);
 
 /* C (M x N, fp32, row stride ldc) = beta C + op(A) op(B), op(A) M x K, op(B) K x N; A and B
  * row-major bf16 with row strides lda, ldb (ta/tb: the stored matrix is the transpose). The
- * scratchpad is the bound model's when it is large enough, else one the thread keeps.
+ * scratchpad is mm's when it is large enough (mm may be NULL), else one the thread keeps.
  * COH_ERR_UNSUPPORTED when oneDNN is missing or refuses the shape. */
-coh_status gpt_gemm_bf16(int ta, int tb, int M, int N, int K, const gpt_bf16 *A, size_t lda,
-                         const gpt_bf16 *B, size_t ldb, float beta, float *C, size_t ldc);
+coh_status gpt_gemm_bf16(const gpt_mm *mm, int ta, int tb, int M, int N, int K,
+                         const gpt_bf16 *A, size_t lda, const gpt_bf16 *B, size_t ldb,
+                         float beta, float *C, size_t ldc);
 
 /* Bytes of the scratchpad the product of that shape uses (accumulate: beta 1), shared by all
  * products of a thread (the largest counts); 0 when bf16 is unavailable. prepare: also create

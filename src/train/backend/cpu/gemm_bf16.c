@@ -9,24 +9,12 @@
 
 #include "cohort/clock.h"
 #include "cohort/train.h"
-#include "train/model/gemm_bf16.h"
-#include "train/model/gpt_int.h"
+#include "train/backend/cpu/cpu_ops.h"
 
 #ifdef COHORT_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.h>
 #include <sys/mman.h>
 #endif
-
-static _Thread_local const gpt_mm *bound_mm;
-
-const gpt_mm *gpt_mm_bind(const gpt_mm *mm)
-{
-    const gpt_mm *old = bound_mm;
-    bound_mm = mm;
-    return old;
-}
-
-const gpt_mm *gpt_mm_bound(void) { return bound_mm; }
 
 /* Round to nearest even on the upper 16 bits; a NaN keeps a mantissa bit so it stays NaN. */
 GPT_CLONES static void to_bf16_run(gpt_bf16 *dst, const float *src, size_t n)
@@ -280,8 +268,9 @@ coh_status gpt_bf16_check(void)
     return COH_OK;
 }
 
-coh_status gpt_gemm_bf16(int ta, int tb, int M, int N, int K, const gpt_bf16 *A, size_t lda,
-                         const gpt_bf16 *B, size_t ldb, float beta, float *C, size_t ldc)
+coh_status gpt_gemm_bf16(const gpt_mm *mm, int ta, int tb, int M, int N, int K,
+                         const gpt_bf16 *A, size_t lda, const gpt_bf16 *B, size_t ldb,
+                         float beta, float *C, size_t ldc)
 {
     if (beta != 0.0f && beta != 1.0f)
         return coh_errf(COH_ERR_INVALID, "bf16 gemm: beta '%g' (0 or 1 only)", beta);
@@ -296,7 +285,6 @@ coh_status gpt_gemm_bf16(int ta, int tb, int M, int N, int K, const gpt_bf16 *A,
     if ((st = lookup(c, &k, &i)))
         return st;
     size_t need = dnnl_memory_desc_get_size(&c->scratch_md[i]);
-    const gpt_mm *mm = gpt_mm_bound();
     void *scratch = mm && mm->scratch_bytes >= need ? mm->scratch : NULL;
     if (!scratch && need > c->scratch_bytes) {
         free(c->scratch);
@@ -369,13 +357,11 @@ size_t gpt_gemm_bf16_scratch(int ta, int tb, int M, int N, int K, size_t lda, si
         size_t na = (size_t)(ta ? K : M) * lda * 2, nb = (size_t)(tb ? N : K) * ldb * 2,
                nc = (size_t)M * ldc * 4, ns = bytes ? bytes : 1;
         void *A = map_zeros(na), *B = map_zeros(nb), *C = map_zeros(nc), *S = map_zeros(ns);
-        const gpt_mm *was = gpt_mm_bind(NULL);
         if (A && B && C && S) {
             gpt_mm tmp = {.scratch = S, .scratch_bytes = ns};
-            gpt_mm_bind(&tmp);
-            gpt_gemm_bf16(ta, tb, M, N, K, A, lda, B, ldb, accumulate ? 1.0f : 0.0f, C, ldc);
+            gpt_gemm_bf16(&tmp, ta, tb, M, N, K, A, lda, B, ldb, accumulate ? 1.0f : 0.0f, C,
+                          ldc);
         }
-        gpt_mm_bind(was);
         unmap(A, na), unmap(B, nb), unmap(C, nc), unmap(S, ns);
         return bytes;
     }
@@ -399,7 +385,7 @@ static coh_status self_test(void)
         int ta = kinds[k][0], tb = kinds[k][1], acc = kinds[k][2];
         for (int i = 0; i < n * n; i++)
             out[i] = acc ? 1.0f : 0.0f;
-        coh_status st = gpt_gemm_bf16(ta, tb, n, n, n, a, n, b, n, acc ? 1.0f : 0.0f, out, n);
+        coh_status st = gpt_gemm_bf16(NULL, ta, tb, n, n, n, a, n, b, n, acc ? 1.0f : 0.0f, out, n);
         if (st)
             return st;
         for (int i = 0; i < n; i++)
@@ -448,8 +434,9 @@ coh_status gpt_bf16_check(void)
                     "--precision fp32");
 }
 
-coh_status gpt_gemm_bf16(int ta, int tb, int M, int N, int K, const gpt_bf16 *A, size_t lda,
-                         const gpt_bf16 *B, size_t ldb, float beta, float *C, size_t ldc)
+coh_status gpt_gemm_bf16(const gpt_mm *mm, int ta, int tb, int M, int N, int K,
+                         const gpt_bf16 *A, size_t lda, const gpt_bf16 *B, size_t ldb,
+                         float beta, float *C, size_t ldc)
 {
     return gpt_bf16_check();
 }
@@ -486,7 +473,7 @@ double coh_measure_bf16_gemm_flops(int n)
         }
         for (int r = 0; r < 6; r++) { /* the first run also creates the primitive */
             uint64_t t0 = coh_now_ns();
-            if (gpt_gemm_bf16(0, 0, n, n, n, a, (size_t)n, b, (size_t)n, 0.0f, c, (size_t)n))
+            if (gpt_gemm_bf16(NULL, 0, 0, n, n, n, a, (size_t)n, b, (size_t)n, 0.0f, c, (size_t)n))
                 break;
             double s = (double)(coh_now_ns() - t0) * 1e-9;
             double f = 2.0 * n * (double)n * n / (s > 0 ? s : 1e-9);

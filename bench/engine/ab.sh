@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# ab.sh: cohort train of two builds side by side (A: before a change, B: after), alternating
+# in each round so a slow spell of a shared machine falls on both: single, ddp (2 ranks through
+# cohort run), zero3 (2 ranks), pp 2 1f1b with 8 microbatches, tp 2; one thread a rank. Each
+# run's figure is its median tokens/s over the steps after the first; each side keeps its best
+# round; prints B/A per configuration.
+# usage: bench/engine/ab.sh COHORT_A COHORT_B [ROUNDS (default 3)]; env STEPS (default 6)
+set -euo pipefail
+a=$1 b=$2 rounds=${3:-3} steps=${STEPS:-6}
+root=$(cd "$(dirname "$0")/../.." && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cat "$root"/README.md "$root"/docs/*.md > "$work/corpus.txt"
+"$a" prepare --tokenizer byte --documents paragraph --out "$work/c" "$work/corpus.txt" >/dev/null
+model=(--vocab 256 --layers 4 --heads 4 --dim 256 --seq 128 --batch 4 --threads 1
+       --data "$work/c_train_*.bin" --val-every 1000000)
+configs=("single:1:--strategy single" "ddp:2:--strategy ddp" "zero3:2:--strategy zero3"
+         "pp2_1f1b_m8:2:--pp 2 --schedule 1f1b --microbatches 8" "tp2:2:--tp 2")
+median_tps() { # metrics file: median tokens/s of the steps after the first
+    python3 -c 'import json,sys
+v=sorted(json.loads(l)["tokens_per_s"] for l in open(sys.argv[1]).read().splitlines()[1:])
+print(v[len(v)//2] if v else 0)' "$1"
+}
+declare -A best
+echo "load before: $(uptime)"
+for r in $(seq "$rounds"); do
+    for c in "${configs[@]}"; do
+        IFS=: read -r name n opts <<<"$c"
+        order="A B"
+        [ $((r % 2)) -eq 0 ] && order="B A" # even rounds in reverse
+        for side in $order; do
+            bin=$a
+            [ "$side" = B ] && bin=$b
+            # shellcheck disable=SC2086
+            "$bin" run --nproc-per-node "$n" "$bin" train "${model[@]}" $opts --steps "$steps" \
+                --metrics "$work/m.jsonl" >/dev/null 2>&1
+            t=$(median_tps "$work/m.jsonl")
+            echo "round $r $name $side: $t tokens/s"
+            k="$name.$side"
+            best[$k]=$(echo "${best[$k]:-0} $t" | awk '{ print ($2 > $1) ? $2 : $1 }')
+        done
+    done
+done
+echo "best of $rounds rounds (tokens/s): configuration A B B/A"
+for c in "${configs[@]}"; do
+    name=${c%%:*}
+    echo "$name ${best[$name.A]} ${best[$name.B]} $(echo "${best[$name.B]} ${best[$name.A]}" |
+        awk '{ printf "%.3f", $1 / $2 }')"
+done
+echo "load after: $(uptime)"
