@@ -14,16 +14,19 @@ model_srcs=("$src"/src/train/model/*.c "$src"/src/train/model/*.h "$src"/src/tra
 
 # ---- link level: undefined symbols of the model's and optimizer's objects ----
 command -v nm >/dev/null || { echo "SKIP link: no nm"; exit 77; }
-cpu_objs=("$obj"/src/train/backend/cpu/*.o)
-[ -e "${cpu_objs[0]}" ] || { echo "FAIL: no CPU backend objects under $obj"; exit 1; }
+# objects of the sources as they are now (a build folder may still hold objects of moved files)
+objs_of() { for c in "$@"; do echo "$obj/${c#"$src"/}.o"; done; }
+mapfile -t cpu_objs < <(objs_of "$src"/src/train/backend/cpu/*.c)
+for o in "${cpu_objs[@]}"; do [ -e "$o" ] || { echo "FAIL: no object $o for a CPU backend source"; exit 1; }; done
 # every global the CPU backend defines, except the one entry point that hands out its table
 cpu_defs=$(nm -g --defined-only "${cpu_objs[@]}" | awk 'NF==3 {print $3}' |
            grep -vx 'coh_backend_cpu' | sort -u)
 [ -n "$cpu_defs" ] || { echo "FAIL: the CPU backend defines nothing?"; exit 1; }
 echo "$cpu_defs" | grep -qx 'op_matmul_forward' || bad "op_matmul_forward not in the CPU backend"
 checked=0
-for o in "$obj"/src/train/model/*.o "$obj"/src/train/optim/*.o; do
+for o in $(objs_of "$src"/src/train/model/*.c "$src"/src/train/optim/*.c); do
     name=${o#"$obj"/}
+    [ -e "$o" ] || { bad "no object $name: the test reads objects where CMake puts them"; continue; }
     und=$(nm -u "$o" | awk '{print $NF}' | sort -u)
     checked=$((checked + 1))
     hits=$(comm -12 <(echo "$und") <(echo "$cpu_defs"))
