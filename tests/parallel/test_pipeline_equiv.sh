@@ -40,8 +40,8 @@ par_run_tied interleaved-rc 2 --pp 2 --schedule interleaved --virtual-stages 2 -
     --grad-accum 4 --recompute full && compare "interleaved, pp 2, --recompute full" single interleaved-rc
 # the default split is the one whose simulated step is shortest: here the embeddings alone in
 # the first chunk (blocks 0-1 on stage 1, 2-3 on stage 0, the head on stage 1)
-grep -q "stage 0: blocks embeddings,2-3 + embeddings" "$work/interleaved.out" &&
-    grep -q "stage 1: blocks 0-1,head + final LayerNorm and head" "$work/interleaved.out" ||
+grep -q "stage 0: blocks 2-3 + embeddings;" "$work/interleaved.out" &&
+    grep -q "stage 1: blocks 0-1 + final LayerNorm and LM head;" "$work/interleaved.out" ||
     fail "interleaved: the default split: $(grep 'stage [01]:' "$work/interleaved.out")"
 # and a block in every chunk
 par_run_tied interleaved-blocks 2 --pp 2 --schedule interleaved --virtual-stages 2 --micro-batch 2 \
