@@ -178,7 +178,7 @@ static void put(char *buf, size_t cap, size_t *len, const char *fmt, ...)
  * "head:1-2/3"), "" for a chunk of the embeddings or the whole head alone. */
 static void chunk_text(const coh_pipe_stage *st, int k, char *buf, size_t cap)
 {
-    int n = 0, lo = st->head_lo[k], hi = st->head_hi[k];
+    int n = 0, lo = st->head_lo[k], hi = st->head_shards > 1 ? st->head_hi[k] : lo;
     buf[0] = '\0';
     if (st->lo[k] < st->hi[k])
         n = snprintf(buf, cap, "%d-%d%s", st->lo[k], st->hi[k] - 1, hi > lo ? "+" : "");
@@ -194,7 +194,7 @@ char *cli_stage_parts(const coh_pipe_stage *st, char *buf, size_t cap)
     int blocks = 0, shards = 0;
     for (int k = 0; k < st->chunks; k++) {
         blocks += st->hi[k] > st->lo[k];
-        shards += st->head_hi[k] > st->head_lo[k];
+        shards += st->head_shards > 1 && st->head_hi[k] > st->head_lo[k];
         chunk_text(st, k, one, sizeof one);
         if (*one)
             put(spelled, sizeof spelled, &n, "%s%s", n ? "," : "", one);
