@@ -58,7 +58,7 @@ int cli_gpt2_open(const char *cmd, const char *encoder, const char *merges, coh_
     for (int i = 0; i < 2; i++) {
         const char *f = i ? merges : encoder;
         if (access(f, R_OK))
-            return cli_usage_error(cmd, "the gpt2 tokenizer: cannot read '%s' (%s); run "
+            return cli_usage_error(cmd, "--tokenizer gpt2: cannot read '%s' (%s); run "
                                    "scripts/setup.sh, which installs the GPT-2 tables, set "
                                    "COHORT_GPT2_DIR to their folder, or give --encoder FILE and "
                                    "--merges FILE", f, strerror(errno));

@@ -194,7 +194,7 @@ char *cli_stage_parts(const coh_pipe_stage *st, char *buf, size_t cap)
     int blocks = 0, shards = 0;
     for (int k = 0; k < st->chunks; k++) {
         blocks += st->hi[k] > st->lo[k];
-        shards += st->head_shards > 1 && st->head_hi[k] > st->head_lo[k];
+        shards += st->head_shards > 1 ? st->head_hi[k] - st->head_lo[k] : 0;
         chunk_text(st, k, one, sizeof one);
         if (*one)
             put(spelled, sizeof spelled, &n, "%s%s", n ? "," : "", one);

@@ -316,9 +316,9 @@ static int check_data(train_opts *o, const coh_gpt_config *m, const char *from)
     if (st)
         return cli_fail(CMD, st);
     if (max_id >= m->vocab)
-        return cli_usage_error(CMD, "the shards hold token id %d, outside the vocabulary of %d "
-                               "ids of %s: %s", (int)max_id, m->vocab,
-                               from ? from : "this model",
+        return cli_usage_error(CMD, "the shards hold token id %d, outside the model's vocabulary "
+                               "of %d ids%s%s%s: %s", (int)max_id, m->vocab,
+                               from ? " (checkpoint '" : "", from ? from : "", from ? "')" : "",
                                from ? "train on shards of its tokenizer"
                                : max_id <= 50256 && m->vocab == 256
                                    ? "these are GPT-2 shards: drop --vocab (default 50257) or "
