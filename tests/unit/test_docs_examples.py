@@ -168,9 +168,9 @@ def help_of(sub):
 def value_options(help_text):
     """Options of a help text that take a value ('--pick N'), so the program after them is found."""
     opts = set()
-    for m in re.finditer(r"(?m)^\s+(?:-\w,\s+)?(--[\w-]+)[ =]([A-Z][\w|.]*|[a-z]+(?:\|[\w-]+)+)",
+    for m in re.finditer(r"(?m)^\s+(?:(-\w),\s+)?(--[\w-]+)[ =]([A-Z][\w|.]*|[a-z]+(?:\|[\w-]+)+)",
                          help_text):
-        opts.add(m.group(1))
+        opts.update(o for o in m.group(1, 2) if o)
     return opts
 
 
