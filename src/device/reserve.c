@@ -126,7 +126,8 @@ static int lock_device(const coh_inventory *inv, const coh_visible_device *d, co
  * job's own. Creates nothing: a missing file is a free device. */
 static int held(const char *path, int any, char *holder, size_t cap)
 {
-    int fd = open(path, O_RDWR | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC); /* flock needs no write access: another
+                                                  user's file in a shared lock dir is read */
     if (fd < 0)
         return 0;
     if (flock(fd, (any ? LOCK_EX : LOCK_SH) | LOCK_NB) == 0) {

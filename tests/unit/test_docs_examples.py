@@ -66,7 +66,6 @@ EXCLUDED = [
     ("plan.md", "cohort plan ... --calibration cal.json", "synopsis (the model left out)"),
     ("plan.md", "--host node0,node1", "two hosts"),
     ("plan.md", "--calibration cal.json --nodes 2", "synopsis over two nodes"),
-    ("plan.md", "--global-batch 16   # this machine", "measures this machine's products: minutes"),
     ("plan.md", "--micro-batch 4 --grad-accum 2 --measure", "--measure trains every leader: minutes"),
     ("cluster.md", "--nnodes 2 --node-rank 0", "two nodes"),
     ("cluster.md", "--nnodes 2 --node-rank 1", "two nodes"),
