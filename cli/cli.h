@@ -52,6 +52,10 @@ int cli_parse_float(const char *cmd, const char *opt, const char *s, double lo, 
 /* A byte size as coh_size_parse reads it ("16GiB", "512M"), at least lo bytes. */
 int cli_parse_size(const char *cmd, const char *opt, const char *s, uint64_t lo, uint64_t *out);
 
+/* A device's memory: a size with its unit; a bare number ("16") is refused, naming the units,
+ * rather than read as bytes. */
+int cli_parse_memory(const char *cmd, const char *opt, const char *s, uint64_t *out);
+
 /* Name of the program as invoked, for usage lines ("cohort"). */
 extern const char *cli_progname;
 

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli.h"
 #include "cohort/size.h"
@@ -71,4 +72,15 @@ int cli_parse_size(const char *cmd, const char *opt, const char *s, uint64_t lo,
     }
     *out = v;
     return 1;
+}
+
+int cli_parse_memory(const char *cmd, const char *opt, const char *s, uint64_t *out)
+{
+    size_t n = strspn(s, "0123456789.");
+    if (n && !s[n]) { /* "16": bytes to the size parser, never what a device holds */
+        cli_usage_error(cmd, "invalid %s '%s': give a unit, e.g. %sGiB (binary), %sGB (decimal) "
+                        "or %sMiB", opt, s, s, s, s);
+        return 0;
+    }
+    return cli_parse_size(cmd, opt, s, 1, out);
 }

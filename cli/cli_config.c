@@ -246,8 +246,8 @@ int cli_config_finish(const char *cmd, cli_config *c, int world)
 {
     coh_parallel_config *p = &c->par;
     long long mp = (long long)p->tp * p->pp;
-    if (world > 0 && p->strategy != COH_STRATEGY_DP && world % mp == 0)
-        p->dp = (int)(world / mp); /* cli_config_place checks it against --dp */
+    if (world > 0 && p->strategy != COH_STRATEGY_DP && world % mp == 0 && !c->dp_given)
+        p->dp = (int)(world / mp); /* a given --dp stays, for cli_config_place to check */
     else if (world == 0 && !c->dp_given && p->gpus_per_node) {
         long long devices = (long long)(p->nodes ? p->nodes : 1) * p->gpus_per_node;
         if (devices % mp)

@@ -118,7 +118,7 @@ static int print_fit(const est_request *r, const coh_estimate *e)
     if (n == 0)
         printf("no single change fits; combine them, or use devices with more memory\n");
     else
-        printf("changes that fit, smallest first:\n");
+        printf("changes that fit, cheapest first (the order of docs/estimate.md section 5):\n");
     for (int i = 0; i < n; i++) {
         printf("  %-48s %12s per device\n", rem[i].what, est_fmt(rem[i].total_bytes, r->si, b, sizeof b));
         printf("    cohort train: %s\n", rem[i].runnable ? "runs this today" : rem[i].missing);

@@ -61,7 +61,9 @@ static int pick_devices(run_devices *d, coh_accel accel, const coh_vis_env *env,
     if (rc)
         return rc;
     if (vis->accel == COH_ACCEL_CPU || vis->count == 0)
-        return cli_usage_error("run", "invalid option '--pick %d': no accelerator is visible", d->pick);
+        return cli_fail("run", coh_errf(COH_ERR_NOT_FOUND, "--pick %d: no accelerator is "
+                                        "visible, so none is free ('cohort devices' lists what "
+                                        "this machine has)", d->pick));
     coh_pick_opts po;
     coh_pick_opts_init(&po);
     po.n = d->pick;

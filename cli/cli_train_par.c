@@ -1,6 +1,7 @@
 /* cli_train_par.c: the parallel side of `cohort train`: world and mesh from the launcher's
  * environment, the start-up summary (global batch, expected vs held model state), per-rank
  * memory in the metrics, trace file names, and the final parameter dump. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,19 +151,65 @@ static void print_pipeline(const train_opts *o, coh_par_trainer *t)
         coh_pipe_stage st;
         if (coh_par_pipe_stage(&pc, s, &st))
             return;
-        char layers[256], state[24];
-        coh_pipe_stage_blocks(&st, layers, sizeof layers);
+        char layers[320], state[24];
+        cli_stage_parts(&st, layers, sizeof layers);
         coh_par_memory pm;
         char total[24] = "?";
         if (!coh_par_memory_estimate_stage(&pc, s, &pm))
             coh_size_format(pm.total, total, sizeof total);
-        coh_info("stage %d: blocks %s%s%s; %.2fM parameters, model state %s (fp32 params, "
+        coh_info("stage %d: %s; %.2fM parameters, model state %s (fp32 params, "
                  "grads, AdamW m and v); predicted %s in all with %d activation slot%s", s,
-                 layers, st.first ? " + embeddings" : "",
-                 st.last && st.head_shards == 1 ? " + final LayerNorm and head" : "",
-                 st.params / 1e6, coh_size_format(16 * (uint64_t)st.params, state, sizeof state),
+                 layers, st.params / 1e6, coh_size_format(16 * (uint64_t)st.params, state, sizeof state),
                  total, pm.activation_slots, pm.activation_slots == 1 ? "" : "s");
     }
+}
+
+/* Append to buf (cap bytes) at *len, cut short when it does not fit. */
+static void put(char *buf, size_t cap, size_t *len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int w = *len < cap ? vsnprintf(buf + *len, cap - *len, fmt, ap) : 0;
+    va_end(ap);
+    *len += w > 0 ? (size_t)w : 0;
+    *len = *len < cap ? *len : cap;
+}
+
+/* Chunk k's blocks and head shards as --stage-layers spells them ("2-3", "0-0+head:0/2",
+ * "head:1-2/3"), "" for a chunk of the embeddings or the whole head alone. */
+static void chunk_text(const coh_pipe_stage *st, int k, char *buf, size_t cap)
+{
+    int n = 0, lo = st->head_lo[k], hi = st->head_shards > 1 ? st->head_hi[k] : lo;
+    buf[0] = '\0';
+    if (st->lo[k] < st->hi[k])
+        n = snprintf(buf, cap, "%d-%d%s", st->lo[k], st->hi[k] - 1, hi > lo ? "+" : "");
+    if (hi > lo && n >= 0 && (size_t)n < cap)
+        snprintf(buf + n, cap - (size_t)n, hi - lo == 1 ? "head:%d/%d" : "head:%d-%d/%d", lo,
+                 hi - lo == 1 ? st->head_shards : hi - 1, st->head_shards);
+}
+
+char *cli_stage_parts(const coh_pipe_stage *st, char *buf, size_t cap)
+{
+    char spelled[256] = "", one[64];
+    size_t n = 0;
+    int blocks = 0, shards = 0;
+    for (int k = 0; k < st->chunks; k++) {
+        blocks += st->hi[k] > st->lo[k];
+        shards += st->head_shards > 1 ? st->head_hi[k] - st->head_lo[k] : 0;
+        chunk_text(st, k, one, sizeof one);
+        if (*one)
+            put(spelled, sizeof spelled, &n, "%s%s", n ? "," : "", one);
+    }
+    const char *what = blocks ? "blocks " : shards == 1 ? "LM head shard " : "LM head shards ";
+    size_t m = 0;
+    buf[0] = '\0';
+    if (*spelled)
+        put(buf, cap, &m, "%s%s", what, spelled);
+    if (st->first)
+        put(buf, cap, &m, "%sembeddings", m ? " + " : "");
+    if (st->last && st->head_shards == 1)
+        put(buf, cap, &m, "%sfinal LayerNorm and LM head", m ? " + " : "");
+    return buf;
 }
 
 /* Every rank's place on the mesh, Megatron's order (tp fastest, then dp, then pp), a line of

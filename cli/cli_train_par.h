@@ -37,6 +37,10 @@ int cli_par_predict(const train_opts *o, const cli_par *p, coh_par_memory *out);
  * RSS before the model, and predicted peak growth. Collective. */
 coh_status cli_par_memory(const cli_par *p, coh_par_trainer *t, const train_opts *o,
                           uint64_t rss, uint64_t *all);
+/* What a pipeline stage holds, as its start-up and dry-run lines say it: "blocks 0-2 +
+ * embeddings", "blocks 3-5 + final LayerNorm and LM head", "final LayerNorm and LM head" (a
+ * stage of the head alone). Returns buf. */
+char *cli_stage_parts(const coh_pipe_stage *st, char *buf, size_t cap);
 /* Strategy dp: a "devices" array of what each device held at the optimizer step. */
 void cli_par_write_devices(coh_jw *w, coh_par_trainer *t);
 /* Gather the parameters and write them (rank 0) to o->dump_params. Collective. */

@@ -145,7 +145,7 @@ static int build_rest(parsed *p, est_request *r)
         return cli_usage_error(cmd, "give --device-memory or --inventory, not both");
     coh_status st = COH_OK;
     if (p->devmem) {
-        if (!cli_parse_size(cmd, "--device-memory", p->devmem, 1, &r->device_bytes))
+        if (!cli_parse_memory(cmd, "--device-memory", p->devmem, &r->device_bytes))
             return CLI_USAGE;
         r->device_from = "--device-memory";
     } else if (p->inventory) {

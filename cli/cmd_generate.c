@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli_gpt2.h"
 #include "cli_train.h"
 #include "cohort/data.h"
 #include "cohort/train_ckpt.h"
@@ -24,16 +25,15 @@ static void help(void)
            "  --temperature X       softmax temperature, 0 = greedy (default 1.0)\n"
            "  --top-k K             sample among the K likeliest tokens, 0 = all (default 40)\n"
            "  --seed N              sampling seed (default 1)\n"
-           "  --tokenizer byte|gpt2 default: the one recorded in the checkpoint\n"
-           "  --encoder FILE        GPT-2 encoder.json (gpt2)\n"
-           "  --vocab FILE          GPT-2 vocab.bpe (gpt2)\n"
-           "  --heads N             heads, for checkpoints without cohort's metadata\n"
+           "  --tokenizer byte|gpt2 default: the one recorded in the checkpoint, else gpt2\n");
+    cli_gpt2_help();
+    printf("  --heads N             heads, for checkpoints without cohort's metadata\n"
            "  --threads N           threads (default: OMP_NUM_THREADS, else all cores)\n");
 }
 
 typedef struct gen_opts {
     cli_checkpoint_opts ck;
-    const char *prompt, *tokenizer, *encoder, *vocab;
+    const char *prompt, *tokenizer, *encoder, *merges;
     long tokens, top_k, seed;
     float temperature;
 } gen_opts;
@@ -50,7 +50,8 @@ static int take_option(void *ctx, int c, const char *name, const char *arg)
     case 's': return cli_parse_long(CMD, "--seed", arg, 0, 1L << 40, &o->seed);
     case 'z': o->tokenizer = arg; return 1;
     case 'e': o->encoder = arg; return 1;
-    case 'v': o->vocab = arg; return 1;
+    case 'm': o->merges = arg; return 1;
+    case 'v': return cli_gpt2_old_vocab(CMD, arg, &o->merges);
     case 'h': help(); return -1;
     }
     return 1;
@@ -61,7 +62,7 @@ static int parse(gen_opts *o, int argc, char **argv)
     static const struct option lo[] = {
         CLI_CHECKPOINT_OPTIONS,     {"prompt", 1, 0, 'p'},    {"tokens", 1, 0, 'n'},
         {"temperature", 1, 0, 'T'}, {"top-k", 1, 0, 'k'},     {"seed", 1, 0, 's'},
-        {"tokenizer", 1, 0, 'z'},   {"encoder", 1, 0, 'e'},   {"vocab", 1, 0, 'v'},
+        {"tokenizer", 1, 0, 'z'},   CLI_GPT2_OPTIONS('e', 'm', 'v'),
         {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->tokens = 100;
@@ -74,17 +75,22 @@ static int parse(gen_opts *o, int argc, char **argv)
     return rc;
 }
 
-static coh_status make_tokenizer(const gen_opts *o, const char *recorded, coh_tokenizer **out)
+/* The tokenizer named, else recorded, else gpt2; one that contradicts the recorded one is
+ * refused: its ids would mean other text than the model learnt. Returns 0 or the exit code. */
+static int make_tokenizer(const gen_opts *o, const char *recorded, coh_tokenizer **out)
 {
     const char *name = o->tokenizer ? o->tokenizer : (*recorded ? recorded : "gpt2");
-    if (!strcmp(name, "byte"))
-        return coh_tokenizer_byte_create(out);
-    if (strcmp(name, "gpt2"))
-        return coh_errf(COH_ERR_INVALID, "invalid tokenizer '%s': must be byte or gpt2", name);
-    if (!o->encoder || !o->vocab)
-        return coh_errf(COH_ERR_INVALID, "the gpt2 tokenizer needs --encoder FILE and --vocab "
-                        "FILE (encoder.json and vocab.bpe)");
-    return coh_tokenizer_gpt2_create(o->encoder, o->vocab, out);
+    if (strcmp(name, "byte") && strcmp(name, "gpt2"))
+        return cli_usage_error(CMD, "invalid --tokenizer '%s': valid are byte, gpt2", name);
+    if (*recorded && strcmp(name, recorded))
+        return cli_usage_error(CMD, "--tokenizer %s, but '%s' was trained on %s shards: drop "
+                               "--tokenizer (the recorded one is the default)", name,
+                               o->ck.path, recorded);
+    if (!strcmp(name, "byte")) {
+        coh_status st = coh_tokenizer_byte_create(out);
+        return st ? cli_fail(CMD, st) : 0;
+    }
+    return cli_gpt2_open(CMD, o->encoder, o->merges, out);
 }
 
 static int cmp_desc(const void *a, const void *b)
@@ -119,21 +125,31 @@ static int32_t sample(float *logits, float *scratch, int V, const gen_opts *o, u
     return best;
 }
 
-static coh_status generate(const gen_opts *o)
+/* The ids sampled: the model's, cut to the tokenizer's (a model larger than its tokenizer, a
+ * byte model trained with the default vocabulary, must not print nothing for an id past 255). */
+static int sampled_ids(const coh_gpt_config *m, const coh_tokenizer *tk, const char *recorded)
 {
-    coh_gpt_config m;
-    char recorded[32];
-    coh_status st = coh_gpt_checkpoint_config(o->ck.path, (int)o->ck.heads, &m, recorded,
-                                              sizeof recorded);
-    coh_tokenizer *tk = NULL;
+    size_t n = coh_tokenizer_vocab_size(tk);
+    if (n >= (size_t)m->vocab)
+        return m->vocab;
+    if (n < 1024) /* gpt2's 50257 in llm.c's padded 50304 is the usual, bytes in 50257 are not */
+        fprintf(stderr, "%s %s: warning: the model has %d ids, tokenizer '%s' %zu: sampling only "
+                "its ids%s\n", cli_progname, CMD, m->vocab, coh_tokenizer_name(tk), n,
+                *recorded ? "" : " (a model trained on GPT-2 shards needs --tokenizer gpt2)");
+    return (int)n;
+}
+
+static coh_status generate(const gen_opts *o, const coh_gpt_config *mc, coh_tokenizer *tk,
+                           const char *recorded)
+{
+    coh_gpt_config m = *mc;
     coh_gpt *g = NULL;
     coh_tokens ids;
     coh_tokens_init(&ids);
+    int V = sampled_ids(&m, tk, recorded);
     float *logits = malloc(sizeof(float) * 2 * (size_t)m.vocab);
-    if (!st && !logits)
-        st = coh_errf(COH_ERR_NOMEM, "out of memory for logits");
-    if (!st && !(st = make_tokenizer(o, recorded, &tk)) &&
-        coh_tokenizer_vocab_size(tk) > (size_t)m.vocab)
+    coh_status st = logits ? COH_OK : coh_errf(COH_ERR_NOMEM, "out of memory for logits");
+    if (!st && coh_tokenizer_vocab_size(tk) > (size_t)m.vocab)
         st = coh_errf(COH_ERR_MISMATCH, "tokenizer '%s' has %zu ids but the model only %d",
                       coh_tokenizer_name(tk), coh_tokenizer_vocab_size(tk), m.vocab);
     if (!st && !(st = coh_gpt_create(&m, 1, m.seq, &g)) && !(st = coh_gpt_load(g, o->ck.path)))
@@ -149,7 +165,7 @@ static coh_status generate(const gen_opts *o)
         size_t ctx = ids.count < (size_t)m.seq ? ids.count : (size_t)m.seq;
         if ((st = coh_gpt_next_logits(g, ids.ids + ids.count - ctx, (int)ctx, logits)))
             break;
-        int32_t next = sample(logits, logits + m.vocab, m.vocab, o, &rng);
+        int32_t next = sample(logits, logits + m.vocab, V, o, &rng);
         const char *bytes;
         size_t len;
         if ((st = coh_tokens_push(&ids, next)))
@@ -163,7 +179,6 @@ static coh_status generate(const gen_opts *o)
     free(logits);
     coh_tokens_release(&ids);
     coh_gpt_destroy(g);
-    coh_tokenizer_destroy(tk);
     return st;
 }
 
@@ -174,6 +189,16 @@ int cmd_generate(int argc, char **argv)
     if (rc)
         return rc < 0 ? CLI_OK : rc;
     cli_engine_setup((int)o.ck.threads);
-    coh_status st = generate(&o);
+    coh_gpt_config m;
+    char recorded[32];
+    coh_status st = coh_gpt_checkpoint_config(o.ck.path, (int)o.ck.heads, &m, recorded,
+                                              sizeof recorded);
+    if (st)
+        return cli_fail(CMD, st);
+    coh_tokenizer *tk = NULL;
+    if ((rc = make_tokenizer(&o, recorded, &tk)))
+        return rc;
+    st = generate(&o, &m, tk, recorded);
+    coh_tokenizer_destroy(tk);
     return st ? cli_fail(CMD, st) : CLI_OK;
 }

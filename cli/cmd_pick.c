@@ -256,9 +256,9 @@ static int pick_and_report(const opts *o, const coh_inventory *inv, const coh_vi
         return CLI_FAILED;
     }
     if (st == COH_ERR_NOT_FOUND || st == COH_ERR_BUSY) {
-        fprintf(stderr, "%s pick: error: %d %s device%s requested, %d usable%s; rejected:\n",
-                cli_progname, o->pick.n, coh_accel_name(vis->accel), o->pick.n == 1 ? "" : "s",
-                res.npicked, o->reserve ? " and free of reservations" : "");
+        fprintf(stderr, "%s pick: error: %d %s device%s requested, %d usable and free of "
+                "reservations; rejected:\n", cli_progname, o->pick.n, coh_accel_name(vis->accel),
+                o->pick.n == 1 ? "" : "s", res.npicked);
         print_rejections(inv, vis, &res);
         coh_pick_result_release(&res);
         return CLI_FAILED;

@@ -199,7 +199,7 @@ static int build_hw(opts *o, coh_hw *hw)
         return CLI_USAGE;
     if (!hw->gpu && o->cfg.threads)
         hw->threads = (int)o->cfg.threads;
-    if (o->devmem && !cli_parse_size(cmd, "--device-memory", o->devmem, 1, &hw->memory_bytes))
+    if (o->devmem && !cli_parse_memory(cmd, "--device-memory", o->devmem, &hw->memory_bytes))
         return CLI_USAGE;
     if (hw->gpu && hw->nodes > 1 && hw->inter.bytes_per_s <= 0)
         return cli_fail(cmd, coh_errf(COH_ERR_INVALID, "--nodes %d needs the link between nodes: "

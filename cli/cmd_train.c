@@ -8,6 +8,7 @@
 #include "cli.h"
 #include "cli_train.h"
 #include "cohort/backend.h"
+#include "cli_train_par.h"
 #include "cohort/launch.h"
 #include "cohort/parallel.h"
 #include "cohort/pipeline.h"
@@ -76,7 +77,8 @@ static void help(void)
            "                        inference: --resume refuses it, --init-from reads it)\n"
            "  --resume FILE         continue exactly from a checkpoint\n"
            "  --stop-at N           stop after step N (the schedule still spans --steps)\n"
-           "  --tokenizer NAME      tokenizer of the data, recorded for 'cohort generate'\n"
+           "  --tokenizer byte|gpt2 tokenizer of the data, recorded for 'cohort generate'\n"
+           "                        (default: inferred from the shards' largest token id)\n"
            "  --blas-info           print the BLAS kernel in use and exit\n");
 }
 
@@ -261,6 +263,84 @@ static int parse(train_opts *o, int argc, char **argv)
     return rc ? rc : check_strategy(o, &env);
 }
 
+/* A model flag given with --resume or --init-from must say what the checkpoint holds: the
+ * weights decide the shape, and a flag silently ignored would train another model than asked. */
+static int check_against_checkpoint(const train_opts *o, const char *from, const coh_gpt_config *m)
+{
+    const cli_config *cfg = &o->cfg;
+    coh_gpt_config want = *m;
+    if (cfg->preset && coh_gpt_preset(cfg->preset, &want))
+        return cli_fail(CMD, COH_ERR_INVALID);
+    const struct { const char *flag; long given; int have; } f[] = {
+        {"--layers", cfg->layers ? cfg->layers : want.layers, m->layers},
+        {"--heads", cfg->heads ? cfg->heads : want.heads, m->heads},
+        {"--dim", cfg->dim ? cfg->dim : want.dim, m->dim},
+        {"--vocab", cfg->vocab ? cfg->vocab : want.vocab, m->vocab},
+    };
+    const char *how = o->resume ? "--resume" : "--init-from";
+    for (size_t i = 0; i < sizeof f / sizeof *f; i++) {
+        if (f[i].given == f[i].have)
+            continue;
+        char said[96];
+        if (cfg->preset)
+            snprintf(said, sizeof said, "--model %s (%s %ld)", cfg->preset, f[i].flag + 2,
+                     f[i].given);
+        else
+            snprintf(said, sizeof said, "%s %ld", f[i].flag, f[i].given);
+        return cli_usage_error(CMD, "%s disagrees with %s '%s', whose model has %s %d: drop "
+                               "%s (the checkpoint decides the model), or start a new run "
+                               "without %s", said, how, from, f[i].flag, f[i].have,
+                               cfg->preset ? "--model" : f[i].flag, how);
+    }
+    return 0;
+}
+
+/* The tokenizer that made the shards: the given one checked against their largest id, else
+ * inferred from it (bytes stay below 256; GPT-2 shards hold ids up to its end-of-text 50256). */
+static int settle_tokenizer(train_opts *o, int32_t max_id)
+{
+    if (o->tokenizer && strcmp(o->tokenizer, "byte") && strcmp(o->tokenizer, "gpt2"))
+        return cli_usage_error(CMD, "invalid --tokenizer '%s': valid are byte, gpt2",
+                               o->tokenizer);
+    if (o->tokenizer && !strcmp(o->tokenizer, "byte") && max_id > 255)
+        return cli_usage_error(CMD, "--tokenizer byte, but the shards hold token id %d (bytes "
+                               "are 0..255): they were prepared with another tokenizer (gpt2?)",
+                               (int)max_id);
+    if (o->tokenizer || max_id < 0)
+        return 0;
+    o->tokenizer = max_id < 256 ? "byte" : max_id <= 50256 ? "gpt2" : NULL;
+    if (o->tokenizer)
+        coh_info("tokenizer %s (from the shards' largest token id, %d), recorded for 'cohort "
+                 "generate'; --tokenizer NAME says it", o->tokenizer, (int)max_id);
+    return 0;
+}
+
+/* The shards against the model's vocabulary: an id beyond it is refused here with the fix, a
+ * default-sized vocabulary over byte data is warned about. */
+static int check_data(train_opts *o, const coh_gpt_config *m, const char *from)
+{
+    if (!o->ndata)
+        return 0;
+    int32_t max_id;
+    coh_status st = coh_shards_max_id(o->data, (size_t)o->ndata, &max_id);
+    if (st)
+        return cli_fail(CMD, st);
+    if (max_id >= m->vocab)
+        return cli_usage_error(CMD, "the shards hold token id %d, outside the model's vocabulary "
+                               "of %d ids%s%s%s: %s", (int)max_id, m->vocab,
+                               from ? " (checkpoint '" : "", from ? from : "", from ? "')" : "",
+                               from ? "train on shards of its tokenizer"
+                               : max_id <= 50256 && m->vocab == 256
+                                   ? "these are GPT-2 shards: drop --vocab (default 50257) or "
+                                     "prepare the text with --tokenizer byte"
+                                   : "give --vocab at least the largest id + 1");
+    if (!from && !o->cfg.vocab && !o->cfg.preset && max_id >= 0 && max_id < 256)
+        coh_warn("the shards hold byte ids only (largest %d) but the model has the default "
+                 "vocabulary of %d ids: give --vocab 256 for byte data (a smaller model that "
+                 "learns the same)", (int)max_id, m->vocab);
+    return settle_tokenizer(o, max_id);
+}
+
 /* The model config from a preset, a checkpoint, or the custom options. */
 static int model_config(train_opts *o, coh_gpt_config *m)
 {
@@ -270,6 +350,9 @@ static int model_config(train_opts *o, coh_gpt_config *m)
     if (from) {
         if ((st = coh_gpt_checkpoint_config(from, (int)cfg->heads, m, NULL, 0)))
             return cli_fail(CMD, st);
+        int rc = check_against_checkpoint(o, from, m);
+        if (rc)
+            return rc;
     } else if (cfg->preset) {
         if ((st = coh_gpt_preset(cfg->preset, m)))
             return cli_fail(CMD, st);
@@ -296,7 +379,7 @@ static int model_config(train_opts *o, coh_gpt_config *m)
     o->cfg.par.seq = T;
     if ((st = coh_gpt_config_check(m)))
         return cli_fail(CMD, st);
-    return 0;
+    return check_data(o, m, from);
 }
 
 /* The configuration checked as the estimator checks it, then against what the trainer runs;
@@ -395,11 +478,8 @@ static int dry_run(const train_opts *o)
         coh_pipe_stage st;
         if (coh_par_pipe_stage(&pc, s, &st))
             return cli_fail(CMD, COH_ERR_INVALID);
-        char blocks[512];
-        printf("stage %d   blocks %s%s%s, %zu parameters\n", s,
-               coh_pipe_stage_blocks(&st, blocks, sizeof blocks),
-               st.first ? " + embeddings" : "",
-               st.last && st.head_shards == 1 ? " + final LayerNorm and head" : "",
+        char parts[512];
+        printf("stage %d   %s, %zu parameters\n", s, cli_stage_parts(&st, parts, sizeof parts),
                st.params);
     }
     return CLI_OK;

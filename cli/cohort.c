@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "cli_commands.h" /* generated: cli_commands[] */
@@ -30,6 +31,11 @@ int cli_bad_option(const char *cmd, char *const *argv)
 
 int cli_no_operands(const char *cmd, int argc, char *const *argv)
 {
+    if (optind < argc && !access(argv[optind], F_OK)) /* a glob the shell expanded */
+        return cli_usage_error(cmd, "unexpected argument '%s': did the shell expand an unquoted "
+                               "glob into several files? quote the pattern (--data "
+                               "'dir/*.bin') or repeat the option before each file",
+                               argv[optind]);
     if (optind < argc)
         return cli_usage_error(cmd, "unexpected argument '%s' (see --help)", argv[optind]);
     return CLI_OK;

@@ -139,6 +139,11 @@ typedef struct coh_loader coh_loader;
  * tokens for one global batch; COH_ERR_NOT_FOUND / COH_ERR_IO for unreadable files. */
 coh_status coh_loader_create(const coh_loader_config *cfg, coh_loader **out);
 
+/* The largest token id in the shards (paths as coh_loader_config's, globs expanded), -1 when
+ * they hold no token: what the data needs of a model's vocabulary, and which tokenizer made it
+ * (below 256: bytes). Errors: those of coh_loader_create's opening and validation. */
+coh_status coh_shards_max_id(const char *const *paths, size_t n, int32_t *max_id);
+
 /* NULL-safe; unmaps the shards. */
 void coh_loader_destroy(coh_loader *l);
 

@@ -313,7 +313,8 @@ typedef struct coh_pick_result {
 
 /* Choose o->n usable devices among vis (rules in docs/devices.md): visible, not prohibited,
  * not exclusive_process with a process on it, enough free memory, utilization at most the
- * limit, no compute process unless allow_shared; prefer most free memory, then least
+ * limit, no compute process unless allow_shared, not reserved by another process (a lock
+ * coh_pick_reserve holds, except this process's parent's); prefer most free memory, then least
  * utilization, then lower logical index.
  * Errors: COH_ERR_NOT_FOUND when fewer than n are usable (res is still filled and the message
  * names each rejected device and why); COH_ERR_INVALID for n < 1 or n > 64; COH_ERR_NOMEM.
@@ -333,7 +334,8 @@ char *coh_lock_dir(char *buf, size_t cap);
 /* Like coh_pick, then lock the picked devices: walks the usable devices in preference order
  * and takes an exclusive flock() on each one's lock file (a MIG instance or Intel tile also
  * takes a shared lock on its parent, so a whole-device reservation excludes it), skipping
- * devices another process holds, until o->n are held. The locks are released by
+ * devices another process holds, until o->n are held (on failure res->npicked says how many
+ * were free, none of them stays locked). The locks are released by
  * coh_reservation_destroy or when the process exits; the files are opened O_CLOEXEC, so
  * children do not inherit them. res->picked holds the reserved devices.
  * lock_dir NULL = coh_lock_dir(). Errors: COH_ERR_BUSY when fewer than n usable devices are

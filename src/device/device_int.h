@@ -33,6 +33,10 @@ int nvidia_pci_order(const coh_inventory *inv, int *order, int cap);
 coh_status pick_prepare(const coh_visible *vis, const coh_pick_opts *o, coh_pick_result *res);
 int pick_rank(const coh_inventory *inv, const coh_visible *vis, const coh_pick_opts *o,
               coh_pick_result *res, int *rank);
+/* reserve.c: drop from rank[0..nr) the devices another process reserved (their reason says
+ * who); returns how many are left. */
+int pick_skip_reserved(const coh_inventory *inv, const coh_visible *vis, coh_pick_result *res,
+                       int *rank, int nr);
 void pick_rejections(const coh_inventory *inv, const coh_visible *vis, const coh_pick_result *res,
                      char *buf, size_t cap);
 

@@ -134,7 +134,7 @@ coh_status coh_pick(const coh_inventory *inv, const coh_visible *vis, const coh_
     int *rank = calloc((size_t)vis->count + 1, sizeof *rank);
     if (!rank)
         return coh_errf(COH_ERR_NOMEM, "out of memory");
-    int nr = pick_rank(inv, vis, o, res, rank);
+    int nr = pick_skip_reserved(inv, vis, res, rank, pick_rank(inv, vis, o, res, rank));
     for (int i = 0; i < nr && i < o->n; i++)
         res->picked[res->npicked++] = rank[i];
     free(rank);

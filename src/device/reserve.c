@@ -121,6 +121,59 @@ static int lock_device(const coh_inventory *inv, const coh_visible_device *d, co
     return 0;
 }
 
+/* Whether another process holds path's lock (exclusively, or at all when `any`); holder[]
+ * then says who. This process's parent's reservation ('cohort pick --reserve -- CMD') is the
+ * job's own. Creates nothing: a missing file is a free device. */
+static int held(const char *path, int any, char *holder, size_t cap)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC); /* flock needs no write access: another
+                                                  user's file in a shared lock dir is read */
+    if (fd < 0)
+        return 0;
+    if (flock(fd, (any ? LOCK_EX : LOCK_SH) | LOCK_NB) == 0) {
+        close(fd); /* closing releases the probe's lock */
+        return 0;
+    }
+    char pid[32] = "";
+    ssize_t got = pread(fd, pid, sizeof pid - 1, 0);
+    close(fd);
+    pid[got > 0 ? got : 0] = '\0';
+    long who = strtol(pid, NULL, 10);
+    if (who && (who == (long)getpid() || who == (long)getppid()))
+        return 0;
+    if (who)
+        snprintf(holder, cap, "reserved by another process (pid %ld)", who);
+    else
+        snprintf(holder, cap, "reserved by another process");
+    return 1;
+}
+
+int pick_skip_reserved(const coh_inventory *inv, const coh_visible *vis, coh_pick_result *res,
+                       int *rank, int nr)
+{
+    char dirbuf[900], own[1024], parent[1024], tile[16];
+    const char *dir = coh_lock_dir(dirbuf, sizeof dirbuf);
+    int kept = 0;
+    for (int i = 0; i < nr; i++) {
+        const coh_visible_device *d = &vis->dev[rank[i]];
+        const coh_gpu *g = &inv->gpus[d->gpu];
+        coh_pick_candidate *c = &res->cand[rank[i]];
+        snprintf(tile, sizeof tile, ".tile%d", d->tile);
+        lock_path(dir, g->uuid, "", parent, sizeof parent);
+        if (d->mig >= 0)
+            lock_path(dir, g->mig[d->mig].uuid, "", own, sizeof own);
+        else
+            lock_path(dir, g->uuid, d->tile >= 0 ? tile : "", own, sizeof own);
+        int part = d->mig >= 0 || d->tile >= 0;
+        if (held(own, 1, c->reason, sizeof c->reason) ||
+            (part && held(parent, 0, c->reason, sizeof c->reason)))
+            c->usable = 0;
+        else
+            rank[kept++] = rank[i];
+    }
+    return kept;
+}
+
 coh_status coh_pick_reserve(const coh_inventory *inv, const coh_visible *vis,
                             const coh_pick_opts *o, const char *lock_dir, coh_pick_result *res,
                             coh_reservation **out)
@@ -156,8 +209,7 @@ coh_status coh_pick_reserve(const coh_inventory *inv, const coh_visible *vis,
     coh_reservation_destroy(r);
     char why[900];
     pick_rejections(inv, vis, res, why, sizeof why);
-    int got = res->npicked;
-    res->npicked = 0;
+    int got = res->npicked; /* kept: the caller's message counts what was free */
     return coh_errf(nr >= o->n ? COH_ERR_BUSY : COH_ERR_NOT_FOUND,
                     "%d %s device%s requested but %d %s usable and free of reservations%s%s",
                     o->n, coh_accel_name(vis->accel), o->n == 1 ? "" : "s", got,

@@ -24,11 +24,22 @@ static int is_executable(const char *path)
     return stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, X_OK) == 0;
 }
 
+/* A script given where a program goes: torchrun runs python on it, cohort runs what it is
+ * given, so say how. */
+static const char *script_hint(const char *name)
+{
+    size_t n = strlen(name);
+    return n > 3 && !strcmp(name + n - 3, ".py")
+               ? " (a Python script: give the interpreter, e.g. 'cohort run ... python3 SCRIPT')"
+               : "";
+}
+
 coh_status find_program(const char *name, char *path, size_t n)
 {
     if (strchr(name, '/')) {
         if (!is_executable(name))
-            return coh_errf(COH_ERR_NOT_FOUND, "program '%s' not found or not executable", name);
+            return coh_errf(COH_ERR_NOT_FOUND, "program '%s' not found or not executable%s", name,
+                            script_hint(name));
         snprintf(path, n, "%s", name);
         return COH_OK;
     }
@@ -43,7 +54,8 @@ coh_status find_program(const char *name, char *path, size_t n)
             return COH_OK;
         p += len + (colon ? 1 : 0);
     }
-    return coh_errf(COH_ERR_NOT_FOUND, "program '%s' not found in PATH", name);
+    return coh_errf(COH_ERR_NOT_FOUND, "program '%s' not found in PATH%s", name,
+                    script_hint(name));
 }
 
 /* ---- the guard ---- */

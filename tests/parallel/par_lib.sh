@@ -165,7 +165,7 @@ par_run_tied() {
 
 # par_holds NAME STAGE TEXT: the start-up line of STAGE in NAME's output says TEXT
 par_holds() {
-    grep -qF "stage $2: blocks $3" "$work/$1.out" ||
+    grep -qF "stage $2: $3" "$work/$1.out" ||
         fail "$1: stage $2 should hold '$3': $(grep "stage $2:" "$work/$1.out")"
 }
 

@@ -13,12 +13,12 @@ par_equiv_single
 il=(--pp 2 --schedule interleaved --virtual-stages 2 --micro-batch 2 --grad-accum 4)
 par_run_tied il-head 2 "${il[@]}" --stage-layers 0,1,2-3,head &&
     par_check "interleaved, pp 2, last chunk the head alone" single il-head
-par_holds il-head 0 "0-0,2-3 + embeddings"
-par_holds il-head 1 "1-1,head + final LayerNorm and head"
+par_holds il-head 0 "blocks 0-0,2-3 + embeddings;"
+par_holds il-head 1 "blocks 1-1 + final LayerNorm and LM head;"
 par_run_tied il-emb 2 "${il[@]}" --stage-layers embeddings,0-1,2,3 &&
     par_check "interleaved, pp 2, first chunk the embeddings alone" single il-emb
-par_holds il-emb 0 "embeddings,2-2 + embeddings"
-par_holds il-emb 1 "0-1,3-3 + final LayerNorm and head"
+par_holds il-emb 0 "blocks 2-2 + embeddings;"
+par_holds il-emb 1 "blocks 0-1,3-3 + final LayerNorm and LM head;"
 par_run_tied il-both 2 "${il[@]}" --stage-layers embeddings,0-2,3,head &&
     par_check "interleaved, pp 2, both ends alone" single il-both
 par_run_tied il-head-rc 2 "${il[@]}" --stage-layers 0,1,2-3,head --recompute full &&
@@ -26,10 +26,10 @@ par_run_tied il-head-rc 2 "${il[@]}" --stage-layers 0,1,2-3,head --recompute ful
 f1=(--pp 2 --schedule 1f1b --micro-batch 2 --grad-accum 4)
 par_run_tied 1f1b-head 2 "${f1[@]}" --stage-layers 0-3,head &&
     par_check "1f1b, pp 2, stage 1 the head alone" single 1f1b-head
-par_holds 1f1b-head 1 "head + final LayerNorm and head"
+par_holds 1f1b-head 1 "final LayerNorm and LM head;"
 par_run_tied 1f1b-emb 2 "${f1[@]}" --stage-layers embeddings,0-3 &&
     par_check "1f1b, pp 2, stage 0 the embeddings alone" single 1f1b-emb
-par_holds 1f1b-emb 0 "embeddings + embeddings"
+par_holds 1f1b-emb 0 "embeddings;"
 # ZeRO-1 slices a head-only stage's ranges (its wte copy and the final LayerNorm) over 2 replicas
 par_run_tied zero1-head 4 --pp 2 --strategy zero1 --schedule 1f1b --micro-batch 2 --grad-accum 2 \
     --stage-layers 0-3,head && par_check "1f1b, dp 2 x pp 2, zero1, stage 1 the head alone" single zero1-head
@@ -48,7 +48,7 @@ expect 2 "invalid --stage-layers '0-3,Head': expected block ranges like 0-2,3-7,
     run2 "${f1[@]}" --stage-layers 0-3,Head
 # the dry run and the estimate print the same words
 out=$(run2 "${il[@]}" --stage-layers 0,1,2-3,head --dry-run 2>&1)
-echo "$out" | grep -q "stage 1   blocks 1-1,head + final LayerNorm and head" || fail "dry run: $out"
+echo "$out" | grep -q "stage 1   blocks 1-1 + final LayerNorm and LM head," || fail "dry run: $out"
 # the estimate prints the default split, which splits GPT-2's LM head (9.8 blocks of dim 384 at
 # T 256) by vocabulary over both stages at m = 2 (test_pipeline_head_shards.sh trains such
 # splits): chunks 0 and 1 the blocks, the shards after them

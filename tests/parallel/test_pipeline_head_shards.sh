@@ -14,20 +14,20 @@ par_equiv_single
 il=(--pp 2 --schedule interleaved --virtual-stages 2 --micro-batch 2 --grad-accum 4)
 par_run_tied il-2 2 "${il[@]}" --stage-layers 0-1,2-3,head:0/2,head:1/2 &&
     par_check "interleaved, pp 2, the head in 2 shards as the last 2 chunks" single il-2
-par_holds il-2 0 "0-1,head:0/2"
-par_holds il-2 1 "2-3,head:1/2"
+par_holds il-2 0 "blocks 0-1,head:0/2"
+par_holds il-2 1 "blocks 2-3,head:1/2"
 par_run_tied il-2-rc 2 "${il[@]}" --stage-layers 0-1,2-3,head:0/2,head:1/2 --recompute full &&
     par_check "interleaved, pp 2, 2 head shards, --recompute full" single il-2-rc
 par_run_tied il-mixed 2 "${il[@]}" --stage-layers 0,1-2,3+head:0/2,head:1/2 &&
     par_check "interleaved, pp 2, blocks and head shard 0 in one chunk" single il-mixed
-par_holds il-mixed 0 "0-0,3-3+head:0/2"
+par_holds il-mixed 0 "blocks 0-0,3-3+head:0/2"
 f1=(--pp 2 --schedule 1f1b --micro-batch 2 --grad-accum 4)
 par_run_tied 1f1b-2 2 "${f1[@]}" --stage-layers 0-3+head:0/2,head:1/2 &&
     par_check "1f1b, pp 2, head shard 0 after the blocks on stage 0, shard 1 on stage 1" single 1f1b-2
-par_holds 1f1b-2 1 "head:1/2"
+par_holds 1f1b-2 1 "LM head shard head:1/2"
 par_run_tied 1f1b-3 2 "${f1[@]}" --stage-layers 0-3+head:0/3,head:1-2/3 &&
     par_check "1f1b, pp 2, the head in 3 shards, two of them on stage 1" single 1f1b-3
-par_holds 1f1b-3 1 "head:1-2/3"
+par_holds 1f1b-3 1 "LM head shards head:1-2/3"
 # the last stage's copy of wte on 2 replicas under ZeRO-1, shards on both stages
 par_run_tied zero1-2 4 --pp 2 --strategy zero1 --schedule 1f1b --micro-batch 2 --grad-accum 2 \
     --stage-layers 0-3+head:0/2,head:1/2 &&

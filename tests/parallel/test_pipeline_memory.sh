@@ -78,7 +78,7 @@ import json, re, sys
 work, rss, ok = sys.argv[1], sys.argv[2] == "1", True
 for name in sys.argv[3:]:
     dry = open("%s/%s.dry" % (work, name)).read()
-    params = {int(s): int(p) for s, p in re.findall(r"stage (\d+) +blocks .*, (\d+) parameters", dry)}
+    params = {int(s): int(p) for s, p in re.findall(r"stage (\d+)   .*, (\d+) parameters", dry)}
     mem = json.loads(open("%s/%s.jsonl" % (work, name)).read().splitlines()[-1])["memory"]
     for m in mem:
         held = m["params_bytes"] + m["grads_bytes"] + m["optim_bytes"]

@@ -53,8 +53,11 @@ static coh_status check_vocab(const shard *s, int64_t vocab)
         if (id >= vocab)
             return coh_errf(COH_ERR_INVALID,
                             "'%s': token %llu is id %lld, outside the model's vocabulary of "
-                            "%lld ids", s->path, (unsigned long long)i, (long long)id,
-                            (long long)vocab);
+                            "%lld ids: train a model of at least %lld ids (--vocab), or prepare "
+                            "the text with a tokenizer of at most %lld ids%s", s->path,
+                            (unsigned long long)i, (long long)id, (long long)vocab,
+                            (long long)id + 1, (long long)vocab,
+                            vocab == 256 ? " (--tokenizer byte)" : "");
     }
     return COH_OK;
 }
@@ -99,8 +102,9 @@ static coh_status add_path(coh_loader *l, const char *pattern)
     int rc = glob(pattern, GLOB_ERR, NULL, &g);
     if (rc == GLOB_NOMATCH)
         return coh_errf(COH_ERR_NOT_FOUND, "no files match '%s'", pattern);
-    if (rc != 0)
-        return coh_errf(COH_ERR_IO, "cannot expand '%s'", pattern);
+    if (rc != 0) /* GLOB_ERR: a folder on the way is missing or unreadable */
+        return coh_errf(COH_ERR_NOT_FOUND, "no files match '%s' (a folder in it cannot be read)",
+                        pattern);
     coh_status st = COH_OK;
     for (size_t i = 0; st == COH_OK && i < g.gl_pathc; i++)
         st = add_shard(l, g.gl_pathv[i]);
@@ -159,6 +163,26 @@ coh_status coh_loader_create(const coh_loader_config *cfg, coh_loader **out)
     perm_init(&l->order, l->windows, l->seed, 0);
     *out = l;
     return COH_OK;
+}
+
+coh_status coh_shards_max_id(const char *const *paths, size_t n, int32_t *max_id)
+{
+    *max_id = -1;
+    coh_loader *l = calloc(1, sizeof *l); /* vocab 0: add_shard checks no id */
+    if (!l)
+        return coh_errf(COH_ERR_NOMEM, "out of memory");
+    coh_status st = n ? COH_OK : coh_errf(COH_ERR_INVALID, "no data files given");
+    for (size_t i = 0; st == COH_OK && i < n; i++)
+        st = add_path(l, paths[i]);
+    for (size_t k = 0; st == COH_OK && k < l->nshards; k++) {
+        const shard *s = &l->shards[k];
+        for (uint64_t i = 0; i < s->ntokens; i++) {
+            int32_t id = s->tokens[2 * i] | s->tokens[2 * i + 1] << 8;
+            *max_id = id > *max_id ? id : *max_id;
+        }
+    }
+    coh_loader_destroy(l);
+    return st;
 }
 
 void coh_loader_destroy(coh_loader *l)

@@ -5,6 +5,7 @@
 #include <math.h>
 
 #include "cohort/pipeline.h"
+#include "cohort/size.h"
 #include "cohort/train.h"
 #include "train/model/gpt_int.h"
 
@@ -82,6 +83,16 @@ static coh_status linear_backward(coh_gpt *g, float *dinp, float *dw, float *db,
     return COH_OK;
 }
 
+/* Attention holds a T x T score matrix per thread: at a long sequence that is what fails. */
+static coh_status attention_oom(int T, const char *part)
+{
+    char size[32];
+    coh_size_format((uint64_t)T * (uint64_t)T * sizeof(float), size, sizeof size);
+    return coh_errf(COH_ERR_NOMEM, "out of memory in attention%s: sequence length %d needs a %d x "
+                    "%d score matrix (%s) per thread; shorten the sequence (--seq)", part, T, T, T,
+                    size);
+}
+
 /* One block, Megatron's split when the model is a tensor-parallel shard: QKV column-parallel by
  * heads and the attention projection row-parallel, the MLP's first matrix column-parallel and
  * its second row-parallel; each row-parallel product is a partial sum (its bias added by shard
@@ -105,7 +116,7 @@ static coh_status block_forward(coh_gpt *g, gpt_slot *sl, int l, const float *x,
         return st;
     /* bf16 kept: attention writes fp32 into dwide (free until backward), rounded into atty */
     if (BE->attention_forward(h ? g->dwide : a->atty, a->att_lse, a->qkv, B, T, Ca, g->NHs))
-        return coh_errf(COH_ERR_NOMEM, "out of memory in attention");
+        return attention_oom(T, "");
     if (h)
         BE->to_bf16(H(a->atty), g->dwide, N * (size_t)Ca);
     /* the attention-output projection writes into dtmp, free during forward */
@@ -198,7 +209,7 @@ static coh_status block_backward(coh_gpt *g, gpt_slot *sl, int l, const float *x
                               w->attprojw, N, Ca, C)))
         return st;
     if (BE->attention_backward(dwide, dtmp, a->qkv, a->att_lse, B, T, Ca, g->NHs))
-        return coh_errf(COH_ERR_NOMEM, "out of memory in attention backward");
+        return attention_oom(T, " backward");
     if ((st = linear_backward(g, dtmp, gw->qkvw, NULL, dwide, a->ln1, "ln_1 rows", w->qkvw, N, C,
                               3 * Ca)))
         return st;

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# test_train_mismatch.sh: what `cohort train` and `generate` refused or ignored without a word:
+# a --dp that disagrees with the launcher's ranks, model flags that contradict a --resume or
+# --init-from checkpoint, unknown tokenizer names, the tokenizer recorded or inferred from the
+# shards, a vocabulary too small for the shards (with the fix), byte shards on the default
+# vocabulary (a warning), --tokenizer byte on a GPT-2 model, the GPT-2 tables found through
+# $COHORT_GPT2_DIR, and --merges with --vocab FILE kept as its old spelling.
+set -u
+cohort=${COHORT:?}
+src=${COHORT_SOURCE_DIR:?}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+skips=0
+skip() { echo "SKIP $1: $2"; skips=$((skips + 1)); }
+
+# expect CODE NEEDLE CMD...: the exit code and a line of stdout+stderr containing NEEDLE.
+expect() {
+    local code=$1 needle=$2
+    shift 2
+    "$@" >"$work/out" 2>&1
+    local got=$?
+    if [ "$got" -ne "$code" ] || ! grep -qF -- "$needle" "$work/out"; then
+        fail "$* -> exit $got (want $code), output lacks '$needle': $(tail -5 "$work/out")"
+    else
+        echo "ok   $(echo "$*" | cut -c1-110) -> $code"
+    fi
+}
+
+cat "$src"/README.md "$src"/docs/train.md > "$work/corpus.txt"
+"$cohort" prepare --tokenizer byte --out "$work/b" "$work/corpus.txt" >/dev/null || fail "prepare byte"
+tiny=(--layers 1 --heads 2 --dim 32 --seq 32 --micro-batch 2 --threads 1 --steps 2)
+byte=(--data "$work/b_train_000000.bin")
+
+# --dp under a launcher: a given one must match the ranks, naming both values
+expect 2 "invalid --dp '4': this job has 2 ranks" \
+    "$cohort" run -n 2 "$cohort" train "${tiny[@]}" --vocab 256 "${byte[@]}" --strategy ddp --dp 4
+expect 0 "done: 2 steps" \
+    "$cohort" run -n 2 "$cohort" train "${tiny[@]}" --vocab 256 "${byte[@]}" --strategy ddp --dp 2
+
+# the tokenizer: inferred from byte shards and recorded; unknown names refused
+expect 0 "tokenizer byte (from the shards' largest token id" \
+    "$cohort" train "${tiny[@]}" --vocab 256 "${byte[@]}" --save "$work/ck.safetensors"
+expect 2 "invalid --tokenizer 'bpe': valid are byte, gpt2" \
+    "$cohort" train "${tiny[@]}" --vocab 256 "${byte[@]}" --tokenizer bpe
+expect 0 "Hello" "$cohort" generate --checkpoint "$work/ck.safetensors" --prompt Hello --tokens 3
+# the default vocabulary on byte shards: a warning that names the fix
+expect 0 "give --vocab 256 for byte data" "$cohort" train "${tiny[@]}" "${byte[@]}" --dry-run
+
+# --resume and --init-from: a model flag that contradicts the checkpoint, refused with both values
+expect 2 "--layers 3 disagrees with --resume '$work/ck.safetensors', whose model has --layers 1" \
+    "$cohort" train --layers 3 --dim 32 --heads 2 --seq 32 --micro-batch 2 --steps 4 "${byte[@]}" \
+    --resume "$work/ck.safetensors"
+expect 2 "--dim 96 disagrees with --init-from '$work/ck.safetensors', whose model has --dim 32" \
+    "$cohort" train --dim 96 --seq 32 --micro-batch 2 --steps 4 "${byte[@]}" \
+    --init-from "$work/ck.safetensors"
+expect 2 "--model gpt2 (layers 12) disagrees with --resume" \
+    "$cohort" train --model gpt2 --steps 4 "${byte[@]}" --resume "$work/ck.safetensors"
+expect 0 "done: 2 steps" "$cohort" train --layers 1 --vocab 256 --seq 32 --micro-batch 2 \
+    --threads 1 --steps 4 "${byte[@]}" --resume "$work/ck.safetensors"
+
+if [ -r "${COHORT_GPT2_DIR:-}/encoder.json" ]; then
+    "$cohort" prepare --out "$work/g" "$work/corpus.txt" >/dev/null || fail "prepare gpt2"
+    gpt=(--data "$work/g_train_000000.bin")
+    expect 2 "these are GPT-2 shards: drop --vocab (default 50257) or prepare the text with --tokenizer byte" \
+        "$cohort" train "${tiny[@]}" --vocab 256 "${gpt[@]}"
+    expect 2 "--tokenizer byte, but the shards hold token id 50256" \
+        "$cohort" train "${tiny[@]}" "${gpt[@]}" --tokenizer byte
+    expect 0 "tokenizer gpt2 (from the shards' largest token id, 50256)" \
+        "$cohort" train "${tiny[@]}" "${gpt[@]}" --save "$work/g.safetensors"
+    # generate finds the tables as prepare does: the installed ones, then $COHORT_GPT2_DIR
+    expect 0 "Hello" "$cohort" generate --checkpoint "$work/g.safetensors" --prompt Hello --tokens 3
+    expect 2 "cannot read '$work/none/encoder.json'" env COHORT_GPT2_DIR="$work/none" \
+        "$cohort" generate --checkpoint "$work/g.safetensors" --prompt Hello --tokens 3
+    expect 2 "--tokenizer byte, but '$work/g.safetensors' was trained on gpt2 shards" \
+        "$cohort" generate --checkpoint "$work/g.safetensors" --prompt Hello --tokenizer byte
+    # --merges FILE; --vocab FILE still read, with a line saying so; --vocab N refused
+    expect 0 "Hello" "$cohort" generate --checkpoint "$work/g.safetensors" --prompt Hello --tokens 2 \
+        --encoder "$COHORT_GPT2_DIR/encoder.json" --merges "$COHORT_GPT2_DIR/vocab.bpe"
+    expect 0 "warning: --vocab FILE is now --merges FILE" "$cohort" prepare --out "$work/v" \
+        --vocab "$COHORT_GPT2_DIR/vocab.bpe" "$work/corpus.txt"
+    expect 2 "invalid --vocab '50257': here the tokenizer decides the vocabulary" \
+        "$cohort" prepare --out "$work/v" --vocab 50257 "$work/corpus.txt"
+else
+    skip "gpt2" "no GPT-2 tables in '${COHORT_GPT2_DIR:-}' (scripts/setup.sh installs them)"
+fi
+
+# the byte tokenizer on a 50257-id model (byte data on the default vocabulary) samples only
+# byte ids and says so, rather than print the prompt alone
+"$cohort" train "${tiny[@]}" "${byte[@]}" --tokenizer byte --save "$work/wide.safetensors" \
+    >/dev/null 2>&1 || fail "train the wide byte model"
+expect 0 "warning: the model has 50257 ids, tokenizer 'byte' 256: sampling only its ids" \
+    "$cohort" generate --checkpoint "$work/wide.safetensors" --prompt Hello --tokens 3
+
+[ $fails -eq 0 ] || exit 1
+[ $skips -eq 0 ] || exit 77
+echo "all mismatch checks passed"
