@@ -41,6 +41,8 @@ TIMEOUT = 150
 EXCLUDED = [
     ("README.md", "scripts/main-job.sh", "the whole main job: installs packages, minutes"),
     ("README.md", "scripts/test.sh", "the whole test suite (this test is part of it)"),
+    ("launcher.md", "--node-rank K --job-token job.token", "two nodes (test_launch_strangers.sh runs it across namespaces)"),
+    ("README.md", "cmake --install build/release", "installs into the home folder; test_comm_mpi_path.sh installs into a temporary prefix and runs cohort from there"),
     ("BENCHMARKS.md", "", "benchmark reproductions: minutes of measurement each, under a lock"),
     ("cluster.md", "srun", "a Slurm cluster"),
     ("cluster.md", "-hosts node0,node1", "two hosts"),
@@ -73,10 +75,7 @@ EXCLUDED = [
 ]
 
 # Examples that fail here today for what another branch fixes; drop each once it is merged.
-FIXED_ELSEWHERE = [
-    # issue 31 item 1: with a bare `cohort` found on PATH the MPI plug-in is looked for in "."
-    ("comm.md", "mpirun -np 2 cohort bench comm", "MPI plug-in not found with cohort on PATH"),
-]
+FIXED_ELSEWHERE = []
 
 # 4 layers: the smallest model every documented pipeline split (pp 2 x 2 chunks) can hold
 TINY_MODEL = ["--layers", "4", "--heads", "2", "--dim", "32", "--seq", "32", "--vocab", "256"]
@@ -101,6 +100,7 @@ SUBS = [
     (r"\$MODEL", " ".join(TINY_MODEL)),
     (r"\$DATA", "--data '{data}' --steps 2"),
     (r"--inventory four\.json", "--inventory " + os.path.join(SRC, "tests/device/inventories/four_a100.json")),
+    (r"--inventory gaudi\.json", "--inventory " + os.path.join(SRC, "tests/device/inventories/gaudi.json")),
 ]
 
 
