@@ -32,6 +32,11 @@ typedef struct coh_mesh {
 /* Build the mesh over `world` (borrowed; must outlive the mesh). Collective over world.
  * COH_ERR_INVALID when dp * pp * tp differs from the world size (naming the three sizes). */
 coh_status coh_mesh_create(coh_comm *world, int dp, int pp, int tp, coh_mesh **out);
+
+/* The mesh's order as pure arithmetic, so that the trainer, its dry run and the planner place
+ * ranks alike: the coordinates of world rank r, and the world rank of coordinates. */
+void coh_mesh_coords(long r, int dp, int pp, int tp, int *dp_rank, int *pp_rank, int *tp_rank);
+long coh_mesh_rank(int dp, int pp, int tp, int dp_rank, int pp_rank, int tp_rank);
 void coh_mesh_destroy(coh_mesh *m); /* NULL-safe */
 
 /* ---- model-state memory ---------------------------------------------------------------------- */

@@ -172,6 +172,8 @@ typedef struct coh_plan_request {
     int fixed_recompute;       /* 1: only `recompute` below */
     coh_recompute recompute;
     int64_t max_micro_batch;   /* 0: 64 */
+    int dropout;               /* 1: the run keeps dropout (its masks priced in every candidate,
+                                  memory and time: a published run's) */
 } coh_plan_request;
 
 typedef struct coh_plan_stats {

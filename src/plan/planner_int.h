@@ -104,6 +104,20 @@ coh_status plan_chunk_costs(const coh_model_desc *m, const coh_parallel_config *
 /* Seconds of the optimizer step over n parameters. */
 double plan_optimizer_s(const plan_dev *d, const coh_parallel_config *c, double n);
 
+/* Bytes a value takes in the messages the trainer sends: tp all-reduces, pipeline sends and
+ * ZeRO gathers. cohort's trainer moves fp32 whatever the precision (gpt_tp.c, pipe_exec.c,
+ * zero.c); a GPU preset prices the published stack it describes (Megatron-LM: the training
+ * precision), for cohort has no GPU backend yet. */
+double plan_wire_bytes(const plan_dev *d);
+/* Bytes a gradient value takes in the dp reduction: fp32 unless --grad-reduce-dtype bf16 (or
+ * fp16 mixed precision, a GPU stack's). */
+double plan_grad_bytes(const coh_parallel_config *c);
+/* The distance in rank order between two dp replicas (the trainer's mesh: tp). */
+int plan_dp_stride(const coh_parallel_config *c);
+/* Values one rank sends per pipeline message of a microbatch (pipe_exec.c's message). */
+double plan_p2p_values(const coh_model_desc *m, const coh_parallel_config *c, int64_t seq,
+                       int head_shards);
+
 /* ---- the step simulator ------------------------------------------------------------------- */
 
 typedef struct plan_event {

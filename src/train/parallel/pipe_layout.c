@@ -328,7 +328,7 @@ coh_status pipe_choose_split(const pipe_chunk_cost *cost, int L, const coh_pipe_
         st = coh_errf(COH_ERR_NOMEM, "out of memory choosing the pipeline's split");
     if (!st) {
         c.in = (pipe_sim_in){p, shape->microbatches, v, l.list, l.count, 0, 0, NULL, c.fwd,
-                             c.bwd};
+                             c.bwd, NULL};
         for (int s = 0; s < p; s++)
             c.actions += l.count[s];
         memcpy(bal, bounds, sizeof(int) * (size_t)(u + 1));
