@@ -178,8 +178,8 @@ static int build_hw(opts *o, coh_hw *hw)
         return cli_usage_error(cmd, "give one of --inventory, --hw and --calibration");
     coh_parallel_config *p = &o->cfg.par;
     coh_status st;
-    if (o->inventory)
-        st = coh_hw_from_inventory(o->inventory, p->nodes ? p->nodes : 1, hw);
+    if (o->inventory) /* a flag overrides the file: --link-inter gives the missing link */
+        st = coh_hw_from_inventory(o->inventory, o->link_inter ? 1 : p->nodes ? p->nodes : 1, hw);
     else if (o->hw)
         st = coh_hw_preset(o->hw, hw);
     else if (o->cal)
@@ -606,6 +606,23 @@ static int search(opts *o, const coh_model_desc *m, const coh_hw *hw)
     return CLI_OK;
 }
 
+/* One rule for --nodes with and without --explain: the devices a node holds come from
+ * --gpus-per-node, else the hardware (a GPU node's count, --devices over the nodes), else the
+ * mesh the flags give over the nodes. */
+static void node_size(cli_config *cfg, int explain, coh_hw *hw)
+{
+    coh_parallel_config *p = &cfg->par;
+    if (!p->nodes || p->gpus_per_node)
+        return;
+    long mesh = (long)p->dp * p->tp * p->pp;
+    if (hw->gpus_per_node > 0 && (hw->gpu || hw->nodes > 1))
+        p->gpus_per_node = hw->gpus_per_node;
+    else if (explain && mesh % p->nodes == 0)
+        p->gpus_per_node = (int)(mesh / p->nodes);
+    if (explain && !hw->gpu && hw->nodes > 1 && !hw->gpus_per_node) /* CPU nodes: its ranks */
+        hw->gpus_per_node = p->gpus_per_node;
+}
+
 int cmd_plan(int argc, char **argv)
 {
     opts o;
@@ -626,13 +643,14 @@ int cmd_plan(int argc, char **argv)
     if (o.cfg.par.stage_layers && o.cfg.par.pp < 2)
         return cli_usage_error(cmd, "--stage-layers '%s' needs a pipeline (--pp 2 or more)",
                                o.cfg.par.stage_layers);
-    if (o.explain && (rc = cli_config_finish(cmd, &o.cfg, 0)) != CLI_OK)
-        return rc;
-    if (!o.explain && o.strategy_given && (rc = cli_config_finish(cmd, &o.cfg, 0)) != CLI_OK)
-        return rc;
     coh_hw hw;
     if ((rc = build_hw(&o, &hw)) != CLI_OK)
         return rc;
+    node_size(&o.cfg, o.explain, &hw);
+    if (((o.explain || o.strategy_given) && (rc = cli_config_finish(cmd, &o.cfg, 0)) != CLI_OK)) {
+        coh_hw_free_measurements(&hw);
+        return rc;
+    }
     if (o.explain) {
         rc = explain(&o, &m, &hw);
     } else if (o.devices && (hw.gpu || hw.nodes > 1) && o.cfg.par.nodes &&
