@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "cli_mesh.h"
 #include "cli_config.h"
 #include "cohort/json_writer.h"
 #include "cohort/planner.h"
@@ -319,9 +320,9 @@ static void print_header(void)
            "MFU", "memory", "bubble", "comm", "exposed");
 }
 
-static void json_result(coh_jw *w, const coh_plan_result *r, const char *command)
+/* The fields of one priced configuration, into the open object. */
+static void json_fields(coh_jw *w, const coh_plan_result *r, const char *command)
 {
-    coh_jw_object_begin(w);
     cli_config_json(w, &r->config, r->config.seq, r->config.microbatches);
     coh_jw_field_double(w, "step_s", r->step_s);
     coh_jw_field_double(w, "compute_s", r->compute_s);
@@ -338,6 +339,12 @@ static void json_result(coh_jw *w, const coh_plan_result *r, const char *command
     coh_jw_field_string(w, "missing", r->runnable ? NULL : r->missing);
     coh_jw_field_string(w, "reasons", r->reasons);
     coh_jw_field_string(w, "command", command);
+}
+
+static void json_result(coh_jw *w, const coh_plan_result *r, const char *command)
+{
+    coh_jw_object_begin(w);
+    json_fields(w, r, command);
     coh_jw_object_end(w);
 }
 
@@ -393,6 +400,31 @@ static int no_fit(const opts *o, const coh_model_desc *m, const coh_hw *hw, int 
     return CLI_FAILED;
 }
 
+/* --explain --json: the priced configuration, and the mesh as the planner priced it (every
+ * rank's stage and peers, each stage's messages, links and memory), in the dry run's format. */
+static int explain_json(const coh_model_desc *m, const coh_hw *hw, const coh_plan_result *r,
+                        const char *line)
+{
+    const coh_parallel_config *c = &r->config;
+    coh_plan_stage_view *v = calloc((size_t)c->pp, sizeof *v);
+    coh_status st = v ? coh_plan_stage_views(m, c, hw, v) : coh_errf(COH_ERR_NOMEM, "out of memory");
+    if (st) {
+        free(v);
+        return cli_fail(cmd, st);
+    }
+    coh_jw w;
+    coh_jw_init(&w, stdout, 0);
+    coh_jw_object_begin(&w);
+    json_fields(&w, r, line);
+    int per_node = hw->gpu || hw->nodes > 1 ? hw->gpus_per_node : c->dp * c->pp * c->tp;
+    cli_mesh_json(&w, c->dp, c->pp, c->tp, per_node, v);
+    coh_jw_object_end(&w);
+    coh_jw_finish(&w);
+    printf("\n");
+    free(v);
+    return CLI_OK;
+}
+
 static int explain(opts *o, const coh_model_desc *m, const coh_hw *hw)
 {
     coh_parallel_config c = o->cfg.par;
@@ -405,14 +437,8 @@ static int explain(opts *o, const coh_model_desc *m, const coh_hw *hw)
     command_line(o, m, hw, &r, line, sizeof line);
     if (o->trace && (st = coh_plan_trace(m, &c, hw, o->trace)) != COH_OK)
         return cli_fail(cmd, st);
-    if (o->json) {
-        coh_jw w;
-        coh_jw_init(&w, stdout, 0);
-        json_result(&w, &r, line);
-        coh_jw_finish(&w);
-        printf("\n");
-        return CLI_OK;
-    }
+    if (o->json)
+        return explain_json(m, hw, &r, line);
     print_hw(hw, c.dp * c.tp * c.pp);
     print_header();
     print_row(1, &r);

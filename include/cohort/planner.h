@@ -160,6 +160,23 @@ coh_status coh_plan_trace(const coh_model_desc *m, const coh_parallel_config *c,
 
 /* ---- the search ----------------------------------------------------------------------------- */
 
+/* What the planner prices on one pipeline stage of a configuration (`cohort plan --explain
+ * --json`), for checking against the trainer's dry run: the stage's blocks and parameters (the
+ * trainer's split), its memory, the bytes of each message, and whether the link priced for
+ * each axis crosses nodes (-1: no such axis or peer, 0: inside a node, 1: between nodes). */
+typedef struct coh_plan_stage_view {
+    int blocks;
+    int64_t params;
+    uint64_t memory_bytes;
+    double pipe_send_bytes, tp_allreduce_bytes, dp_reduce_bytes, zero_gather_bytes,
+        embed_allreduce_bytes;
+    int next_stage_inter, dp_inter, tp_inter;
+} coh_plan_stage_view;
+
+/* out[c->pp]. Errors as coh_plan_config. */
+coh_status coh_plan_stage_views(const coh_model_desc *m, const coh_parallel_config *c,
+                                const coh_hw *hw, coh_plan_stage_view *out);
+
 typedef struct coh_plan_request {
     int64_t global_batch;      /* sequences per optimizer step */
     int64_t seq;               /* 0: the model's context */

@@ -202,6 +202,12 @@ static coh_status estimate_stage(const coh_model_desc *m, const coh_parallel_con
     return COH_OK;
 }
 
+coh_status plan_estimate_stage_layers(const coh_model_desc *m, const coh_parallel_config *s,
+                                      const int64_t *layers, int stage, coh_device_mem *out)
+{
+    return estimate_stage(m, s, layers, stage, out);
+}
+
 coh_status coh_estimate_stage(const coh_model_desc *m, const coh_parallel_config *s, int stage,
                               coh_device_mem *out)
 {

@@ -26,6 +26,10 @@ uint64_t plan_stage_activations(const coh_model_desc *m, const coh_parallel_conf
                                 const int64_t *layers, int stage, int64_t *in_flight,
                                 uint64_t *recompute_temp);
 
+/* coh_estimate_stage with the blocks of each stage given (layers[pp], NULL: even). */
+coh_status plan_estimate_stage_layers(const coh_model_desc *m, const coh_parallel_config *s,
+                                      const int64_t *layers, int stage, coh_device_mem *out);
+
 /* coh_estimate_memory with the blocks of each stage given (layers[pp]): the split the trainer
  * runs, as the planner prices it. */
 coh_status plan_estimate_memory_layers(const coh_model_desc *m, const coh_parallel_config *s,

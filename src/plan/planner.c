@@ -120,20 +120,28 @@ coh_status coh_plan_config_internal(const coh_model_desc *m, const coh_parallel_
                                     plan_step *step_out);
 
 /* The memory of the split the time model priced (the trainer's, plan_chunk_costs), in place of
- * the even split's: the blocks of each stage summed over its chunks. */
+ * the even split's: the blocks of each stage summed over its chunks; where cohort's trainer runs
+ * the configuration, the largest of its own per-rank predictions. */
 static coh_status memory_of_split(const coh_model_desc *m, const coh_parallel_config *c,
                                   const plan_chunk *chunk, const coh_hw *hw, coh_plan_result *out)
 {
-    if (c->pp < 2)
-        return COH_OK;
-    int64_t *layers = calloc((size_t)c->pp, sizeof *layers);
-    if (!layers)
-        return coh_errf(COH_ERR_NOMEM, "out of memory pricing %d stages", c->pp);
-    for (int k = 0; k < c->pp * c->virtual_stages; k++)
-        layers[k % c->pp] += chunk[k].hi - chunk[k].lo;
-    coh_status st = plan_estimate_memory_layers(m, c, layers, &out->estimate);
-    free(layers);
+    coh_status st = COH_OK;
+    if (c->pp > 1) {
+        int64_t *layers = calloc((size_t)c->pp, sizeof *layers);
+        if (!layers)
+            return coh_errf(COH_ERR_NOMEM, "out of memory pricing %d stages", c->pp);
+        for (int k = 0; k < c->pp * c->virtual_stages; k++)
+            layers[k % c->pp] += chunk[k].hi - chunk[k].lo;
+        st = plan_estimate_memory_layers(m, c, layers, &out->estimate);
+        free(layers);
+    }
     out->memory_bytes = out->estimate.per_device.total_bytes;
+    /* where cohort's trainer runs it, its own prediction of the buffers it allocates */
+    uint64_t worst = 0, b;
+    for (int s = 0; !st && s < c->pp && plan_trainer_memory(m, c, hw, s, &b); s++)
+        worst = b > worst ? b : worst;
+    if (worst)
+        out->memory_bytes = worst;
     out->fits = !hw->memory_bytes || out->memory_bytes <= hw->memory_bytes;
     return st;
 }

@@ -112,11 +112,20 @@ double plan_wire_bytes(const plan_dev *d);
 /* Bytes a gradient value takes in the dp reduction: fp32 unless --grad-reduce-dtype bf16 (or
  * fp16 mixed precision, a GPU stack's). */
 double plan_grad_bytes(const coh_parallel_config *c);
+/* The link a pipeline message between stage s and s + 1 (mod pp) crosses, in the trainer's
+ * mesh. */
+const coh_link *plan_stage_link(const coh_hw *hw, const coh_parallel_config *c, int s);
 /* The distance in rank order between two dp replicas (the trainer's mesh: tp). */
 int plan_dp_stride(const coh_parallel_config *c);
 /* Values one rank sends per pipeline message of a microbatch (pipe_exec.c's message). */
 double plan_p2p_values(const coh_model_desc *m, const coh_parallel_config *c, int64_t seq,
                        int head_shards);
+
+/* Where cohort's own trainer runs c on this hardware (a CPU, a GPT-2 shape it runs): *bytes
+ * gets its own prediction of stage `stage`'s rank (coh_par_memory_estimate: the buffers it
+ * allocates), and 1; else 0 (the estimator's figure stands). */
+int plan_trainer_memory(const coh_model_desc *m, const coh_parallel_config *c, const coh_hw *hw,
+                        int stage, uint64_t *bytes);
 
 /* ---- the step simulator ------------------------------------------------------------------- */
 

@@ -200,10 +200,8 @@ static coh_status des_init(des *D, const coh_parallel_config *c, const coh_hw *h
         D->fwd_u[u] = chunk[u].fwd;
         D->bwd_u[u] = chunk[u].bwd;
     }
-    /* the trainer's mesh (coh_mesh_rank): stage s's first rank, and the next stage's */
     for (int s = 0; s < D->p; s++) {
-        const coh_link *l = plan_link(hw, coh_mesh_rank(c->dp, c->pp, c->tp, 0, s, 0),
-                                      coh_mesh_rank(c->dp, c->pp, c->tp, 0, (s + 1) % D->p, 0));
+        const coh_link *l = plan_stage_link(hw, c, s);
         D->hop[s] = l->alpha_s + p2p_bytes / l->bytes_per_s;
     }
     for (int s = 0; s < D->p; s++)
@@ -230,6 +228,13 @@ static double tied_sum(des *D, const coh_model_desc *m, const coh_parallel_confi
     *exposed += fmax(t, t0) + cost - t;
     *comm += cost;
     return fmax(t, t0) + cost;
+}
+
+const coh_link *plan_stage_link(const coh_hw *hw, const coh_parallel_config *c, int s)
+{
+    /* the trainer's mesh (coh_mesh_rank): stage s's first rank, and the next stage's */
+    return plan_link(hw, coh_mesh_rank(c->dp, c->pp, c->tp, 0, s, 0),
+                     coh_mesh_rank(c->dp, c->pp, c->tp, 0, (s + 1) % c->pp, 0));
 }
 
 int plan_dp_stride(const coh_parallel_config *c)
