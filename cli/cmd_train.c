@@ -276,6 +276,11 @@ static int parse(train_opts *o, int argc, char **argv)
     rc = cli_config_finish(CMD, &o->cfg, o->world);
     if (!rc)
         rc = settle_devices(o);
+    if (!rc && described && !coh_strategy_is_multiprocess(o->cfg.par.strategy) &&
+        o->cfg.par.dp != 1) /* as check_strategy refuses it under a launcher */
+        rc = cli_usage_error(CMD, "strategy '%s' runs one process but the job described has %d "
+                             "ranks: use --strategy ddp or zero1..zero3",
+                             coh_strategy_name(o->cfg.par.strategy), o->world);
     return rc ? rc : described ? 0 : check_strategy(o, &env);
 }
 
@@ -462,6 +467,10 @@ static int dry_run(const train_opts *o)
            p->pp, p->tp, coh_precision_name(p->precision));
     printf("batch     micro-batch %d x seq %d x accumulation %d x data-parallel %d\n",
            o->tc.batch, o->tc.seq, o->tc.accum, p->dp);
+    int world = p->dp * p->pp * p->tp, per = p->gpus_per_node > 0 ? p->gpus_per_node : world;
+    if (world > 1)
+        printf("mesh      %d ranks, %d a node: tp fastest, then dp, then pp (--json: every "
+               "rank)\n", world, per);
     coh_par_config pc = {.train = o->tc, .par = *p};
     for (int s = 0; p->pp > 1 && s < p->pp; s++) {
         coh_pipe_stage st;

@@ -66,6 +66,8 @@ typedef struct coh_hw {
     coh_link intra, inter;     /* inside a node, between nodes (inter.bytes_per_s 0: none) */
     int threads;               /* CPU: threads each rank runs (`--threads`); 0: cores / ranks */
     double gemm_efficiency;    /* GPU roofline: share of peak_flops a large GEMM reaches */
+    int sms;                   /* GPU: streaming multiprocessors (the waves of a GEMM's tiles;
+                                  0: no quantization priced) */
     double mem_bytes_per_s;    /* GPU roofline: memory bandwidth a thin GEMM is bound by */
     struct coh_engine_costs *engine; /* CPU: measured costs of cohort's engine (owned; NULL:
                                         priced from the rates) */
@@ -189,6 +191,7 @@ typedef struct coh_plan_request {
     int fixed_recompute;       /* 1: only `recompute` below */
     coh_recompute recompute;
     int64_t max_micro_batch;   /* 0: 64 */
+    int64_t fixed_micro_batch; /* > 0: only this micro-batch (a published run's) */
     int dropout;               /* 1: the run keeps dropout (its masks priced in every candidate,
                                   memory and time: a published run's) */
 } coh_plan_request;

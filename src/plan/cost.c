@@ -60,6 +60,36 @@ static double curve_rate(const coh_rate_curve *c, double work)
     return c->flops[c->n - 1];
 }
 
+/* cuBLAS's CTA tiles (NVIDIA, "Matrix Multiplication Background User's Guide", section 2.3
+ * and chapter 3, https://docs.nvidia.com/deeplearning/performance/dl-performance-matrix-
+ * multiplication/index.html): 256 x 128 for large GEMMs, smaller ones where those leave SMs
+ * idle. */
+static const int GEMM_TILES[][2] = {{256, 128}, {128, 256}, {128, 128}, {128, 64}, {64, 128},
+                                    {64, 64}};
+
+/* Operands a tile reuses per load: tm tn / (tm + tn) (each K step loads tm + tn rows for
+ * tm tn products), the guide's reason larger tiles are more efficient. */
+static double tile_reuse(const int *t)
+{
+    return (double)t[0] * t[1] / (t[0] + t[1]);
+}
+
+double plan_gemm_shape_share(int sms, double M, double N, double count)
+{
+    if (sms < 1)
+        return 1.0;
+    double best = 0, large = tile_reuse(GEMM_TILES[0]);
+    for (size_t i = 0; i < sizeof GEMM_TILES / sizeof GEMM_TILES[0]; i++) {
+        const int *t = GEMM_TILES[i];
+        double tm = ceil(M / t[0]), tn = ceil(N / t[1]), tiles = tm * tn * count;
+        double used = M * N / (tm * t[0] * tn * t[1]);         /* tile quantization */
+        double waves = ceil(tiles / sms), busy = tiles / (waves * sms); /* wave quantization */
+        double share = used * busy * tile_reuse(t) / large;  /* smaller tiles, less reuse */
+        best = share > best ? share : best;
+    }
+    return best;
+}
+
 double plan_gemm_s(const plan_dev *d, double M, double N, double K, double count)
 {
     if (M <= 0 || N <= 0 || K <= 0 || count <= 0)
@@ -77,7 +107,8 @@ double plan_gemm_s(const plan_dev *d, double M, double N, double K, double count
         return flops / (rate * d->share) + r->op_overhead_s;
     }
     double e = d->half ? 2.0 : 4.0;
-    double peak = d->hw->peak_flops * (d->half ? 1.0 : 0.5) * d->hw->gemm_efficiency;
+    double peak = d->hw->peak_flops * (d->half ? 1.0 : 0.5) * d->hw->gemm_efficiency *
+                  plan_gemm_shape_share(d->hw->sms, M, N, count);
     double bytes = e * (M * K + K * N + M * N) * count;
     return fmax(flops / peak, bytes / d->hw->mem_bytes_per_s) + r->op_overhead_s;
 }

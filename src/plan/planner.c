@@ -365,7 +365,7 @@ static coh_status enumerate_rest(search *S, coh_parallel_config c)
                                        COH_RECOMPUTE_FULL};
     static const int VS[] = {2, 3, 4, 6, 8};
     for (int64_t b = 1; b <= per_replica && b <= max_mb; b++) {
-        if (per_replica % b)
+        if (per_replica % b || (q->fixed_micro_batch > 0 && b != q->fixed_micro_batch))
             continue;
         c.micro_batch = b;
         c.microbatches = per_replica / b;

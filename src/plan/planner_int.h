@@ -79,6 +79,10 @@ double plan_cpu_peak(const coh_hw *hw);
 /* Resolve what a rank of config c gets from hw. COH_ERR_INVALID when hw cannot run c. */
 coh_status plan_dev_for(const coh_hw *hw, const coh_parallel_config *c, plan_dev *out);
 
+/* The share of a large GEMM's rate an (M x N) output, `count` times, reaches on a GPU of `sms`
+ * SMs: the best of cuBLAS's tiles by tile and wave quantization and the tile's operand reuse
+ * (1 when sms is 0). */
+double plan_gemm_shape_share(int sms, double M, double N, double count);
 /* Seconds of one GEMM (M x K) @ (K x N), `count` times (a batched GEMM: one op). */
 double plan_gemm_s(const plan_dev *d, double M, double N, double K, double count);
 /* Seconds of an elementwise op moving `bytes` (read + written). */
