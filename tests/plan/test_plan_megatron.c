@@ -152,14 +152,16 @@ static void test_megatron_table2(void)
     static const int SCALE[4][2] = {{0, 2}, {0, 2}, {4, 6}, {3, 6}};
     for (int k = 0; k < 4; k++) {
         int a = SCALE[k][0], b = SCALE[k][1], zero = k % 2 == 0;
+        if (zero && z[a] == 0) { /* 530B ZeRO-3 at mb 4 on 640 GPUs: no configuration fits
+                                    (docs/plan.md) */
+            printf("  530B ZeRO-3 scaling: not checked (640 GPUs at mb 4 does not fit)\n");
+            continue;
+        }
         double ours = zero ? z[b] / z[a] : d[b] / d[a];
         double paper = zero ? T2[b].zero3 / T2[a].zero3 : T2[b].ptdp / T2[a].ptdp;
         printf("  %s %s scaling %d -> %d GPUs: %.2f, paper %.2f (%+.1f%%)\n",
                T2[a].layers == 96 ? "175B" : "530B", zero ? "ZeRO-3" : "PTD-P", T2[a].gpus,
                T2[b].gpus, ours, paper, 100 * (ours / paper - 1));
-        if (zero && z[a] == 0) /* 530B ZeRO-3 at mb 4 on 640 GPUs: the estimator finds it too
-                                  big (docs/plan.md) */
-            continue;
         CHECK(fabs(ours / paper - 1) <= 0.15);
     }
 }
