@@ -138,7 +138,7 @@ static coh_status memory_of_split(const coh_model_desc *m, const coh_parallel_co
     out->memory_bytes = out->estimate.per_device.total_bytes;
     /* where cohort's trainer runs it, its own prediction of the buffers it allocates */
     uint64_t worst = 0, b;
-    for (int s = 0; !st && s < c->pp && plan_trainer_memory(m, c, hw, s, &b); s++)
+    for (int s = 0; !st && s < c->pp && plan_trainer_memory(m, c, hw, chunk, s, &b); s++)
         worst = b > worst ? b : worst;
     if (worst)
         out->memory_bytes = worst;

@@ -127,9 +127,10 @@ double plan_p2p_values(const coh_model_desc *m, const coh_parallel_config *c, in
 
 /* Where cohort's own trainer runs c on this hardware (a CPU, a GPT-2 shape it runs): *bytes
  * gets its own prediction of stage `stage`'s rank (coh_par_memory_estimate: the buffers it
- * allocates), and 1; else 0 (the estimator's figure stands). */
+ * allocates), and 1; else 0 (the estimator's figure stands). chunk (NULL: chosen again) is the
+ * split priced, the trainer's (plan_chunk_costs). */
 int plan_trainer_memory(const coh_model_desc *m, const coh_parallel_config *c, const coh_hw *hw,
-                        int stage, uint64_t *bytes);
+                        const plan_chunk *chunk, int stage, uint64_t *bytes);
 
 /* ---- the step simulator ------------------------------------------------------------------- */
 

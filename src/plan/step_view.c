@@ -2,6 +2,7 @@
  * bytes of every message and which links they cross), for `cohort plan --explain --json` and
  * the check that it agrees with `cohort train --dry-run --json`. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,9 +40,33 @@ static void messages(const coh_model_desc *m, const coh_parallel_config *c, cons
         v->embed_allreduce_bytes = ceil((double)m->vocab / c->tp) * (double)m->dim * 4.0;
 }
 
-int plan_trainer_memory(const coh_model_desc *m, const coh_parallel_config *c, const coh_hw *hw,
-                        int stage, uint64_t *bytes)
+/* The split the chunks hold, as --stage-layers spells it ("0-5,6-10+head:0/2,head:1/2"), so the
+ * trainer's prediction reads it instead of choosing it again; 0 when it does not fit buf. */
+static int split_string(const plan_chunk *ch, int u, char *buf, size_t cap)
 {
+    int shards = 0;
+    size_t n = 0;
+    for (int k = 0; k < u; k++)
+        shards = ch[k].head_hi > shards ? ch[k].head_hi : shards;
+    for (int k = 0; k < u && n < cap; k++) {
+        const char *sep = "";
+        n += (size_t)snprintf(buf + n, cap - n, "%s", k ? "," : "");
+        if (ch[k].hi > ch[k].lo && n < cap) {
+            n += (size_t)snprintf(buf + n, cap - n, "%d-%d", ch[k].lo, ch[k].hi - 1);
+            sep = "+";
+        }
+        for (int h = ch[k].head_lo; h < ch[k].head_hi && shards > 1 && n < cap; h++, sep = "+")
+            n += (size_t)snprintf(buf + n, cap - n, "%shead:%d/%d", sep, h, shards);
+        if (ch[k].hi == ch[k].lo && shards <= 1 && n < cap)
+            n += (size_t)snprintf(buf + n, cap - n, "%s", k ? "head" : "embeddings");
+    }
+    return n < cap;
+}
+
+int plan_trainer_memory(const coh_model_desc *m, const coh_parallel_config *c, const coh_hw *hw,
+                        const plan_chunk *chunk, int stage, uint64_t *bytes)
+{
+    char split[1024];
     if (hw->gpu || !m->tied || !plan_engine_measurable(m) ||
         !coh_parallel_config_runnable(c, NULL, 0) || c->strategy == COH_STRATEGY_DP)
         return 0;
@@ -51,6 +76,9 @@ int plan_trainer_memory(const coh_model_desc *m, const coh_parallel_config *c, c
     pc.train.model = (coh_gpt_config){(int)m->layers, (int)m->heads, (int)m->dim, (int)m->vocab,
                                       (int)m->positions, 0, 0};
     pc.par = *c;
+    if (chunk && c->pp > 1 && !c->stage_layers &&
+        split_string(chunk, c->pp * c->virtual_stages, split, sizeof split))
+        pc.par.stage_layers = split; /* the split priced, not chosen again */
     coh_par_config_apply(&pc);
     coh_par_memory mem;
     coh_status st = c->pp > 1 ? coh_par_memory_estimate_stage(&pc, stage, &mem)
@@ -81,7 +109,7 @@ static coh_status views(const coh_model_desc *m, const coh_parallel_config *c, c
         v->blocks = (int)layers[s];
         st = plan_estimate_stage_layers(m, c, p > 1 ? layers : NULL, s, &mem);
         v->memory_bytes = mem.total_bytes;
-        plan_trainer_memory(m, c, hw, s, &v->memory_bytes);
+        plan_trainer_memory(m, c, hw, chunk, s, &v->memory_bytes);
         messages(m, c, d, chunk, s, v);
         long r0 = coh_mesh_rank(c->dp, p, c->tp, 0, s, 0);
         v->next_stage_inter = s + 1 < p ? plan_stage_link(hw, c, s) == &hw->inter : -1;

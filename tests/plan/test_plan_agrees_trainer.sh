@@ -28,6 +28,8 @@ rows=(
     "--dp 2 --pp 2 --strategy ddp --grad-accum 2 --nodes 2 --gpus-per-node 2"
     "--dp 4 --pp 2 --strategy ddp --grad-accum 2 --nodes 4 --gpus-per-node 2"
     "--dp 2 --tp 2 --strategy ddp --precision bf16-mixed --nodes 2 --gpus-per-node 2"
+    # a GPT-2 vocabulary: the trainer shards the head over the stages
+    "--vocab 50257 --dim 128 --seq 128 --pp 2 --schedule interleaved --virtual-stages 2 --grad-accum 2 --nodes 1 --gpus-per-node 2"
 )
 i=0
 for row in "${rows[@]}"; do
