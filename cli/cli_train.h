@@ -23,7 +23,9 @@ typedef struct train_opts {
     const char *trace;         /* --trace FILE.json (per rank: FILE.rankN.json when N > 1) */
     const char *dump_params;   /* --dump-params FILE: final parameters as raw f32 (rank 0) */
     long devices;              /* strategy dp: its devices in this process (cfg.par.dp), else 0 */
-    int world;                 /* ranks of the job, from the launcher's environment */
+    int world;                 /* ranks of the job, from the launcher's environment (a dry run:
+                                  or from --world, --nodes x --gpus-per-node) */
+    long dry_world;            /* --world N (--dry-run only) */
 } train_opts;
 
 /* The options of the commands that run a checkpoint (`cohort eval`, `cohort generate`). */

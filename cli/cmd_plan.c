@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "cli_mesh.h"
 #include "cli_config.h"
 #include "cohort/json_writer.h"
 #include "cohort/planner.h"
@@ -178,8 +179,8 @@ static int build_hw(opts *o, coh_hw *hw)
         return cli_usage_error(cmd, "give one of --inventory, --hw and --calibration");
     coh_parallel_config *p = &o->cfg.par;
     coh_status st;
-    if (o->inventory)
-        st = coh_hw_from_inventory(o->inventory, p->nodes ? p->nodes : 1, hw);
+    if (o->inventory) /* a flag overrides the file: --link-inter gives the missing link */
+        st = coh_hw_from_inventory(o->inventory, o->link_inter ? 1 : p->nodes ? p->nodes : 1, hw);
     else if (o->hw)
         st = coh_hw_preset(o->hw, hw);
     else if (o->cal)
@@ -334,9 +335,9 @@ static void print_header(void)
            "MFU", "memory", "bubble", "comm", "exposed");
 }
 
-static void json_result(coh_jw *w, const coh_plan_result *r, const char *command)
+/* The fields of one priced configuration, into the open object. */
+static void json_fields(coh_jw *w, const coh_plan_result *r, const char *command)
 {
-    coh_jw_object_begin(w);
     cli_config_json(w, &r->config, r->config.seq, r->config.microbatches);
     coh_jw_field_double(w, "step_s", r->step_s);
     coh_jw_field_double(w, "compute_s", r->compute_s);
@@ -353,6 +354,12 @@ static void json_result(coh_jw *w, const coh_plan_result *r, const char *command
     coh_jw_field_string(w, "missing", r->runnable ? NULL : r->missing);
     coh_jw_field_string(w, "reasons", r->reasons);
     coh_jw_field_string(w, "command", command);
+}
+
+static void json_result(coh_jw *w, const coh_plan_result *r, const char *command)
+{
+    coh_jw_object_begin(w);
+    json_fields(w, r, command);
     coh_jw_object_end(w);
 }
 
@@ -408,6 +415,31 @@ static int no_fit(const opts *o, const coh_model_desc *m, const coh_hw *hw, int 
     return CLI_FAILED;
 }
 
+/* --explain --json: the priced configuration, and the mesh as the planner priced it (every
+ * rank's stage and peers, each stage's messages, links and memory), in the dry run's format. */
+static int explain_json(const coh_model_desc *m, const coh_hw *hw, const coh_plan_result *r,
+                        const char *line)
+{
+    const coh_parallel_config *c = &r->config;
+    coh_plan_stage_view *v = calloc((size_t)c->pp, sizeof *v);
+    coh_status st = v ? coh_plan_stage_views(m, c, hw, v) : coh_errf(COH_ERR_NOMEM, "out of memory");
+    if (st) {
+        free(v);
+        return cli_fail(cmd, st);
+    }
+    coh_jw w;
+    coh_jw_init(&w, stdout, 0);
+    coh_jw_object_begin(&w);
+    json_fields(&w, r, line);
+    int per_node = hw->gpu || hw->nodes > 1 ? hw->gpus_per_node : c->dp * c->pp * c->tp;
+    cli_mesh_json(&w, c->dp, c->pp, c->tp, per_node, v);
+    coh_jw_object_end(&w);
+    coh_jw_finish(&w);
+    printf("\n");
+    free(v);
+    return CLI_OK;
+}
+
 static int explain(opts *o, const coh_model_desc *m, const coh_hw *hw)
 {
     coh_parallel_config c = o->cfg.par;
@@ -420,14 +452,8 @@ static int explain(opts *o, const coh_model_desc *m, const coh_hw *hw)
     command_line(o, m, hw, &r, line, sizeof line);
     if (o->trace && (st = coh_plan_trace(m, &c, hw, o->trace)) != COH_OK)
         return cli_fail(cmd, st);
-    if (o->json) {
-        coh_jw w;
-        coh_jw_init(&w, stdout, 0);
-        json_result(&w, &r, line);
-        coh_jw_finish(&w);
-        printf("\n");
-        return CLI_OK;
-    }
+    if (o->json)
+        return explain_json(m, hw, &r, line);
     print_hw(hw, c.dp * c.tp * c.pp);
     print_header();
     print_row(1, &r);
@@ -621,6 +647,23 @@ static int search(opts *o, const coh_model_desc *m, const coh_hw *hw)
     return CLI_OK;
 }
 
+/* One rule for --nodes with and without --explain: the devices a node holds come from
+ * --gpus-per-node, else the hardware (a GPU node's count, --devices over the nodes), else the
+ * mesh the flags give over the nodes. */
+static void node_size(cli_config *cfg, int explain, coh_hw *hw)
+{
+    coh_parallel_config *p = &cfg->par;
+    if (!p->nodes || p->gpus_per_node)
+        return;
+    long mesh = (long)p->dp * p->tp * p->pp;
+    if (hw->gpus_per_node > 0 && (hw->gpu || hw->nodes > 1))
+        p->gpus_per_node = hw->gpus_per_node;
+    else if (explain && mesh % p->nodes == 0)
+        p->gpus_per_node = (int)(mesh / p->nodes);
+    if (explain && !hw->gpu && hw->nodes > 1 && !hw->gpus_per_node) /* CPU nodes: its ranks */
+        hw->gpus_per_node = p->gpus_per_node;
+}
+
 int cmd_plan(int argc, char **argv)
 {
     opts o;
@@ -641,13 +684,14 @@ int cmd_plan(int argc, char **argv)
     if (o.cfg.par.stage_layers && o.cfg.par.pp < 2)
         return cli_usage_error(cmd, "--stage-layers '%s' needs a pipeline (--pp 2 or more)",
                                o.cfg.par.stage_layers);
-    if (o.explain && (rc = cli_config_finish(cmd, &o.cfg, 0)) != CLI_OK)
-        return rc;
-    if (!o.explain && o.strategy_given && (rc = cli_config_finish(cmd, &o.cfg, 0)) != CLI_OK)
-        return rc;
     coh_hw hw;
     if ((rc = build_hw(&o, &hw)) != CLI_OK)
         return rc;
+    node_size(&o.cfg, o.explain, &hw);
+    if (((o.explain || o.strategy_given) && (rc = cli_config_finish(cmd, &o.cfg, 0)) != CLI_OK)) {
+        coh_hw_free_measurements(&hw);
+        return rc;
+    }
     if (o.explain) {
         rc = explain(&o, &m, &hw);
     } else if (o.devices && (hw.gpu || hw.nodes > 1) && o.cfg.par.nodes &&

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli_mesh.h"
 #include "cli_train.h"
 #include "cohort/backend.h"
 #include "cli_train_par.h"
@@ -45,6 +46,9 @@ static void help(void)
            "                        LM head's estimated compute included, whole or in shards)\n"
            "  --dry-run             print the configuration as the trainer would run it and exit\n"
            "                        (with --json: as JSON); refusals exit 2 as a real run would\n"
+           "  --world N             with --dry-run outside a launcher: describe a job of N ranks\n"
+           "                        (or --nodes N --gpus-per-node G: N x G), every rank's stage,\n"
+           "                        peers, messages and memory\n"
            "model and data:\n"
            "  --init-from FILE      start from weights in a safetensors file (HF GPT-2 names)\n"
            "  --data FILE           training shard (repeat, or a glob in quotes)\n"
@@ -86,7 +90,7 @@ enum {
     O_INIT = 256, O_DATA, O_VAL, O_SHUFFLE, O_STEPS, O_LR, O_MINLR, O_WARMUP, O_WD, O_CLIP, O_SEED,
     O_DET, O_METRICS, O_LOGEVERY, O_VALEVERY, O_VALBATCHES, O_SAVE, O_SAVEEVERY, O_RESUME,
     O_STOPAT, O_TOKENIZER, O_BLASINFO, O_TRACE, O_DUMP, O_DEVICES, O_DRYRUN, O_JSON,
-    O_STAGELAYERS, O_SAVEDTYPE, O_DEVICE
+    O_STAGELAYERS, O_SAVEDTYPE, O_DEVICE, O_WORLD
 };
 
 static const struct option own_options[] = {
@@ -106,6 +110,7 @@ static const struct option own_options[] = {
     {"dry-run", 0, 0, O_DRYRUN},      {"json", 0, 0, O_JSON},
     {"stage-layers", 1, 0, O_STAGELAYERS}, {"save-dtype", 1, 0, O_SAVEDTYPE},
     {"device", 1, 0, O_DEVICE},
+    {"world", 1, 0, O_WORLD},
     {0, 0, 0, 0},
 };
 
@@ -174,6 +179,7 @@ static int parse_value(void *ctx, int c, const char *name, const char *a)
     case O_DUMP: o->dump_params = a; return 1;
     case O_DRYRUN: o->dry_run = 1; return 1;
     case O_JSON: o->json = 1; return 1;
+    case O_WORLD: return cli_parse_long(CMD, "--world", a, 1, 1L << 20, &o->dry_world);
     case O_STAGELAYERS: o->cfg.par.stage_layers = a; return 1;
     case O_DEVICE:
         if (coh_backend_select(a)) {
@@ -200,6 +206,25 @@ static int check_strategy(const train_opts *o, const coh_launch_env *env)
                                coh_strategy_name(s), coh_launcher_name(env->launcher),
                                env->world_size, coh_launcher_world_var(env->launcher),
                                env->world_size);
+    return 0;
+}
+
+/* --dry-run outside a launcher describes the job --world or --nodes x --gpus-per-node give, as
+ * its ranks would run it (one process shows any mesh). */
+static int described_world(train_opts *o, const coh_launch_env *env, int *described)
+{
+    const coh_parallel_config *p = &o->cfg.par;
+    long nodes_world = p->nodes && p->gpus_per_node ? (long)p->nodes * p->gpus_per_node : 0;
+    if (o->dry_world && !o->dry_run)
+        return cli_usage_error(CMD, "--world '%ld' describes a job for --dry-run; a real run "
+                               "takes its ranks from the launcher", o->dry_world);
+    if (!o->dry_run || env->launcher != COH_LAUNCHER_NONE || (!o->dry_world && !nodes_world))
+        return 0;
+    if (o->dry_world && nodes_world && o->dry_world != nodes_world)
+        return cli_usage_error(CMD, "invalid --world '%ld': --nodes %d x --gpus-per-node %d is "
+                               "%ld", o->dry_world, p->nodes, p->gpus_per_node, nodes_world);
+    o->world = (int)(o->dry_world ? o->dry_world : nodes_world);
+    *described = 1;
     return 0;
 }
 
@@ -257,10 +282,18 @@ static int parse(train_opts *o, int argc, char **argv)
     if (coh_launch_env_read(&env))
         return cli_fail(CMD, COH_ERR_INVALID);
     o->world = env.world_size;
-    rc = cli_config_finish(CMD, &o->cfg, env.world_size);
+    int described = 0;
+    if ((rc = described_world(o, &env, &described)))
+        return rc;
+    rc = cli_config_finish(CMD, &o->cfg, o->world);
     if (!rc)
         rc = settle_devices(o);
-    return rc ? rc : check_strategy(o, &env);
+    if (!rc && described && !coh_strategy_is_multiprocess(o->cfg.par.strategy) &&
+        o->cfg.par.dp != 1) /* as check_strategy refuses it under a launcher */
+        rc = cli_usage_error(CMD, "strategy '%s' runs one process but the job described has %d "
+                             "ranks: use --strategy ddp or zero1..zero3",
+                             coh_strategy_name(o->cfg.par.strategy), o->world);
+    return rc ? rc : described ? 0 : check_strategy(o, &env);
 }
 
 /* A model flag given with --resume or --init-from must say what the checkpoint holds: the
@@ -444,6 +477,63 @@ static int check_config(train_opts *o)
     return 0;
 }
 
+/* 1 when ranks a and b of the job sit on different nodes of per_node ranks. */
+static int other_node(long a, long b, int per_node)
+{
+    return a / per_node != b / per_node;
+}
+
+/* Stage s as the trainer runs it: its layout's messages (fp32 values, coh_par_stage_traffic),
+ * the memory it predicts for its rank, and where its peers sit in the job. */
+static coh_status stage_facts(const train_opts *o, int s, int per_node, coh_plan_stage_view *v)
+{
+    const coh_parallel_config *p = &o->cfg.par;
+    coh_par_config pc = {.train = o->tc, .par = *p};
+    coh_par_config_apply(&pc);
+    coh_par_traffic t;
+    coh_par_memory mem;
+    coh_status st = coh_par_stage_traffic(&pc, s, &t);
+    if (!st)
+        st = p->pp > 1 ? coh_par_memory_estimate_stage(&pc, s, &mem)
+                       : coh_par_memory_estimate(&pc, p->dp, 0, &mem);
+    if (st)
+        return st;
+    int g = p->grad_reduce_bf16 ? 2 : 4; /* grad_sync.c: bf16 or fp32 buckets */
+    *v = (coh_plan_stage_view){
+        .blocks = t.blocks, .params = (int64_t)t.params, .memory_bytes = mem.total,
+        .pipe_send_bytes = 4.0 * t.pipe_send, .tp_allreduce_bytes = 4.0 * t.tp_allreduce,
+        .dp_reduce_bytes = (double)g * t.dp_reduce, .zero_gather_bytes = 4.0 * t.zero_gather,
+        .embed_allreduce_bytes = 4.0 * t.embed_allreduce, .next_stage_inter = -1,
+        .dp_inter = -1, .tp_inter = -1};
+    long r0 = coh_mesh_rank(p->dp, p->pp, p->tp, 0, s, 0);
+    if (s + 1 < p->pp)
+        v->next_stage_inter = other_node(r0, coh_mesh_rank(p->dp, p->pp, p->tp, 0, s + 1, 0),
+                                         per_node);
+    if (p->dp > 1)
+        v->dp_inter = other_node(r0, coh_mesh_rank(p->dp, p->pp, p->tp, p->dp - 1, s, 0),
+                                 per_node);
+    if (p->tp > 1)
+        v->tp_inter = other_node(r0, coh_mesh_rank(p->dp, p->pp, p->tp, 0, s, p->tp - 1),
+                                 per_node);
+    return COH_OK;
+}
+
+/* The job's mesh: every rank and every stage, as the trainer would run them. */
+static int mesh_json(coh_jw *w, const train_opts *o)
+{
+    const coh_parallel_config *p = &o->cfg.par;
+    int world = p->dp * p->pp * p->tp;
+    int per_node = p->gpus_per_node > 0 ? p->gpus_per_node : world;
+    coh_plan_stage_view *v = calloc((size_t)p->pp, sizeof *v);
+    coh_status st = v ? COH_OK : coh_errf(COH_ERR_NOMEM, "out of memory");
+    for (int s = 0; !st && s < p->pp; s++)
+        st = stage_facts(o, s, per_node, &v[s]);
+    if (!st)
+        cli_mesh_json(w, p->dp, p->pp, p->tp, per_node, v);
+    free(v);
+    return st != COH_OK;
+}
+
 /* --dry-run: the configuration the trainer would run, as text or JSON. */
 static int dry_run(const train_opts *o)
 {
@@ -463,6 +553,11 @@ static int dry_run(const train_opts *o)
         coh_jw_object_end(&w);
         cli_config_json(&w, p, o->tc.seq, o->tc.accum);
         coh_jw_field_int(&w, "threads", o->cfg.threads);
+        if (p->strategy != COH_STRATEGY_DP && mesh_json(&w, o)) {
+            coh_jw_object_end(&w);
+            coh_jw_finish(&w);
+            return cli_fail(CMD, COH_ERR_INVALID);
+        }
         coh_jw_object_end(&w);
         coh_jw_finish(&w);
         return CLI_OK;
@@ -473,6 +568,10 @@ static int dry_run(const train_opts *o)
            p->pp, p->tp, coh_precision_name(p->precision));
     printf("batch     micro-batch %d x seq %d x accumulation %d x data-parallel %d\n",
            o->tc.batch, o->tc.seq, o->tc.accum, p->dp);
+    int world = p->dp * p->pp * p->tp, per = p->gpus_per_node > 0 ? p->gpus_per_node : world;
+    if (world > 1)
+        printf("mesh      %d ranks, %d a node: tp fastest, then dp, then pp (--json: every "
+               "rank)\n", world, per);
     coh_par_config pc = {.train = o->tc, .par = *p};
     for (int s = 0; p->pp > 1 && s < p->pp; s++) {
         coh_pipe_stage st;

@@ -32,6 +32,11 @@ typedef struct coh_mesh {
 /* Build the mesh over `world` (borrowed; must outlive the mesh). Collective over world.
  * COH_ERR_INVALID when dp * pp * tp differs from the world size (naming the three sizes). */
 coh_status coh_mesh_create(coh_comm *world, int dp, int pp, int tp, coh_mesh **out);
+
+/* The mesh's order as pure arithmetic, so that the trainer, its dry run and the planner place
+ * ranks alike: the coordinates of world rank r, and the world rank of coordinates. */
+void coh_mesh_coords(long r, int dp, int pp, int tp, int *dp_rank, int *pp_rank, int *tp_rank);
+long coh_mesh_rank(int dp, int pp, int tp, int dp_rank, int pp_rank, int tp_rank);
 void coh_mesh_destroy(coh_mesh *m); /* NULL-safe */
 
 /* ---- model-state memory ---------------------------------------------------------------------- */
@@ -196,6 +201,25 @@ typedef struct coh_pipe_stage {
 /* Pure. With c->par.stage_layers the split is the user's (coh_pipe_parse_layers).
  * COH_ERR_INVALID for a stage outside 0..pp-1, more virtual stages than blocks, or a bad split. */
 coh_status coh_par_pipe_stage(const coh_par_config *c, int stage, coh_pipe_stage *out);
+
+/* What one rank of stage `stage` moves in a step, in values (the trainer moves fp32: gpt_tp.c,
+ * pipe_exec.c, zero.c), from the trainer's own layout: the dry run prints it and the planner's
+ * pricing is checked against it. */
+typedef struct coh_par_traffic {
+    size_t pipe_send;      /* one pipeline message of a microbatch: the rank's rows (1/tp of
+                              them only with sequence parallelism), with head shards the loss
+                              statistics (3 a token); 0 without a pipeline */
+    size_t tp_allreduce;   /* one tp all-reduce of a block's (B T, C) output; 0 without tp */
+    size_t dp_reduce;      /* the stage's gradients reduced over dp in a step; 0 without dp */
+    size_t zero_gather;    /* ZeRO: the stage's parameters gathered (per step for stages 1-2,
+                              per pass for 3); 0 otherwise */
+    size_t embed_allreduce; /* the tied wte summed between the first stage and the head's */
+    size_t params;         /* the stage's parameters (its tp shard) */
+    int blocks;            /* its transformer blocks */
+} coh_par_traffic;
+
+/* Pure. COH_ERR_INVALID as coh_par_pipe_stage. */
+coh_status coh_par_stage_traffic(const coh_par_config *c, int stage, coh_par_traffic *out);
 
 /* The stage's chunks as --stage-layers spells them, "0-0,2-11", an empty chunk "embeddings" or
  * "head", into buf (cap bytes, NUL-terminated, cut short when it does not fit). Returns buf. */

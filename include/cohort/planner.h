@@ -66,6 +66,8 @@ typedef struct coh_hw {
     coh_link intra, inter;     /* inside a node, between nodes (inter.bytes_per_s 0: none) */
     int threads;               /* CPU: threads each rank runs (`--threads`); 0: cores / ranks */
     double gemm_efficiency;    /* GPU roofline: share of peak_flops a large GEMM reaches */
+    int sms;                   /* GPU: streaming multiprocessors (the waves of a GEMM's tiles;
+                                  0: no quantization priced) */
     double mem_bytes_per_s;    /* GPU roofline: memory bandwidth a thin GEMM is bound by */
     struct coh_engine_costs *engine; /* CPU: measured costs of cohort's engine (owned; NULL:
                                         priced from the rates) */
@@ -160,6 +162,23 @@ coh_status coh_plan_trace(const coh_model_desc *m, const coh_parallel_config *c,
 
 /* ---- the search ----------------------------------------------------------------------------- */
 
+/* What the planner prices on one pipeline stage of a configuration (`cohort plan --explain
+ * --json`), for checking against the trainer's dry run: the stage's blocks and parameters (the
+ * trainer's split), its memory, the bytes of each message, and whether the link priced for
+ * each axis crosses nodes (-1: no such axis or peer, 0: inside a node, 1: between nodes). */
+typedef struct coh_plan_stage_view {
+    int blocks;
+    int64_t params;
+    uint64_t memory_bytes;
+    double pipe_send_bytes, tp_allreduce_bytes, dp_reduce_bytes, zero_gather_bytes,
+        embed_allreduce_bytes;
+    int next_stage_inter, dp_inter, tp_inter;
+} coh_plan_stage_view;
+
+/* out[c->pp]. Errors as coh_plan_config. */
+coh_status coh_plan_stage_views(const coh_model_desc *m, const coh_parallel_config *c,
+                                const coh_hw *hw, coh_plan_stage_view *out);
+
 typedef struct coh_plan_request {
     int64_t global_batch;      /* sequences per optimizer step */
     int64_t seq;               /* 0: the model's context */
@@ -172,6 +191,9 @@ typedef struct coh_plan_request {
     int fixed_recompute;       /* 1: only `recompute` below */
     coh_recompute recompute;
     int64_t max_micro_batch;   /* 0: 64 */
+    int64_t fixed_micro_batch; /* > 0: only this micro-batch (a published run's) */
+    int dropout;               /* 1: the run keeps dropout (its masks priced in every candidate,
+                                  memory and time: a published run's) */
 } coh_plan_request;
 
 typedef struct coh_plan_stats {

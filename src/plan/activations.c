@@ -97,15 +97,16 @@ static int64_t in_flight(const coh_parallel_config *s, int stage)
     return held < total ? held : total;
 }
 
-uint64_t plan_stage_activations(const coh_model_desc *m, const coh_parallel_config *s, int stage,
-                                int64_t *in_flight_out, uint64_t *recompute_temp)
+uint64_t plan_stage_activations(const coh_model_desc *m, const coh_parallel_config *s,
+                                const int64_t *stage_layers, int stage, int64_t *in_flight_out,
+                                uint64_t *recompute_temp)
 {
     *in_flight_out = in_flight(s, stage);
     *recompute_temp = 0;
     if (m->arch == COH_ARCH_COUNTS)
         return 0;
     u128 per_layer = coh_activations_per_layer(m, s);
-    u128 layers = (u128)plan_stage_layers(m, s, stage);
+    u128 layers = (u128)plan_stage_layers(m, s, stage_layers, stage);
     u128 held = (u128)*in_flight_out;
     u128 total = s->schedule == COH_SCHED_INTERLEAVED && s->pp > 1
                      ? held * (layers / (u128)s->virtual_stages) * per_layer

@@ -60,6 +60,36 @@ static double curve_rate(const coh_rate_curve *c, double work)
     return c->flops[c->n - 1];
 }
 
+/* cuBLAS's CTA tiles (NVIDIA, "Matrix Multiplication Background User's Guide", section 2.3
+ * and chapter 3, https://docs.nvidia.com/deeplearning/performance/dl-performance-matrix-
+ * multiplication/index.html): 256 x 128 for large GEMMs, smaller ones where those leave SMs
+ * idle. */
+static const int GEMM_TILES[][2] = {{256, 128}, {128, 256}, {128, 128}, {128, 64}, {64, 128},
+                                    {64, 64}};
+
+/* Operands a tile reuses per load: tm tn / (tm + tn) (each K step loads tm + tn rows for
+ * tm tn products), the guide's reason larger tiles are more efficient. */
+static double tile_reuse(const int *t)
+{
+    return (double)t[0] * t[1] / (t[0] + t[1]);
+}
+
+double plan_gemm_shape_share(int sms, double M, double N, double count)
+{
+    if (sms < 1)
+        return 1.0;
+    double best = 0, large = tile_reuse(GEMM_TILES[0]);
+    for (size_t i = 0; i < sizeof GEMM_TILES / sizeof GEMM_TILES[0]; i++) {
+        const int *t = GEMM_TILES[i];
+        double tm = ceil(M / t[0]), tn = ceil(N / t[1]), tiles = tm * tn * count;
+        double used = M * N / (tm * t[0] * tn * t[1]);         /* tile quantization */
+        double waves = ceil(tiles / sms), busy = tiles / (waves * sms); /* wave quantization */
+        double share = used * busy * tile_reuse(t) / large;  /* smaller tiles, less reuse */
+        best = share > best ? share : best;
+    }
+    return best;
+}
+
 double plan_gemm_s(const plan_dev *d, double M, double N, double K, double count)
 {
     if (M <= 0 || N <= 0 || K <= 0 || count <= 0)
@@ -77,7 +107,8 @@ double plan_gemm_s(const plan_dev *d, double M, double N, double K, double count
         return flops / (rate * d->share) + r->op_overhead_s;
     }
     double e = d->half ? 2.0 : 4.0;
-    double peak = d->hw->peak_flops * (d->half ? 1.0 : 0.5) * d->hw->gemm_efficiency;
+    double peak = d->hw->peak_flops * (d->half ? 1.0 : 0.5) * d->hw->gemm_efficiency *
+                  plan_gemm_shape_share(d->hw->sms, M, N, count);
     double bytes = e * (M * K + K * N + M * N) * count;
     return fmax(flops / peak, bytes / d->hw->mem_bytes_per_s) + r->op_overhead_s;
 }
@@ -98,6 +129,16 @@ double plan_optimizer_s(const plan_dev *d, const coh_parallel_config *c, double 
     if (c->offload != COH_OFFLOAD_NONE) /* on the host over PCIe-class bandwidth: 25 GB/s */
         return n * per / 25e9 + n * 8.0 / 25e9;
     return plan_elementwise_s(d, n * per);
+}
+
+double plan_wire_bytes(const plan_dev *d)
+{
+    return d->hw->gpu && d->half ? 2.0 : 4.0;
+}
+
+double plan_grad_bytes(const coh_parallel_config *c)
+{
+    return c->grad_reduce_bf16 || c->precision == COH_PREC_FP16_MIXED ? 2.0 : 4.0;
 }
 
 /* ---- links and collectives ------------------------------------------------------------------ */
@@ -207,7 +248,7 @@ static void block(const coh_model_desc *m, const coh_parallel_config *c, const p
     }
     /* Megatron tp: an all-reduce of the block's (N, h) output after attention and after the MLP
      * in forward, and of the input gradients of both in backward */
-    double ar = c->tp > 1 ? plan_allreduce_s(hw, c->tp, 1, N * h * e) : 0;
+    double ar = c->tp > 1 ? plan_allreduce_s(hw, c->tp, 1, N * h * plan_wire_bytes(d)) : 0;
     out->tp_fwd = 2 * ar;
     out->tp_bwd = 2 * ar;
     if (c->recompute == COH_RECOMPUTE_FULL) {
@@ -235,7 +276,7 @@ static void head(const coh_model_desc *m, const coh_parallel_config *c, const pl
     double logits = plan_gemm_s(d, N, V, h, 1), grads = plan_gemm_s(d, N, h, V, 1) +
                                                         plan_gemm_s(d, V, h, N, 1);
     double xent = plan_elementwise_s(d, 3 * N * V * 4.0), norm = plan_elementwise_s(d, 4 * N * h * e);
-    double ar = c->tp > 1 ? plan_allreduce_s(d->hw, c->tp, 1, N * h * e) : 0;
+    double ar = c->tp > 1 ? plan_allreduce_s(d->hw, c->tp, 1, N * h * plan_wire_bytes(d)) : 0;
     *flops = 6 * N * V * h;
     if (!d->hw->gpu) {
         *fwd = norm + logits + xent + grads + ar;
@@ -256,7 +297,7 @@ coh_status plan_chunk_costs(const coh_model_desc *m, const coh_parallel_config *
      * chooses it, head shards included where its simulation finds them faster */
     int *bounds = malloc(sizeof(int) * (size_t)(u + 1));
     unsigned char *wte_held = calloc((size_t)p, 1);
-    double *head_t = malloc(sizeof(double) * 4 * (size_t)u); /* head fwd, bwd, flops x 2 */
+    double *head_t = malloc(sizeof(double) * 4 * (size_t)u); /* fwd, bwd, flops x 2 */
     if (!bounds || !wte_held || !head_t) {
         free(bounds);
         free(wte_held);
@@ -297,7 +338,6 @@ coh_status plan_chunk_costs(const coh_model_desc *m, const coh_parallel_config *
         return st;
     }
     double b = (double)c->micro_batch, s = (double)seq, N = b * s, h = (double)m->dim;
-    double e = d->half ? 2.0 : 4.0, pbytes = e;
     const plan_engine_cost *measured = NULL;
     st = plan_engine_lookup(d, m, (int)c->micro_batch, (int)seq, c->tp,
                             coh_strategy_zero_stage(c->strategy) >= 2 && c->dp > 1, &measured);
@@ -311,11 +351,12 @@ coh_status plan_chunk_costs(const coh_model_desc *m, const coh_parallel_config *
     block(m, c, d, b, s, measured, &bc);
     double hf, hb, hflops;
     head(m, c, d, N, &hf, &hb, &hflops);
-    double emb_ar = c->tp > 1 ? plan_allreduce_s(d->hw, c->tp, 1, N * h * e) : 0;
+    double wire = plan_wire_bytes(d), e = d->half ? 2.0 : 4.0;
+    double emb_ar = c->tp > 1 ? plan_allreduce_s(d->hw, c->tp, 1, N * h * wire) : 0;
     double emb_f = plan_elementwise_s(d, 3 * N * h * e) + emb_ar;
     double emb_b = plan_elementwise_s(d, 2 * N * h * 4.0);
     if (measured) {
-        double head_ar = c->tp > 1 ? plan_allreduce_s(d->hw, c->tp, 1, N * h * e) : 0;
+        double head_ar = c->tp > 1 ? plan_allreduce_s(d->hw, c->tp, 1, N * h * wire) : 0;
         hf = measured->head_fwd_s + head_ar;
         hb = measured->head_bwd_s;
         emb_f = measured->emb_fwd_s + emb_ar;
@@ -323,19 +364,21 @@ coh_status plan_chunk_costs(const coh_model_desc *m, const coh_parallel_config *
     }
     double bp = block_params(m, c->tp), vocab_shard = ceil((double)m->vocab / c->tp) * h;
     int zero3 = coh_strategy_zero_stage(c->strategy) == 3 && c->dp > 1;
-    int dstride = c->tp * c->pp;
-    double gather_blk = zero3 ? plan_allgather_s(d->hw, c->dp, dstride, bp * pbytes) : 0;
-    double gather_emb = zero3 ? plan_allgather_s(d->hw, c->dp, dstride, vocab_shard * pbytes) : 0;
+    int dstride = plan_dp_stride(c);
+    double gather_blk = zero3 ? plan_allgather_s(d->hw, c->dp, dstride, bp * wire) : 0;
+    double gather_emb = zero3 ? plan_allgather_s(d->hw, c->dp, dstride, vocab_shard * wire) : 0;
     /* the head's units on each chunk, split as the trainer runs them (pipe_chunk_costs: a shard
      * before the last computes its logits in forward, one of the fused head's three products,
      * and the gradient products in backward; the last runs the fused head on its rows; shard 0
      * the final LayerNorm's backward): its forward and backward, then likewise its FLOPs */
-    pipe_chunk_cost hc = {.head_fwd = hf, .head_bwd = hb, .vocab = (int)m->vocab,
+    pipe_chunk_cost hc = {.block_fwd = bc.fwd + bc.tp_fwd, .block_bwd = bc.bwd + bc.tp_bwd,
+                          .embed_fwd = emb_f, .embed_bwd = emb_b, .head_fwd = hf, .head_bwd = hb,
+                          .vocab = (int)m->vocab,
                           .head_recompute = c->recompute == COH_RECOMPUTE_FULL};
     pipe_chunk_costs(&hc, L, shards, bounds, u, head_t, head_t + u);
-    hc.head_fwd = hflops;
-    hc.head_bwd = 0;
-    pipe_chunk_costs(&hc, L, shards, bounds, u, head_t + 2 * u, head_t + 3 * u);
+    pipe_chunk_cost fc = {.block_fwd = bc.flops_fwd + bc.flops_bwd, .head_fwd = hflops,
+                          .vocab = (int)m->vocab, .head_recompute = hc.head_recompute};
+    pipe_chunk_costs(&fc, L, shards, bounds, u, head_t + 2 * u, head_t + 3 * u);
     for (int k = 0; k < u; k++) {
         plan_chunk *ch = &chunk[k];
         memset(ch, 0, sizeof *ch);
@@ -346,23 +389,20 @@ coh_status plan_chunk_costs(const coh_model_desc *m, const coh_parallel_config *
         ch->first = k == 0;
         ch->last = ch->head_hi > ch->head_lo;
         double nb = ch->hi - ch->lo;
-        ch->fwd = nb * (bc.fwd + bc.tp_fwd);
-        ch->bwd = nb * (bc.bwd + bc.tp_bwd);
+        /* the trainer's chunk cost (pipe_chunk_costs) over the priced block, embeddings and
+         * head: its forward and backward, then its FLOPs */
+        ch->fwd = head_t[k];
+        ch->bwd = head_t[u + k];
+        ch->flops = head_t[2 * u + k] + head_t[3 * u + k];
         ch->tp_comm = nb * (bc.tp_fwd + bc.tp_bwd);
-        ch->flops = nb * (bc.flops_fwd + bc.flops_bwd);
         ch->params = (int64_t)(nb * bp);
         if (ch->first) {
-            ch->fwd += emb_f;
-            ch->bwd += emb_b;
             ch->params += (int64_t)vocab_shard;
             wte_held[0] = (unsigned char)m->tied; /* a head unit here reads this wte */
             if (m->arch == COH_ARCH_GPT2)
                 ch->params += m->positions * m->dim;
         }
         if (ch->last) {
-            ch->fwd += head_t[k];
-            ch->bwd += head_t[u + k];
-            ch->flops += head_t[2 * u + k] + head_t[3 * u + k];
             if (ch->head_lo == 0)
                 ch->params += (int64_t)(2 * h); /* the final LayerNorm goes with shard 0 */
             /* the LM head's weights: a stage holding head units keeps a whole copy of them

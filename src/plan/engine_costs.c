@@ -518,16 +518,26 @@ coh_status plan_engine_lookup(const plan_dev *d, const coh_model_desc *m, int mi
     return COH_OK;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
 double plan_engine_optimizer_s_per_param(const plan_dev *d)
 {
     /* every shape measures the same end of step (resident gradients) at these threads and
-     * ranks: the least of them, the one least disturbed */
+     * ranks: the median of them, like the compute costs (the least let one undisturbed
+     * measurement price every configuration) */
     const struct coh_engine_costs *e = d->hw->engine;
-    double best = 0;
-    for (size_t i = 0; e && i < e->n; i++)
+    double v[64];
+    size_t n = 0;
+    for (size_t i = 0; e && i < e->n && n < sizeof v / sizeof v[0]; i++)
         if (e->rows[i].threads == d->threads && e->rows[i].half == d->half &&
-            e->rows[i].ranks == d->ranks &&
-            (best == 0 || e->rows[i].optimizer_s_per_param < best))
-            best = e->rows[i].optimizer_s_per_param;
-    return best;
+            e->rows[i].ranks == d->ranks && e->rows[i].optimizer_s_per_param > 0)
+            v[n++] = e->rows[i].optimizer_s_per_param;
+    if (!n)
+        return 0;
+    qsort(v, n, sizeof v[0], cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }

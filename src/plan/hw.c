@@ -21,15 +21,17 @@ static const struct preset {
     double peak, mem_bw, nvlink;
     uint64_t mib;
     coh_precision prec;
+    int sms; /* the architecture whitepapers: A100 108 SMs (GA100 as shipped), H100 SXM5 132,
+                V100 80 */
 } PRESETS[] = {
     {"a100-80gb", "A100", "NVIDIA A100 datasheet: 312 TFLOP/s bf16 dense, 2039 GB/s HBM2e, NVLink 3 "
-     "600 GB/s (300 each way)", 312e12, 2039e9, 300e9, 81920, COH_PREC_BF16_MIXED},
+     "600 GB/s (300 each way)", 312e12, 2039e9, 300e9, 81920, COH_PREC_BF16_MIXED, 108},
     {"a100-40gb", "A100", "NVIDIA A100 datasheet: 312 TFLOP/s bf16 dense, 1555 GB/s HBM2, NVLink 3 "
-     "600 GB/s (300 each way)", 312e12, 1555e9, 300e9, 40960, COH_PREC_BF16_MIXED},
+     "600 GB/s (300 each way)", 312e12, 1555e9, 300e9, 40960, COH_PREC_BF16_MIXED, 108},
     {"h100-sxm", "H100", "NVIDIA H100 datasheet: 989 TFLOP/s bf16 dense, 3350 GB/s HBM3, NVLink 4 "
-     "900 GB/s (450 each way)", 989e12, 3350e9, 450e9, 81920, COH_PREC_BF16_MIXED},
+     "900 GB/s (450 each way)", 989e12, 3350e9, 450e9, 81920, COH_PREC_BF16_MIXED, 132},
     {"v100-32gb", "V100", "NVIDIA V100 datasheet: 125 TFLOP/s fp16 tensor, 900 GB/s HBM2, NVLink 2 "
-     "300 GB/s (150 each way)", 125e12, 900e9, 150e9, 32768, COH_PREC_FP16_MIXED},
+     "300 GB/s (150 each way)", 125e12, 900e9, 150e9, 32768, COH_PREC_FP16_MIXED, 80},
 };
 #define NPRESETS (sizeof PRESETS / sizeof PRESETS[0])
 
@@ -52,6 +54,7 @@ static void fill_preset(const struct preset *p, coh_hw *out)
     out->intra.alpha_s = 3e-6;
     out->intra.bytes_per_s = p->nvlink;
     out->gemm_efficiency = 0.80;
+    out->sms = p->sms;
     out->mem_bytes_per_s = p->mem_bw;
 }
 

@@ -179,8 +179,8 @@ static void model_states(const coh_model_desc *m, const coh_parallel_config *s, 
         d->temp_bytes = times(P + G, plan_largest_layer_local(m, s->tp));
 }
 
-coh_status coh_estimate_stage(const coh_model_desc *m, const coh_parallel_config *s, int stage,
-                              coh_device_mem *out)
+static coh_status estimate_stage(const coh_model_desc *m, const coh_parallel_config *s,
+                                 const int64_t *layers, int stage, coh_device_mem *out)
 {
     memset(out, 0, sizeof *out);
     coh_status st = coh_parallel_config_check(m, s);
@@ -189,11 +189,12 @@ coh_status coh_estimate_stage(const coh_model_desc *m, const coh_parallel_config
     if (stage < 0 || stage >= s->pp)
         return coh_errf(COH_ERR_INVALID, "invalid pipeline stage '%d': must be 0 to %d", stage,
                         s->pp - 1);
-    out->local_params = plan_stage_params(m, s, stage);
-    out->layers = plan_stage_layers(m, s, stage);
+    out->local_params = plan_stage_params(m, s, layers, stage);
+    out->layers = plan_stage_layers(m, s, layers, stage);
     model_states(m, s, out->local_params, out);
     uint64_t recompute_temp;
-    out->activations_bytes = plan_stage_activations(m, s, stage, &out->in_flight, &recompute_temp);
+    out->activations_bytes = plan_stage_activations(m, s, layers, stage, &out->in_flight,
+                                                    &recompute_temp);
     out->temp_bytes = plus(out->temp_bytes, recompute_temp);
     out->total_bytes = plus(plus(plus(out->params_bytes, out->grads_bytes),
                                  plus(out->optimizer_bytes, out->activations_bytes)),
@@ -201,7 +202,20 @@ coh_status coh_estimate_stage(const coh_model_desc *m, const coh_parallel_config
     return COH_OK;
 }
 
-coh_status coh_estimate_memory(const coh_model_desc *m, const coh_parallel_config *s, coh_estimate *out)
+coh_status plan_estimate_stage_layers(const coh_model_desc *m, const coh_parallel_config *s,
+                                      const int64_t *layers, int stage, coh_device_mem *out)
+{
+    return estimate_stage(m, s, layers, stage, out);
+}
+
+coh_status coh_estimate_stage(const coh_model_desc *m, const coh_parallel_config *s, int stage,
+                              coh_device_mem *out)
+{
+    return estimate_stage(m, s, NULL, stage, out);
+}
+
+coh_status plan_estimate_memory_layers(const coh_model_desc *m, const coh_parallel_config *s,
+                                       const int64_t *layers, coh_estimate *out)
 {
     memset(out, 0, sizeof *out);
     coh_status st = coh_model_count(m, &out->counts);
@@ -214,7 +228,7 @@ coh_status coh_estimate_memory(const coh_model_desc *m, const coh_parallel_confi
      * that needs the most, since every device must fit. */
     for (int i = 0; i < s->pp; i++) {
         coh_device_mem d;
-        if ((st = coh_estimate_stage(m, s, i, &d)) != COH_OK)
+        if ((st = estimate_stage(m, s, layers, i, &d)) != COH_OK)
             return st;
         if (i == 0 || d.total_bytes > out->per_device.total_bytes) {
             out->per_device = d;
@@ -222,4 +236,9 @@ coh_status coh_estimate_memory(const coh_model_desc *m, const coh_parallel_confi
         }
     }
     return COH_OK;
+}
+
+coh_status coh_estimate_memory(const coh_model_desc *m, const coh_parallel_config *s, coh_estimate *out)
+{
+    return plan_estimate_memory_layers(m, s, NULL, out);
 }

@@ -214,20 +214,25 @@ int64_t plan_largest_layer_local(const coh_model_desc *m, int tp)
     return emb > layer ? emb : layer;
 }
 
-int64_t plan_stage_layers(const coh_model_desc *m, const coh_parallel_config *s, int stage)
+int64_t plan_stage_layers(const coh_model_desc *m, const coh_parallel_config *s,
+                          const int64_t *layers, int stage)
 {
     if (m->arch == COH_ARCH_COUNTS)
         return 0;
+    if (layers)
+        return layers[stage];
     /* Uneven splits give the first (layers mod pp) stages one block more. */
     int64_t base = m->layers / s->pp, extra = m->layers % s->pp;
     return base + (stage < extra ? 1 : 0);
 }
 
-int64_t plan_stage_params(const coh_model_desc *m, const coh_parallel_config *s, int stage)
+int64_t plan_stage_params(const coh_model_desc *m, const coh_parallel_config *s,
+                          const int64_t *layers, int stage)
 {
     if (m->arch == COH_ARCH_COUNTS) /* no structure: an even split is all we can say */
         return plan_ceil_div(m->count_params, (int64_t)s->tp * s->pp);
-    int64_t h = m->dim, n = plan_mul(plan_stage_layers(m, s, stage), plan_layer_params_local(m, s->tp));
+    int64_t h = m->dim, n = plan_mul(plan_stage_layers(m, s, layers, stage),
+                                          plan_layer_params_local(m, s->tp));
     int64_t vocab_shard = plan_ceil_div(m->vocab, s->tp) * h; /* vocab-parallel embedding */
     if (stage == 0) {
         n = plan_add(n, vocab_shard);

@@ -119,6 +119,33 @@ coh_status coh_plan_config_internal(const coh_model_desc *m, const coh_parallel_
                                     const coh_hw *hw, coh_plan_result *out, int want_events,
                                     plan_step *step_out);
 
+/* The memory of the split the time model priced (the trainer's, plan_chunk_costs), in place of
+ * the even split's: the blocks of each stage summed over its chunks; where cohort's trainer runs
+ * the configuration, the largest of its own per-rank predictions. */
+static coh_status memory_of_split(const coh_model_desc *m, const coh_parallel_config *c,
+                                  const plan_chunk *chunk, const coh_hw *hw, coh_plan_result *out)
+{
+    coh_status st = COH_OK;
+    if (c->pp > 1) {
+        int64_t *layers = calloc((size_t)c->pp, sizeof *layers);
+        if (!layers)
+            return coh_errf(COH_ERR_NOMEM, "out of memory pricing %d stages", c->pp);
+        for (int k = 0; k < c->pp * c->virtual_stages; k++)
+            layers[k % c->pp] += chunk[k].hi - chunk[k].lo;
+        st = plan_estimate_memory_layers(m, c, layers, &out->estimate);
+        free(layers);
+    }
+    out->memory_bytes = out->estimate.per_device.total_bytes;
+    /* where cohort's trainer runs it, its own prediction of the buffers it allocates */
+    uint64_t worst = 0, b;
+    for (int s = 0; !st && s < c->pp && plan_trainer_memory(m, c, hw, chunk, s, &b); s++)
+        worst = b > worst ? b : worst;
+    if (worst)
+        out->memory_bytes = worst;
+    out->fits = !hw->memory_bytes || out->memory_bytes <= hw->memory_bytes;
+    return st;
+}
+
 coh_status coh_plan_config_internal(const coh_model_desc *m, const coh_parallel_config *cin,
                                     const coh_hw *hw, coh_plan_result *out, int want_events,
                                     plan_step *step_out)
@@ -149,6 +176,8 @@ coh_status coh_plan_config_internal(const coh_model_desc *m, const coh_parallel_
         return coh_errf(COH_ERR_NOMEM, "out of memory pricing %d virtual stages", u);
     plan_step step;
     st = plan_chunk_costs(m, &c, &d, c.seq, chunk);
+    if (!st)
+        st = memory_of_split(m, &c, chunk, hw, out);
     if (!st)
         st = plan_simulate(m, &c, hw, &d, chunk, c.seq, want_events, &step);
     free(chunk);
@@ -336,10 +365,11 @@ static coh_status enumerate_rest(search *S, coh_parallel_config c)
                                        COH_RECOMPUTE_FULL};
     static const int VS[] = {2, 3, 4, 6, 8};
     for (int64_t b = 1; b <= per_replica && b <= max_mb; b++) {
-        if (per_replica % b)
+        if (per_replica % b || (q->fixed_micro_batch > 0 && b != q->fixed_micro_batch))
             continue;
         c.micro_batch = b;
         c.microbatches = per_replica / b;
+        c.dropout = q->dropout;
         for (int r = 0; r < 3; r++) {
             if (q->fixed_recompute && RC[r] != q->recompute)
                 continue;
@@ -440,6 +470,10 @@ static coh_status best_of(search *S, coh_plan_result *out, int cap, int *count)
         st = coh_plan_config(S->m, &S->cands[i].c, S->hw, &r);
         if (st)
             break;
+        if (!r.fits) { /* the even split fitted (push), the trainer's split does not */
+            S->stats->too_big++;
+            continue;
+        }
         S->stats->simulated++;
         /* insert in order (stable: an equal one found later goes after) */
         int at = n;

@@ -79,6 +79,10 @@ double plan_cpu_peak(const coh_hw *hw);
 /* Resolve what a rank of config c gets from hw. COH_ERR_INVALID when hw cannot run c. */
 coh_status plan_dev_for(const coh_hw *hw, const coh_parallel_config *c, plan_dev *out);
 
+/* The share of a large GEMM's rate an (M x N) output, `count` times, reaches on a GPU of `sms`
+ * SMs: the best of cuBLAS's tiles by tile and wave quantization and the tile's operand reuse
+ * (1 when sms is 0). */
+double plan_gemm_shape_share(int sms, double M, double N, double count);
 /* Seconds of one GEMM (M x K) @ (K x N), `count` times (a batched GEMM: one op). */
 double plan_gemm_s(const plan_dev *d, double M, double N, double K, double count);
 /* Seconds of an elementwise op moving `bytes` (read + written). */
@@ -104,6 +108,30 @@ coh_status plan_chunk_costs(const coh_model_desc *m, const coh_parallel_config *
 /* Seconds of the optimizer step over n parameters. */
 double plan_optimizer_s(const plan_dev *d, const coh_parallel_config *c, double n);
 
+/* Bytes a value takes in the messages the trainer sends: tp all-reduces, pipeline sends and
+ * ZeRO gathers. cohort's trainer moves fp32 whatever the precision (gpt_tp.c, pipe_exec.c,
+ * zero.c); a GPU preset prices the published stack it describes (Megatron-LM: the training
+ * precision), for cohort has no GPU backend yet. */
+double plan_wire_bytes(const plan_dev *d);
+/* Bytes a gradient value takes in the dp reduction: fp32 unless --grad-reduce-dtype bf16 (or
+ * fp16 mixed precision, a GPU stack's). */
+double plan_grad_bytes(const coh_parallel_config *c);
+/* The link a pipeline message between stage s and s + 1 (mod pp) crosses, in the trainer's
+ * mesh. */
+const coh_link *plan_stage_link(const coh_hw *hw, const coh_parallel_config *c, int s);
+/* The distance in rank order between two dp replicas (the trainer's mesh: tp). */
+int plan_dp_stride(const coh_parallel_config *c);
+/* Values one rank sends per pipeline message of a microbatch (pipe_exec.c's message). */
+double plan_p2p_values(const coh_model_desc *m, const coh_parallel_config *c, int64_t seq,
+                       int head_shards);
+
+/* Where cohort's own trainer runs c on this hardware (a CPU, a GPT-2 shape it runs): *bytes
+ * gets its own prediction of stage `stage`'s rank (coh_par_memory_estimate: the buffers it
+ * allocates), and 1; else 0 (the estimator's figure stands). chunk (NULL: chosen again) is the
+ * split priced, the trainer's (plan_chunk_costs). */
+int plan_trainer_memory(const coh_model_desc *m, const coh_parallel_config *c, const coh_hw *hw,
+                        const plan_chunk *chunk, int stage, uint64_t *bytes);
+
 /* ---- the step simulator ------------------------------------------------------------------- */
 
 typedef struct plan_event {
@@ -119,8 +147,10 @@ typedef struct plan_step {
 } plan_step;
 
 /* Simulate one optimizer step of c with these chunk costs: the schedule's own action lists
- * (coh_pipeline_schedule) with sends arriving after the link's cost, then each stage's data-
- * parallel gradient sync (buckets as the trainer issues them), optimizer and ZeRO gathers.
+ * (coh_pipeline_schedule) run by the trainer's list simulator (pipe_simulate) with sends
+ * arriving after the link's cost, then each stage's data-parallel gradient sync as the trainer
+ * issues it (buckets during backward without a pipeline; after the flush with one), optimizer
+ * and ZeRO gathers.
  * want_events: fill out->ev (the caller frees it). */
 coh_status plan_simulate(const coh_model_desc *m, const coh_parallel_config *c, const coh_hw *hw,
                          const plan_dev *d, const plan_chunk *chunk, int64_t seq,

@@ -1,14 +1,17 @@
-/* step_sim.c: the planner's discrete-event simulator of one optimizer step: every pipeline
- * stage runs the schedule's own action list (coh_pipeline_schedule, what the trainer runs) with
- * per-chunk compute costs and sends that arrive after the link's α + bytes / β; then each
- * stage's data-parallel gradient buckets (issued as backward finishes them, as the trainer does),
- * the tied embedding's sum, the optimizer and the ZeRO parameter gathers. */
+/* step_sim.c: the planner's simulation of one optimizer step: every pipeline stage runs the
+ * schedule's own action lists through the trainer's own list simulator (pipe_simulate) with
+ * per-chunk compute costs and sends that arrive after the link's α + bytes / β; then what the
+ * trainer does after its backward: without a pipeline the data-parallel gradient buckets
+ * (issued as backward finishes them), with one the tied embedding's sum and then each range's
+ * dp all-reduce after the flush (pipe_exec.c); the optimizer and the ZeRO parameter gathers. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cohort/parallel.h" /* coh_mesh_rank: the trainer's rank order */
 #include "plan/planner_int.h"
+#include "train/parallel/pipeline_int.h" /* pipe_simulate: the one list simulator */
 
 static void add_event(plan_step *o, int stage, int tid, const char *name, double t0, double t1)
 {
@@ -28,22 +31,17 @@ static void add_event(plan_step *o, int stage, int tid, const char *name, double
     e->t1 = t1;
 }
 
-typedef struct stage_state {
-    coh_pipe_action *list;
-    int count, pc;
-    double clock, busy, comm_p2p;
-    double *bwd_t0, *bwd_t1; /* [m * v]: each backward's span, by (mb, chunk) */
-} stage_state;
-
+/* The schedule run by the trainer's own list simulator (pipe_simulate, pipe_sim.c) with each
+ * chunk's priced compute and each stage boundary's link; what the planner reads back. */
 typedef struct des {
     int p, v, m, nv;
     const plan_chunk *chunk;
-    double p2p_bytes;
-    const coh_link **link; /* [p]: between stage s and s + 1 (wrapping for interleaved) */
-    double *arrive;        /* [2][m][nv]: when the message is at the receiver; NAN: unsent */
-    int *waiter;
-    stage_state *st;
-    int *ready, nready;
+    pipe_lists l;
+    double *hop;           /* [p]: stage s to s + 1 (wrapping for interleaved) */
+    double *fwd_u, *bwd_u; /* [nv] */
+    double **start;        /* [p][count]: each action's start */
+    coh_pipe_stage_stats *st;
+    double *comm_p2p;      /* [p]: the sends' link time */
     plan_step *out;
     int events;
 } des;
@@ -57,100 +55,90 @@ static int holds_head(const des *D, const plan_chunk *chunk, int s)
     return 0;
 }
 
-static double msg_cost(const des *D, int from_stage, int to_stage)
+static double hop_between(const des *D, int a, int b)
 {
-    int a = from_stage < to_stage ? from_stage : to_stage;
-    int b = from_stage < to_stage ? to_stage : from_stage;
-    const coh_link *l = (b - a == 1) ? D->link[a] : D->link[D->p - 1]; /* wrap: p-1 -> 0 */
-    return l->alpha_s + D->p2p_bytes / l->bytes_per_s;
+    int lo = a < b ? a : b, hi = a < b ? b : a;
+    return hi - lo == 1 ? D->hop[lo] : D->hop[D->p - 1];
 }
 
-static coh_status run_stage(des *D, int s)
+/* The backward of (mb, chunk) on stage s: its start and end; 0 when the list has none. */
+static void backward_span(const des *D, int s, int mb, int chunk, double *t0, double *t1)
 {
-    stage_state *S = &D->st[s];
-    while (S->pc < S->count) {
-        const coh_pipe_action *a = &S->list[S->pc];
-        int u = a->chunk * D->p + s;
-        if (a->op == COH_PIPE_FORWARD || a->op == COH_PIPE_BACKWARD) {
-            int fwd = a->op == COH_PIPE_FORWARD;
-            double dur = fwd ? D->chunk[u].fwd : D->chunk[u].bwd;
-            if (!fwd) {
-                S->bwd_t0[a->mb * D->v + a->chunk] = S->clock;
-                S->bwd_t1[a->mb * D->v + a->chunk] = S->clock + dur;
-            }
-            if (D->events) {
-                char name[40];
-                snprintf(name, sizeof name, "%s mb %d%s%c", fwd ? "forward" : "backward", a->mb,
-                         D->v > 1 ? " chunk " : "", D->v > 1 ? 'a' + a->chunk : '\0');
-                add_event(D->out, s, 0, name, S->clock, S->clock + dur);
-            }
-            S->clock += dur;
-            S->busy += dur;
-            S->pc++;
-            continue;
+    *t0 = *t1 = 0;
+    for (int i = 0; i < D->l.count[s]; i++) {
+        const coh_pipe_action *a = &D->l.list[s][i];
+        if (a->op == COH_PIPE_BACKWARD && a->mb == mb && a->chunk == chunk) {
+            *t0 = D->start[s][i];
+            *t1 = *t0 + D->bwd_u[chunk * D->p + s];
+            return;
         }
-        int grad = a->op == COH_PIPE_SEND_GRAD || a->op == COH_PIPE_RECV_GRAD;
-        int send = a->op == COH_PIPE_SEND_ACT || a->op == COH_PIPE_SEND_GRAD;
-        int from = send ? u : (grad ? u + 1 : u - 1);
-        if (from < 0 || from >= D->nv)
-            return coh_errf(COH_ERR_INTERNAL, "stage %d: %s of mb %d has no neighbour", s,
-                            coh_pipe_op_name(a->op), a->mb);
-        long key = ((long)grad * D->m + a->mb) * D->nv + from;
-        if (send) {
-            double c = msg_cost(D, s, a->peer);
-            D->arrive[key] = S->clock + c;
-            S->comm_p2p += c;
-            if (D->waiter[key] >= 0) {
-                D->ready[D->nready++] = D->waiter[key];
-                D->waiter[key] = -1;
-            }
-        } else {
-            if (isnan(D->arrive[key])) {
-                D->waiter[key] = s;
-                return COH_OK;
-            }
-            if (D->arrive[key] > S->clock)
-                S->clock = D->arrive[key];
-        }
-        S->pc++;
     }
-    return COH_OK;
+}
+
+/* After the simulation: each stage's link time of its sends and, when asked, its compute
+ * events. */
+static void read_back(des *D)
+{
+    for (int s = 0; s < D->p; s++)
+        for (int i = 0; i < D->l.count[s]; i++) {
+            const coh_pipe_action *a = &D->l.list[s][i];
+            int u = a->chunk * D->p + s;
+            if (a->op == COH_PIPE_SEND_ACT || a->op == COH_PIPE_SEND_GRAD)
+                D->comm_p2p[s] += hop_between(D, s, a->peer);
+            if (!D->events || (a->op != COH_PIPE_FORWARD && a->op != COH_PIPE_BACKWARD))
+                continue;
+            int fwd = a->op == COH_PIPE_FORWARD;
+            double dur = fwd ? D->fwd_u[u] : D->bwd_u[u];
+            char name[40];
+            snprintf(name, sizeof name, "%s mb %d%s%c", fwd ? "forward" : "backward", a->mb,
+                     D->v > 1 ? " chunk " : "", D->v > 1 ? 'a' + a->chunk : '\0');
+            add_event(D->out, s, 0, name, D->start[s][i], D->start[s][i] + dur);
+        }
 }
 
 static coh_status run_pipeline(des *D)
 {
-    for (int s = D->p - 1; s >= 0; s--)
-        D->ready[D->nready++] = s;
-    while (D->nready > 0) {
-        int s = D->ready[--D->nready];
-        coh_status rc = run_stage(D, s);
-        if (rc)
-            return rc;
-    }
-    for (int s = 0; s < D->p; s++)
-        if (D->st[s].pc < D->st[s].count)
-            return coh_errf(COH_ERR_INTERNAL, "simulated schedule deadlocks at stage %d action "
-                            "%d", s, D->st[s].pc);
+    pipe_sim_in in = {D->p, D->m, D->v, D->l.list, D->l.count, 0, 0, D->start, D->fwd_u,
+                      D->bwd_u, D->hop};
+    coh_pipe_sim sim;
+    coh_status rc = pipe_simulate(&in, &sim, D->st);
+    if (rc)
+        return coh_err_prefix(COH_ERR_INTERNAL, "simulating the %d-stage schedule", D->p);
+    read_back(D);
     return COH_OK;
 }
 
-/* The stage's data-parallel gradient traffic, on the gradient track: buckets of bucket_bytes
- * issued as backward finishes them (DDP, ZeRO-1: the last microbatch's backward; ZeRO-2/3:
- * every microbatch's reduce-scatter). Returns when the last one ends. */
+/* The stage's data-parallel gradient traffic, on the gradient track, as the trainer issues it.
+ * Without a pipeline: buckets of bucket_bytes issued as backward finishes them (DDP, ZeRO-1: the
+ * last microbatch's backward; ZeRO-2/3: every microbatch's reduce-scatter). With one: the
+ * pipeline trainer all-reduces each of the stage's ranges after the flush (pipe_exec.c
+ * reduce_grads), from `after` on. Returns when the last one ends. */
 static double grad_sync(des *D, const coh_parallel_config *c, const coh_hw *hw, int s,
-                        double grad_bytes_per_param, double *comm)
+                        double grad_bytes_per_param, double after, double *comm)
 {
-    stage_state *S = &D->st[s];
-    int zero = coh_strategy_zero_stage(c->strategy), stride = c->tp * c->pp;
+    int zero = coh_strategy_zero_stage(c->strategy), stride = plan_dp_stride(c);
     double bucket = c->bucket_bytes ? (double)c->bucket_bytes : 25.0 * 1048576.0;
     double chan = 0;
+    if (D->p > 1) {
+        chan = after;
+        for (int k = 0; k < D->v; k++) {
+            double bytes = (double)D->chunk[k * D->p + s].params * grad_bytes_per_param;
+            double cost = plan_allreduce_s(hw, c->dp, stride, bytes);
+            if (D->events)
+                add_event(D->out, s, 1, "all-reduce of a range", chan, chan + cost);
+            chan += cost;
+            *comm += cost;
+        }
+        return chan;
+    }
     int first_mb = zero >= 2 ? 0 : D->m - 1;
     for (int mb = first_mb; mb < D->m; mb++)
         for (int k = D->v - 1; k >= 0; k--) {
             int u = k * D->p + s;
             double bytes = (double)D->chunk[u].params * grad_bytes_per_param;
             int nb = (int)ceil(bytes / bucket);
-            double t0 = S->bwd_t0[mb * D->v + k], t1 = S->bwd_t1[mb * D->v + k];
+            double t0, t1;
+            backward_span(D, s, mb, k, &t0, &t1);
             if (zero == 3) /* the backward's parameter gathers share the link */
                 chan = fmax(chan, t0) + D->chunk[u].zero3_comm / 2;
             for (int i = 0; i < nb; i++) {
@@ -174,17 +162,16 @@ static double grad_sync(des *D, const coh_parallel_config *c, const coh_hw *hw, 
 
 static void des_free(des *D)
 {
-    if (D->st)
-        for (int s = 0; s < D->p; s++) {
-            free(D->st[s].list);
-            free(D->st[s].bwd_t0);
-            free(D->st[s].bwd_t1);
-        }
+    if (D->start)
+        for (int s = 0; s < D->p; s++)
+            free(D->start[s]);
+    free(D->start);
+    pipe_lists_release(&D->l);
+    free(D->hop);
+    free(D->fwd_u);
+    free(D->bwd_u);
     free(D->st);
-    free(D->arrive);
-    free(D->waiter);
-    free(D->ready);
-    free(D->link);
+    free(D->comm_p2p);
 }
 
 static coh_status des_init(des *D, const coh_parallel_config *c, const coh_hw *hw,
@@ -198,33 +185,72 @@ static coh_status des_init(des *D, const coh_parallel_config *c, const coh_hw *h
     D->m = shape.microbatches;
     D->nv = D->p * D->v;
     D->chunk = chunk;
-    D->p2p_bytes = p2p_bytes;
-    size_t keys = 2 * (size_t)D->m * (size_t)D->nv;
-    D->arrive = malloc(keys * sizeof *D->arrive);
-    D->waiter = malloc(keys * sizeof *D->waiter);
+    coh_status rc = pipe_lists_build(&shape, &D->l);
+    if (rc)
+        return rc;
+    D->hop = malloc((size_t)D->p * sizeof *D->hop);
+    D->fwd_u = malloc((size_t)D->nv * sizeof *D->fwd_u);
+    D->bwd_u = malloc((size_t)D->nv * sizeof *D->bwd_u);
+    D->start = calloc((size_t)D->p, sizeof *D->start);
     D->st = calloc((size_t)D->p, sizeof *D->st);
-    D->ready = malloc((size_t)D->p * sizeof *D->ready);
-    D->link = malloc((size_t)D->p * sizeof *D->link);
-    if (!D->arrive || !D->waiter || !D->st || !D->ready || !D->link)
+    D->comm_p2p = calloc((size_t)D->p, sizeof *D->comm_p2p);
+    if (!D->hop || !D->fwd_u || !D->bwd_u || !D->start || !D->st || !D->comm_p2p)
         return coh_errf(COH_ERR_NOMEM, "out of memory simulating %d stages", D->p);
-    for (size_t k = 0; k < keys; k++) {
-        D->arrive[k] = NAN;
-        D->waiter[k] = -1;
+    for (int u = 0; u < D->nv; u++) {
+        D->fwd_u[u] = chunk[u].fwd;
+        D->bwd_u[u] = chunk[u].bwd;
     }
-    /* cohort's mesh: tp fastest, then pp, then dp; stage s's rank 0 is s * tp */
-    for (int s = 0; s < D->p; s++)
-        D->link[s] = plan_link(hw, (long)s * c->tp, (long)((s + 1) % D->p) * c->tp);
     for (int s = 0; s < D->p; s++) {
-        stage_state *S = &D->st[s];
-        coh_status rc = coh_pipeline_schedule(&shape, s, &S->list, &S->count);
-        if (rc)
-            return rc;
-        S->bwd_t0 = calloc((size_t)D->m * D->v, sizeof(double));
-        S->bwd_t1 = calloc((size_t)D->m * D->v, sizeof(double));
-        if (!S->bwd_t0 || !S->bwd_t1)
-            return coh_errf(COH_ERR_NOMEM, "out of memory simulating %d stages", D->p);
+        const coh_link *l = plan_stage_link(hw, c, s);
+        D->hop[s] = l->alpha_s + p2p_bytes / l->bytes_per_s;
     }
+    for (int s = 0; s < D->p; s++)
+        if (!(D->start[s] = calloc((size_t)D->l.count[s] + 1, sizeof(double))))
+            return coh_errf(COH_ERR_NOMEM, "out of memory simulating %d stages", D->p);
     return COH_OK;
+}
+
+/* The tied embedding's gradient summed between the first stage and the stages holding the LM
+ * head or its shards (the trainer's embedding group, fp32), from when all of them are done. */
+static double tied_sum(des *D, const coh_model_desc *m, const coh_parallel_config *c,
+                       const coh_hw *hw, int s, double t, double *comm, double *exposed)
+{
+    double bytes = ceil((double)m->vocab / c->tp) * m->dim * 4.0;
+    const coh_link *l = plan_link(hw, coh_mesh_rank(c->dp, c->pp, c->tp, 0, 0, 0),
+                                  coh_mesh_rank(c->dp, c->pp, c->tp, 0, D->p - 1, 0));
+    double cost = 2 * (l->alpha_s + bytes / 2 / l->bytes_per_s);
+    double t0 = D->st[0].finish;
+    for (int r = 1; r < D->p; r++)
+        if (holds_head(D, D->chunk, r))
+            t0 = fmax(t0, D->st[r].finish);
+    if (D->events)
+        add_event(D->out, s, 1, "tied embedding all-reduce", fmax(t, t0), fmax(t, t0) + cost);
+    *exposed += fmax(t, t0) + cost - t;
+    *comm += cost;
+    return fmax(t, t0) + cost;
+}
+
+const coh_link *plan_stage_link(const coh_hw *hw, const coh_parallel_config *c, int s)
+{
+    /* the trainer's mesh (coh_mesh_rank): stage s's first rank, and the next stage's */
+    return plan_link(hw, coh_mesh_rank(c->dp, c->pp, c->tp, 0, s, 0),
+                     coh_mesh_rank(c->dp, c->pp, c->tp, 0, (s + 1) % c->pp, 0));
+}
+
+int plan_dp_stride(const coh_parallel_config *c)
+{
+    return (int)(coh_mesh_rank(c->dp, c->pp, c->tp, 1, 0, 0) -
+                 coh_mesh_rank(c->dp, c->pp, c->tp, 0, 0, 0));
+}
+
+double plan_p2p_values(const coh_model_desc *m, const coh_parallel_config *c, int64_t seq,
+                       int head_shards)
+{
+    /* pipe_exec.c: a rank sends its rows of the activation, 1/tp of them only with sequence
+     * parallelism, and with head shards the loss statistics (3 values a token) */
+    double bt = (double)c->micro_batch * (double)seq;
+    double rows = bt * (double)m->dim / (c->sequence_parallel && c->tp > 1 ? c->tp : 1);
+    return rows + (head_shards > 1 ? 3 * bt : 0);
 }
 
 coh_status plan_simulate(const coh_model_desc *m, const coh_parallel_config *c, const coh_hw *hw,
@@ -236,9 +262,10 @@ coh_status plan_simulate(const coh_model_desc *m, const coh_parallel_config *c, 
     memset(&D, 0, sizeof D);
     D.out = out;
     D.events = want_events;
-    double e = d->half ? 2.0 : 4.0;
-    /* Megatron sends 1/tp of the activation from each tp rank (scatter-gather) */
-    double p2p = (double)c->micro_batch * (double)seq * (double)m->dim * e / c->tp;
+    int shards = 0;
+    for (int u = 0; u < c->pp * (c->virtual_stages > 1 ? c->virtual_stages : 1); u++)
+        shards = chunk[u].head_hi > shards ? chunk[u].head_hi : shards;
+    double p2p = plan_p2p_values(m, c, seq, shards) * plan_wire_bytes(d);
     coh_status rc = des_init(&D, c, hw, chunk, p2p);
     if (!rc)
         rc = run_pipeline(&D);
@@ -248,17 +275,15 @@ coh_status plan_simulate(const coh_model_desc *m, const coh_parallel_config *c, 
     }
     double makespan = 0, ideal = 0;
     for (int s = 0; s < D.p; s++) {
-        makespan = fmax(makespan, D.st[s].clock);
+        makespan = fmax(makespan, D.st[s].finish);
         ideal = fmax(ideal, D.st[s].busy);
     }
-    double grad_bytes = c->precision == COH_PREC_FP16_MIXED ? 2.0 : 4.0;
+    double grad_bytes = plan_grad_bytes(c);
     int zero = coh_strategy_zero_stage(c->strategy);
-    int stride = c->tp * c->pp;
+    int stride = plan_dp_stride(c);
     double step = 0;
-    int crit = 0;
     double crit_comm = 0, crit_exposed = 0, crit_compute = 0;
     for (int s = 0; s < D.p; s++) {
-        stage_state *S = &D.st[s];
         double params = 0, tp_comm = 0, z3 = 0, z3x = 0;
         for (int k = 0; k < D.v; k++) {
             const plan_chunk *ch = &chunk[k * D.p + s];
@@ -267,34 +292,21 @@ coh_status plan_simulate(const coh_model_desc *m, const coh_parallel_config *c, 
             z3 += ch->zero3_comm * D.m;
             z3x += ch->zero3_exposed * D.m;
         }
-        double comm = tp_comm + z3 + S->comm_p2p, t = S->clock, exposed = tp_comm + z3x;
+        double comm = tp_comm + z3 + D.comm_p2p[s], t = D.st[s].finish, exposed = tp_comm + z3x;
+        /* the pipeline trainer sums the tied embedding first, then the dp ranges */
+        if (D.p > 1 && m->tied && (s == 0 || holds_head(&D, chunk, s)))
+            t = tied_sum(&D, m, c, hw, s, t, &comm, &exposed);
         if (c->dp > 1) {
-            double before = comm;
-            double end = grad_sync(&D, c, hw, s, grad_bytes, &comm);
+            double before = comm, t_in = t;
+            double end = grad_sync(&D, c, hw, s, grad_bytes, t, &comm);
             if (d->saturated)
                 /* no copy engine: the transport's progress thread copies and reduces on the
                    cores the ranks compute with, so its work adds to the step */
                 end = t + (comm - before);
             exposed += fmax(0, end - t);
-            if (D.events && end > t)
-                add_event(out, s, 1, "gradient sync tail", t, end);
+            if (D.events && end > t && D.p == 1)
+                add_event(out, s, 1, "gradient sync tail", t_in, end);
             t = fmax(t, end);
-        }
-        if (D.p > 1 && m->tied && (s == 0 || holds_head(&D, chunk, s))) {
-            /* the tied embedding's gradient summed between the first stage and the stages
-             * holding the LM head or its shards */
-            double bytes = ceil((double)m->vocab / c->tp) * m->dim * grad_bytes;
-            const coh_link *l = plan_link(hw, 0, (long)(D.p - 1) * c->tp);
-            double cost = 2 * (l->alpha_s + bytes / 2 / l->bytes_per_s);
-            double t0 = D.st[0].clock;
-            for (int r = 1; r < D.p; r++)
-                if (holds_head(&D, chunk, r))
-                    t0 = fmax(t0, D.st[r].clock);
-            if (D.events)
-                add_event(out, s, 1, "tied embedding all-reduce", fmax(t, t0), fmax(t, t0) + cost);
-            exposed += fmax(t, t0) + cost - t;
-            comm += cost;
-            t = fmax(t, t0) + cost;
         }
         double owned = zero >= 1 ? params / c->dp : params;
         double opt = plan_optimizer_s(d, c, owned);
@@ -302,6 +314,7 @@ coh_status plan_simulate(const coh_model_desc *m, const coh_parallel_config *c, 
             add_event(out, s, 0, "optimizer", t, t + opt);
         t += opt;
         if ((zero == 1 || zero == 2) && c->dp > 1) {
+            /* fp32 parameters (zero.c; the pipeline's ZeRO-1 broadcasts, pipe_exec.c) */
             double g = plan_allgather_s(hw, c->dp, stride, params * 4.0);
             if (D.events)
                 add_event(out, s, 2, "all-gather updated parameters", t, t + g);
@@ -311,13 +324,11 @@ coh_status plan_simulate(const coh_model_desc *m, const coh_parallel_config *c, 
         }
         if (t > step) {
             step = t;
-            crit = s;
             crit_comm = comm;
             crit_exposed = exposed;
-            crit_compute = S->busy - tp_comm - z3x + opt;
+            crit_compute = D.st[s].busy - tp_comm - z3x + opt;
         }
     }
-    (void)crit;
     out->step_s = step;
     out->compute_s = crit_compute;
     out->bubble_s = makespan - ideal;

@@ -30,7 +30,7 @@ static double simulate_chain(const pipe_chunk_cost *c, const coh_pipe_shape *sha
     coh_pipe_sim sim = {0};
     CHECK_OK(pipe_lists_build(shape, &l));
     pipe_sim_in in = {shape->stages, shape->microbatches, shape->virtual_stages, l.list, l.count,
-                      0, 0, NULL, fwd, bwd};
+                      0, 0, NULL, fwd, bwd, NULL};
     CHECK_OK(pipe_simulate(&in, &sim, NULL));
     pipe_lists_release(&l);
     return sim.makespan;

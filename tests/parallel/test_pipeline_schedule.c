@@ -328,7 +328,7 @@ static coh_status simulate_two(coh_pipe_action *s0, int n0, coh_pipe_action *s1,
 {
     coh_pipe_action *list[2] = {s0, s1};
     int count[2] = {n0, n1};
-    pipe_sim_in in = {2, 1, 1, list, count, 1.0, 2.0, NULL, NULL, NULL};
+    pipe_sim_in in = {2, 1, 1, list, count, 1.0, 2.0, NULL, NULL, NULL, NULL};
     coh_pipe_sim sim;
     return pipe_simulate(&in, &sim, NULL);
 }

@@ -62,22 +62,36 @@ static void test_trainer_split(void)
 {
     const coh_model_desc *m = &model;
     const coh_hw *hw = &rates;
-    /* the trainer's own choice for this shape, as `cohort train` makes it */
-    coh_gpt_config g = {L, HEADS, DIM, VOCAB, SEQ, 1, 0};
-    coh_pipe_shape shape = {COH_SCHED_INTERLEAVED, 2, 2, 2};
-    int bounds[5], shards = 0;
-    par_pipe_split_chain(&g, SEQ, &shape, 0, bounds, &shards);
-    printf("trainer's split: %d %d %d %d %d, %d head shards\n", bounds[0], bounds[1], bounds[2],
-           bounds[3], bounds[4], shards);
-    CHECK(shards > 1); /* the premise: the trainer shards this head */
+    /* what the trainer runs: each stage's chunks and head shards from its runtime layout
+     * (coh_par_pipe_stage, which pipe_exec.c executes), not from the split function the planner
+     * calls */
     coh_parallel_config c = interleaved(NULL, COH_RECOMPUTE_NONE);
+    coh_par_config pc;
+    memset(&pc, 0, sizeof pc);
+    coh_trainer_config_defaults(&pc.train);
+    pc.train.model = (coh_gpt_config){L, HEADS, DIM, VOCAB, SEQ, 0, 0};
+    pc.par = c;
+    coh_par_config_apply(&pc);
+    coh_pipe_stage lay[2];
+    for (int s = 0; s < 2; s++)
+        CHECK_OK(coh_par_pipe_stage(&pc, s, &lay[s]));
+    int shards = lay[0].head_shards;
+    printf("trainer's layout: stage 0 %d-%d, %d-%d; stage 1 %d-%d, %d-%d; %d head shards\n",
+           lay[0].lo[0], lay[0].hi[0], lay[0].lo[1], lay[0].hi[1], lay[1].lo[0], lay[1].hi[0],
+           lay[1].lo[1], lay[1].hi[1], shards);
+    CHECK(shards > 1); /* the premise: the trainer shards this head */
+    CHECK_INT(lay[1].head_shards, shards);
     plan_chunk ch[4];
     if (!chunks_of(m, &c, hw, ch))
         return;
     int next = 0, holders = 0;
     for (int k = 0; k < 4; k++) {
-        CHECK_INT(ch[k].lo, bounds[k] < L ? bounds[k] : L);
-        CHECK_INT(ch[k].hi, bounds[k + 1] < L ? bounds[k + 1] : L);
+        const coh_pipe_stage *st = &lay[k % 2];
+        int j = k / 2; /* virtual stage k is chunk k / p of stage k mod p */
+        CHECK_INT(ch[k].lo, st->lo[j]);
+        CHECK_INT(ch[k].hi, st->hi[j]);
+        CHECK_INT(ch[k].head_lo, st->head_lo[j]);
+        CHECK_INT(ch[k].head_hi, st->head_hi[j]);
         if (ch[k].head_hi > ch[k].head_lo) { /* the shards in order, each once */
             CHECK_INT(ch[k].head_lo, next);
             next = ch[k].head_hi;
@@ -140,6 +154,8 @@ static void test_trainer_split(void)
     /* the best split with the head whole (the trainer's search without shards) */
     int wb[5];
     char whole[64];
+    coh_gpt_config g = {L, HEADS, DIM, VOCAB, SEQ, 1, 0};
+    coh_pipe_shape shape = {COH_SCHED_INTERLEAVED, 2, 2, 2};
     par_pipe_split(&g, SEQ, &shape, wb);
     n = 0;
     for (int k = 0; k < 4; k++) {

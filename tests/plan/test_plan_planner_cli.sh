@@ -99,6 +99,13 @@ expect 2 "invalid --devices '12': --nodes 2 x 8 per node is 16" --model gpt2-xl 
     --devices 12 --inventory "$inv/a100x8_nvlink.json" --nodes 2
 expect 2 "has no \"links\"" --model gpt2-xl --global-batch 64 --inventory "$inv/a100x8_nolinks.json" --nodes 2
 expect 2 "needs the link between nodes" --model gpt2-xl --global-batch 64 --hw a100-80gb --nodes 2
+# a flag overrides the file: --link-inter gives the link the inventory lacks
+expect 0 "inter-node 25.0 GB/s per device, 2 nodes" --model gpt2-xl --global-batch 64 \
+    --inventory "$inv/a100x8_nolinks.json" --nodes 2 --link-inter 25
+# one rule for --nodes with and without --explain: the node's devices come from the hardware
+expect 0 "inter-node 25.0 GB/s per device, 8 nodes" --model gpt2 --global-batch 64 --hw a100-80gb \
+    --nodes 8 --link-inter 25
+expect 0 "64 devices" --model gpt2 --hw a100-80gb --nodes 8 --link-inter 25 --explain --tp 4
 expect 1 "remedies" --layers 128 --dim 25600 --heads 160 --vocab 51200 --seq 2048 \
     --global-batch 64 --inventory "$inv/a100x8_nvlink.json"
 expect 2 "unknown hardware preset 'tpu'" --model gpt2 --global-batch 8 --hw tpu

@@ -3,6 +3,21 @@
 
 #include "cohort/parallel.h"
 
+/* Megatron's order: tp fastest (neighbouring ranks, one node), then dp, then pp */
+void coh_mesh_coords(long r, int dp, int pp, int tp, int *dp_rank, int *pp_rank, int *tp_rank)
+{
+    (void)pp;
+    *tp_rank = (int)(r % tp);
+    *dp_rank = (int)((r / tp) % dp);
+    *pp_rank = (int)(r / ((long)tp * dp));
+}
+
+long coh_mesh_rank(int dp, int pp, int tp, int dp_rank, int pp_rank, int tp_rank)
+{
+    (void)pp;
+    return ((long)pp_rank * dp + dp_rank) * tp + tp_rank;
+}
+
 coh_status coh_mesh_create(coh_comm *world, int dp, int pp, int tp, coh_mesh **out)
 {
     *out = NULL;
@@ -14,10 +29,7 @@ coh_status coh_mesh_create(coh_comm *world, int dp, int pp, int tp, coh_mesh **o
     if (!m)
         return coh_errf(COH_ERR_NOMEM, "out of memory allocating the mesh");
     *m = (coh_mesh){.dp = dp, .pp = pp, .tp = tp, .world = world};
-    /* Megatron's order: tp fastest (neighbouring ranks, one node), then dp, then pp */
-    m->tp_rank = r % tp;
-    m->dp_rank = (r / tp) % dp;
-    m->pp_rank = r / (tp * dp);
+    coh_mesh_coords(r, dp, pp, tp, &m->dp_rank, &m->pp_rank, &m->tp_rank);
     /* ranks sharing the other two coordinates form one group along an axis */
     coh_status st = coh_comm_split(world, m->pp_rank * tp + m->tp_rank, m->dp_rank, &m->dp_comm);
     if (!st)

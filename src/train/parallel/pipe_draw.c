@@ -120,7 +120,7 @@ coh_status coh_pipeline_draw(const coh_pipe_shape *s, int fwd_cells, int bwd_cel
             rc = coh_errf(COH_ERR_NOMEM, "out of memory for a drawing");
     coh_pipe_sim sim;
     pipe_sim_in in = {s->stages, s->microbatches, s->virtual_stages, l.list, l.count,
-                      fwd_cells, bwd_cells, start, NULL, NULL};
+                      fwd_cells, bwd_cells, start, NULL, NULL, NULL};
     if (!rc && (rc = pipe_simulate(&in, &sim, NULL)) == COH_ERR_INVALID)
         rc = coh_err_prefix(COH_ERR_INTERNAL, "%s schedule", coh_schedule_name(s->kind));
     const int cells[2] = {fwd_cells, bwd_cells};

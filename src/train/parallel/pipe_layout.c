@@ -328,7 +328,7 @@ coh_status pipe_choose_split(const pipe_chunk_cost *cost, int L, const coh_pipe_
         st = coh_errf(COH_ERR_NOMEM, "out of memory choosing the pipeline's split");
     if (!st) {
         c.in = (pipe_sim_in){p, shape->microbatches, v, l.list, l.count, 0, 0, NULL, c.fwd,
-                             c.bwd};
+                             c.bwd, NULL};
         for (int s = 0; s < p; s++)
             c.actions += l.count[s];
         memcpy(bal, bounds, sizeof(int) * (size_t)(u + 1));
@@ -703,6 +703,34 @@ coh_status coh_par_pipe_stage(const coh_par_config *c, int stage, coh_pipe_stage
     }
     for (int k = 0; k < out->nranges; k++)
         out->params += out->end[k] - out->begin[k];
+    return COH_OK;
+}
+
+coh_status coh_par_stage_traffic(const coh_par_config *c, int stage, coh_par_traffic *out)
+{
+    memset(out, 0, sizeof *out);
+    coh_pipe_stage lay;
+    coh_status st = coh_par_pipe_stage(c, stage, &lay);
+    if (st)
+        return st;
+    const coh_gpt_config *m = &c->train.model;
+    const coh_parallel_config *p = &c->par;
+    size_t bt = (size_t)c->train.batch * (size_t)c->train.seq, btc = bt * (size_t)m->dim;
+    for (int k = 0; k < lay.chunks; k++)
+        out->blocks += lay.hi[k] - lay.lo[k];
+    out->params = lay.params;
+    if (p->pp > 1) /* pipe_exec.c's message: this rank's rows, and the shards' statistics */
+        out->pipe_send = (m->sp && m->tp > 1 ? btc / (size_t)m->tp : btc) +
+                         (lay.head_shards > 1 ? 3 * bt : 0);
+    if (p->tp > 1) /* gpt_tp.c: the (B T, C) buffer, all-reduced or reduce-scattered */
+        out->tp_allreduce = btc;
+    if (p->dp > 1) {
+        out->dp_reduce = lay.params;
+        if (coh_strategy_zero_stage(p->strategy) >= 1)
+            out->zero_gather = lay.params;
+    }
+    if (p->pp > 1 && (lay.first || lay.head)) /* pipe_exec.c reduce_grads: the embedding group */
+        out->embed_allreduce = (size_t)coh_gpt_vocab_per_shard(m) * (size_t)m->dim;
     return COH_OK;
 }
 

@@ -11,7 +11,8 @@
 typedef struct sim {
     const pipe_sim_in *in;
     int nv;                 /* virtual stages, p * v */
-    double *sent;           /* [2][m][nv] when the message left, NAN before; by sender's u */
+    double *sent;           /* [2][m][nv] when the message arrives, NAN before it is sent; by
+                               the sender's u */
     unsigned char *got;     /* [2][m][nv] received */
     int *waiter;            /* [2][m][nv] stage blocked on the message, or -1 */
     unsigned char *done;    /* [p][m][v]: 1 forwarded, 2 backwarded */
@@ -62,11 +63,21 @@ static coh_status compute(sim *S, int s, const coh_pipe_action *a, coh_pipe_stag
     return COH_OK;
 }
 
-static coh_status sim_send(sim *S, int s, const coh_pipe_action *a, long key)
+/* How long a message between stages a and b takes to arrive (0 without link costs). */
+static double hop(const sim *S, int a, int b)
+{
+    const pipe_sim_in *in = S->in;
+    if (!in->hop_s || a == b)
+        return 0.0;
+    int lo = a < b ? a : b, hi = a < b ? b : a;
+    return hi - lo == 1 ? in->hop_s[lo] : in->hop_s[in->stages - 1]; /* wrap: p - 1 -> 0 */
+}
+
+static coh_status sim_send(sim *S, int s, const coh_pipe_action *a, long key, int peer)
 {
     if (!isnan(S->sent[key]))
         return bad(s, S->pc[s], a, "sent twice");
-    S->sent[key] = S->clock[s];
+    S->sent[key] = S->clock[s] + hop(S, s, peer); /* when it is at the receiver */
     if (S->waiter[key] >= 0) {
         S->ready[S->nready++] = S->waiter[key];
         S->waiter[key] = -1;
@@ -121,7 +132,7 @@ static coh_status run_stage(sim *S, int s, coh_pipe_stage_stats *st)
         if (key < 0 || peer != a->peer)
             return bad(s, S->pc[s], a, key < 0 ? "no neighbour on that side" : "wrong peer");
         if (a->op == COH_PIPE_SEND_ACT || a->op == COH_PIPE_SEND_GRAD)
-            rc = sim_send(S, s, a, key);
+            rc = sim_send(S, s, a, key, peer);
         else if (sim_receive(S, s, key, &rc, a))
             return COH_OK;
         if (rc)
@@ -251,7 +262,7 @@ coh_status coh_pipeline_simulate(const coh_pipe_shape *shape, double t_fwd, doub
     rc = pipe_lists_build(shape, &l);
     double v = shape->virtual_stages;
     pipe_sim_in in = {shape->stages, shape->microbatches, shape->virtual_stages,
-                      l.list, l.count, t_fwd / v, t_bwd / v, NULL, NULL, NULL};
+                      l.list, l.count, t_fwd / v, t_bwd / v, NULL, NULL, NULL, NULL};
     if (!rc)
         rc = pipe_simulate(&in, out, stages);
     pipe_lists_release(&l);

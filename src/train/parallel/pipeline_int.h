@@ -31,9 +31,14 @@ typedef struct pipe_sim_in {
     const double *fwd_u, *bwd_u;  /* NULL, or [stages * chunks]: the forward and backward time
                                      of each virtual stage u = chunk * stages + stage, in place
                                      of fwd and bwd (a pipeline whose chunks differ) */
+    const double *hop_s;          /* NULL (sends arrive at once), or [stages]: a message between
+                                     stage s and s + 1 (mod stages: interleaving's wrap) arrives
+                                     this long after it is sent (the planner's link cost) */
 } pipe_sim_in;
 
-/* COH_ERR_INVALID naming the stage, the action and the message when the lists deadlock, a send
+/* The one pipeline event simulator: the trainer's split choice and schedule checks, and the
+ * planner's step (which adds hop_s and reads start) run it.
+ * COH_ERR_INVALID naming the stage, the action and the message when the lists deadlock, a send
  * or receive names the wrong peer or no neighbour, a message is sent or received twice or never
  * received, a backward comes before its forward, or a field is out of range. */
 coh_status pipe_simulate(const pipe_sim_in *in, coh_pipe_sim *out, coh_pipe_stage_stats *stages);
