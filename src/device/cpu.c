@@ -9,50 +9,7 @@
 #include <unistd.h>
 
 #include "device/device_int.h"
-
-int cpu_list_count(const char *text)
-{
-    int count = 0;
-    const char *p = text;
-    while (*p && *p != '\n') {
-        char *end;
-        long a = strtol(p, &end, 10), b;
-        if (end == p || a < 0 || *p == '-' || *p == '+' || *p == ' ')
-            return -1;
-        p = end;
-        b = a;
-        if (*p == '-') {
-            const char *q = p + 1;
-            b = strtol(q, &end, 10);
-            if (end == q || b < a || *q == '-' || *q == '+' || *q == ' ')
-                return -1;
-            p = end;
-        }
-        if (b - a > 1 << 20)
-            return -1;
-        count += (int)(b - a + 1);
-        if (*p == ',')
-            p++;
-        else if (*p && *p != '\n')
-            return -1;
-    }
-    return count;
-}
-
-double cpu_max_parse(const char *text)
-{
-    char quota[32];
-    long long period;
-    if (sscanf(text, "%31s %lld", quota, &period) != 2 || period <= 0)
-        return -1;
-    if (!strcmp(quota, "max"))
-        return 0;
-    char *end;
-    long long q = strtoll(quota, &end, 10);
-    if (*end || q <= 0)
-        return -1;
-    return (double)q / (double)period;
-}
+#include "util/cgroup.h"
 
 static int read_text(const char *root, const char *path, char *buf, size_t cap)
 {
@@ -78,7 +35,7 @@ static double cgroup_v2_limit(const char *root, const char *cg)
         snprintf(path, sizeof path, "/sys/fs/cgroup%s%scpu.max", dir,
                  dir[strlen(dir) - 1] == '/' ? "" : "/");
         if (read_text(root, path, buf, sizeof buf) == 0) {
-            double l = cpu_max_parse(buf);
+            double l = coh_parse_cpu_max(buf);
             if (l > 0 && (best == 0 || l < best))
                 best = l;
         }
@@ -134,7 +91,7 @@ static int count_numa_nodes(const char *root)
 {
     char buf[256];
     if (read_text(root, "/sys/devices/system/node/online", buf, sizeof buf) == 0) {
-        int n = cpu_list_count(buf);
+        int n = coh_parse_cpu_list(buf);
         if (n > 0)
             return n;
     }
@@ -147,7 +104,7 @@ coh_status cpu_probe_root(const char *root, coh_cpu_info *out)
     char buf[1024];
     int online = -1;
     if (read_text(root, "/sys/devices/system/cpu/online", buf, sizeof buf) == 0)
-        online = cpu_list_count(buf);
+        online = coh_parse_cpu_list(buf);
     if (online <= 0)
         online = (int)sysconf(_SC_NPROCESSORS_ONLN);
     out->cores_online = online > 0 ? online : 1;

@@ -19,13 +19,6 @@ coh_status mps_probe(coh_inventory *inv);
 /* CPU probing below a root directory ("" for the real machine; tests build a fake tree). */
 coh_status cpu_probe_root(const char *root, coh_cpu_info *out);
 
-/* Number of CPUs in a Linux cpu list ("0-3,8,10-11\n"); -1 when malformed. */
-int cpu_list_count(const char *text);
-
-/* CPUs allowed by a cgroup v2 cpu.max text ("max 100000", "150000 100000"); 0 = no limit,
- * -1 when malformed. */
-double cpu_max_parse(const char *text);
-
 /* Order of the NVIDIA GPUs in PCI bus order (by physical_index); returns the count. */
 int nvidia_pci_order(const coh_inventory *inv, int *order, int cap);
 

@@ -40,50 +40,6 @@ int coh_threads_for_budget(const coh_cpu_budget *b, char *why, size_t cap)
     return n;
 }
 
-double coh_parse_cpu_max(const char *text)
-{
-    char quota[32];
-    long long period;
-    char extra;
-    if (!text || sscanf(text, "%31s %lld %c", quota, &period, &extra) != 2 || period <= 0)
-        return -1;
-    if (!strcmp(quota, "max"))
-        return 0;
-    char *end;
-    long long q = strtoll(quota, &end, 10);
-    if (*end || q <= 0)
-        return -1;
-    return (double)q / (double)period;
-}
-
-int coh_parse_cpu_list(const char *text)
-{
-    if (!text)
-        return -1;
-    long count = 0;
-    const char *p = text;
-    while (*p && *p != '\n') {
-        char *end;
-        long lo = strtol(p, &end, 10), hi = lo;
-        if (end == p || lo < 0 || *p == '-' || *p == '+')
-            return -1;
-        if (*end == '-') {
-            p = end + 1;
-            hi = strtol(p, &end, 10);
-            if (end == p || *p == '-' || *p == '+' || hi < lo)
-                return -1;
-        }
-        if (hi - lo >= 1 << 20 || (count += hi - lo + 1) > 1 << 20)
-            return -1;
-        p = end;
-        if (*p == ',')
-            p++;
-        else if (*p && *p != '\n')
-            return -1;
-    }
-    return count > 0 ? (int)count : -1;
-}
-
 /* The first line of FILE into buf; 0 when read. */
 static int read_line(const char *file, char *buf, size_t cap)
 {

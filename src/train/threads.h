@@ -23,11 +23,9 @@ int coh_threads_for_budget(const coh_cpu_budget *b, char *why, size_t cap);
  * smallest cpu.max on the way to the cgroup root, and the launcher's local rank count. */
 void coh_cpu_budget_read(coh_cpu_budget *b);
 
-/* A cgroup v2 cpu.max ("150000 100000", "max 100000") in CPUs: 0 for no quota ("max"), -1 when
- * the text is not that form. */
-double coh_parse_cpu_max(const char *text);
+/* coh_parse_cpu_max and coh_parse_cpu_list, the readers of cpu.max and cpu lists, live in
+ * util/cgroup.h (the inventory reads them too) */
+#include "util/cgroup.h"
 
-/* The CPUs of a cpuset list ("0-3,8,10-11\n"); -1 when malformed. */
-int coh_parse_cpu_list(const char *text);
 
 #endif

@@ -10,6 +10,7 @@
 #include "check.h"
 #include "test_files.h"
 #include "device/device_int.h"
+#include "util/cgroup.h"
 
 static char root[128];
 
@@ -33,22 +34,22 @@ static void put(const char *rel, const char *text)
 
 static void cpu_lists(void)
 {
-    CHECK_INT(cpu_list_count("0-3\n"), 4);
-    CHECK_INT(cpu_list_count("0-3,8,10-11\n"), 7);
-    CHECK_INT(cpu_list_count("5"), 1);
-    CHECK_INT(cpu_list_count(""), 0);
-    CHECK_INT(cpu_list_count("3-1"), -1);
-    CHECK_INT(cpu_list_count("a"), -1);
-    CHECK_INT(cpu_list_count("1,,2"), -1);
+    CHECK_INT(coh_parse_cpu_list("0-3\n"), 4);
+    CHECK_INT(coh_parse_cpu_list("0-3,8,10-11\n"), 7);
+    CHECK_INT(coh_parse_cpu_list("5"), 1);
+    CHECK_INT(coh_parse_cpu_list(""), -1);
+    CHECK_INT(coh_parse_cpu_list("3-1"), -1);
+    CHECK_INT(coh_parse_cpu_list("a"), -1);
+    CHECK_INT(coh_parse_cpu_list("1,,2"), -1);
 }
 
 static void cpu_max(void)
 {
-    CHECK_NEAR(cpu_max_parse("max 100000\n"), 0, 0);
-    CHECK_NEAR(cpu_max_parse("150000 100000\n"), 1.5, 1e-12);
-    CHECK_NEAR(cpu_max_parse("50000 100000"), 0.5, 1e-12);
-    CHECK_NEAR(cpu_max_parse("garbage"), -1, 0);
-    CHECK_NEAR(cpu_max_parse("100 0"), -1, 0);
+    CHECK_NEAR(coh_parse_cpu_max("max 100000\n"), 0, 0);
+    CHECK_NEAR(coh_parse_cpu_max("150000 100000\n"), 1.5, 1e-12);
+    CHECK_NEAR(coh_parse_cpu_max("50000 100000"), 0.5, 1e-12);
+    CHECK_NEAR(coh_parse_cpu_max("garbage"), -1, 0);
+    CHECK_NEAR(coh_parse_cpu_max("100 0"), -1, 0);
 }
 
 static void cgroup_v2_tree(void)
