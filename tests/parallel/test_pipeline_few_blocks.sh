@@ -24,13 +24,13 @@ layers() {
 layers 1
 par_run_tied pp2-l1 2 --pp 2 --schedule 1f1b "${mb[@]}" --stage-layers 0,head &&
     par_check "1f1b, pp 2, 1 block: 0,head" single1 pp2-l1
-par_holds pp2-l1 1 "head + final LayerNorm and head"
+par_holds pp2-l1 1 "final LayerNorm and LM head;"
 
 layers 2
 par_run_tied pp4-l2 4 --pp 4 --schedule 1f1b "${mb[@]}" --stage-layers embeddings,0,1,head &&
     par_check "1f1b, pp 4, 2 blocks: embeddings,0,1,head" single2 pp4-l2
-par_holds pp4-l2 0 "embeddings + embeddings"
-par_holds pp4-l2 2 "1-1"
+par_holds pp4-l2 0 "embeddings;"
+par_holds pp4-l2 2 "blocks 1-1;"
 
 layers 3
 par_run_tied il-l3 2 --pp 2 --schedule interleaved --virtual-stages 2 "${mb[@]}" \
