@@ -33,6 +33,10 @@ int ctl_parse_hello(const char *line, ctl_hello *h)
 {
     int nonce_at = 0, nonce_end = 0, mac_at = 0, end = 0;
     memset(h, 0, sizeof *h);
+    /* fields are separated by single spaces: sscanf's spaces would also take a tab or a newline,
+     * and the MAC covers the bytes before the last space */
+    if (strpbrk(line, "\t\n\v\f\r"))
+        return 0;
     /* the %n positions make each field a whole word: %32s alone would cut a longer one */
     if (sscanf(line, "HELLO %d %d %d %127s %n%32s%n %n%64s%n", &h->node_rank, &h->nnodes,
                &h->nproc, h->host, &nonce_at, h->nonce, &nonce_end, &mac_at, h->mac, &end) != 6 ||
