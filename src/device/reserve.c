@@ -92,20 +92,29 @@ static int try_lock(const char *path, int exclusive, char *holder, size_t cap)
     return -1;
 }
 
+/* The lock files of one visible device: its own (the GPU, its MIG instance or its tile) and its
+ * GPU's, which a MIG instance or tile also holds shared. Returns 1 when it is such a part. */
+static int device_lock_paths(const coh_inventory *inv, const coh_visible_device *d,
+                             const char *dir, char own[1024], char parent[1024])
+{
+    const coh_gpu *g = &inv->gpus[d->gpu];
+    char tile[16];
+    snprintf(tile, sizeof tile, ".tile%d", d->tile);
+    lock_path(dir, g->uuid, "", parent, 1024);
+    if (d->mig >= 0)
+        lock_path(dir, g->mig[d->mig].uuid, "", own, 1024);
+    else
+        lock_path(dir, g->uuid, d->tile >= 0 ? tile : "", own, 1024);
+    return d->mig >= 0 || d->tile >= 0;
+}
+
 /* Lock one visible device: its own file exclusively, and its parent's shared for a MIG
  * instance or tile. Returns 0 and appends fds to r, or -1 with why[]. */
 static int lock_device(const coh_inventory *inv, const coh_visible_device *d, const char *dir,
                        coh_reservation *r, char *why, size_t cap)
 {
-    const coh_gpu *g = &inv->gpus[d->gpu];
-    char own[1024], parent[1024], tile[16];
-    int part = d->mig >= 0 || d->tile >= 0;
-    snprintf(tile, sizeof tile, ".tile%d", d->tile);
-    lock_path(dir, g->uuid, "", parent, sizeof parent);
-    if (d->mig >= 0)
-        lock_path(dir, g->mig[d->mig].uuid, "", own, sizeof own);
-    else
-        lock_path(dir, g->uuid, d->tile >= 0 ? tile : "", own, sizeof own);
+    char own[1024], parent[1024];
+    int part = device_lock_paths(inv, d, dir, own, parent);
     int pfd = -1;
     if (part && (pfd = try_lock(parent, 0, why, cap)) < 0)
         return -1;
@@ -151,20 +160,12 @@ static int held(const char *path, int any, char *holder, size_t cap)
 int pick_skip_reserved(const coh_inventory *inv, const coh_visible *vis, coh_pick_result *res,
                        int *rank, int nr)
 {
-    char dirbuf[900], own[1024], parent[1024], tile[16];
+    char dirbuf[900], own[1024], parent[1024];
     const char *dir = coh_lock_dir(dirbuf, sizeof dirbuf);
     int kept = 0;
     for (int i = 0; i < nr; i++) {
-        const coh_visible_device *d = &vis->dev[rank[i]];
-        const coh_gpu *g = &inv->gpus[d->gpu];
         coh_pick_candidate *c = &res->cand[rank[i]];
-        snprintf(tile, sizeof tile, ".tile%d", d->tile);
-        lock_path(dir, g->uuid, "", parent, sizeof parent);
-        if (d->mig >= 0)
-            lock_path(dir, g->mig[d->mig].uuid, "", own, sizeof own);
-        else
-            lock_path(dir, g->uuid, d->tile >= 0 ? tile : "", own, sizeof own);
-        int part = d->mig >= 0 || d->tile >= 0;
+        int part = device_lock_paths(inv, &vis->dev[rank[i]], dir, own, parent);
         if (held(own, 1, c->reason, sizeof c->reason) ||
             (part && held(parent, 0, c->reason, sizeof c->reason)))
             c->usable = 0;
