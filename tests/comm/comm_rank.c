@@ -9,7 +9,8 @@
  *   async       overlapping async all-reduces, test() polling, then a blocking op
  *   rounding    bf16/f16 sums are reduced in f32 and rounded once, to nearest even
  *   kill FILE   all-reduce in a loop; the last rank writes its pid to FILE to be killed;
- *               survivors must fail with PEER_LOST naming it (prints the wall time)
+ *               survivors must fail with PEER_LOST naming it (prints the wall time), and fail
+ *               after 120 s if it never died
  *   mismatch    the last rank calls with another count, then another type: MISMATCH on all
  *   silent      the last rank never calls: the others time out naming it
  *   absent      the last rank exits before joining: the others' create times out naming it
@@ -162,7 +163,14 @@ static int mode_kill(coh_comm *c, int rank, int n, const char *pidfile)
         fprintf(f, "%d\n", (int)getpid());
         fclose(f);
     }
+    /* a survivor that never learns of the death gives up, so that no rank loops for ever when
+     * the test's kill never came */
+    double deadline = wall() + 120;
     for (long it = 0;; it++) {
+        if (wall() > deadline) {
+            EXPECT(0, "rank %d: no peer died within 120 s (%ld ops)", rank, it);
+            break;
+        }
         coh_status st = coh_allreduce(c, buf, buf, count, COH_F32, COH_MAX);
         if (st) {
             double when = wall();

@@ -69,12 +69,37 @@ expect_in "silent rank named" "allreduce(count=1, i32, sum) #1 on rank [01] time
 # kill -9 of a rank mid-all-reduce: mpirun ends the job (survivors get no PEER_LOST from MPI);
 # a node mate caught in the shared-memory step may report the death first, naming the world
 # rank. Nothing may hang or remain in /dev/shm.
+# the pid file is whole once it ends in its newline
+pid_written() { [ -s "$pidfile" ] && [ -z "$(tail -c1 "$pidfile")" ]; }
 kill_under_mpirun() {
     local pidfile="$comm_tmp/hier_kill.pid" t0 rc
     rm -f "$pidfile"
-    launch 4 "$rank_bin" kill "$pidfile" >"$log" 2>&1 &
+    # ranks ignore SIGTERM in this mode: the timeout follows it with SIGKILL; setsid makes the
+    # job a process group of its own, to be killed whole if it never gets going
+    setsid timeout -k 5 150 mpirun -x COHORT_COMM_TIMEOUT -x COHORT_LOG -x COHORT_COMM_HIER \
+        -x COHORT_COMM_RANKS_PER_NODE -x COHORT_COMM_HIER_MIN_BYTES -np 4 \
+        "$rank_bin" kill "$pidfile" >"$log" 2>&1 &
     local spawner=$!
-    for _ in $(seq 200); do [ -s "$pidfile" ] && break; sleep 0.05; done
+    # a loaded machine may take many seconds to start 4 ranks: wait for the pid while the job
+    # lives, up to 100 s, and fail saying so rather than leave the job looping
+    for _ in $(seq 1000); do
+        pid_written && break
+        kill -0 "$spawner" 2>/dev/null || break
+        sleep 0.1
+    done
+    if ! pid_written; then
+        # the job is its own process group (setsid); ranks mpirun started late are caught too
+        kill -9 -- -"$spawner" 2>/dev/null
+        wait "$spawner"
+        for _ in $(seq 25); do
+            pkill -9 -f "$rank_bin kill $pidfile" || break
+            sleep 0.2
+        done
+        echo "FAIL kill -9 under mpirun: the last rank never wrote its pid"
+        tail -20 "$log"
+        fails=$((fails + 1))
+        return
+    fi
     sleep 0.3
     t0=$(date +%s)
     kill -9 "$(cat "$pidfile")"
