@@ -52,6 +52,19 @@ expect_ok() {
     check_no_shm "$what"
 }
 
+# wait_pid_file FILE PID: waits until FILE holds a whole pid line (written by a rank to be
+# killed) while process PID (the job) lives, up to 100 s: a loaded machine may take many seconds
+# to start the ranks. Fails when it never came.
+wait_pid_file() {
+    local _
+    for _ in $(seq 1000); do
+        [ -s "$1" ] && [ -z "$(tail -c1 "$1")" ] && return 0
+        kill -0 "$2" 2>/dev/null || break
+        sleep 0.1
+    done
+    [ -s "$1" ] && [ -z "$(tail -c1 "$1")" ]
+}
+
 # skip WHAT REASON: a part that cannot run here, named; finish then reports the test skipped.
 skips=0
 skip() {

@@ -13,7 +13,19 @@ kill_test() {
     launch "$n" "$rank_bin" kill "$pidfile" >"$log" 2>&1 &
     job_fresh=0
     local spawner=$!
-    for _ in $(seq 200); do [ -s "$pidfile" ] && break; sleep 0.05; done
+    if ! wait_pid_file "$pidfile" "$spawner"; then
+        # ranks ignore SIGTERM in this mode: kill them (the launcher then ends); survivors would
+        # give up after 120 s by themselves
+        for _ in $(seq 25); do
+            pkill -9 -f "$rank_bin kill $pidfile" || break
+            sleep 0.2
+        done
+        wait "$spawner"
+        echo "FAIL kill -9 on $n ranks: the last rank never wrote its pid"
+        cat "$log"
+        fails=$((fails + 1))
+        return
+    fi
     sleep 0.3
     local t0
     t0=$(date +%s.%N)

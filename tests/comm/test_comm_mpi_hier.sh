@@ -69,8 +69,6 @@ expect_in "silent rank named" "allreduce(count=1, i32, sum) #1 on rank [01] time
 # kill -9 of a rank mid-all-reduce: mpirun ends the job (survivors get no PEER_LOST from MPI);
 # a node mate caught in the shared-memory step may report the death first, naming the world
 # rank. Nothing may hang or remain in /dev/shm.
-# the pid file is whole once it ends in its newline
-pid_written() { [ -s "$pidfile" ] && [ -z "$(tail -c1 "$pidfile")" ]; }
 kill_under_mpirun() {
     local pidfile="$comm_tmp/hier_kill.pid" t0 rc
     rm -f "$pidfile"
@@ -82,12 +80,7 @@ kill_under_mpirun() {
     local spawner=$!
     # a loaded machine may take many seconds to start 4 ranks: wait for the pid while the job
     # lives, up to 100 s, and fail saying so rather than leave the job looping
-    for _ in $(seq 1000); do
-        pid_written && break
-        kill -0 "$spawner" 2>/dev/null || break
-        sleep 0.1
-    done
-    if ! pid_written; then
+    if ! wait_pid_file "$pidfile" "$spawner"; then
         # the job is its own process group (setsid); ranks mpirun started late are caught too
         kill -9 -- -"$spawner" 2>/dev/null
         wait "$spawner"
