@@ -233,12 +233,22 @@ static void block(const coh_model_desc *m, const coh_parallel_config *c, const p
               + (llama ? 3 : 2) * N * (f / t) * e        /* GELU / SwiGLU */
               + 2 * 3 * N * h * e                        /* two residual adds */
               + (c->dropout ? 2 * N * h * (2 * e + 1) : 0) + (llama ? 2 * N * (a + kv) * hd * e : 0);
-    double soft_s = plan_elementwise_s(d, soft), ew_s = plan_elementwise_s(d, ew) +
-                    5 * d->row->op_overhead_s;
+    /* one launch per kernel: on a GPU stack Megatron-LM's fused kernels, five a block
+     * outside attention (two LayerNorms, bias-GELU, two bias-dropout-adds) and the softmax,
+     * plus the attention dropout when dropout is on (megatron/model/transformer.py,
+     * fused_layer_norm.py, fused_bias_gelu.py, fused_softmax.py); on a CPU six for the ew bytes
+     * (one more than the engine's five passes, gpt_step.c block_forward: kept, so that CPU
+     * plans are unchanged; --measure replaces it) and one for the scores */
+    double oh = d->row->op_overhead_s, ew_kernels = hw->gpu ? 5 : 6;
+    double soft_s = plan_elementwise_s(d, soft) + (hw->gpu && c->dropout ? oh : 0);
+    double ew_s = plan_elementwise_s(d, ew) + (ew_kernels - 1) * oh;
     out->fwd = lin + att + soft_s + ew_s;
     out->flops_fwd = lin_flops + att_flops;
-    /* backward: two GEMMs per linear layer; attention rebuilds the scores (the engine keeps
-     * only the log-sum-exp: 5 products; a GPU stack keeping the probabilities: 4) */
+    /* backward: two GEMMs per linear layer (the input's gradient and the weight's); attention's
+     * are counted: a GPU stack that keeps the probabilities P (Megatron-LM 2021) runs four
+     * products of the forward's two shapes, dV = P^T dO, dP = dO V^T, dS K and dS^T Q: 2x;
+     * the engine keeps only the log-sum-exp and rebuilds S = Q K^T first: five, 2.5x (as
+     * FlashAttention-2, Dao 2023, section 4.1, counts its own recomputing backward) */
     double att_b = (hw->gpu ? 2.0 : 2.5) * att;
     out->bwd = 2 * lin + att_b + 2 * soft_s + 2 * ew_s;
     out->flops_bwd = 2 * lin_flops + (hw->gpu ? 2.0 : 2.5) * att_flops;

@@ -13,9 +13,28 @@
 /* ---- presets -------------------------------------------------------------------------------- */
 
 /* Dense (non-sparse) tensor-core peaks and HBM bandwidth from NVIDIA's datasheets; NVLink one
- * way per GPU (half the quoted bidirectional figure). GEMM efficiency 0.80 of peak for large
- * shapes (cuBLAS bf16 on A100 reaches 250-260 TFLOP/s of 312 on large square GEMMs), a
- * roofline on HBM for thin ones, 4 us per kernel launch (docs/plan.md). */
+ * way per GPU (half the quoted bidirectional figure). The other constants of the GPU model,
+ * each named here with its source (docs/plan.md, "Constants of the GPU model"): */
+
+/* Large-GEMM efficiency of peak: cuBLAS bf16 on A100 at 250-260 of 312 TFLOP/s on large square
+ * shapes (the figure this model has used since it was written; no NVIDIA document pinned to it
+ * yet: docs/plan.md). Smaller and skinnier shapes lose more by tile and wave quantization
+ * (cost.c, from NVIDIA's Matrix Multiplication Background guide). */
+#define GPU_GEMM_EFFICIENCY 0.80
+/* Elementwise kernels (LayerNorm, GELU, bias-dropout-add) stream at this share of HBM
+ * bandwidth. Not sourced: the nearest published measurement is a pure read kernel at 88% on
+ * an A100 80 GB (1.80 of 2.04 TB/s, Nsight Compute agreeing; NVIDIA developer forum thread
+ * "Trouble to Reach Peak Bandwidth of A100"), an upper bound for kernels that also
+ * write and reduce; docs/plan.md says what 0.88 would do. */
+#define GPU_ELEMENTWISE_SHARE 0.80
+/* Host time to launch one kernel, paid per op when kernels are short: "usually between 5-20
+ * microseconds" (Holistic Trace Analysis documentation, "CUDA Kernel Launch Statistics");
+ * the low end, since a stack that keeps the queue full hides the rest. */
+#define GPU_OP_OVERHEAD_S 5e-6
+/* Latency of one ring step over NVLink: NCCL's own tuning model, hwLat[NVLINK][RING][SIMPLE]
+ * = 3.4 us (src/graph/tuning.cc as NCCL shipped it in 2020, before 2021's published runs). */
+#define GPU_NVLINK_STEP_S 3.4e-6
+
 static const struct preset {
     const char *name, *match, *source;
     double peak, mem_bw, nvlink;
@@ -44,16 +63,16 @@ static void fill_preset(const struct preset *p, coh_hw *out)
     out->nrates = 1;
     coh_device_rates *r = &out->rates[0];
     r->gemm.n = 0; /* roofline */
-    r->elementwise_bytes_per_s = p->mem_bw * 0.8;
-    r->op_overhead_s = 4e-6;
+    r->elementwise_bytes_per_s = p->mem_bw * GPU_ELEMENTWISE_SHARE;
+    r->op_overhead_s = GPU_OP_OVERHEAD_S;
     out->peak_flops = p->peak;
     out->precision = p->prec;
     out->memory_bytes = p->mib << 20;
     out->gpus_per_node = 8;
     out->nodes = 0;
-    out->intra.alpha_s = 3e-6;
+    out->intra.alpha_s = GPU_NVLINK_STEP_S;
     out->intra.bytes_per_s = p->nvlink;
-    out->gemm_efficiency = 0.80;
+    out->gemm_efficiency = GPU_GEMM_EFFICIENCY;
     out->sms = p->sms;
     out->mem_bytes_per_s = p->mem_bw;
 }

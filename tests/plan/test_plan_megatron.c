@@ -84,10 +84,51 @@ static double tflops_per_gpu(int layers, int dim, int heads, int gpus, int batch
     return run_tflops(layers, dim, heads, gpus, batch, t, p, COH_STRATEGY_DDP, 0);
 }
 
+/* The least and greatest of v, and half its range around the middle as a share of the middle
+ * ("within x% of each other"). */
+static double half_range(const double *v, int n, double *lo, double *hi)
+{
+    *lo = v[0];
+    *hi = v[0];
+    for (int i = 1; i < n; i++) {
+        *lo = fmin(*lo, v[i]);
+        *hi = fmax(*hi, v[i]);
+    }
+    return (*hi - *lo) / (*hi + *lo);
+}
+
+/* Table 1's shape, as published: its ten rows lie within 10% of each other (135 to 163: half
+ * the range is 9.4% of its middle; measured against the mean instead, the published table
+ * itself spans -7.5% to +11.7%, so "each within 10% of the mean" is no reading of it). The
+ * predictions must (a) lie within 10% of each other too, and (b) have the table's shape row by
+ * row: each prediction over the predictions' mean within 10% of the paper's row over the
+ * paper's mean (which rows run faster or slower, whatever the stack's absolute speed). */
+static void check_table1_shape(const double *pred, const double *paper, int n)
+{
+    double mean = 0, paper_mean = 0, lo, hi, plo, phi, worst = 0;
+    for (int i = 0; i < n; i++) {
+        mean += pred[i] / n;
+        paper_mean += paper[i] / n;
+    }
+    for (int i = 0; i < n; i++) {
+        double dev = (pred[i] / mean) / (paper[i] / paper_mean) - 1;
+        worst = fabs(dev) > fabs(worst) ? dev : worst;
+    }
+    double spread = half_range(pred, n, &lo, &hi), paper_spread = half_range(paper, n, &plo, &phi);
+    printf("table 1: predictions %.1f to %.1f TFLOP/s per GPU, within %.1f%% of each other "
+           "(paper: %.0f to %.0f, %.1f%%); %+.1f%% to %+.1f%% of their mean (paper %+.1f%% to "
+           "%+.1f%%); row by row against the paper's shape: worst %+.1f%%\n", lo, hi,
+           100 * spread, plo, phi, 100 * paper_spread, 100 * (lo / mean - 1),
+           100 * (hi / mean - 1), 100 * (plo / paper_mean - 1), 100 * (phi / paper_mean - 1),
+           100 * worst);
+    CHECK(spread <= 0.10);
+    CHECK(fabs(worst) <= 0.10);
+}
+
 /* Narayanan et al. 2021 (https://arxiv.org/abs/2104.04473), Table 1: all ten rows (heads, h,
  * layers, t, p, GPUs, batch, TFLOP/s per GPU), full recompute; the schedule and micro-batch
- * are the search's. The published table is flat (135 to 163: within about 10% of its mean):
- * the predictions must be too, and each one's error is printed (docs/plan.md lists them). */
+ * are the search's. Each row within 20% of the paper; the table's shape as
+ * check_table1_shape says; each error is printed (docs/plan.md lists them). */
 static void test_megatron_table1(void)
 {
     static const struct { int heads, h, layers, t, p, gpus, batch; double paper; } T1[] = {
@@ -97,25 +138,17 @@ static void test_megatron_table1(void)
         {96, 12288, 80, 8, 8, 1536, 2304, 148},  {128, 16384, 96, 8, 16, 1920, 2160, 155},
         {128, 20480, 105, 8, 35, 2520, 2520, 163}, {160, 25600, 128, 8, 64, 3072, 3072, 163},
     };
-    double lo = 1e30, hi = 0, sum = 0;
+    double pred[10], paper[10];
     int n = (int)(sizeof T1 / sizeof T1[0]);
     for (int i = 0; i < n; i++) {
-        double tf = tflops_per_gpu(T1[i].layers, T1[i].h, T1[i].heads, T1[i].gpus, T1[i].batch,
-                                   T1[i].t, T1[i].p);
-        CHECK(fabs(tf - T1[i].paper) <= 0.2 * T1[i].paper);
+        pred[i] = tflops_per_gpu(T1[i].layers, T1[i].h, T1[i].heads, T1[i].gpus, T1[i].batch,
+                                 T1[i].t, T1[i].p);
+        CHECK(fabs(pred[i] - T1[i].paper) <= 0.2 * T1[i].paper);
         printf("  table 1 row %d: predicted %.1f, paper %.0f TFLOP/s per GPU (%+.1f%%)\n", i + 1,
-               tf, T1[i].paper, 100 * (tf - T1[i].paper) / T1[i].paper);
-        lo = fmin(lo, tf);
-        hi = fmax(hi, tf);
-        sum += tf;
+               pred[i], T1[i].paper, 100 * (pred[i] - T1[i].paper) / T1[i].paper);
+        paper[i] = T1[i].paper;
     }
-    double mean = sum / n;
-    printf("table 1: predictions %.1f to %.1f TFLOP/s per GPU, %.1f%% to %+.1f%% of their mean "
-           "(paper: 135 to 163, -9.2%% to +9.7%%)\n", lo, hi, 100 * (lo - mean) / mean,
-           100 * (hi - mean) / mean);
-    /* each row within the 20% this test held two rows to before; the flat shape (every row
-     * within 10% of the mean) is printed, not yet asserted: -6.5% to +10.8% (docs/plan.md) */
-    (void)mean;
+    check_table1_shape(pred, paper, n);
 }
 
 /* The same paper's Table 2: ZeRO-3 without model parallelism against PTD-P at the same GPU
@@ -155,9 +188,9 @@ static void test_megatron_table2(void)
     for (int k = 0; k < 5; k++) {
         int i = SAME[k];
         double ours = d[i] / z[i], paper = T2[i].ptdp / T2[i].zero3;
-        /* printed, not asserted: the model prices ZeRO-3's gathers as NCCL's hierarchical
-         * all-gather prefetched under compute, far faster than the paper's ZeRO-3 ran
-         * (docs/plan.md); the goal, within 15%, is not met */
+        /* printed, not asserted: the model prices ZeRO-3's parameter gathers at NCCL's
+         * modelled 8 NICs a node, prefetched under compute; the paper's figures imply about one
+         * NIC's bandwidth per GPU (docs/plan.md, Table 2); the goal, within 15%, is not met */
         printf("  PTD-P / ZeRO-3 on %d GPUs: %.2f, paper %.2f (%+.1f%%)\n", T2[i].gpus, ours,
                paper, 100 * (ours / paper - 1));
     }
@@ -165,8 +198,8 @@ static void test_megatron_table2(void)
     static const int SCALE[4][2] = {{0, 2}, {0, 2}, {4, 6}, {3, 6}};
     for (int k = 0; k < 4; k++) {
         int a = SCALE[k][0], b = SCALE[k][1], zero = k % 2 == 0;
-        if (zero && z[a] == 0) { /* 530B ZeRO-3 at mb 4 on 640 GPUs: no configuration fits
-                                    (docs/plan.md) */
+        if (zero && z[a] == 0) { /* 530B ZeRO-3 at mb 4 on 640 GPUs: 1.6 GiB over 80 GiB,
+                                    with cohort's whole-block gathers (docs/plan.md) */
             printf("  530B ZeRO-3 scaling: not checked (640 GPUs at mb 4 does not fit)\n");
             continue;
         }
