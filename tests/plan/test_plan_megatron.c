@@ -42,7 +42,10 @@ static double run_tflops(int layers, int dim, int heads, int gpus, int batch, in
     CHECK_OK(coh_hw_preset("a100-80gb", &hw));
     hw.gpus_per_node = 8;
     hw.nodes = gpus / 8;
-    hw.inter = (coh_link){5e-6, 25e9}; /* 8 x 200 Gb/s InfiniBand per node: 25 GB/s a GPU */
+    /* 8 x 200 Gb/s InfiniBand per node: 25 GB/s a GPU; the 5 us latency is not sourced (NCCL's
+     * tuning model has 9.6 us a network ring step, and the 175B ZeRO-3 scaling below depends on
+     * it: docs/plan.md, Table 2) */
+    hw.inter = (coh_link){5e-6, 25e9};
     coh_plan_request q;
     memset(&q, 0, sizeof q);
     q.global_batch = batch;
