@@ -79,6 +79,8 @@ coh_status coh_launch_write_token(const char *path)
 static coh_status key_from_file(const char *path, ctl_key *k)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0 && errno == ENOENT)
+        return coh_errf(COH_ERR_INVALID, "cannot read job token file '%s': no such file (make one with 'cohort token FILE' on one node and copy it to the others)", path);
     if (fd < 0)
         return coh_errf(COH_ERR_INVALID, "cannot read job token file '%s': %s", path, strerror(errno));
     struct stat st;

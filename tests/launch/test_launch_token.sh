@@ -44,10 +44,14 @@ rc=$?
 out=$("$C" token "$T/no/such/dir.tok" 2>&1)
 rc=$?
 [ $rc -eq 1 ] && grep -qF "cannot create job token file '$T/no/such/dir.tok'" <<<"$out" || fail "missing directory: exit $rc: $out"
+out=$("$C" run --nnodes 2 --master-port 29912 --job-token "$T/none.tok" true 2>&1)
+rc=$?
+[ $rc -eq 2 ] && grep -qF "cannot read job token file '$T/none.tok': no such file (make one with 'cohort token FILE'" <<<"$out" ||
+    fail "a missing token file: exit $rc: $out"
 out=$("$C" token 2>&1)
 rc=$?
 [ $rc -eq 2 ] && grep -q "missing FILE" <<<"$out" || fail "no FILE: exit $rc: $out"
-[ $fails -eq $f0 ] && echo "ok   an existing file or link is never replaced (exit 2), a missing directory exits 1"
+[ $fails -eq $f0 ] && echo "ok   an existing file or link is never replaced (exit 2), a missing directory exits 1; cohort run names a missing token file and how to make one"
 
 # 3. two launchers with the file join; one with another token is refused
 f0=$fails
