@@ -6,9 +6,11 @@
  * job id, attempt). A node whose worker fails sends its stderr tail and FAIL; node 0 sends STOP
  * to all; each node answers END when its workers are down; node 0 then sends START again
  * (restart) or EXIT with the root cause. A lost connection counts as a failure, so no node's
- * workers outlive another node's launcher. One text line per message; after the handshake
- * each line ends in an HMAC under the connection's session key over its direction and
- * sequence number, so a line cannot be forged, replayed or reordered. */
+ * workers outlive another node's launcher; one that vanishes without a word (machine or link
+ * gone) is lost after COHORT_CONTROL_TIMEOUT, by TCP keepalive (net_keepalive). One text line
+ * per message; after the handshake each line ends in an HMAC under the connection's session
+ * key over its direction and sequence number, so a line cannot be forged, replayed or
+ * reordered. */
 #define _GNU_SOURCE /* accept4, pipe2, sigabbrev_np, sched_setaffinity */
 #include <errno.h>
 #include <fcntl.h>
@@ -663,12 +665,11 @@ static void on_lost(agent *a, peer *q)
         if (first && a->elastic) /* the job goes on with the nodes that remain */
             a->fail.restartable = 1;
         broadcast(a, "STOP\n");
-    } else if (silent(q)) {
-        agent_fail_other(a, 1, "node 0's launcher at %s stopped answering for %g s: its machine or the link to it is gone", a->o->master_addr, a->ctl_timeout_s);
-        a->next_cmd = 2;
-        a->master_lost = 1;
     } else {
-        agent_fail_other(a, 1, "lost the connection to node 0's launcher at %s", a->o->master_addr);
+        if (silent(q))
+            agent_fail_other(a, 1, "node 0's launcher at %s stopped answering for %g s: its machine or the link to it is gone", a->o->master_addr, a->ctl_timeout_s);
+        else
+            agent_fail_other(a, 1, "lost the connection to node 0's launcher at %s", a->o->master_addr);
         a->next_cmd = 2;
         a->master_lost = 1;
     }

@@ -22,7 +22,7 @@ why=$(netns_can_run)
 trap 'netns_down; rm -rf "$work"' EXIT
 chmod 755 "$work"
 netns_up_bridge 3 || { fail "namespaces could not be made"; exit 1; }
-TO=4 # COHORT_CONTROL_TIMEOUT: a silent launcher is lost after 4 s (+1 s of probing)
+TO=${COHORT_TEST_CONTROL_TIMEOUT:-4} # COHORT_CONTROL_TIMEOUT: a silent launcher is lost after TO s (+1 s)
 BOUND=30 # what the test accepts: generous (a loaded machine), far below TCP's own minutes
 M=$NETNS_SUBNET.1
 now() { date +%s.%N; }
