@@ -96,6 +96,14 @@ typedef struct coh_launch_opts {
     const char *extra_note; /* appended to the launcher's one-line job description, or NULL */
 } coh_launch_opts;
 
+/* A job secret for `cohort run --job-token` (cohort token): 32 random bytes from OpenSSL as
+ * 64 lower-case hex digits, then '\n' and '\0'. */
+#define COH_JOB_TOKEN_HEX 64
+coh_status coh_launch_new_token(char out[COH_JOB_TOKEN_HEX + 2]);
+/* Write a new secret to path, created owner-only (0600); an existing path (a link included) is
+ * never touched: COH_ERR_INVALID naming it. COH_ERR_IO when it cannot be written. */
+coh_status coh_launch_write_token(const char *path);
+
 /* Defaults: 1 process, 1 node, 127.0.0.1:29500, grace 5 s, join timeout 300 s, no restarts,
  * no cpu binding, prefix "[rank{rank}]: ". */
 void coh_launch_opts_init(coh_launch_opts *o);

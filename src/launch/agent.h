@@ -54,6 +54,7 @@ typedef struct peer {
     char buf[4096];
     size_t len;
     int ended; /* sent END for the current attempt */
+    int lost_errno; /* why the connection ended (ETIMEDOUT: the other end stopped answering) */
     int active; /* node 0: in the current round (elastic: a node that joined during a round
                    waits, 0, until the next restart) */
     char tail[LAUNCH_TAIL_LINES][LAUNCH_TAIL_WIDTH];
@@ -107,6 +108,7 @@ typedef struct agent {
     int npend;
     int refused;        /* node 0: connections that failed to prove the job secret */
     char refused_desc[160];
+    double ctl_timeout_s; /* COHORT_CONTROL_TIMEOUT: a launcher silent this long is lost */
 } agent;
 
 /* agent.c */

@@ -1,4 +1,4 @@
-/* auth.c: the job secret of a multi-node job (read from a file only its owner can read, or from
+/* auth.c: the job secret of a multi-node job (made by `cohort token`; read from a file only its owner can read, or from
  * COHORT_JOB_TOKEN) and the HMAC-SHA256 arithmetic of the control channel's handshake and of
  * every message after it (OpenSSL's libcrypto: nonces, HMAC, constant-time comparison). */
 #define _GNU_SOURCE
@@ -26,9 +26,61 @@ static size_t trim(const unsigned char *s, size_t n)
     return n;
 }
 
+static void to_hex(const unsigned char *b, size_t n, char *out)
+{
+    static const char digits[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = digits[b[i] >> 4];
+        out[2 * i + 1] = digits[b[i] & 15];
+    }
+    out[2 * n] = '\0';
+}
+
+coh_status coh_launch_new_token(char out[COH_JOB_TOKEN_HEX + 2])
+{
+    unsigned char b[COH_JOB_TOKEN_HEX / 2];
+    if (RAND_bytes(b, (int)sizeof b) != 1)
+        return coh_errf(COH_ERR_SYSTEM, "cannot make a job secret (OpenSSL RAND_bytes failed)");
+    to_hex(b, sizeof b, out);
+    OPENSSL_cleanse(b, sizeof b);
+    out[COH_JOB_TOKEN_HEX] = '\n';
+    out[COH_JOB_TOKEN_HEX + 1] = '\0';
+    return COH_OK;
+}
+
+/* Created, never replaced (O_EXCL: a second node that runs this by mistake must not change the
+ * secret under the others), never through a link, owner-only from its first byte. */
+coh_status coh_launch_write_token(const char *path)
+{
+    char tok[COH_JOB_TOKEN_HEX + 2];
+    coh_status st = coh_launch_new_token(tok);
+    if (st)
+        return st;
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0 && errno == EEXIST) {
+        OPENSSL_cleanse(tok, sizeof tok);
+        return coh_errf(COH_ERR_INVALID, "job token file '%s' exists already: remove it or name a new file (the nodes of a job must share one secret)", path);
+    }
+    if (fd < 0) {
+        OPENSSL_cleanse(tok, sizeof tok);
+        return coh_errf(COH_ERR_IO, "cannot create job token file '%s': %s", path, strerror(errno));
+    }
+    size_t n = strlen(tok);
+    int ok = fchmod(fd, 0600) == 0 && write(fd, tok, n) == (ssize_t)n && fsync(fd) == 0;
+    int e = errno;
+    OPENSSL_cleanse(tok, sizeof tok);
+    if (close(fd) != 0 || !ok) {
+        unlink(path);
+        return coh_errf(COH_ERR_IO, "cannot write job token file '%s': %s", path, strerror(e));
+    }
+    return COH_OK;
+}
+
 static coh_status key_from_file(const char *path, ctl_key *k)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0 && errno == ENOENT)
+        return coh_errf(COH_ERR_INVALID, "cannot read job token file '%s': no such file (make one with 'cohort token FILE' on one node and copy it to the others)", path);
     if (fd < 0)
         return coh_errf(COH_ERR_INVALID, "cannot read job token file '%s': %s", path, strerror(errno));
     struct stat st;
@@ -51,7 +103,7 @@ static coh_status key_from_file(const char *path, ctl_key *k)
     if ((size_t)r == sizeof k->k)
         return coh_errf(COH_ERR_INVALID, "invalid job token file '%s': longer than %zu bytes", path, sizeof k->k - 1);
     if (k->len < 16)
-        return coh_errf(COH_ERR_INVALID, "invalid job token file '%s': %zu bytes, at least 16 are needed (make one with 'openssl rand -hex 32 > FILE')", path, k->len);
+        return coh_errf(COH_ERR_INVALID, "invalid job token file '%s': %zu bytes, at least 16 are needed (make one with 'cohort token FILE')", path, k->len);
     return COH_OK;
 }
 
@@ -66,22 +118,13 @@ coh_status auth_load_key(const char *file, const char *env_value, ctl_key *k)
         size_t n = strlen(env_value);
         k->len = trim((const unsigned char *)env_value, n);
         if (k->len >= sizeof k->k || k->len < 16)
-            return coh_errf(COH_ERR_INVALID, "invalid COHORT_JOB_TOKEN: %zu bytes, expected 16 to %zu (make one with 'openssl rand -hex 32')", k->len, sizeof k->k - 1);
+            return coh_errf(COH_ERR_INVALID, "invalid COHORT_JOB_TOKEN: %zu bytes, expected 16 to %zu (make one with 'cohort token -')", k->len, sizeof k->k - 1);
         memcpy(k->k, env_value, k->len);
         k->given = 1;
     }
     return COH_OK; /* no secret: an empty key, which anyone can compute (trusted networks) */
 }
 
-static void to_hex(const unsigned char *b, size_t n, char *out)
-{
-    static const char digits[] = "0123456789abcdef";
-    for (size_t i = 0; i < n; i++) {
-        out[2 * i] = digits[b[i] >> 4];
-        out[2 * i + 1] = digits[b[i] & 15];
-    }
-    out[2 * n] = '\0';
-}
 
 coh_status auth_nonce(char hex[CTL_NONCE_HEX + 1])
 {

@@ -6,9 +6,11 @@
  * job id, attempt). A node whose worker fails sends its stderr tail and FAIL; node 0 sends STOP
  * to all; each node answers END when its workers are down; node 0 then sends START again
  * (restart) or EXIT with the root cause. A lost connection counts as a failure, so no node's
- * workers outlive another node's launcher. One text line per message; after the handshake
- * each line ends in an HMAC under the connection's session key over its direction and
- * sequence number, so a line cannot be forged, replayed or reordered. */
+ * workers outlive another node's launcher; one that vanishes without a word (machine or link
+ * gone) is lost after COHORT_CONTROL_TIMEOUT, by TCP keepalive (net_keepalive). One text line
+ * per message; after the handshake each line ends in an HMAC under the connection's session
+ * key over its direction and sequence number, so a line cannot be forged, replayed or
+ * reordered. */
 #define _GNU_SOURCE /* accept4, pipe2, sigabbrev_np, sched_setaffinity */
 #include <errno.h>
 #include <fcntl.h>
@@ -30,6 +32,7 @@
 #define PENDING_MAX CTL_PENDING_MAX
 #define HANDSHAKE_LINE CTL_HANDSHAKE_LINE
 #define SETTLE_S 2.0     /* elastic: after MIN nodes joined, how long more may still come */
+#define CTL_TIMEOUT_S 15.0 /* default of COHORT_CONTROL_TIMEOUT: a silent launcher is lost */
 
 static int is_master(const agent *a) { return a->node_rank == 0; }
 
@@ -64,6 +67,7 @@ static int peer_read(peer *p)
     if (r < 0 && (errno == EINTR || errno == EAGAIN))
         return 0;
     if (r <= 0) {
+        p->lost_errno = r < 0 ? errno : 0;
         close(p->fd);
         p->fd = -1;
         return -1;
@@ -210,7 +214,10 @@ static coh_status on_hello(agent *a, pending *pd, const char *line, int *joined)
     q->fd = pd->fd;
     pd->fd = -1;
     fcntl(q->fd, F_SETFL, fcntl(q->fd, F_GETFL) & ~O_NONBLOCK); /* whole lines from now on */
+    if (net_keepalive(q->fd, a->ctl_timeout_s) != COH_OK)
+        coh_warn("%s: a lost node may go unnoticed", coh_last_error());
     q->len = 0;
+    q->lost_errno = 0;
     snprintf(q->addr, sizeof q->addr, "%s", pd->addr);
     session_key(a, pd->nonce, h.nonce, q);
     if (net_send_line(q->fd, welcome) < 0) {
@@ -367,6 +374,14 @@ static int node_next_line(agent *a, int auth, char *line, size_t n, double deadl
     }
 }
 
+/* A connection that ended because the other end stopped answering (keepalive or unacknowledged
+ * data timed out, or its network became unreachable), not by a close. */
+static int silent(const peer *p)
+{
+    return p->lost_errno == ETIMEDOUT || p->lost_errno == EHOSTUNREACH ||
+           p->lost_errno == ENETUNREACH;
+}
+
 /* Others: wait (bounded) for node 0's next word after HELLO or END. */
 static coh_status node_wait_cmd(agent *a, double deadline)
 {
@@ -383,6 +398,8 @@ static coh_status node_wait_cmd(agent *a, double deadline)
                 return st;
             if (got < 0)
                 return coh_errf(COH_ERR_PEER_LOST, "a message from node 0's launcher failed authentication: closing the connection");
+            if (got == 0 && m->fd < 0 && silent(m))
+                return coh_errf(COH_ERR_PEER_LOST, "node 0's launcher at %s stopped answering for %g s (%s): its machine or the link to it is gone", a->o->master_addr, a->ctl_timeout_s, strerror(m->lost_errno));
             if (got == 0 && m->fd < 0)
                 return coh_errf(COH_ERR_PEER_LOST, "node 0's launcher closed the connection");
             if (got == 0)
@@ -443,6 +460,22 @@ static coh_status node_handshake(agent *a, int port, double deadline)
     return COH_OK;
 }
 
+/* COHORT_CONTROL_TIMEOUT: seconds without an answer after which another launcher is lost. */
+static coh_status control_timeout(agent *a)
+{
+    const char *s = getenv("COHORT_CONTROL_TIMEOUT");
+    char *end = NULL;
+    a->ctl_timeout_s = CTL_TIMEOUT_S;
+    if (!s)
+        return COH_OK;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (!*s || *end || errno || !(v >= 2 && v <= 3600))
+        return coh_errf(COH_ERR_INVALID, "invalid COHORT_CONTROL_TIMEOUT '%s': expected seconds from 2 to 3600", s);
+    a->ctl_timeout_s = v;
+    return COH_OK;
+}
+
 static coh_status load_key(agent *a, int npeers, int port)
 {
     coh_status st = auth_load_key(a->o->job_token, getenv("COHORT_JOB_TOKEN"), &a->key);
@@ -463,7 +496,9 @@ coh_status ctl_join(agent *a)
     a->elastic = a->o->nnodes_min > 0;
     a->lfd = -1;
     int port = a->o->control_port > 0 ? a->o->control_port : a->master_port + 1;
-    coh_status st = load_key(a, npeers, port);
+    coh_status st = control_timeout(a);
+    if (st == COH_OK)
+        st = load_key(a, npeers, port);
     if (st || npeers == 0)
         return st;
     a->peers = calloc((size_t)npeers, sizeof *a->peers);
@@ -492,6 +527,7 @@ coh_status ctl_join(agent *a)
     peer *m = &a->peers[0];
     m->node_rank = 0;
     if ((st = net_connect_retry(a->o->master_addr, port, deadline, &m->fd)) ||
+        (st = net_keepalive(m->fd, a->ctl_timeout_s)) ||
         (st = node_handshake(a, port, deadline)) || (st = node_wait_cmd(a, deadline)))
         return st;
     if (a->next_cmd != 1)
@@ -622,12 +658,18 @@ static void on_lost(agent *a, peer *q)
     }
     if (is_master(a)) {
         int first = !a->fail.valid;
-        agent_fail_other(a, 1, "node %d's launcher (host %s) was lost", q->node_rank, q->host);
+        if (silent(q))
+            agent_fail_other(a, 1, "node %d's launcher (host %s, %s) stopped answering for %g s: its machine or link is gone", q->node_rank, q->host, q->addr, a->ctl_timeout_s);
+        else
+            agent_fail_other(a, 1, "node %d's launcher (host %s) was lost", q->node_rank, q->host);
         if (first && a->elastic) /* the job goes on with the nodes that remain */
             a->fail.restartable = 1;
         broadcast(a, "STOP\n");
     } else {
-        agent_fail_other(a, 1, "lost the connection to node 0's launcher at %s", a->o->master_addr);
+        if (silent(q))
+            agent_fail_other(a, 1, "node 0's launcher at %s stopped answering for %g s: its machine or the link to it is gone", a->o->master_addr, a->ctl_timeout_s);
+        else
+            agent_fail_other(a, 1, "lost the connection to node 0's launcher at %s", a->o->master_addr);
         a->next_cmd = 2;
         a->master_lost = 1;
     }

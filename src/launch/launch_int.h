@@ -38,6 +38,9 @@ coh_status net_listen(const char *host, int port, int *fd);
 void net_peer_name(int fd, char *buf, size_t n);
 /* Connect to host:port, retrying until the deadline (monotonic seconds). */
 coh_status net_connect_retry(const char *host, int port, double deadline, int *fd);
+/* Keepalive and TCP_USER_TIMEOUT so that a silent other end ends the connection (ETIMEDOUT)
+ * within timeout_s + 1 s (net.c says how). */
+coh_status net_keepalive(int fd, double timeout_s);
 /* Send one whole line (adds nothing; s must end in '\n'). 0 or -1. */
 int net_send_line(int fd, const char *s);
 

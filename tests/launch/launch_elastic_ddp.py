@@ -1,4 +1,4 @@
-"""launch_elastic_ddp.py: a PyTorch DDP training script (gloo) that checkpoints every step and resumes from its checkpoint at whatever world size it is restarted with; for test_launch_elastic.sh. DDP averages the gradients of equal shards of the full batch, so the result after N steps equals one process on the full batch, whatever the world size of each round."""
+"""launch_elastic_ddp.py: a PyTorch DDP training script (gloo) that checkpoints every step and resumes from its checkpoint at whatever world size it is restarted with; for test_launch_elastic.sh. DDP averages the gradients of equal shards of the full batch, so the result after N steps equals one process on the full batch, whatever the world size of each round. With FAIL_FILE set, rank 1 of attempt 1 fails once that file exists (a restart on demand)."""
 import json, os, sys, time
 import torch
 import torch.distributed as dist
@@ -21,7 +21,14 @@ if "RANK" in os.environ:
 else:
     rank, world, net = 0, 1, model
 Xl, yl = X.chunk(world)[rank], y.chunk(world)[rank]
+attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+print(f"started attempt {attempt} world {world} rank {rank} step {start} pid {os.getpid()}", file=sys.stderr, flush=True)
+fail_file = os.environ.get("FAIL_FILE")  # attempt 1's rank 1 fails after a step once it exists
 for step in range(start, steps):
+    if fail_file and attempt == 1 and rank == 1 and step > start:
+        while not os.path.exists(fail_file):
+            time.sleep(0.05)
+        sys.exit(1)
     opt.zero_grad()
     torch.nn.functional.mse_loss(net(Xl), yl).backward()
     opt.step()

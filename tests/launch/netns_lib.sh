@@ -5,9 +5,10 @@
 # a fresh tmpfs), so shared memory reaches only inside a node, as on a cluster. Open MPI starts
 # its daemons on the other node through netns_agent (its rsh launch agent). netns_down (run it
 # from an EXIT trap) removes the namespaces, their links and qdiscs, and the hosts files.
+# netns_up_bridge makes N nodes on one switch instead, whose links netns_cut can pull.
 # Needs root.
 
-netns_ids=() netns_dir= netns_agent=
+netns_ids=() netns_dir= netns_agent= netns_br=
 NETNS_SUBNET=10.231.0 # the link's addresses: node K is $NETNS_SUBNET.(K+1)
 
 # netns_can_run: empty when namespaces can be made here, else why not.
@@ -69,6 +70,39 @@ EOF
     chmod 755 "$netns_agent"
 }
 
+# netns_up_bridge N: nodes 0..N-1, each joined by its own veth pair to a bridge in one more
+# namespace (a switch), so that one node's link can be cut (netns_cut) while the others still
+# reach each other. No agent, no shaping: for jobs that `cohort run` starts on each node.
+netns_up_bridge() {
+    export PATH=$PATH:/usr/sbin
+    local n=$1 tag k hosts=
+    tag=coh$$
+    netns_dir=$(mktemp -d /tmp/cohort-netns.XXXXXX)
+    chmod 755 "$netns_dir"
+    netns_br=${tag}sw
+    ip netns add "$netns_br" && ip -n "$netns_br" link add "${tag}br" type bridge &&
+        ip -n "$netns_br" link set "${tag}br" up || return 1
+    for ((k = 0; k < n; k++)); do hosts+="$NETNS_SUBNET.$((k + 1)) node$k"$'\n'; done
+    netns_ids=()
+    for ((k = 0; k < n; k++)); do
+        netns_ids+=("${tag}n$k")
+        ip netns add "${tag}n$k" || return 1
+        mkdir -p "/etc/netns/${tag}n$k"
+        printf '127.0.0.1 localhost\n%s' "$hosts" > "/etc/netns/${tag}n$k/hosts"
+        echo "node$k" > "/etc/netns/${tag}n$k/hostname"
+        ip link add "${tag}v$k" type veth peer name "${tag}b$k" &&
+            ip link set "${tag}v$k" netns "${tag}n$k" && ip link set "${tag}b$k" netns "$netns_br" &&
+            ip -n "$netns_br" link set "${tag}b$k" master "${tag}br" up &&
+            ip -n "${tag}n$k" addr add "$NETNS_SUBNET.$((k + 1))/24" dev "${tag}v$k" &&
+            ip -n "${tag}n$k" link set "${tag}v$k" up && ip -n "${tag}n$k" link set lo up || return 1
+    done
+}
+
+# netns_cut K / netns_mend K: node K's cable pulled out of the switch (its port down: what it
+# sends is lost, nothing reaches it, no FIN or RST either way) / plugged back in.
+netns_cut() { ip -n "$netns_br" link set "${netns_br%sw}b$1" down; }
+netns_mend() { ip -n "$netns_br" link set "${netns_br%sw}b$1" up; }
+
 # netns_shape RATE: both ends of the link rate-shaped to RATE (tc's units: 10gbit, 1gbit), or
 # "none" for no qdisc of ours.
 netns_shape() {
@@ -124,6 +158,8 @@ netns_down() {
         rm -rf "/etc/netns/${ns:?}"
     done
     netns_ids=()
+    [ -n "$netns_br" ] && ip netns del "$netns_br" 2>/dev/null
+    netns_br=
     [ -n "$netns_dir" ] && rm -rf "$netns_dir"
     netns_dir=
 }
