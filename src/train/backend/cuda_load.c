@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cohort/log.h"
 #include "train/backend/backend.h"
 #include "train/backend/cuda/cuda_plugin.h"
 
@@ -99,6 +100,7 @@ coh_status coh_backend_cuda(const char *name, const coh_backend **out)
     if (st)
         return coh_err_prefix(st, "device '%s'", name);
     opened = *out; /* the plug-in stays loaded: its stream and memory live with the process */
+    coh_info("device cuda: %s", gpu_desc); /* the start-up line names the GPU */
     return COH_OK;
 }
 

@@ -30,7 +30,7 @@ int cu_failed(void);
 
 /* Device scratch the backend keeps per purpose (grown, never shrunk; not in the rank's count:
  * the engine's buffers are). NULL (failure recorded) when out of memory. */
-enum { CU_SCR_PARTIAL, CU_SCR_ATTN, CU_SCR_HEAD, CU_SCR_HEAD16, CU_SCR_STATS, CU_SCR_HOST1,
+enum { CU_SCR_PARTIAL, CU_SCR_COLSUM, CU_SCR_ATTN, CU_SCR_HEAD, CU_SCR_HEAD16, CU_SCR_STATS, CU_SCR_HOST1,
        CU_SCR_N };
 void *cu_scratch(int slot, size_t bytes);
 

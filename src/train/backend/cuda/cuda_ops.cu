@@ -1,7 +1,7 @@
 /* cuda_ops.cu: the CUDA backend's embedding, LayerNorm and GELU kernels, forward and backward,
  * with the CPU kernels' arithmetic (cpu/ops_basic.c). Every reduction over rows runs in a fixed
- * order (no atomics), so a result depends on the shape alone. Correct first: one warp per row,
- * one thread per column for the sums over rows. */
+ * order (no atomics), so a result depends on the shape alone. Correct first: one warp per row;
+ * sums over rows in two fixed stages. */
 #include "train/backend/cuda/cuda_int.h"
 
 #define T256 256u
@@ -150,21 +150,66 @@ __global__ void k_ln_bwd_rows(float *dinp, const float *dout, const float *inp, 
     }
 }
 
-/* dw, db: one thread per column over the rows in order (the CPU's order per column). */
-__global__ void k_ln_bwd_params(float *dw, float *db, const float *dout, const float *inp,
-                                const float *mean, const float *rstd, size_t N, int C)
+/* ---- sums over rows, in two fixed stages (rows in groups of GROUP, each group's sum by one
+ * thread in row order, then the groups' sums in order): a fixed order that depends on the shape
+ * alone, with rows / GROUP times the parallelism of one thread per column ---- */
+#define GROUP 256
+
+/* What row i contributes to column c: a plain column, or LayerNorm's dw / db terms. */
+enum { SUM_PLAIN, SUM_LN_DW, SUM_LN_DB };
+
+struct sum_src {
+    const float *x, *inp, *mean, *rstd;
+    size_t ld;
+};
+
+template <int KIND>
+__device__ __forceinline__ float term(const sum_src &s, size_t i, int c)
+{
+    float v = s.x[i * s.ld + c];
+    if constexpr (KIND == SUM_LN_DW)
+        return v * (s.inp[i * s.ld + c] - s.mean[i]) * s.rstd[i];
+    return v;
+}
+
+template <int KIND>
+__global__ void k_sum_groups(float *part, sum_src s, size_t rows, int cols)
 {
     int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= C)
+    size_t g = blockIdx.y, r0 = g * GROUP, r1 = r0 + GROUP < rows ? r0 + GROUP : rows;
+    if (c >= cols)
         return;
-    float aw = dw[c], ab = db[c];
-    for (size_t i = 0; i < N; i++) {
-        float dy = dout[i * C + c];
-        aw += dy * (inp[i * C + c] - mean[i]) * rstd[i];
-        ab += dy;
-    }
-    dw[c] = aw;
-    db[c] = ab;
+    float acc = 0.0f;
+    for (size_t i = r0; i < r1; i++)
+        acc += term<KIND>(s, i, c);
+    part[g * cols + c] = acc;
+}
+
+__global__ void k_sum_finish(float *out, const float *part, size_t groups, int cols)
+{
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= cols)
+        return;
+    float acc = 0.0f;
+    for (size_t g = 0; g < groups; g++)
+        acc += part[g * cols + c];
+    out[c] += acc;
+}
+
+template <int KIND>
+static void sum_rows(float *out, const sum_src &s, size_t rows, int cols)
+{
+    if (!rows || !cols)
+        return;
+    size_t groups = (rows + GROUP - 1) / GROUP;
+    float *part = (float *)cu_scratch(CU_SCR_COLSUM, groups * (size_t)cols * sizeof(float));
+    if (!part)
+        return;
+    dim3 grid((unsigned)((cols + 63) / 64), (unsigned)groups);
+    k_sum_groups<KIND><<<grid, 64, 0, cu_stream>>>(part, s, rows, cols);
+    CU_LAUNCHED(k_sum_groups);
+    k_sum_finish<<<(cols + 63) / 64, 64, 0, cu_stream>>>(out, part, groups, cols);
+    CU_LAUNCHED(k_sum_finish);
 }
 
 void cu_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
@@ -175,8 +220,9 @@ void cu_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
     k_ln_bwd_rows<<<(unsigned)((N + 7) / 8), T256, 0, cu_stream>>>(dinp, dout, inp, w, mean,
                                                                     rstd, N, C);
     CU_LAUNCHED(k_ln_bwd_rows);
-    k_ln_bwd_params<<<(C + 63) / 64, 64, 0, cu_stream>>>(dw, db, dout, inp, mean, rstd, N, C);
-    CU_LAUNCHED(k_ln_bwd_params);
+    sum_src src = {dout, inp, mean, rstd, (size_t)C};
+    sum_rows<SUM_LN_DW>(dw, src, N, C);
+    sum_rows<SUM_LN_DB>(db, src, N, C);
 }
 
 /* ---- GELU (tanh form) ---- */
@@ -231,22 +277,9 @@ void cu_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n
     CU_LAUNCHED(k_gelu_bwd);
 }
 
-/* ---- column sums (bias gradients): one thread per column, rows in order ---- */
-__global__ void k_colsum_add(float *out, const float *x, size_t rows, int cols, size_t ld)
-{
-    int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= cols)
-        return;
-    float acc = out[c];
-    for (size_t i = 0; i < rows; i++)
-        acc += x[i * ld + c];
-    out[c] = acc;
-}
-
+/* ---- column sums (bias gradients) ---- */
 void cu_colsum_add(float *out, const float *x, size_t rows, int cols, size_t ld)
 {
-    if (!rows || !cols)
-        return;
-    k_colsum_add<<<(cols + 63) / 64, 64, 0, cu_stream>>>(out, x, rows, cols, ld);
-    CU_LAUNCHED(k_colsum_add);
+    sum_src src = {x, NULL, NULL, NULL, ld};
+    sum_rows<SUM_PLAIN>(out, src, rows, cols);
 }
