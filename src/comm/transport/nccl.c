@@ -136,7 +136,7 @@ static ncclResult_t enqueue(nccl_tp *t, const coh_op *op, ncclDataType_t ty, voi
         return ncclBroadcast(op->recv, op->recv, n, ty, op->root, t->comm, t->stream);
     case COH_OP_ALLGATHER:
         return ncclAllGather(op->send, op->recv, n, ty, t->comm, t->stream);
-    case COH_OP_REDUCE_SCATTER: /* recv == send (block 0) goes through tmp */
+    case COH_OP_REDUCE_SCATTER: /* recv == send (result in block 0) goes through tmp */
         return ncclReduceScatter(op->send, tmp ? tmp : op->recv, n, ty, ro, t->comm, t->stream);
     case COH_OP_BARRIER:
         return ncclAllReduce(t->fps, t->fps, 1, ncclInt32, ncclSum, t->comm, t->stream);
@@ -146,12 +146,12 @@ static ncclResult_t enqueue(nccl_tp *t, const coh_op *op, ncclDataType_t ty, voi
         return ncclRecv(op->recv, n, ty, op->root, t->comm, t->stream);
     case COH_OP_ALLTOALL: {
         ncclResult_t r = ncclGroupStart();
+        char *to = tmp ? (char *)tmp : (char *)op->recv;
         for (int p = 0; r == ncclSuccess && p < t->size; p++) {
             r = ncclSend((const char *)op->send + (size_t)p * n * es, n, ty, p, t->comm,
                          t->stream);
             if (r == ncclSuccess)
-                r = ncclRecv((char *)op->recv + (size_t)p * n * es, n, ty, p, t->comm,
-                             t->stream);
+                r = ncclRecv(to + (size_t)p * n * es, n, ty, p, t->comm, t->stream);
         }
         ncclResult_t g = ncclGroupEnd();
         return r != ncclSuccess ? r : g;
@@ -172,14 +172,21 @@ static coh_status nccl_run(void *self, const coh_op *op)
     cudaError_t e = cudaDeviceSynchronize();
     if (e != cudaSuccess)
         return cuda_err(e, "device sync");
-    coh_status st = check_fp(t, op);
+    /* point to point involves two ranks only: no fingerprint round over all of them */
+    int p2p = op->kind == COH_OP_SEND || op->kind == COH_OP_RECV;
+    coh_status st = p2p ? COH_OK : check_fp(t, op);
     if (st)
         return st;
+    /* NCCL has no in-place form of these two: the result goes through a buffer */
     size_t bytes = op->count * H->dtype_size(op->dtype);
+    if (op->kind == COH_OP_ALLTOALL)
+        bytes *= (size_t)t->size;
     void *tmp = NULL;
-    if (op->kind == COH_OP_REDUCE_SCATTER && op->recv == op->send && t->size > 1 &&
+    int via_tmp = (op->kind == COH_OP_REDUCE_SCATTER && t->size > 1) ||
+                  op->kind == COH_OP_ALLTOALL;
+    if (via_tmp && op->recv == op->send &&
         (e = cudaMallocAsync(&tmp, bytes ? bytes : 1, t->stream)) != cudaSuccess)
-        return cuda_err(e, "reduce_scatter buffer");
+        return cuda_err(e, "in-place buffer");
     ncclResult_t r = enqueue(t, op, ty, tmp);
     if (r != ncclSuccess && r != ncclInProgress)
         st = H->errf(COH_ERR_SYSTEM, "nccl %s: %s", H->opkind_name(op->kind),
@@ -188,8 +195,8 @@ static coh_status nccl_run(void *self, const coh_op *op)
         st = wait_comm(t, 1, H->opkind_name(op->kind));
     if (tmp) {
         if (!st && (e = cudaMemcpy(op->recv, tmp, bytes, cudaMemcpyDeviceToDevice)))
-            st = cuda_err(e, "reduce_scatter copy");
-        cudaFree(tmp);
+            st = cuda_err(e, "in-place copy");
+        cudaFreeAsync(tmp, t->stream);
     }
     return st;
 }
