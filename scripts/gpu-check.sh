@@ -39,10 +39,19 @@ jobs=$(nproc)
 
 # step NAME SECONDS CMD...: runs CMD with set -x into $OUT/NAME.log under a time limit;
 # records PASS, FAIL (exit status) or SKIP (77) with its time
+# Every step's limit is cut to what is left of GPU_CHECK_BUDGET seconds (default 450: the
+# call stays under 8 minutes with the machine's start and the transfers).
+budget_end=$(( $(date +%s) + ${GPU_CHECK_BUDGET:-450} ))
 step() {
-    local name=$1 limit=$2 t0 rc
+    local name=$1 limit=$2 t0 rc left
     shift 2
     t0=$(date +%s)
+    left=$(( budget_end - t0 ))
+    if [ "$left" -lt 15 ]; then
+        printf '%-16s %-28s %4d s\n' "$name" "SKIP (no time left)" 0 | tee -a "$summary"
+        return 77
+    fi
+    [ "$limit" -gt "$left" ] && limit=$left
     echo "=== $name (limit ${limit} s)"
     timeout --kill-after=10 "$limit" bash -xc '"$@"' _ "$@" >"$OUT/$name.log" 2>&1
     rc=$?
@@ -78,15 +87,21 @@ export assets OUT cc jobs
 llmc_pid=$!
 
 # ---- cohort ----
+# NCCL: beside CUDA, else the one in PyTorch's wheel (nvidia/nccl/{include,lib})
+nccl_home=
+[ -e /usr/local/cuda/include/nccl.h ] ||
+    nccl_home=$(python3 -c 'import nvidia.nccl, os; print(list(nvidia.nccl.__path__)[0])' 2>/dev/null)
+echo "nccl: ${nccl_home:-beside CUDA}"
 step configure 120 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DCOHORT_WERROR=ON \
-    -DCOHORT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$cc" -DCOHORT_DATA_DIR="$assets/data"
+    -DCOHORT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$cc" -DCOHORT_DATA_DIR="$assets/data" \
+    ${nccl_home:+-DCOHORT_NCCL_HOME="$nccl_home"}
 step build 300 cmake --build "$build" -j"$jobs" --target cohort test_gpu_ops gpu_nccl_rank
 [ "${GPU_CHECK_BUILD_ONLY:-}" = 1 ] && { wait $llmc_pid; cat "$summary"; exit 0; }
 
 export COHORT="$build/cohort" COHORT_SOURCE_DIR="$root" COHORT_BUILD_DIR="$build"
 export COHORT_REQUIRE_GPU=1 COHORT_GPT2_DIR="$assets/data/gpt2-bpe"
 step gpu_ops 120 "$build/test_gpu_ops"
-step gpu_train 200 bash "$root/tests/gpu/test_gpu_train.sh"
+step gpu_train 150 bash "$root/tests/gpu/test_gpu_train.sh"
 step gpu_nccl 150 bash "$root/tests/gpu/test_gpu_nccl.sh"
 
 # ---- bench/gpu: GPT-2 124M, bf16-mixed, batch 16 x 1024, on the same shards ----
@@ -95,7 +110,7 @@ step bench_data 60 bash -c 'mkdir -p "$(dirname "$1")" && "$COHORT" prepare --to
     --encoder "$2/gpt2-bpe/encoder.json" --merges "$2/gpt2-bpe/vocab.bpe" --val-fraction 0.05 \
     --out "$1" "$2/wikitext-2/valid.txt"' _ "$data" "$assets/data"
 shape=(--layers 12 --heads 12 --dim 768 --vocab 50257 --seq 1024 --batch 16)
-step bench_cohort 150 "$COHORT" train "${shape[@]}" --precision bf16-mixed --device cuda \
+step bench_cohort 120 "$COHORT" train "${shape[@]}" --precision bf16-mixed --device cuda \
     --steps 8 --warmup 2 --data "$data"'_train_*.bin' --metrics "$OUT/bench_cohort.jsonl"
 wait $llmc_pid
 [ -x "$OUT/llmc-build/train_gpt2cu" ] ||
@@ -103,7 +118,7 @@ wait $llmc_pid
 [ -x "$OUT/llmc-build/train_gpt2cu" ] &&
     step bench_llmc 120 bash -c 'cd "$1" && ./train_gpt2cu -i "$2_train_*.bin" -j "$2_val_*.bin" \
         -e d12 -b 16 -t 1024 -x 20 -v 0 -s 0 -h 0' _ "$OUT/llmc-build" "$data"
-step bench_torch 240 python3 "$root/bench/gpu/bench_torch_gpu.py" --data "$data"'_train_*.bin' \
+step bench_torch 180 python3 "$root/bench/gpu/bench_torch_gpu.py" --data "$data"'_train_*.bin' \
     --steps 15
 
 # ---- the figures side by side ----
