@@ -4,6 +4,7 @@
  * return at once; the first CUDA error is kept and reported by sync. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "train/backend/cuda/cuda_int.h"
@@ -211,6 +212,8 @@ static double reduce(const float *x, size_t n, int sq)
     if (!part || !host) {
         if (!host)
             cu_fail("sum", "out of host memory");
+        else if (host != host_small)
+            free(host);
         return 0.0;
     }
     k_sum_blocks<<<(unsigned)nb, T256, 0, cu_stream>>>(part, x, n, sq);
