@@ -107,7 +107,7 @@ step gpu_nccl 150 bash "$root/tests/gpu/test_gpu_nccl.sh"
 # ---- bench/gpu: GPT-2 124M, bf16-mixed, batch 16 x 1024, on the same shards ----
 data="$OUT/bench-data/wt2"
 step bench_data 60 bash -c 'mkdir -p "$(dirname "$1")" && "$COHORT" prepare --tokenizer gpt2 \
-    --encoder "$2/gpt2-bpe/encoder.json" --merges "$2/gpt2-bpe/vocab.bpe" --val-fraction 0.05 \
+    --encoder "$2/gpt2-bpe/encoder.json" --merges "$2/gpt2-bpe/vocab.bpe" --documents paragraph --val-fraction 0.05 \
     --out "$1" "$2/wikitext-2/valid.txt"' _ "$data" "$assets/data"
 shape=(--layers 12 --heads 12 --dim 768 --vocab 50257 --seq 1024 --batch 16)
 step bench_cohort 120 "$COHORT" train "${shape[@]}" --precision bf16-mixed --device cuda \

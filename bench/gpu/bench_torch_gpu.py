@@ -2,10 +2,11 @@
 on the GPU the way a user would set it up (bf16 autocast, torch.compile, scaled_dot_product_attention,
 fused AdamW), on the same llm.c-format token shards; prints one line `torch: ... tok/s`."""
 import argparse
+import array
 import glob
+import statistics
 import time
 
-import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -46,11 +47,13 @@ class GPT(nn.Module):
 
 def tokens(pattern):
     """The shards' tokens (llm.c format: a 256-int32 header, then uint16 tokens)."""
-    out = []
+    out = array.array("H")
     for f in sorted(glob.glob(pattern)):
-        head = np.fromfile(f, dtype=np.int32, count=256)
-        out.append(np.fromfile(f, dtype=np.uint16, offset=1024, count=int(head[2])))
-    return np.concatenate(out).astype(np.int64)
+        with open(f, "rb") as fh:
+            head = array.array("i")
+            head.frombytes(fh.read(1024))
+            out.frombytes(fh.read(2 * head[2]))
+    return torch.tensor(out, dtype=torch.int64)
 
 
 def main():
@@ -66,7 +69,7 @@ def main():
     p.add_argument("--warmup-steps", type=int, default=5)
     a = p.parse_args()
     torch.manual_seed(0)
-    data = torch.from_numpy(tokens(a.data))
+    data = tokens(a.data)
     n = a.batch * a.seq
     model = GPT(a.vocab, a.seq, a.dim, a.layers, a.heads).cuda()
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, fused=True)
@@ -86,9 +89,9 @@ def main():
         torch.cuda.synchronize()
         if s >= a.warmup_steps:
             times.append(time.perf_counter() - t0)
-    tps = n / float(np.median(times))
+    med = statistics.median(times)
     print(f"torch: {torch.__version__} on {torch.cuda.get_device_name()}: loss {loss.item():.4f}, "
-          f"median step {np.median(times) * 1e3:.1f} ms, {tps:.0f} tok/s")
+          f"median step {med * 1e3:.1f} ms, {n / med:.0f} tok/s")
 
 
 if __name__ == "__main__":
