@@ -17,8 +17,7 @@ coh_status coh_backend_find(const char *name, const coh_backend **out)
         return COH_OK;
     }
     if (name && (!strcmp(name, "cuda") || !strcmp(name, "gpu")))
-        return coh_errf(COH_ERR_UNSUPPORTED, "device '%s': this build has no CUDA backend "
-                        "(valid: cpu)", name);
+        return coh_backend_cuda(name, out); /* cuda_load.c */
     return coh_errf(COH_ERR_INVALID, "invalid device '%s': valid: cpu", name ? name : "");
 }
 

@@ -127,6 +127,11 @@ struct coh_backend {
 
 /* The CPU backend (cpu/cpu_backend.c). */
 const coh_backend *coh_backend_cpu(void);
+/* The CUDA backend (cuda_load.c): the plug-in opened on the rank's device (LOCAL_RANK), or
+ * COH_ERR_UNSUPPORTED naming what is missing (no plug-in in this build, a library, a GPU). */
+coh_status coh_backend_cuda(const char *name, const coh_backend **out);
+/* "NVIDIA H100 ... (sm_90, 79.1 GiB, device 0)" once opened; "" before or without CUDA. */
+const char *coh_backend_cuda_desc(void);
 
 /* ---- device memory, counted (backend.c): every buffer of a rank comes from here ---- */
 /* bytes zeroed from be; NULL when out of memory (nothing counted) */

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cohort/log.h"
 #include "cohort/pipeline.h"
 #include "cohort/size.h"
 #include "cohort/train.h"
@@ -359,6 +360,23 @@ static void fill_shard(float *local, const coh_tensor_shard *sh, size_t numel, d
     }
 }
 
+/* Where tensor t's initial values are drawn: its place in the arena when the device's memory is
+ * the host's (cpu), else a host buffer that init_done sends over (NULL: out of memory). */
+static float *init_dest(coh_gpt *g, const coh_tensor_info *t)
+{
+    if (!strcmp(g->be->name, "cpu"))
+        return g->params + t->offset;
+    return malloc((t->numel ? t->numel : 1) * sizeof(float));
+}
+
+static void init_done(coh_gpt *g, const coh_tensor_info *t, float *p)
+{
+    if (p == g->params + t->offset)
+        return;
+    g->be->copy(g->params + t->offset, p, t->numel * sizeof *p, COH_COPY_H2D);
+    free(p);
+}
+
 void coh_gpt_init_weights(coh_gpt *g, uint64_t seed)
 {
     uint64_t s = seed;
@@ -372,7 +390,11 @@ void coh_gpt_init_weights(coh_gpt *g, uint64_t seed)
         coh_gpt_tensor(&g->cfg, i, &t);
         coh_gpt_tensor(&whole, i, &ft);
         coh_gpt_tensor_shard(&g->cfg, i, g->tp_rank, &sh);
-        float *p = g->params + t.offset;
+        float *p = init_dest(g, &t);
+        if (!p) { /* said, not silent: the draws of the tensors after it shift too */
+            coh_warn("initial weights of '%s' stay zero: out of host memory", t.name);
+            continue;
+        }
         double std = 0.0;
         float v = strstr(t.name, ".weight") ? 1.0f : 0.0f; /* LayerNorm gains, zero biases */
         if (t.ndim == 2)
@@ -384,5 +406,6 @@ void coh_gpt_init_weights(coh_gpt *g, uint64_t seed)
         else
             for (size_t k = 0; k < t.numel; k++)
                 p[k] = v;
+        init_done(g, &t, p);
     }
 }
