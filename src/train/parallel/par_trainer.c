@@ -119,10 +119,6 @@ static coh_status build(coh_par_trainer *t)
     const coh_par_config *c = &t->cfg;
     coh_gpt *model;
     coh_adamw *opt = NULL;
-    if (c->par.strategy == COH_STRATEGY_DP) {
-        coh_status st = par_dp_build(t);
-        return st ? st : alloc_state(t);
-    }
     coh_status st = coh_gpt_create(&c->train.model, c->train.batch, c->train.seq, &model);
     if (st)
         return st;
@@ -164,6 +160,9 @@ static coh_status build(coh_par_trainer *t)
     }
     t->params = coh_gpt_params(model, &t->n);
     t->grads = coh_gpt_grads(model, NULL);
+    /* dp: this rank's model is device 0; the replicas join it over the thread transport */
+    if (c->par.strategy == COH_STRATEGY_DP && (st = par_dp_build(t)))
+        return st;
     return alloc_state(t);
 }
 
@@ -244,8 +243,8 @@ coh_status coh_par_trainer_create(const coh_par_config *c, coh_mesh *mesh, coh_p
     t->rdp = mesh->dp_rank;
     /* one rank owns everything: every stage is plain single-device training */
     t->zero_stage = t->ndp > 1 && mesh->pp == 1 ? coh_strategy_zero_stage(c->par.strategy) : 0;
+    t->ndev = 1; /* strategy dp's build sets its device count */
     if (!(st = build(t))) {
-        t->ndev = t->threads ? coh_dp_devices(t->threads) : 1;
         if (!(t->dev_peak = calloc((size_t)t->ndev, sizeof *t->dev_peak)))
             st = coh_errf(COH_ERR_NOMEM, "out of memory allocating the parallel trainer");
     }
@@ -272,10 +271,7 @@ void coh_par_trainer_destroy(coh_par_trainer *t)
     coh_status st = par_trace_close(t->trace);
     if (st)
         coh_warn("%s", coh_last_error());
-    if (t->threads) { /* dp: device 0's trainer belongs to the device threads */
-        coh_dp_destroy(t->threads);
-        t->base = NULL;
-    }
+    par_dp_destroy(t->threads); /* the replicas' threads first: they join device 0's model */
     coh_trainer_destroy(t->base);
     par_pipe_destroy(t->pipe);
     if (t->grads_shm) {
