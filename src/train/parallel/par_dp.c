@@ -119,13 +119,27 @@ static coh_status add_device(par_dp *dp, coh_par_trainer *t, int i)
     return COH_OK;
 }
 
+coh_status par_dp_check(const coh_par_config *c, const coh_mesh *m)
+{
+    if (c->par.dp < 1 || c->par.dp > COH_DP_MAX_DEVICES)
+        return coh_errf(COH_ERR_INVALID, "invalid dp device count '%lld': must be 1..%d",
+                        (long long)c->par.dp, COH_DP_MAX_DEVICES);
+    if (m->dp != 1)
+        return coh_errf(COH_ERR_INVALID, "strategy 'dp' with %d ranks: it runs in one process "
+                        "with a thread per device (--devices N); use ddp across processes", m->dp);
+    if (c->trace_path)
+        return coh_errf(COH_ERR_UNSUPPORTED, "trace '%s': traces are not available for strategy "
+                        "'dp'", c->trace_path);
+    if (m->tp > 1)
+        return coh_errf(COH_ERR_UNSUPPORTED, "strategy 'dp' with tp %d: DataParallel runs "
+                        "whole replicas in one process; use ddp or zero1..3 with --tp", m->tp);
+    return COH_OK;
+}
+
 coh_status par_dp_build(coh_par_trainer *t)
 {
     int n = (int)t->cfg.par.dp;
     const coh_trainer_config *c = &t->cfg.train;
-    if (n < 1 || n > COH_DP_MAX_DEVICES)
-        return coh_errf(COH_ERR_INVALID, "invalid dp device count '%d': must be 1..%d", n,
-                        COH_DP_MAX_DEVICES);
     par_dp *dp = calloc(1, sizeof *dp);
     if (!dp || !(dp->dev = calloc((size_t)n, sizeof *dp->dev))) {
         free(dp);

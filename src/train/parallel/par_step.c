@@ -121,13 +121,13 @@ static coh_status train_step(coh_par_trainer *t, coh_batch_fn next, void *ctx,
 coh_status coh_par_trainer_step(coh_par_trainer *t, coh_batch_fn next, void *ctx,
                                 coh_step_stats *out)
 {
+    if (!t->step_threads)
+        return train_step(t, next, ctx, out);
     /* OpenMP's thread count is per thread: the caller's comes back after the step */
     int caller = coh_get_threads();
-    if (t->step_threads)
-        coh_set_threads(t->step_threads);
+    coh_set_threads(t->step_threads);
     coh_status st = train_step(t, next, ctx, out);
-    if (t->step_threads)
-        coh_set_threads(caller);
+    coh_set_threads(caller);
     return st;
 }
 

@@ -29,13 +29,12 @@ static coh_status check(const coh_par_config *c, const coh_mesh *m)
         return coh_errf(COH_ERR_INVALID, "invalid batch shape: micro batch %lld, microbatches "
                         "%lld, seq %lld (context %d)", (long long)p->micro_batch,
                         (long long)p->microbatches, (long long)p->seq, c->train.model.seq);
-    if (p->strategy == COH_STRATEGY_DP && m->dp != 1)
-        return coh_errf(COH_ERR_INVALID, "strategy 'dp' with %d ranks: it runs in one process "
-                        "with a thread per device (--devices N); use ddp across processes", m->dp);
-    if (p->strategy == COH_STRATEGY_DP && c->trace_path)
-        return coh_errf(COH_ERR_UNSUPPORTED, "trace '%s': traces are not available for strategy "
-                        "'dp'", c->trace_path);
-    if (m->pp != p->pp || m->tp != p->tp || (p->strategy != COH_STRATEGY_DP && m->dp != p->dp))
+    coh_status st = p->strategy == COH_STRATEGY_DP ? par_dp_check(c, m) : COH_OK;
+    if (st)
+        return st;
+    /* dp's devices (configuration dp) are threads of one rank */
+    int ranks = p->strategy == COH_STRATEGY_DP ? 1 : (int)p->dp;
+    if (m->pp != p->pp || m->tp != p->tp || m->dp != ranks)
         return coh_errf(COH_ERR_INVALID, "mesh %dx%dx%d (dp x pp x tp) differs from the "
                         "configuration's dp %d x pp %d x tp %d", m->dp, m->pp, m->tp, p->dp,
                         p->pp, p->tp);
@@ -43,9 +42,6 @@ static coh_status check(const coh_par_config *c, const coh_mesh *m)
         return coh_errf(COH_ERR_UNSUPPORTED, "strategy '%s' with pp %d: ZeRO-2 and -3 shard "
                         "gradients that a pipeline accumulates over its microbatches; use ddp or "
                         "zero1", coh_strategy_name(p->strategy), m->pp);
-    if (p->strategy == COH_STRATEGY_DP && m->tp > 1)
-        return coh_errf(COH_ERR_UNSUPPORTED, "strategy 'dp' with tp %d: DataParallel runs "
-                        "whole replicas in one process; use ddp or zero1..3 with --tp", m->tp);
     if (p->strategy == COH_STRATEGY_SINGLE && m->dp != 1)
         return coh_errf(COH_ERR_INVALID, "strategy 'single' with %d ranks: use ddp or zero1..3 "
                         "under 'cohort run', or run one process", m->dp);
