@@ -1,6 +1,7 @@
 /* test_comm_thread_group.c: the thread transport (coh_comm_create_threads, the devices of
  * strategy dp): the full correctness sweep on 1, 2 and 3 ranks, reductions folded in rank order
- * whichever thread arrives first, a mismatch reported on every rank, bad sizes refused. */
+ * whichever thread arrives first, a mismatch reported on every rank (collectives and send/recv),
+ * bad sizes refused. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,6 +102,27 @@ static void test_mismatch_on_every_rank(void)
     }
 }
 
+/* A receive that expects more than was sent fails on both sides, and neither waits. */
+static void *p2p_mismatch(void *p)
+{
+    rank_arg *a = p;
+    float v[8] = {0};
+    a->st = coh_comm_rank(a->c) == 0 ? coh_send(a->c, v, 4, COH_F32, 1)
+                                     : coh_recv(a->c, v, 8, COH_F32, 0);
+    snprintf(a->err, sizeof a->err, "%s", a->st ? coh_last_error() : "");
+    return NULL;
+}
+
+static void test_p2p_mismatch(void)
+{
+    rank_arg a[2];
+    run_threads(2, p2p_mismatch, a);
+    CHECK_INT(a[0].st, COH_ERR_MISMATCH);
+    CHECK(strstr(a[0].err, "send to rank 1: 4 x f32") != NULL);
+    CHECK_INT(a[1].st, COH_ERR_MISMATCH);
+    CHECK(strstr(a[1].err, "recv from rank 0: 4 x f32 sent, 8 x f32 expected") != NULL);
+}
+
 static void test_bad_size(void)
 {
     coh_comm *c[1] = {(coh_comm *)&c};
@@ -116,6 +138,7 @@ int main(void)
     RUN(test_three_ranks);
     RUN(test_rank_order);
     RUN(test_mismatch_on_every_rank);
+    RUN(test_p2p_mismatch);
     RUN(test_bad_size);
     return CHECK_REPORT();
 }

@@ -14,7 +14,7 @@
 
 typedef struct thr_mail { /* a send waiting for its receive (src -> dst) */
     const coh_op *op;
-    int taken;
+    int taken, refused; /* refused: the receive expected another count or type */
 } thr_mail;
 
 typedef struct thr_group {
@@ -180,21 +180,27 @@ static coh_status p2p(thr_rank *r, const coh_op *op)
     pthread_mutex_lock(&g->mu);
     if (send) {
         m->op = op;
-        m->taken = 0;
+        m->taken = m->refused = 0;
         pthread_cond_broadcast(&g->cv);
         while (!m->taken && !st)
             st = wait_until(g, &dl, "send");
+        if (!st && m->refused)
+            st = coh_errf(COH_ERR_MISMATCH, "send to rank %d: %llu x %s sent, the receive "
+                          "expected another count or type", op->root,
+                          (unsigned long long)op->count, coh_dtype_name(op->dtype));
         m->op = NULL;
     } else {
         while ((!m->op || m->taken) && !st)
             st = wait_until(g, &dl, "recv");
-        if (!st && (m->op->count != op->count || m->op->dtype != op->dtype))
+        if (!st && (m->op->count != op->count || m->op->dtype != op->dtype)) {
+            m->refused = 1;
             st = coh_errf(COH_ERR_MISMATCH, "recv from rank %d: %llu x %s sent, %llu x %s "
                           "expected", op->root, (unsigned long long)m->op->count,
                           coh_dtype_name(m->op->dtype), (unsigned long long)op->count,
                           coh_dtype_name(op->dtype));
-        else if (!st)
+        } else if (!st) {
             copy_to(op->recv, m->op->send, op_bytes(op));
+        }
         if (m->op) /* the sender is released either way */
             m->taken = 1;
         pthread_cond_broadcast(&g->cv);
