@@ -133,6 +133,10 @@ coh_status par_dp_check(const coh_par_config *c, const coh_mesh *m)
     if (m->tp > 1)
         return coh_errf(COH_ERR_UNSUPPORTED, "strategy 'dp' with tp %d: DataParallel runs "
                         "whole replicas in one process; use ddp or zero1..3 with --tp", m->tp);
+    if (m->pp > 1 || c->par.pp > 1)
+        return coh_errf(COH_ERR_UNSUPPORTED, "strategy 'dp' with pp %d: DataParallel runs "
+                        "whole replicas in one process; use ddp or zero1 with --pp",
+                        m->pp > 1 ? m->pp : c->par.pp);
     return COH_OK;
 }
 

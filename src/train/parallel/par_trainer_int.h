@@ -133,7 +133,7 @@ coh_status par_find_replicated(coh_par_trainer *t);
  * replicas, their threads and the thread group joining them (t->threads, t->ndev). */
 coh_status par_dp_build(coh_par_trainer *t);
 /* What strategy dp cannot run: a device count outside 1..COH_DP_MAX_DEVICES, several ranks (its
- * devices are threads of one), tp, a trace. */
+ * devices are threads of one), tp, pp, a trace. */
 coh_status par_dp_check(const coh_par_config *c, const coh_mesh *m);
 void par_dp_destroy(par_dp *dp); /* NULL-safe */
 /* The micro-steps of one step on every device: device 0's gradients end as the sum over every
