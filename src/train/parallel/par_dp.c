@@ -20,6 +20,8 @@
 #include "train/model/gpt_int.h"
 #include "train/parallel/par_trainer_int.h"
 
+#define DP_COLLECTIVE_TIMEOUT_S 3600.0
+
 typedef struct dp_dev {
     par_dp *dp;
     int id;
@@ -161,8 +163,11 @@ coh_status par_dp_build(coh_par_trainer *t)
     dp->gin = malloc(gbt * sizeof *dp->gin);
     dp->gtg = malloc(gbt * sizeof *dp->gtg);
     coh_comm **comms = calloc((size_t)n, sizeof *comms);
+    /* a collective waits for the slowest device's forward and backward, which a loaded machine
+     * may stretch far; threads of this process cannot be lost, so the deadline only catches a
+     * device left out of a collective */
     coh_status st = dp->gin && dp->gtg && comms
-                        ? coh_comm_create_threads(n, 0, comms)
+                        ? coh_comm_create_threads(n, DP_COLLECTIVE_TIMEOUT_S, comms)
                         : coh_errf(COH_ERR_NOMEM, "out of memory allocating the dp batch");
     for (int i = 0; !st && i < n; i++)
         dp->dev[i].comm = comms[i];
