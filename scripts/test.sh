@@ -60,19 +60,22 @@ run_suite release build/test-release -DCMAKE_BUILD_TYPE=Release
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
     run_suite sanitizers build/test-asan -DCMAKE_BUILD_TYPE=Debug -DCOHORT_SANITIZE=ON
 
-# ---- comm: ThreadSanitizer run of the shared-memory transport, ranks as threads (~15 s) ----
-echo "=== tsan: comm shared-memory transport (test_comm_threads)"
+# ---- comm: ThreadSanitizer run of the shared-memory transport, ranks as threads, and of the
+# thread transport (strategy dp's devices) (~20 s) ----
+echo "=== tsan: comm shared-memory and thread transports (test_comm_threads, test_comm_thread_group)"
 if cmake -S "$root" -B build/test-tsan -DCOHORT_TSAN=ON -DCOHORT_WERROR=ON \
         -DCMAKE_BUILD_TYPE=RelWithDebInfo >build/test-tsan.configure.log 2>&1 &&
-   cmake --build build/test-tsan -j"$jobs" --target test_comm_threads >build/test-tsan.build.log 2>&1 &&
-   build/test-tsan/test_comm_threads >build/test-tsan.log 2>&1; then
+   cmake --build build/test-tsan -j"$jobs" --target test_comm_threads test_comm_thread_group \
+       >build/test-tsan.build.log 2>&1 &&
+   build/test-tsan/test_comm_threads >build/test-tsan.log 2>&1 &&
+   build/test-tsan/test_comm_thread_group >>build/test-tsan.log 2>&1; then
     passed=$((passed + 1))
     tail -1 build/test-tsan.log
 else
     failed=$((failed + 1))
     status=1
     tail -40 build/test-tsan.configure.log build/test-tsan.build.log build/test-tsan.log 2>/dev/null
-    echo "=== tsan: test_comm_threads FAILED"
+    echo "=== tsan: test_comm_threads or test_comm_thread_group FAILED"
 fi
 # ---- end comm ----
 

@@ -61,6 +61,15 @@ coh_status coh_comm_create(coh_comm_kind kind, coh_comm **out);
 /* A communicator of one rank, for single-process runs (every collective is a copy). */
 coh_status coh_comm_create_self(coh_comm **out);
 
+/* Most ranks of a thread group. */
+#define COH_COMM_THREADS_MAX 4096
+/* n communicators of one group whose ranks are threads of this process (transport "thread"):
+ * out[i] is rank i, to be used by one thread at a time, each destroyed by coh_comm_destroy.
+ * Collectives meet at a barrier and one rank (the root, else rank 0) moves every rank's data,
+ * as DataParallel's device 0 does; a collective gives COH_ERR_TIMEOUT after timeout_s seconds
+ * (<= 0: 300) without its peers. COH_ERR_INVALID for n outside 1..COH_COMM_THREADS_MAX. */
+coh_status coh_comm_create_threads(int n, double timeout_s, coh_comm **out);
+
 /* Split into groups of ranks that pass the same color; ranks in a group are ordered by key,
  * then by rank in c. A rank passing COH_COMM_NO_COLOR gets *out = NULL. Collective over c. */
 #define COH_COMM_NO_COLOR (-1)
@@ -72,7 +81,7 @@ void coh_comm_destroy(coh_comm *c);
 
 int coh_comm_rank(const coh_comm *c);
 int coh_comm_size(const coh_comm *c);
-/* Transport name: "self", "shm" or "mpi". */
+/* Transport name: "self", "shm", "mpi", "hier" or "thread". */
 const char *coh_comm_transport(const coh_comm *c);
 /* Deadline of each blocking operation, seconds (from COHORT_COMM_TIMEOUT). */
 double coh_comm_timeout(const coh_comm *c);

@@ -1,6 +1,7 @@
 /* train_dp.h: DP, single-process data parallelism with one thread per device (the multi-GPU
  * guide's torch.nn.DataParallel design): device 0 scatters the batch, replicates the model,
- * gathers the loss, reduces the gradients and runs the optimizer. */
+ * gathers the loss, reduces the gradients and runs the optimizer. A face over the parallel
+ * trainer with strategy dp (cohort/parallel.h), whose devices are ranks of a thread group. */
 #ifndef COHORT_TRAIN_DP_H
 #define COHORT_TRAIN_DP_H
 
@@ -28,10 +29,11 @@ coh_status coh_dp_create(const coh_trainer_config *c, int devices, coh_dp **out)
 void coh_dp_destroy(coh_dp *dp);
 
 /* One optimizer step. For each of c->accum micro-steps: next() fills the global micro-batch
- * (devices * batch rows of seq tokens; device d gets rows d*batch..); device 0 copies each
- * device its rows and its own parameters, every device runs forward and backward on its rows,
- * device 0 gathers the per-token losses and adds every replica's gradients into its own. Then
- * device 0 clips, schedules and updates. The loss equals single-device training on the same
+ * (devices * batch rows of seq tokens; device d reads rows d*batch..); device 0 copies its
+ * parameters into every replica, every device runs forward and backward on its rows, device 0
+ * gathers the devices' loss sums and adds every replica's gradients into its own, each over the
+ * thread transport (coh_comm_create_threads). Then device 0 clips, schedules and updates,
+ * through the parallel trainer's step (the same code as ddp's). The loss equals single-device training on the same
  * global batch. Errors of a device thread come back here with the device named. Not thread
  * safe: one caller at a time; the caller's own OpenMP thread count is restored on return. */
 coh_status coh_dp_step(coh_dp *dp, coh_batch_fn next, void *ctx, coh_step_stats *out);

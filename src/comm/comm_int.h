@@ -127,6 +127,10 @@ coh_status coh_shm_open(const coh_comm_env *env, void **self);
 extern const coh_transport_ops coh_shm_ops;
 coh_status coh_self_open(void **self);
 extern const coh_transport_ops coh_self_ops;
+/* n instances of one thread group (ranks[i] is rank i), each used by its own thread; every
+ * wait gives up after timeout_s. */
+coh_status coh_thread_open(int n, double timeout_s, void **ranks);
+extern const coh_transport_ops coh_thread_ops;
 /* Load the MPI plugin and initialise MPI. pmi: the job was started by a PMI launcher (MPICH's
  * Hydra, srun --mpi=pmi2), whose MPI is MPICH: libcohort_mpich.so is tried first. */
 coh_status coh_mpi_load(double timeout_s, int pmi, const coh_transport_ops **ops, void **self,

@@ -130,6 +130,30 @@ coh_status coh_comm_create_self(coh_comm **out)
     return comm_wrap(&coh_self_ops, tp, 0, 1, 300, out);
 }
 
+coh_status coh_comm_create_threads(int n, double timeout_s, coh_comm **out)
+{
+    if (n < 1 || n > COH_COMM_THREADS_MAX)
+        return coh_errf(COH_ERR_INVALID, "invalid thread group size '%d': must be 1..%d", n,
+                        COH_COMM_THREADS_MAX);
+    timeout_s = timeout_s > 0 ? timeout_s : 300;
+    void **tp = calloc((size_t)n, sizeof *tp);
+    coh_status st = tp ? coh_thread_open(n, timeout_s, tp)
+                       : coh_errf(COH_ERR_NOMEM, "out of memory for a thread group");
+    for (int i = 0; i < n; i++)
+        out[i] = NULL;
+    for (int i = 0; !st && i < n; i++) {
+        if ((st = comm_wrap(&coh_thread_ops, tp[i], i, n, timeout_s, &out[i])))
+            for (int k = i + 1; k < n; k++) /* comm_wrap freed tp[i]; the rest are unwrapped */
+                coh_thread_ops.destroy(tp[k]);
+    }
+    for (int i = 0; st && i < n; i++) {
+        coh_comm_destroy(out[i]);
+        out[i] = NULL;
+    }
+    free(tp);
+    return st;
+}
+
 void coh_comm_destroy(coh_comm *c)
 {
     if (!c)

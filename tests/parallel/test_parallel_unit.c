@@ -197,6 +197,10 @@ static void test_single_is_engine(void)
     coh_par_trainer *bad;
     CHECK_FAILS(coh_par_trainer_create(&pc, m, &bad), COH_ERR_UNSUPPORTED,
                 "not available for strategy 'dp'");
+    pc.trace_path = NULL; /* nor a pipeline: its devices are whole replicas */
+    pc.par.pp = 2;
+    CHECK_FAILS(coh_par_trainer_create(&pc, m, &bad), COH_ERR_UNSUPPORTED,
+                "strategy 'dp' with pp 2: DataParallel runs whole replicas");
     free(q);
     coh_trainer_destroy(t);
     coh_par_trainer_destroy(pt);

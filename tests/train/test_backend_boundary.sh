@@ -76,6 +76,24 @@ while IFS= read -r line; do
 done < <(grep -nE '\b(for|while) \(' "$step")
 [ "$(grep -cE '\b(for|while) \(' "$step")" -le 10 ] || bad "gpt_step.c grew loops: review them"
 
+# ---- strategy dp's devices: tensors move through the transport or the backend, never by the
+# strategy's own copies or loops (its objects: no CPU backend symbol, kernel or mem* call; its
+# sources: no loop over elements, which index with size_t) ----
+dp_srcs=("$src"/src/train/parallel/dp.c "$src"/src/train/parallel/par_dp.c)
+for o in $(objs_of "${dp_srcs[@]}"); do
+    name=${o#"$obj"/}
+    [ -e "$o" ] || { bad "no object $name"; continue; }
+    und=$(nm -u "$o" | awk '{print $NF}' | sort -u)
+    checked=$((checked + 1))
+    hits=$(comm -12 <(echo "$und") <(echo "$cpu_defs"))
+    [ -z "$hits" ] || bad "$name calls CPU backend functions directly:" $hits
+    kern=$(echo "$und" | grep -E '^(cblas_|dnnl_|GOMP_|omp_|__kmpc_|_mm|__svml|mem(cpy|move|set)$|__mem(cpy|move|set)_chk)' || true)
+    [ -z "$kern" ] || bad "$name copies tensors or calls kernels itself:" $kern
+done
+for f in "${dp_srcs[@]}"; do
+    grep -nE '\bfor \(size_t|\bmem(cpy|move|set)\b' "$f" | sed "s|^|FAIL ${f#"$src"/}:|" | grep . && fail=1
+done
+
 # ---- the table is the CPU backend's: every op the header names is set ----
 tbl=$src/src/train/backend/cpu/cpu_backend.c
 for op in $(sed -n '/^struct coh_backend {/,/^};/p' "$src/src/train/backend/backend.h" |

@@ -89,19 +89,15 @@ static coh_status update(coh_par_trainer *t, float lr)
     return st;
 }
 
-coh_status coh_par_trainer_step(coh_par_trainer *t, coh_batch_fn next, void *ctx,
-                                coh_step_stats *out)
+static coh_status train_step(coh_par_trainer *t, coh_batch_fn next, void *ctx,
+                             coh_step_stats *out)
 {
     const coh_trainer_config *c = &t->cfg.train;
-    if (t->threads) { /* dp: scatter, replicate, gather and reduce on device 0 (dp.c) */
-        coh_status st = coh_dp_step(t->threads, next, ctx, out);
-        if (!st)
-            sample_memory(t);
-        return st;
-    }
     double loss, t0 = par_now_us(), tp0 = coh_gpt_tp_comm_seconds(t->model);
-    coh_status st = t->pipe ? par_pipe_forward_backward(t, next, ctx, &loss)
-                            : accumulate(t, next, ctx, &loss);
+    /* dp: device 0 replicates, gathers and reduces over its device threads (par_dp.c) */
+    coh_status st = t->threads ? par_dp_forward_backward(t, next, ctx, &loss)
+                    : t->pipe  ? par_pipe_forward_backward(t, next, ctx, &loss)
+                               : accumulate(t, next, ctx, &loss);
     t->tp_step_s = coh_gpt_tp_comm_seconds(t->model) - tp0;
     if (st)
         return st;
@@ -120,6 +116,19 @@ coh_status coh_par_trainer_step(coh_par_trainer *t, coh_batch_fn next, void *ctx
     out->loss = (float)loss;
     out->step = coh_trainer_get_step(t->base);
     return COH_OK;
+}
+
+coh_status coh_par_trainer_step(coh_par_trainer *t, coh_batch_fn next, void *ctx,
+                                coh_step_stats *out)
+{
+    if (!t->step_threads)
+        return train_step(t, next, ctx, out);
+    /* OpenMP's thread count is per thread: the caller's comes back after the step */
+    int caller = coh_get_threads();
+    coh_set_threads(t->step_threads);
+    coh_status st = train_step(t, next, ctx, out);
+    coh_set_threads(caller);
+    return st;
 }
 
 coh_status coh_par_trainer_eval(coh_par_trainer *t, coh_batch_fn next, void *ctx, long n,
@@ -222,8 +231,8 @@ coh_status coh_par_trainer_device_memory(coh_par_trainer *t, int d, coh_model_st
     size_t m;
     const float *mom1 = coh_adamw_m(o, &m), *mom2 = coh_adamw_v(o, NULL);
     out->optim = d == 0 ? par_resident(mom1, 0, m) + par_resident(mom2, 0, m) : 0;
-    if (t->threads) { /* dp: every device's own model, device 0's being t->model */
-        coh_gpt *g = coh_dp_device_model(t->threads, d);
+    if (d > 0) { /* dp's replicas (par_dp.c); device 0 is this rank's model */
+        coh_gpt *g = par_dp_device_model(t->threads, d);
         out->params = par_resident(coh_gpt_params(g, NULL), 0, t->n);
         out->grads = par_resident(coh_gpt_grads(g, NULL), 0, t->n);
         return COH_OK;

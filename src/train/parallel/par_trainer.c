@@ -29,13 +29,12 @@ static coh_status check(const coh_par_config *c, const coh_mesh *m)
         return coh_errf(COH_ERR_INVALID, "invalid batch shape: micro batch %lld, microbatches "
                         "%lld, seq %lld (context %d)", (long long)p->micro_batch,
                         (long long)p->microbatches, (long long)p->seq, c->train.model.seq);
-    if (p->strategy == COH_STRATEGY_DP && m->dp != 1)
-        return coh_errf(COH_ERR_INVALID, "strategy 'dp' with %d ranks: it runs in one process "
-                        "with a thread per device (--devices N); use ddp across processes", m->dp);
-    if (p->strategy == COH_STRATEGY_DP && c->trace_path)
-        return coh_errf(COH_ERR_UNSUPPORTED, "trace '%s': traces are not available for strategy "
-                        "'dp'", c->trace_path);
-    if (m->pp != p->pp || m->tp != p->tp || (p->strategy != COH_STRATEGY_DP && m->dp != p->dp))
+    coh_status st = p->strategy == COH_STRATEGY_DP ? par_dp_check(c, m) : COH_OK;
+    if (st)
+        return st;
+    /* dp's devices (configuration dp) are threads of one rank */
+    int ranks = p->strategy == COH_STRATEGY_DP ? 1 : (int)p->dp;
+    if (m->pp != p->pp || m->tp != p->tp || m->dp != ranks)
         return coh_errf(COH_ERR_INVALID, "mesh %dx%dx%d (dp x pp x tp) differs from the "
                         "configuration's dp %d x pp %d x tp %d", m->dp, m->pp, m->tp, p->dp,
                         p->pp, p->tp);
@@ -43,9 +42,6 @@ static coh_status check(const coh_par_config *c, const coh_mesh *m)
         return coh_errf(COH_ERR_UNSUPPORTED, "strategy '%s' with pp %d: ZeRO-2 and -3 shard "
                         "gradients that a pipeline accumulates over its microbatches; use ddp or "
                         "zero1", coh_strategy_name(p->strategy), m->pp);
-    if (p->strategy == COH_STRATEGY_DP && m->tp > 1)
-        return coh_errf(COH_ERR_UNSUPPORTED, "strategy 'dp' with tp %d: DataParallel runs "
-                        "whole replicas in one process; use ddp or zero1..3 with --tp", m->tp);
     if (p->strategy == COH_STRATEGY_SINGLE && m->dp != 1)
         return coh_errf(COH_ERR_INVALID, "strategy 'single' with %d ranks: use ddp or zero1..3 "
                         "under 'cohort run', or run one process", m->dp);
@@ -119,10 +115,6 @@ static coh_status build(coh_par_trainer *t)
     const coh_par_config *c = &t->cfg;
     coh_gpt *model;
     coh_adamw *opt = NULL;
-    if (c->par.strategy == COH_STRATEGY_DP) {
-        coh_status st = par_dp_build(t);
-        return st ? st : alloc_state(t);
-    }
     coh_status st = coh_gpt_create(&c->train.model, c->train.batch, c->train.seq, &model);
     if (st)
         return st;
@@ -164,6 +156,9 @@ static coh_status build(coh_par_trainer *t)
     }
     t->params = coh_gpt_params(model, &t->n);
     t->grads = coh_gpt_grads(model, NULL);
+    /* dp: this rank's model is device 0; the replicas join it over the thread transport */
+    if (c->par.strategy == COH_STRATEGY_DP && (st = par_dp_build(t)))
+        return st;
     return alloc_state(t);
 }
 
@@ -244,8 +239,8 @@ coh_status coh_par_trainer_create(const coh_par_config *c, coh_mesh *mesh, coh_p
     t->rdp = mesh->dp_rank;
     /* one rank owns everything: every stage is plain single-device training */
     t->zero_stage = t->ndp > 1 && mesh->pp == 1 ? coh_strategy_zero_stage(c->par.strategy) : 0;
+    t->ndev = 1; /* strategy dp's build sets its device count */
     if (!(st = build(t))) {
-        t->ndev = t->threads ? coh_dp_devices(t->threads) : 1;
         if (!(t->dev_peak = calloc((size_t)t->ndev, sizeof *t->dev_peak)))
             st = coh_errf(COH_ERR_NOMEM, "out of memory allocating the parallel trainer");
     }
@@ -272,10 +267,7 @@ void coh_par_trainer_destroy(coh_par_trainer *t)
     coh_status st = par_trace_close(t->trace);
     if (st)
         coh_warn("%s", coh_last_error());
-    if (t->threads) { /* dp: device 0's trainer belongs to the device threads */
-        coh_dp_destroy(t->threads);
-        t->base = NULL;
-    }
+    par_dp_destroy(t->threads); /* the replicas' threads first: they join device 0's model */
     coh_trainer_destroy(t->base);
     par_pipe_destroy(t->pipe);
     if (t->grads_shm) {

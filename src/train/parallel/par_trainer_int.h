@@ -26,6 +26,7 @@
 #include "train/backend/backend.h"
 
 typedef struct par_trace par_trace;
+typedef struct par_dp par_dp;
 
 /* Elements of the token embedding in the arena of c (a tensor-parallel shard's vocabulary rows). */
 static inline size_t par_wte_size(const coh_gpt_config *c)
@@ -59,7 +60,8 @@ struct coh_par_trainer {
     int zero_stage;        /* the ZeRO stage: 1..3, or 0 (single, ddp, any pp > 1); never a
                               pipeline stage (those are par_pipe's) */
     coh_trainer *base;
-    coh_dp *threads;       /* strategy dp: the device threads; owns base */
+    par_dp *threads;       /* strategy dp: devices 1.. as ranks that are threads (par_dp.c) */
+    int step_threads;      /* > 0: a step computes with this many threads (dp: one a device) */
     coh_gpt *model;
     float *params, *grads; /* the engine's arenas (n floats) */
     float *grads_shm;      /* DDP/ZeRO-1: grads moved into the transport's arena (owned) */
@@ -127,8 +129,21 @@ void par_scale(coh_par_trainer *t, size_t b, size_t e, float f);
 /* The replicated tensors' ranges of a tensor-parallel shard (rep_b, rep_e). */
 coh_status par_find_replicated(coh_par_trainer *t);
 
-/* par_dp.c: strategy dp, device 0's trainer as the base (stage 0, one rank) */
+/* par_dp.c: strategy dp. After the rank's own model and optimizer are built (device 0): the
+ * replicas, their threads and the thread group joining them (t->threads, t->ndev). */
 coh_status par_dp_build(coh_par_trainer *t);
+/* What strategy dp cannot run: a device count outside 1..COH_DP_MAX_DEVICES, several ranks (its
+ * devices are threads of one), tp, pp, a trace. */
+coh_status par_dp_check(const coh_par_config *c, const coh_mesh *m);
+void par_dp_destroy(par_dp *dp); /* NULL-safe */
+/* The micro-steps of one step on every device: device 0's gradients end as the sum over every
+ * device and micro-step, *loss the mean over every token. */
+coh_status par_dp_forward_backward(coh_par_trainer *t, coh_batch_fn next, void *ctx,
+                                   double *loss);
+/* Device d's model (0: the trainer's) and the OpenMP threads its last micro-step ran with (0
+ * before one); NULL / 0 for d out of range. */
+coh_gpt *par_dp_device_model(const par_dp *dp, int d);
+int par_dp_device_threads(const par_dp *dp, int d);
 
 /* pipe_exec.c: pipeline parallelism (pp > 1) */
 /* Receives the pipeline's receiver thread may hold at once, the one being read included. */
