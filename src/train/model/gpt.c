@@ -37,37 +37,68 @@ static void arena_views(const coh_gpt_config *c, float *arena, gpt_weights *w, g
 }
 
 /* Carve one slot's saved activations from p in the order gpt_act_sizes counts them. */
-static void slot_views(coh_gpt *g, gpt_slot *sl, float *p, int B, int T)
+/* What a pipeline stage's slot keeps: of each layer `keep`: 0 nothing, 1 its output only (the
+ * input of a chunk starting after it, or a block's output under full recomputation), 2 all it
+ * saves; the embeddings' output (also where a chunk starting at block 0 gets its input); the
+ * token copy; the head's LayerNorm, statistics, losses and dL/dlnf. NULL: the whole model's
+ * slot (no dL/dlnf). */
+typedef struct gpt_slot_plan {
+    const unsigned char *keep; /* (L) */
+    int encoded, tokens, head;
+} gpt_slot_plan;
+
+/* Carves slot sl's views from p (sl NULL: only counts); returns the floats they take. */
+static size_t slot_carve(coh_gpt *g, gpt_slot *sl, float *p, const gpt_slot_plan *plan)
 {
-    size_t BT = (size_t)B * T, C = (size_t)g->cfg.dim, NH = (size_t)g->NHs;
-    size_t Ca = (size_t)g->Ca, F = (size_t)g->F;
+    size_t BT = (size_t)g->maxB * g->maxT, C = (size_t)g->cfg.dim, NH = (size_t)g->NHs;
+    size_t Ca = (size_t)g->Ca, F = (size_t)g->F, at = 0;
     gpt_act_sizes_t s;
-    gpt_act_sizes(&g->cfg, B, T, &s);
+    gpt_act_sizes(&g->cfg, g->maxB, g->maxT, &s);
     size_t R = s.rows; /* the residual stream's rows this rank keeps */
-#define TAKE(dst, n) (dst = p, p += (n))
-    TAKE(sl->encoded, R * C);
-    TAKE(sl->lnf, BT * C);
-    TAKE(sl->lnf_mean, R);
-    TAKE(sl->lnf_rstd, R);
-    TAKE(sl->losses, BT);
-    for (int l = 0; l < g->cfg.layers; l++) {
-        gpt_layer_acts *a = &sl->la[l];
-        TAKE(a->ln1, R * C);
-        TAKE(a->ln1_mean, R);
-        TAKE(a->ln1_rstd, R);
-        TAKE(a->qkv, BT * 3 * Ca);
-        TAKE(a->atty, BT * Ca);
-        TAKE(a->att_lse, BT * NH);
-        TAKE(a->res2, R * C);
-        TAKE(a->ln2, R * C);
-        TAKE(a->ln2_mean, R);
-        TAKE(a->ln2_rstd, R);
-        TAKE(a->fch, BT * F);
-        TAKE(a->fch_gelu, BT * F);
-        TAKE(a->res3, R * C);
+    int enc = !plan || plan->encoded, tok = !plan || plan->tokens, head = !plan || plan->head;
+#define TAKE(dst, n) (sl ? (void)((dst) = p + at) : (void)0, at += (n))
+    if (enc)
+        TAKE(sl->encoded, R * C);
+    if (head) {
+        TAKE(sl->lnf, BT * C);
+        TAKE(sl->lnf_mean, R);
+        TAKE(sl->lnf_rstd, R);
+        TAKE(sl->losses, BT);
     }
-    sl->tokens = (int32_t *)p; /* (B, T), int32 is float-sized */
+    for (int l = 0; l < g->cfg.layers; l++) {
+        gpt_layer_acts *a = sl ? &sl->la[l] : NULL;
+        int keep = plan ? plan->keep[l] : 2;
+        if (keep == 2) {
+            TAKE(a->ln1, R * C);
+            TAKE(a->ln1_mean, R);
+            TAKE(a->ln1_rstd, R);
+            TAKE(a->qkv, BT * 3 * Ca);
+            TAKE(a->atty, BT * Ca);
+            TAKE(a->att_lse, BT * NH);
+            TAKE(a->res2, R * C);
+            TAKE(a->ln2, R * C);
+            TAKE(a->ln2_mean, R);
+            TAKE(a->ln2_rstd, R);
+            TAKE(a->fch, BT * F);
+            TAKE(a->fch_gelu, BT * F);
+        }
+        if (keep)
+            TAKE(a->res3, R * C);
+    }
+    if (tok) { /* (B, T), int32 is float-sized */
+        if (sl)
+            sl->tokens = (int32_t *)(p + at);
+        at += BT;
+    }
+    if (plan && head)
+        TAKE(sl->dlnf, BT * C);
 #undef TAKE
+    return at;
+}
+
+static void slot_views(coh_gpt *g, gpt_slot *sl, float *p)
+{
+    (void)slot_carve(g, sl, p, NULL);
 }
 
 static void scratch_views(coh_gpt *g, int B, int T)
@@ -83,7 +114,8 @@ static void scratch_views(coh_gpt *g, int B, int T)
     g->lngrad = g->sp ? g->gbuf + BTC : NULL;                /* (2C) */
 }
 
-coh_status coh_gpt_create(const coh_gpt_config *c, int B, int T, coh_gpt **out)
+/* whole: the whole model's slot 0 now; else none until coh_gpt_set_stage_slots */
+static coh_status create(const coh_gpt_config *c, int B, int T, int whole, coh_gpt **out)
 {
     *out = NULL;
     coh_train_memory mem;
@@ -111,10 +143,10 @@ coh_status coh_gpt_create(const coh_gpt_config *c, int B, int T, coh_gpt **out)
     g->slot = calloc(1, sizeof *g->slot);
     if (g->slot)
         g->slot[0].la = calloc((size_t)c->layers, sizeof *g->slot[0].la);
-    g->acts = DEV_ALLOC(g, s.saved * sizeof(float));
+    g->acts = whole ? DEV_ALLOC(g, s.saved * sizeof(float)) : NULL;
     g->dscratch = DEV_ALLOC(g, s.grads * sizeof(float));
     g->logits = DEV_ALLOC(g, s.logits * sizeof(float));
-    if (!g->params || !g->grads || !g->blk || !g->gblk || !g->slot || !g->slot[0].la || !g->acts ||
+    if (!g->params || !g->grads || !g->blk || !g->gblk || !g->slot || !g->slot[0].la || (whole && !g->acts) ||
         !g->dscratch ||
         !g->logits) {
         coh_gpt_destroy(g);
@@ -124,10 +156,21 @@ coh_status coh_gpt_create(const coh_gpt_config *c, int B, int T, coh_gpt **out)
     }
     arena_views(c, g->params, &g->w, g->blk);
     arena_views(c, g->grads, &g->gw, g->gblk);
-    slot_views(g, &g->slot[0], g->acts, B, T);
+    if (whole)
+        slot_views(g, &g->slot[0], g->acts);
     scratch_views(g, B, T);
     *out = g;
     return COH_OK;
+}
+
+coh_status coh_gpt_create(const coh_gpt_config *c, int B, int T, coh_gpt **out)
+{
+    return create(c, B, T, 1, out);
+}
+
+coh_status coh_gpt_create_stage(const coh_gpt_config *c, int B, int T, coh_gpt **out)
+{
+    return create(c, B, T, 0, out);
 }
 
 /* The bf16 operand buffers and scratchpad, if any, back to the backend. */
@@ -168,6 +211,9 @@ const coh_gpt_config *coh_gpt_get_config(const coh_gpt *g) { return &g->cfg; }
 
 coh_status coh_gpt_set_recompute(coh_gpt *g, int full)
 {
+    if (!full && g->outputs_only)
+        return coh_errf(COH_ERR_INVALID, "recomputation cannot be turned off: the stage's slots "
+                        "keep only block outputs");
     if (full && !g->rscratch) {
         gpt_act_sizes_t s;
         gpt_act_sizes(&g->cfg, g->maxB, g->maxT, &s);
@@ -210,6 +256,9 @@ coh_status coh_gpt_set_slots(coh_gpt *g, int slots)
         return coh_errf(COH_ERR_INVALID, "invalid slot count '%d': must be 1..4096", slots);
     if (g->slot_acts)
         return coh_errf(COH_ERR_INVALID, "the model's slots are already set");
+    if (!g->acts)
+        return coh_errf(COH_ERR_INVALID, "a stage's model sizes its slots with "
+                        "coh_gpt_set_stage_slots");
     gpt_act_sizes_t s;
     gpt_act_sizes(&g->cfg, g->maxB, g->maxT, &s);
     size_t BTC = (size_t)g->maxB * g->maxT * (size_t)g->cfg.dim;
@@ -230,7 +279,7 @@ coh_status coh_gpt_set_slots(coh_gpt *g, int slots)
     }
     float *p = acts;
     for (int i = 0; i < slots; i++) {
-        slot_views(g, &sl[i], i ? p : g->acts, g->maxB, g->maxT);
+        slot_views(g, &sl[i], i ? p : g->acts);
         if (i)
             p += s.saved;
         sl[i].dlnf = p;
@@ -241,6 +290,72 @@ coh_status coh_gpt_set_slots(coh_gpt *g, int slots)
     g->slot = sl;
     g->nslots = slots;
     g->slot_acts = acts;
+    return COH_OK;
+}
+
+/* Which layers a stage's slot keeps (gpt_slot_plan); COH_ERR_INVALID for a bad chunk. */
+static coh_status stage_keep(const coh_gpt *g, int chunks, const int *lo, const int *hi,
+                             unsigned char *keep)
+{
+    int L = g->cfg.layers;
+    if (chunks < 1 || chunks > L + 2)
+        return coh_errf(COH_ERR_INVALID, "invalid chunk count '%d': must be 1..%d", chunks, L + 2);
+    for (int k = 0; k < chunks; k++) {
+        if (lo[k] < 0 || hi[k] > L || lo[k] > hi[k])
+            return coh_errf(COH_ERR_INVALID, "invalid layer range %d..%d: the model has layers "
+                            "0..%d", lo[k], hi[k] - 1, L - 1);
+        for (int l = lo[k]; l < hi[k]; l++)
+            keep[l] = g->recompute ? 1 : 2;
+    }
+    for (int k = 0; k < chunks; k++) /* a chunk's input lands where block lo - 1 leaves it */
+        if (lo[k] > 0 && !keep[lo[k] - 1])
+            keep[lo[k] - 1] = 1;
+    return COH_OK;
+}
+
+coh_status coh_gpt_set_stage_slots(coh_gpt *g, int slots, int chunks, const int *lo,
+                                   const int *hi, int embeddings, int head)
+{
+    if (slots < 1 || slots > 4096)
+        return coh_errf(COH_ERR_INVALID, "invalid slot count '%d': must be 1..4096", slots);
+    if (g->slot_acts || g->acts)
+        return coh_errf(COH_ERR_INVALID, "stage slots need a model from coh_gpt_create_stage, "
+                        "once");
+    int L = g->cfg.layers;
+    unsigned char *keep = calloc((size_t)L, 1);
+    coh_status st = keep ? stage_keep(g, chunks, lo, hi, keep)
+                         : coh_errf(COH_ERR_NOMEM, "out of memory for the stage's slots");
+    if (st) {
+        free(keep);
+        return st;
+    }
+    int at0 = embeddings != 0; /* a chunk starting at block 0 gets its input where the
+                                  embeddings leave theirs */
+    for (int k = 0; k < chunks; k++)
+        at0 |= lo[k] == 0;
+    gpt_slot_plan plan = {keep, at0, embeddings != 0, head != 0};
+    size_t per = slot_carve(g, NULL, NULL, &plan);
+    gpt_slot *sl = calloc((size_t)slots, sizeof *sl);
+    float *acts = DEV_ALLOC(g, (size_t)slots * per * sizeof(float));
+    int ok = sl && acts;
+    for (int i = 0; ok && i < slots; i++)
+        ok = (sl[i].la = calloc((size_t)L, sizeof *sl[i].la)) != NULL;
+    for (int i = 0; ok && i < slots; i++)
+        slot_carve(g, &sl[i], acts + (size_t)i * per, &plan);
+    free(keep);
+    if (!ok) {
+        for (int i = 0; sl && i < slots; i++)
+            free(sl[i].la);
+        free(sl);
+        DEV_FREE(g, acts);
+        return coh_errf(COH_ERR_NOMEM, "out of memory for %d activation slots", slots);
+    }
+    free(g->slot[0].la);
+    free(g->slot);
+    g->slot = sl;
+    g->nslots = slots;
+    g->slot_acts = acts;
+    g->outputs_only = g->recompute;
     return COH_OK;
 }
 

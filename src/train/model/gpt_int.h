@@ -94,6 +94,7 @@ struct coh_gpt {
     int nslots;
     float *slot_acts;      /* saved activations of slots 1.. and every slot's dlnf */
     int recompute;         /* keep only block outputs; rebuild a block's activations in backward */
+    int outputs_only;      /* the stage's slots keep only block outputs: recompute stays on */
     float *rscratch;       /* (per_layer) the one block's activations being rebuilt */
     float *dscratch;       /* backward scratch, carved into the three below */
     float *dres;           /* (R,C) dL/d(residual stream) over this rank's R rows */
