@@ -43,9 +43,24 @@ static void arena_views(const coh_gpt_config *c, float *arena, gpt_weights *w, g
  * token copy; the head's LayerNorm, statistics, losses and dL/dlnf. NULL: the whole model's
  * slot (no dL/dlnf). */
 typedef struct gpt_slot_plan {
-    const unsigned char *keep; /* (L) */
+    int chunks;
+    const int *lo, *hi;   /* (chunks) each chunk's blocks lo..hi-1 */
+    int outputs_only;     /* full recomputation: a block keeps its output alone */
     int encoded, tokens, head;
 } gpt_slot_plan;
+
+/* What plan's slot keeps of layer l (the `keep` above; computed, no table). */
+static int plan_keep(const gpt_slot_plan *plan, int l)
+{
+    int keep = 0;
+    for (int k = 0; k < plan->chunks; k++) {
+        if (l >= plan->lo[k] && l < plan->hi[k])
+            return plan->outputs_only ? 1 : 2;
+        if (l + 1 == plan->lo[k]) /* a chunk's input lands where block lo - 1 leaves it */
+            keep = 1;
+    }
+    return keep;
+}
 
 /* Carves slot sl's views from p (sl NULL: only counts); returns the floats they take. */
 static size_t slot_carve(coh_gpt *g, gpt_slot *sl, float *p, const gpt_slot_plan *plan)
@@ -67,7 +82,7 @@ static size_t slot_carve(coh_gpt *g, gpt_slot *sl, float *p, const gpt_slot_plan
     }
     for (int l = 0; l < g->cfg.layers; l++) {
         gpt_layer_acts *a = sl ? &sl->la[l] : NULL;
-        int keep = plan ? plan->keep[l] : 2;
+        int keep = plan ? plan_keep(plan, l) : 2;
         if (keep == 2) {
             TAKE(a->ln1, R * C);
             TAKE(a->ln1_mean, R);
@@ -293,23 +308,16 @@ coh_status coh_gpt_set_slots(coh_gpt *g, int slots)
     return COH_OK;
 }
 
-/* Which layers a stage's slot keeps (gpt_slot_plan); COH_ERR_INVALID for a bad chunk. */
-static coh_status stage_keep(const coh_gpt *g, int chunks, const int *lo, const int *hi,
-                             unsigned char *keep)
+/* COH_ERR_INVALID for a chunk outside the model. */
+static coh_status check_chunks(const coh_gpt *g, int chunks, const int *lo, const int *hi)
 {
     int L = g->cfg.layers;
     if (chunks < 1 || chunks > L + 2)
         return coh_errf(COH_ERR_INVALID, "invalid chunk count '%d': must be 1..%d", chunks, L + 2);
-    for (int k = 0; k < chunks; k++) {
+    for (int k = 0; k < chunks; k++)
         if (lo[k] < 0 || hi[k] > L || lo[k] > hi[k])
             return coh_errf(COH_ERR_INVALID, "invalid layer range %d..%d: the model has layers "
                             "0..%d", lo[k], hi[k] - 1, L - 1);
-        for (int l = lo[k]; l < hi[k]; l++)
-            keep[l] = g->recompute ? 1 : 2;
-    }
-    for (int k = 0; k < chunks; k++) /* a chunk's input lands where block lo - 1 leaves it */
-        if (lo[k] > 0 && !keep[lo[k] - 1])
-            keep[lo[k] - 1] = 1;
     return COH_OK;
 }
 
@@ -322,18 +330,14 @@ coh_status coh_gpt_set_stage_slots(coh_gpt *g, int slots, int chunks, const int 
         return coh_errf(COH_ERR_INVALID, "stage slots need a model from coh_gpt_create_stage, "
                         "once");
     int L = g->cfg.layers;
-    unsigned char *keep = calloc((size_t)L, 1);
-    coh_status st = keep ? stage_keep(g, chunks, lo, hi, keep)
-                         : coh_errf(COH_ERR_NOMEM, "out of memory for the stage's slots");
-    if (st) {
-        free(keep);
+    coh_status st = check_chunks(g, chunks, lo, hi);
+    if (st)
         return st;
-    }
     int at0 = embeddings != 0; /* a chunk starting at block 0 gets its input where the
                                   embeddings leave theirs */
     for (int k = 0; k < chunks; k++)
         at0 |= lo[k] == 0;
-    gpt_slot_plan plan = {keep, at0, embeddings != 0, head != 0};
+    gpt_slot_plan plan = {chunks, lo, hi, g->recompute, at0, embeddings != 0, head != 0};
     size_t per = slot_carve(g, NULL, NULL, &plan);
     gpt_slot *sl = calloc((size_t)slots, sizeof *sl);
     float *acts = DEV_ALLOC(g, (size_t)slots * per * sizeof(float));
@@ -342,7 +346,6 @@ coh_status coh_gpt_set_stage_slots(coh_gpt *g, int slots, int chunks, const int 
         ok = (sl[i].la = calloc((size_t)L, sizeof *sl[i].la)) != NULL;
     for (int i = 0; ok && i < slots; i++)
         slot_carve(g, &sl[i], acts + (size_t)i * per, &plan);
-    free(keep);
     if (!ok) {
         for (int i = 0; sl && i < slots; i++)
             free(sl[i].la);
@@ -357,6 +360,22 @@ coh_status coh_gpt_set_stage_slots(coh_gpt *g, int slots, int chunks, const int 
     g->slot_acts = acts;
     g->outputs_only = g->recompute;
     return COH_OK;
+}
+
+/* Whether a stage's slot keeps what layers lo..hi-1 and the ends save (a stage's slots keep
+ * only its own; the whole model's keep everything). */
+int gpt_slot_keeps(const coh_gpt *g, const gpt_slot *sl, int lo, int hi, int ends)
+{
+    if ((ends & COH_GPT_EMBEDDINGS) && (!sl->encoded || !sl->tokens))
+        return 0;
+    if ((ends & COH_GPT_HEAD) && !sl->lnf)
+        return 0;
+    if (lo > 0 ? !sl->la[lo - 1].res3 : !sl->encoded) /* where the chunk's input lands */
+        return 0;
+    for (int l = lo; l < hi; l++)
+        if (!sl->la[l].res3 || (!g->recompute && !sl->la[l].ln1))
+            return 0;
+    return 1;
 }
 
 coh_status coh_gpt_set_head_shards(coh_gpt *g, int shards, const int *held, int keep_logits)

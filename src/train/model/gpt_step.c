@@ -263,22 +263,6 @@ static coh_status check_ids(const coh_gpt *g, const int32_t *ids, size_t n, cons
     return COH_OK;
 }
 
-/* Whether a stage's slot keeps what layers lo..hi-1 and the ends save (a stage's slots keep
- * only its own; the whole model's keep everything). */
-static int slot_keeps(const coh_gpt *g, const gpt_slot *sl, int lo, int hi, int ends)
-{
-    if ((ends & COH_GPT_EMBEDDINGS) && (!sl->encoded || !sl->tokens))
-        return 0;
-    if ((ends & COH_GPT_HEAD) && !sl->lnf)
-        return 0;
-    if (lo > 0 ? !sl->la[lo - 1].res3 : !sl->encoded) /* where the chunk's input lands */
-        return 0;
-    for (int l = lo; l < hi; l++)
-        if (!sl->la[l].res3 || (!g->recompute && !sl->la[l].ln1))
-            return 0;
-    return 1;
-}
-
 static coh_status check_stage(const coh_gpt *g, int slot, int lo, int hi, int ends, int B,
                               int T)
 {
@@ -297,7 +281,7 @@ static coh_status check_stage(const coh_gpt *g, int slot, int lo, int hi, int en
     if ((lo > 0 || hi < L || ends != (COH_GPT_EMBEDDINGS | COH_GPT_HEAD)) && !g->slot_acts)
         return coh_errf(COH_ERR_INVALID, "layer range %d..%d: a stage needs coh_gpt_set_slots",
                         lo, hi - 1);
-    if (!slot_keeps(g, &g->slot[slot], lo, hi, ends))
+    if (!gpt_slot_keeps(g, &g->slot[slot], lo, hi, ends))
         return coh_errf(COH_ERR_INVALID, "layer range %d..%d: slot %d keeps no activations for "
                         "it (the stage's slots were sized for other layers)", lo, hi - 1, slot);
     if (B < 1 || B > g->maxB)
