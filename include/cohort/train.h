@@ -219,6 +219,20 @@ coh_status coh_gpt_step(coh_gpt *g, const int32_t *tokens, const int32_t *target
  * or a second call; COH_ERR_NOMEM. */
 coh_status coh_gpt_set_slots(coh_gpt *g, int slots);
 
+/* A pipeline stage's model: as coh_gpt_create, but with no activations until
+ * coh_gpt_set_stage_slots sizes them for the layers the stage runs (so the whole model's are
+ * never allocated). No step runs before that. */
+coh_status coh_gpt_create_stage(const coh_gpt_config *c, int B, int T, coh_gpt **out);
+
+/* `slots` sets of saved activations for a stage running `chunks` chunks of blocks
+ * lo[k]..hi[k]-1 (lo == hi: none), the embeddings with `embeddings`, (part of) the head with
+ * `head`: each slot keeps what those save and nothing else (a chunk's input in the place of
+ * block lo - 1's output; only block outputs with recomputation on, which then stays on). Call
+ * once, after coh_gpt_set_recompute, on a model from coh_gpt_create_stage; a range the slots
+ * were not sized for is refused by the stage calls. COH_ERR_INVALID, COH_ERR_NOMEM. */
+coh_status coh_gpt_set_stage_slots(coh_gpt *g, int slots, int chunks, const int *lo,
+                                   const int *hi, int embeddings, int head);
+
 /* Full activation recomputation (on: full != 0): the forward keeps only each block's output
  * (the next block's input) and the backward rebuilds a block's activations from its input just
  * before its gradients, in one scratch shared by all blocks. The same ops on the same inputs:

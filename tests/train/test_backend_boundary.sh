@@ -2,7 +2,8 @@
 # test_backend_boundary.sh: the model and the optimizer reach the device only through the backend
 # table (src/train/backend/backend.h): their objects reference no symbol the CPU backend or its
 # libraries define (link level), their sources hold no CPU kernel code (grep level), and
-# gpt_step.c no tensor copy and no host loop outside a short list of control loops.
+# gpt_step.c no tensor copy and no host loop outside a short list of control loops; the
+# trainer's clipper, tensor-parallel and copy-check files neither.
 set -u
 src=${COHORT_SOURCE_DIR:?}
 obj=${COHORT_BUILD_DIR:?}/CMakeFiles/cohort_objects.dir
@@ -92,6 +93,24 @@ for o in $(objs_of "${dp_srcs[@]}"); do
 done
 for f in "${dp_srcs[@]}"; do
     grep -nE '\bfor \(size_t|\bmem(cpy|move|set)\b' "$f" | sed "s|^|FAIL ${f#"$src"/}:|" | grep . && fail=1
+done
+
+# ---- the trainer's tensor arithmetic outside the model (the clipper is optim/adamw.c, above):
+# tensor parallelism and the copy check go through the table too: no CPU backend symbol, no
+# tensor copy (memset only of a host buffer the caller reads), no host loop over the arenas ----
+par_srcs=(tensor_parallel.c replicas.c)
+for c in "${par_srcs[@]}"; do
+    f=$src/src/train/parallel/$c
+    o=$(objs_of "$f")
+    [ -e "$o" ] || { bad "no object for src/train/parallel/$c"; continue; }
+    und=$(nm -u "$o" | awk '{print $NF}' | sort -u)
+    hits=$(comm -12 <(echo "$und") <(echo "$cpu_defs"))
+    [ -z "$hits" ] || bad "$c calls CPU backend functions directly:" $hits
+    cp=$(echo "$und" | grep -E '^(memcpy|memmove|__memcpy_chk|__memmove_chk)$' || true)
+    [ -z "$cp" ] || bad "$c copies tensors itself:" $cp
+    grep -nE '(params|grads|gacc)\[[a-z_]' "$f" | sed "s|^|FAIL $c: a host loop over an arena: |" |
+        grep . && fail=1
+    checked=$((checked + 1))
 done
 
 # ---- the table is the CPU backend's: every op the header names is set ----

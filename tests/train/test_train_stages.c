@@ -112,9 +112,79 @@ static void test_stage_errors(void)
     coh_gpt_destroy(g);
 }
 
+/* A stage's model sized for blocks 1..2 alone (coh_gpt_create_stage, coh_gpt_set_stage_slots)
+ * computes what the whole model's slots do for them, bit for bit, and refuses the ranges its
+ * slots were not sized for. */
+static void test_stage_slots(void)
+{
+    coh_gpt *whole, *mid;
+    CHECK_OK(coh_gpt_create(&CFG, B, T, &whole));
+    CHECK_OK(coh_gpt_create_stage(&CFG, B, T, &mid));
+    coh_gpt_init_weights(whole, 7);
+    coh_gpt_init_weights(mid, 7);
+    CHECK_OK(coh_gpt_set_slots(whole, MB));
+    int lo = 1, hi = 3;
+    CHECK_FAILS(coh_gpt_set_slots(mid, MB), COH_ERR_INVALID, "coh_gpt_set_stage_slots");
+    CHECK_FAILS(coh_gpt_set_stage_slots(mid, MB, 1, &lo, &(int){5}, 0, 0), COH_ERR_INVALID,
+                "invalid layer range 1..4");
+    CHECK_OK(coh_gpt_set_stage_slots(mid, MB, 1, &lo, &hi, 0, 0));
+    CHECK_FAILS(coh_gpt_set_stage_slots(mid, MB, 1, &lo, &hi, 0, 0), COH_ERR_INVALID, "once");
+    coh_gpt_zero_grad(whole);
+    coh_gpt_zero_grad(mid);
+    static float x[B * T * 16], yw[B * T * 16], ym[B * T * 16], dw[B * T * 16], dm[B * T * 16];
+    for (int k = 0; k < MB; k++) {
+        for (int i = 0; i < B * T * 16; i++)
+            x[i] = (float)((i * 13 + k * 7) % 29) / 29.0f - 0.5f;
+        CHECK_OK(coh_gpt_stage_forward(whole, k, lo, hi, NULL, x, NULL, B, T, 0.5f, yw, NULL));
+        CHECK_OK(coh_gpt_stage_forward(mid, k, lo, hi, NULL, x, NULL, B, T, 0.5f, ym, NULL));
+        CHECK(!memcmp(yw, ym, sizeof yw));
+    }
+    for (int k = MB - 1; k >= 0; k--) {
+        CHECK_OK(coh_gpt_stage_backward(whole, k, lo, hi, x, B, T, dw));
+        CHECK_OK(coh_gpt_stage_backward(mid, k, lo, hi, x, B, T, dm));
+        CHECK(!memcmp(dw, dm, sizeof dw));
+    }
+    size_t n;
+    const float *gw = coh_gpt_grads(whole, &n), *gm = coh_gpt_grads(mid, NULL);
+    CHECK(!memcmp(gw, gm, n * sizeof(float)));
+    int32_t tok[B * T] = {0};
+    float loss;
+    CHECK_FAILS(coh_gpt_stage_forward(mid, 0, 0, 1, tok, NULL, NULL, B, T, 1.0f, x, NULL),
+                COH_ERR_INVALID, "slot 0 keeps no activations");
+    CHECK_FAILS(coh_gpt_stage_forward(mid, 0, 3, 4, NULL, x, tok, B, T, 1.0f, NULL, &loss),
+                COH_ERR_INVALID, "slot 0 keeps no activations");
+    CHECK_FAILS(coh_gpt_step(mid, tok, tok, B, T, 1.0f, &loss), COH_ERR_INVALID,
+                "keeps no activations");
+    coh_gpt_destroy(mid);
+    /* a chunk of block 0 without the embeddings (another stage holds them): its input lands
+     * where the embeddings' output would */
+    int zero = 0, one = 1;
+    CHECK_OK(coh_gpt_create_stage(&CFG, B, T, &mid));
+    coh_gpt_init_weights(mid, 7);
+    CHECK_OK(coh_gpt_set_stage_slots(mid, 1, 1, &zero, &one, 0, 0));
+    CHECK_OK(coh_gpt_chunk_forward(whole, 0, 0, 1, 0, NULL, x, NULL, B, T, 0.5f, yw, NULL));
+    CHECK_OK(coh_gpt_chunk_forward(mid, 0, 0, 1, 0, NULL, x, NULL, B, T, 0.5f, ym, NULL));
+    CHECK(!memcmp(yw, ym, sizeof yw));
+    CHECK_OK(coh_gpt_chunk_backward(whole, 0, 0, 1, 0, x, B, T, dw));
+    CHECK_OK(coh_gpt_chunk_backward(mid, 0, 0, 1, 0, x, B, T, dm));
+    CHECK(!memcmp(dw, dm, sizeof dw));
+    CHECK_FAILS(coh_gpt_chunk_forward(mid, 0, 0, 1, COH_GPT_EMBEDDINGS, tok, NULL, NULL, B, T,
+                                      0.5f, ym, NULL),
+                COH_ERR_INVALID, "keeps no activations");
+    coh_gpt_destroy(whole);
+    coh_gpt_destroy(mid);
+    /* slots keeping only block outputs cannot run without recomputation */
+    CHECK_OK(coh_gpt_create_stage(&CFG, B, T, &mid));
+    CHECK_OK(coh_gpt_set_recompute(mid, 1));
+    CHECK_OK(coh_gpt_set_stage_slots(mid, 1, 1, &lo, &hi, 0, 0));
+    CHECK_FAILS(coh_gpt_set_recompute(mid, 0), COH_ERR_INVALID, "cannot be turned off");
+    coh_gpt_destroy(mid);
+}
+
 int main(void)
 {
     RUN(test_stages_equal_whole);
     RUN(test_stage_errors);
+    RUN(test_stage_slots);
     return CHECK_REPORT();
 }

@@ -174,7 +174,7 @@ static coh_status save_pipeline(coh_par_trainer *t, const char *path, const char
     long step = coh_trainer_get_step(t->base);
     const coh_mesh *m = t->mesh;
     float *full = malloc(t->n * sizeof *full);
-    coh_status st = full ? par_pipe_gather(t, full)
+    coh_status st = full ? par_gather_own(t, full)
                          : coh_errf(COH_ERR_NOMEM, "out of memory gathering the weights");
     /* replicas hold the same state: the first writes; ZeRO-1 slices it: every rank writes */
     int zero1 = t->ndp > 1 && t->cfg.par.strategy == COH_STRATEGY_ZERO1;

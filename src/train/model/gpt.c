@@ -38,37 +38,83 @@ static void arena_views(const coh_gpt_config *c, float *arena, gpt_weights *w, g
 }
 
 /* Carve one slot's saved activations from p in the order gpt_act_sizes counts them. */
-static void slot_views(coh_gpt *g, gpt_slot *sl, float *p, int B, int T)
+/* What a pipeline stage's slot keeps: of each layer `keep`: 0 nothing, 1 its output only (the
+ * input of a chunk starting after it, or a block's output under full recomputation), 2 all it
+ * saves; the embeddings' output (also where a chunk starting at block 0 gets its input); the
+ * token copy; the head's LayerNorm, statistics, losses and dL/dlnf. NULL: the whole model's
+ * slot (no dL/dlnf). */
+typedef struct gpt_slot_plan {
+    int chunks;
+    const int *lo, *hi;   /* (chunks) each chunk's blocks lo..hi-1 */
+    int outputs_only;     /* full recomputation: a block keeps its output alone */
+    int encoded, tokens, head;
+} gpt_slot_plan;
+
+/* What plan's slot keeps of layer l (the `keep` above; computed, no table). */
+static int plan_keep(const gpt_slot_plan *plan, int l)
 {
-    size_t BT = (size_t)B * T, C = (size_t)g->cfg.dim, NH = (size_t)g->NHs;
-    size_t Ca = (size_t)g->Ca, F = (size_t)g->F;
-    gpt_act_sizes_t s;
-    gpt_act_sizes(&g->cfg, B, T, &s);
-    size_t R = s.rows; /* the residual stream's rows this rank keeps */
-#define TAKE(dst, n) (dst = p, p += (n))
-    TAKE(sl->encoded, R * C);
-    TAKE(sl->lnf, BT * C);
-    TAKE(sl->lnf_mean, R);
-    TAKE(sl->lnf_rstd, R);
-    TAKE(sl->losses, BT);
-    for (int l = 0; l < g->cfg.layers; l++) {
-        gpt_layer_acts *a = &sl->la[l];
-        TAKE(a->ln1, R * C);
-        TAKE(a->ln1_mean, R);
-        TAKE(a->ln1_rstd, R);
-        TAKE(a->qkv, BT * 3 * Ca);
-        TAKE(a->atty, BT * Ca);
-        TAKE(a->att_lse, BT * NH);
-        TAKE(a->res2, R * C);
-        TAKE(a->ln2, R * C);
-        TAKE(a->ln2_mean, R);
-        TAKE(a->ln2_rstd, R);
-        TAKE(a->fch, BT * F);
-        TAKE(a->fch_gelu, BT * F);
-        TAKE(a->res3, R * C);
+    int keep = 0;
+    for (int k = 0; k < plan->chunks; k++) {
+        if (l >= plan->lo[k] && l < plan->hi[k])
+            return plan->outputs_only ? 1 : 2;
+        if (l + 1 == plan->lo[k]) /* a chunk's input lands where block lo - 1 leaves it */
+            keep = 1;
     }
-    sl->tokens = (int32_t *)p; /* (B, T), int32 is float-sized */
+    return keep;
+}
+
+/* Carves slot sl's views from p (sl NULL: only counts); returns the floats they take. */
+static size_t slot_carve(coh_gpt *g, gpt_slot *sl, float *p, const gpt_slot_plan *plan)
+{
+    size_t BT = (size_t)g->maxB * g->maxT, C = (size_t)g->cfg.dim, NH = (size_t)g->NHs;
+    size_t Ca = (size_t)g->Ca, F = (size_t)g->F, at = 0;
+    gpt_act_sizes_t s;
+    gpt_act_sizes(&g->cfg, g->maxB, g->maxT, &s);
+    size_t R = s.rows; /* the residual stream's rows this rank keeps */
+    int enc = !plan || plan->encoded, tok = !plan || plan->tokens, head = !plan || plan->head;
+#define TAKE(dst, n) (sl ? (void)((dst) = p + at) : (void)0, at += (n))
+    if (enc)
+        TAKE(sl->encoded, R * C);
+    if (head) {
+        TAKE(sl->lnf, BT * C);
+        TAKE(sl->lnf_mean, R);
+        TAKE(sl->lnf_rstd, R);
+        TAKE(sl->losses, BT);
+    }
+    for (int l = 0; l < g->cfg.layers; l++) {
+        gpt_layer_acts *a = sl ? &sl->la[l] : NULL;
+        int keep = plan ? plan_keep(plan, l) : 2;
+        if (keep == 2) {
+            TAKE(a->ln1, R * C);
+            TAKE(a->ln1_mean, R);
+            TAKE(a->ln1_rstd, R);
+            TAKE(a->qkv, BT * 3 * Ca);
+            TAKE(a->atty, BT * Ca);
+            TAKE(a->att_lse, BT * NH);
+            TAKE(a->res2, R * C);
+            TAKE(a->ln2, R * C);
+            TAKE(a->ln2_mean, R);
+            TAKE(a->ln2_rstd, R);
+            TAKE(a->fch, BT * F);
+            TAKE(a->fch_gelu, BT * F);
+        }
+        if (keep)
+            TAKE(a->res3, R * C);
+    }
+    if (tok) { /* (B, T), int32 is float-sized */
+        if (sl)
+            sl->tokens = (int32_t *)(p + at);
+        at += BT;
+    }
+    if (plan && head)
+        TAKE(sl->dlnf, BT * C);
 #undef TAKE
+    return at;
+}
+
+static void slot_views(coh_gpt *g, gpt_slot *sl, float *p)
+{
+    (void)slot_carve(g, sl, p, NULL);
 }
 
 static void scratch_views(coh_gpt *g, int B, int T)
@@ -84,7 +130,8 @@ static void scratch_views(coh_gpt *g, int B, int T)
     g->lngrad = g->sp ? g->gbuf + BTC : NULL;                /* (2C) */
 }
 
-coh_status coh_gpt_create(const coh_gpt_config *c, int B, int T, coh_gpt **out)
+/* whole: the whole model's slot 0 now; else none until coh_gpt_set_stage_slots */
+static coh_status create(const coh_gpt_config *c, int B, int T, int whole, coh_gpt **out)
 {
     *out = NULL;
     coh_train_memory mem;
@@ -112,10 +159,10 @@ coh_status coh_gpt_create(const coh_gpt_config *c, int B, int T, coh_gpt **out)
     g->slot = calloc(1, sizeof *g->slot);
     if (g->slot)
         g->slot[0].la = calloc((size_t)c->layers, sizeof *g->slot[0].la);
-    g->acts = DEV_ALLOC(g, s.saved * sizeof(float));
+    g->acts = whole ? DEV_ALLOC(g, s.saved * sizeof(float)) : NULL;
     g->dscratch = DEV_ALLOC(g, s.grads * sizeof(float));
     g->logits = DEV_ALLOC(g, s.logits * sizeof(float));
-    if (!g->params || !g->grads || !g->blk || !g->gblk || !g->slot || !g->slot[0].la || !g->acts ||
+    if (!g->params || !g->grads || !g->blk || !g->gblk || !g->slot || !g->slot[0].la || (whole && !g->acts) ||
         !g->dscratch ||
         !g->logits) {
         coh_gpt_destroy(g);
@@ -125,10 +172,21 @@ coh_status coh_gpt_create(const coh_gpt_config *c, int B, int T, coh_gpt **out)
     }
     arena_views(c, g->params, &g->w, g->blk);
     arena_views(c, g->grads, &g->gw, g->gblk);
-    slot_views(g, &g->slot[0], g->acts, B, T);
+    if (whole)
+        slot_views(g, &g->slot[0], g->acts);
     scratch_views(g, B, T);
     *out = g;
     return COH_OK;
+}
+
+coh_status coh_gpt_create(const coh_gpt_config *c, int B, int T, coh_gpt **out)
+{
+    return create(c, B, T, 1, out);
+}
+
+coh_status coh_gpt_create_stage(const coh_gpt_config *c, int B, int T, coh_gpt **out)
+{
+    return create(c, B, T, 0, out);
 }
 
 /* The bf16 operand buffers and scratchpad, if any, back to the backend. */
@@ -169,6 +227,9 @@ const coh_gpt_config *coh_gpt_get_config(const coh_gpt *g) { return &g->cfg; }
 
 coh_status coh_gpt_set_recompute(coh_gpt *g, int full)
 {
+    if (!full && g->outputs_only)
+        return coh_errf(COH_ERR_INVALID, "recomputation cannot be turned off: the stage's slots "
+                        "keep only block outputs");
     if (full && !g->rscratch) {
         gpt_act_sizes_t s;
         gpt_act_sizes(&g->cfg, g->maxB, g->maxT, &s);
@@ -211,6 +272,9 @@ coh_status coh_gpt_set_slots(coh_gpt *g, int slots)
         return coh_errf(COH_ERR_INVALID, "invalid slot count '%d': must be 1..4096", slots);
     if (g->slot_acts)
         return coh_errf(COH_ERR_INVALID, "the model's slots are already set");
+    if (!g->acts)
+        return coh_errf(COH_ERR_INVALID, "a stage's model sizes its slots with "
+                        "coh_gpt_set_stage_slots");
     gpt_act_sizes_t s;
     gpt_act_sizes(&g->cfg, g->maxB, g->maxT, &s);
     size_t BTC = (size_t)g->maxB * g->maxT * (size_t)g->cfg.dim;
@@ -231,7 +295,7 @@ coh_status coh_gpt_set_slots(coh_gpt *g, int slots)
     }
     float *p = acts;
     for (int i = 0; i < slots; i++) {
-        slot_views(g, &sl[i], i ? p : g->acts, g->maxB, g->maxT);
+        slot_views(g, &sl[i], i ? p : g->acts);
         if (i)
             p += s.saved;
         sl[i].dlnf = p;
@@ -243,6 +307,76 @@ coh_status coh_gpt_set_slots(coh_gpt *g, int slots)
     g->nslots = slots;
     g->slot_acts = acts;
     return COH_OK;
+}
+
+/* COH_ERR_INVALID for a chunk outside the model. */
+static coh_status check_chunks(const coh_gpt *g, int chunks, const int *lo, const int *hi)
+{
+    int L = g->cfg.layers;
+    if (chunks < 1 || chunks > L + 2)
+        return coh_errf(COH_ERR_INVALID, "invalid chunk count '%d': must be 1..%d", chunks, L + 2);
+    for (int k = 0; k < chunks; k++)
+        if (lo[k] < 0 || hi[k] > L || lo[k] > hi[k])
+            return coh_errf(COH_ERR_INVALID, "invalid layer range %d..%d: the model has layers "
+                            "0..%d", lo[k], hi[k] - 1, L - 1);
+    return COH_OK;
+}
+
+coh_status coh_gpt_set_stage_slots(coh_gpt *g, int slots, int chunks, const int *lo,
+                                   const int *hi, int embeddings, int head)
+{
+    if (slots < 1 || slots > 4096)
+        return coh_errf(COH_ERR_INVALID, "invalid slot count '%d': must be 1..4096", slots);
+    if (g->slot_acts || g->acts)
+        return coh_errf(COH_ERR_INVALID, "stage slots need a model from coh_gpt_create_stage, "
+                        "once");
+    int L = g->cfg.layers;
+    coh_status st = check_chunks(g, chunks, lo, hi);
+    if (st)
+        return st;
+    int at0 = embeddings != 0; /* a chunk starting at block 0 gets its input where the
+                                  embeddings leave theirs */
+    for (int k = 0; k < chunks; k++)
+        at0 |= lo[k] == 0;
+    gpt_slot_plan plan = {chunks, lo, hi, g->recompute, at0, embeddings != 0, head != 0};
+    size_t per = slot_carve(g, NULL, NULL, &plan);
+    gpt_slot *sl = calloc((size_t)slots, sizeof *sl);
+    float *acts = DEV_ALLOC(g, (size_t)slots * per * sizeof(float));
+    int ok = sl && acts;
+    for (int i = 0; ok && i < slots; i++)
+        ok = (sl[i].la = calloc((size_t)L, sizeof *sl[i].la)) != NULL;
+    for (int i = 0; ok && i < slots; i++)
+        slot_carve(g, &sl[i], acts + (size_t)i * per, &plan);
+    if (!ok) {
+        for (int i = 0; sl && i < slots; i++)
+            free(sl[i].la);
+        free(sl);
+        DEV_FREE(g, acts);
+        return coh_errf(COH_ERR_NOMEM, "out of memory for %d activation slots", slots);
+    }
+    free(g->slot[0].la);
+    free(g->slot);
+    g->slot = sl;
+    g->nslots = slots;
+    g->slot_acts = acts;
+    g->outputs_only = g->recompute;
+    return COH_OK;
+}
+
+/* Whether a stage's slot keeps what layers lo..hi-1 and the ends save (a stage's slots keep
+ * only its own; the whole model's keep everything). */
+int gpt_slot_keeps(const coh_gpt *g, const gpt_slot *sl, int lo, int hi, int ends)
+{
+    if ((ends & COH_GPT_EMBEDDINGS) && (!sl->encoded || !sl->tokens))
+        return 0;
+    if ((ends & COH_GPT_HEAD) && !sl->lnf)
+        return 0;
+    if (lo > 0 ? !sl->la[lo - 1].res3 : !sl->encoded) /* where the chunk's input lands */
+        return 0;
+    for (int l = lo; l < hi; l++)
+        if (!sl->la[l].res3 || (!g->recompute && !sl->la[l].ln1))
+            return 0;
+    return 1;
 }
 
 coh_status coh_gpt_set_head_shards(coh_gpt *g, int shards, const int *held, int keep_logits)

@@ -65,8 +65,9 @@ typedef struct gpt_layer_acts {
 } gpt_layer_acts;
 
 /* What one micro-batch keeps from its forward pass for its backward pass. A pipeline stage
- * holds one slot per micro-batch in flight; the whole model on one device uses slot 0. Only the
- * layers a stage runs are ever written, so the others' pages are never resident. */
+ * holds one slot per micro-batch in flight; the whole model on one device uses slot 0. A
+ * stage's slots (coh_gpt_set_stage_slots) have views only for what it runs: the others are
+ * NULL. */
 typedef struct gpt_slot {
     float *encoded;        /* (B,T,C) */
     float *lnf, *lnf_mean, *lnf_rstd; /* (B,T,C), (B,T), (B,T) */
@@ -79,6 +80,10 @@ typedef struct gpt_slot {
     gpt_layer_acts *la;    /* (L) */
     float *dlnf;           /* (B,T,C) the fused head's dL/dlnf until backward (stages only) */
 } gpt_slot;
+
+/* Whether slot sl keeps what layers lo..hi-1 and the ends (COH_GPT_*) save: a stage's slots
+ * (coh_gpt_set_stage_slots) keep only its own; the whole model's keep everything. */
+int gpt_slot_keeps(const coh_gpt *g, const gpt_slot *sl, int lo, int hi, int ends);
 
 struct coh_gpt {
     coh_gpt_config cfg;
@@ -94,6 +99,7 @@ struct coh_gpt {
     int nslots;
     float *slot_acts;      /* saved activations of slots 1.. and every slot's dlnf */
     int recompute;         /* keep only block outputs; rebuild a block's activations in backward */
+    int outputs_only;      /* the stage's slots keep only block outputs: recompute stays on */
     float *rscratch;       /* (per_layer) the one block's activations being rebuilt */
     float *dscratch;       /* backward scratch, carved into the three below */
     float *dres;           /* (R,C) dL/d(residual stream) over this rank's R rows */

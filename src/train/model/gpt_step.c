@@ -281,6 +281,9 @@ static coh_status check_stage(const coh_gpt *g, int slot, int lo, int hi, int en
     if ((lo > 0 || hi < L || ends != (COH_GPT_EMBEDDINGS | COH_GPT_HEAD)) && !g->slot_acts)
         return coh_errf(COH_ERR_INVALID, "layer range %d..%d: a stage needs coh_gpt_set_slots",
                         lo, hi - 1);
+    if (!gpt_slot_keeps(g, &g->slot[slot], lo, hi, ends))
+        return coh_errf(COH_ERR_INVALID, "layer range %d..%d: slot %d keeps no activations for "
+                        "it (the stage's slots were sized for other layers)", lo, hi - 1, slot);
     if (B < 1 || B > g->maxB)
         return coh_errf(COH_ERR_INVALID, "invalid batch '%d': the model was created for 1..%d",
                         B, g->maxB);

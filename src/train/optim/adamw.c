@@ -7,6 +7,7 @@
 
 #include "cohort/train.h"
 #include "train/backend/backend.h"
+#include "train/optim/clip.h"
 
 /* The state covers segments: pieces of the arena inside one tensor (so one decay flag each),
  * stored back to back in m and v from moff. The full optimizer has one segment per tensor. */
@@ -140,13 +141,31 @@ void coh_adamw_update(coh_adamw *o, float *params, const float *grads, const coh
     }
 }
 
+double coh_clip_grads(const coh_backend *be, float *grads, const coh_clip_ranges *r,
+                      coh_clip_reduce reduce, void *ctx, double max_norm, coh_status *err)
+{
+    double sum = 0.0;
+    *err = COH_OK;
+    for (int k = 0; k < r->n; k++) /* each in an order fixed by its length alone */
+        if (!r->counted || r->counted[k])
+            sum += be->sumsq(grads + r->b[k], r->e[k] - r->b[k]);
+    if (reduce && (*err = reduce(ctx, &sum)))
+        return sqrt(sum);
+    double norm = sqrt(sum);
+    if (max_norm > 0.0 && norm > max_norm) {
+        float f = (float)(max_norm / (norm + 1e-6));
+        for (int k = 0; k < r->n; k++)
+            be->scale(grads + r->b[k], r->e[k] - r->b[k], f);
+    }
+    return norm;
+}
+
 double coh_clip_grad_norm(float *grads, size_t count, double max_norm)
 {
-    const coh_backend *be = coh_backend_current();
-    double norm = sqrt(be->sumsq(grads, count)); /* summed in an order fixed by count alone */
-    if (max_norm > 0.0 && norm > max_norm)
-        be->scale(grads, count, (float)(max_norm / (norm + 1e-6)));
-    return norm;
+    size_t b = 0;
+    coh_clip_ranges whole = {&b, &count, NULL, 1};
+    coh_status err;
+    return coh_clip_grads(coh_backend_current(), grads, &whole, NULL, NULL, max_norm, &err);
 }
 
 float coh_lr_schedule(long step, long warmup, long total, float lr, float min_frac)

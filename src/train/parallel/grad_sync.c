@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "train/backend/backend.h"
+#include "train/optim/clip.h"
 #include "train/parallel/par_trainer_int.h"
 
 /* --grad-reduce-dtype bf16: a bucket's gradients rounded to bf16 (nearest even) in g16, reduced
@@ -159,33 +160,75 @@ void par_grad_hook(void *ctx, int layer, size_t begin, size_t end)
         t->err = par_grad_collect(t, 0);
 }
 
-/* The global norm: this rank's sum of squares over what it holds (ZeRO-2/3: its own chunks),
- * summed over the shards that split it (dp for ZeRO-2/3, tp), then the same scale everywhere. */
-double par_clip(coh_par_trainer *t)
+static void clip_push(coh_par_trainer *t, size_t b, size_t e, int counted)
 {
-    double clip = t->cfg.train.grad_clip;
-    int tp = t->mesh->tp > 1;
-    if (t->zero_stage < 2 && !tp)
-        return coh_clip_grad_norm(t->grads, t->n, clip);
-    double sum = 0.0;
-    if (t->zero_stage < 2)
-        sum = par_sumsq(t, 0, t->n);
-    for (int k = t->nbk - 1; t->zero_stage >= 2 && k >= 0; k--)
-        sum += par_sumsq(t, t->bk[k].own_b, t->bk[k].own_e);
+    if (b >= e)
+        return;
+    t->clip_b[t->nclip] = b;
+    t->clip_e[t->nclip] = e;
+    t->clip_counted[t->nclip++] = (unsigned char)counted;
+}
+
+/* Appends [b, e) to the clip ranges, split where it crosses a tensor every tensor-parallel rank
+ * holds whole: those parts are counted by tp rank 0 only. */
+static void clip_add(coh_par_trainer *t, size_t b, size_t e, int counted)
+{
+    for (int k = 0; t->mesh->tp_rank > 0 && k < t->nrep && b < e; k++) {
+        if (t->rep_e[k] <= b || t->rep_b[k] >= e)
+            continue;
+        size_t rb = t->rep_b[k] > b ? t->rep_b[k] : b, re = t->rep_e[k] < e ? t->rep_e[k] : e;
+        clip_push(t, b, rb, counted);
+        clip_push(t, rb, re, 0);
+        b = re;
+    }
+    clip_push(t, b, e, counted);
+}
+
+coh_status par_clip_plan(coh_par_trainer *t)
+{
+    const coh_pipe_stage *lay = t->pipe ? par_pipe_layout(t->pipe) : NULL;
+    int held = lay ? lay->nranges : t->zero_stage >= 2 ? t->nown : 1;
+    size_t cap = (size_t)held * (2 * (size_t)t->nrep + 1);
+    t->clip_b = malloc(cap * sizeof *t->clip_b);
+    t->clip_e = malloc(cap * sizeof *t->clip_e);
+    t->clip_counted = malloc(cap);
+    if (!t->clip_b || !t->clip_e || !t->clip_counted)
+        return coh_errf(COH_ERR_NOMEM, "out of memory for the clipper's ranges");
+    t->nclip = 0;
+    for (int k = 0; k < held; k++) {
+        if (lay) /* the head's copy of the tied wte: the first stage counts it */
+            clip_add(t, lay->begin[k], lay->end[k], !(lay->tied_copy && lay->begin[k] == 0));
+        else if (t->zero_stage >= 2) /* the own chunks, in arena order */
+            clip_add(t, t->own_rb[k], t->own_re[k], 1);
+        else
+            clip_add(t, 0, t->n, 1);
+    }
+    return COH_OK;
+}
+
+/* The sum of squares completed over the groups that split the parameters: dp for ZeRO-2/3, the
+ * pipeline's stages, the tensor-parallel shards. */
+static coh_status clip_reduce(void *ctx, double *sum)
+{
+    coh_par_trainer *t = ctx;
     coh_status st = COH_OK;
     if (t->zero_stage >= 2)
-        st = coh_allreduce(t->dp, &sum, &sum, 1, COH_F64, COH_SUM);
-    if (!st && tp)
-        st = coh_allreduce(t->mesh->tp_comm, &sum, &sum, 1, COH_F64, COH_SUM);
+        st = coh_allreduce(t->dp, sum, sum, 1, COH_F64, COH_SUM);
+    if (!st && t->mesh->pp > 1)
+        st = coh_allreduce(t->mesh->pp_comm, sum, sum, 1, COH_F64, COH_SUM);
+    if (!st && t->mesh->tp > 1)
+        st = coh_allreduce(t->mesh->tp_comm, sum, sum, 1, COH_F64, COH_SUM);
+    return st;
+}
+
+double par_clip(coh_par_trainer *t)
+{
+    coh_clip_ranges r = {t->clip_b, t->clip_e, t->clip_counted, t->nclip};
+    int split = t->zero_stage >= 2 || t->mesh->pp > 1 || t->mesh->tp > 1;
+    coh_status st;
+    double norm = coh_clip_grads(t->be, t->grads, &r, split ? clip_reduce : NULL, t,
+                                 t->cfg.train.grad_clip, &st);
     if (st && !t->err)
         t->err = st;
-    double norm = sqrt(sum);
-    if (clip > 0.0 && norm > clip) {
-        float f = (float)(clip / (norm + 1e-6));
-        if (t->zero_stage < 2)
-            par_scale(t, 0, t->n, f);
-        for (int k = 0; t->zero_stage >= 2 && k < t->nbk; k++)
-            par_scale(t, t->bk[k].own_b, t->bk[k].own_e, f);
-    }
     return norm;
 }

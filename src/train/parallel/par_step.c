@@ -102,7 +102,7 @@ static coh_status train_step(coh_par_trainer *t, coh_batch_fn next, void *ctx,
     if (st)
         return st;
     par_trace_event(t->trace, "forward+backward", "step", 0, t0, par_now_us());
-    out->grad_norm = t->pipe ? par_pipe_clip(t) : par_clip(t);
+    out->grad_norm = par_clip(t);
     if (t->err)
         return t->err;
     out->lr = coh_lr_schedule(coh_trainer_get_step(t->base), c->warmup, c->steps, c->lr,
@@ -131,60 +131,82 @@ coh_status coh_par_trainer_step(coh_par_trainer *t, coh_batch_fn next, void *ctx
     return st;
 }
 
+/* One evaluation micro-batch (forward only); *sum gets its loss. */
+static coh_status eval_batch(coh_par_trainer *t, coh_batch_fn next, void *ctx, double *sum)
+{
+    if (t->pipe)
+        return par_pipe_eval_batch(t, next, ctx, sum);
+    float l = 0.0f;
+    coh_status st = next(ctx, t->batch_in, t->batch_tg);
+    if (!st)
+        st = micro_step(t, 0.0f, &l);
+    *sum += l;
+    return st;
+}
+
+/* The mean loss over n micro-batches, on every rank: the last stage's summed over the pipeline
+ * (the others add 0), averaged over dp. */
 coh_status coh_par_trainer_eval(coh_par_trainer *t, coh_batch_fn next, void *ctx, long n,
                                 double *loss)
 {
-    coh_status st = COH_OK;
-    if (t->pipe) {
-        st = par_pipe_eval(t, next, ctx, n, loss);
-        if (!st && t->ndp > 1)
-            st = coh_allreduce(t->dp, loss, loss, 1, COH_F64, COH_AVG);
-        return st;
-    }
     double sum = 0.0;
-    for (long k = 0; !st && k < n; k++) {
-        float l = 0.0f;
-        if (!(st = next(ctx, t->batch_in, t->batch_tg)))
-            st = micro_step(t, 0.0f, &l);
-        sum += l;
-    }
+    coh_status st = COH_OK;
+    for (long k = 0; !st && k < n; k++)
+        st = eval_batch(t, next, ctx, &sum);
+    coh_status fl = t->pipe ? par_pipe_drain(t) : COH_OK;
+    if (!st)
+        st = fl;
     *loss = n > 0 ? sum / (double)n : 0.0;
+    if (!st && t->mesh->pp > 1)
+        st = coh_allreduce(t->mesh->pp_comm, loss, loss, 1, COH_F64, COH_SUM);
     if (!st && t->ndp > 1)
         st = coh_allreduce(t->dp, loss, loss, 1, COH_F64, COH_AVG);
     return st;
 }
 
-/* This rank's arena whole (its stage's and ZeRO-3 shards gathered), in its own layout. */
-static coh_status gather_own(coh_par_trainer *t, float *out)
+/* ZeRO-3: each bucket gathered over dp, copied out, and given back again. */
+static coh_status gather_zero3(coh_par_trainer *t, float *out)
 {
-    if (t->pipe)
-        return par_pipe_gather(t, out);
-    if (t->zero_stage != 3) {
-        memcpy(out, t->params, t->n * sizeof *out);
-        return COH_OK;
-    }
     for (int k = 0; k < t->nbk; k++) {
         par_bucket *b = &t->bk[k];
         coh_status st = par_gather_bucket(t, k, 1);
         if (st)
             return st;
-        memcpy(out + b->begin, t->params + b->begin, (b->end - b->begin) * sizeof *out);
+        t->be->copy(out + b->begin, t->params + b->begin, (b->end - b->begin) * sizeof *out,
+                    COH_COPY_D2H);
         par_params_give_back(t, b);
         b->present = 0;
     }
     return COH_OK;
 }
 
+coh_status par_gather_own(coh_par_trainer *t, float *out)
+{
+    if (t->zero_stage == 3)
+        return gather_zero3(t, out);
+    if (!t->pipe) {
+        t->be->copy(out, t->params, t->n * sizeof *out, COH_COPY_D2H);
+        return COH_OK;
+    }
+    const coh_pipe_stage *lay = par_pipe_layout(t->pipe);
+    memset(out, 0, t->n * sizeof *out);
+    for (int k = 0; k < lay->nranges; k++)
+        if (!(lay->tied_copy && lay->begin[k] == 0))
+            t->be->copy(out + lay->begin[k], t->params + lay->begin[k],
+                        (lay->end[k] - lay->begin[k]) * sizeof *out, COH_COPY_D2H);
+    return coh_allreduce(t->mesh->pp_comm, out, out, t->n, COH_F32, COH_SUM);
+}
+
 coh_status coh_par_trainer_gather_params(coh_par_trainer *t, float *out)
 {
     if (t->mesh->tp == 1)
-        return gather_own(t, out);
+        return par_gather_own(t, out);
     coh_gpt_config whole = t->cfg.train.model;
     whole.tp = 1;
     float *shard = malloc(t->n * sizeof *shard);
     if (!shard)
         return coh_errf(COH_ERR_NOMEM, "out of memory gathering the parameters");
-    coh_status st = gather_own(t, shard);
+    coh_status st = par_gather_own(t, shard);
     if (!st) /* each shard's tensors into their places, summed over the tp group: exact */
         st = par_tp_gather(t, shard, out, coh_gpt_param_count(&whole));
     free(shard);

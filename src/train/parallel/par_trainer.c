@@ -84,8 +84,8 @@ static coh_status alloc_state(coh_par_trainer *t)
 }
 
 /* pp > 1: the whole arena is reserved but only this stage's ranges are ever written (and
- * resident), its optimizer covers them, and its activations have one slot per micro-batch the
- * schedule keeps in flight. */
+ * held), its optimizer covers them, and its activations have one slot per micro-batch the
+ * schedule keeps in flight, each sized for the stage's own layers. */
 static coh_status build_pipeline(coh_par_trainer *t, coh_gpt *model, coh_adamw **opt)
 {
     const coh_gpt_config *c = &t->cfg.train.model;
@@ -103,10 +103,10 @@ static coh_status build_pipeline(coh_par_trainer *t, coh_gpt *model, coh_adamw *
                                         t->own_re);
     par_pipe_keep_own(t, coh_gpt_params(model, NULL));
     int full = t->cfg.par.recompute == COH_RECOMPUTE_FULL;
-    if ((st = coh_gpt_set_slots(model, par_pipe_slots(t->pipe))) ||
+    if ((st = coh_gpt_set_stage_slots(model, par_pipe_slots(t->pipe), lay->chunks, lay->lo,
+                                      lay->hi, lay->first, lay->head)) ||
         (st = par_pipe_setup_model(t->pipe, model, full)))
         return st;
-    par_pipe_forget_idle_acts(t, full);
     return coh_adamw_create_ranges(c, t->own_rb, t->own_re, t->nown, opt);
 }
 
@@ -115,7 +115,9 @@ static coh_status build(coh_par_trainer *t)
     const coh_par_config *c = &t->cfg;
     coh_gpt *model;
     coh_adamw *opt = NULL;
-    coh_status st = coh_gpt_create(&c->train.model, c->train.batch, c->train.seq, &model);
+    /* a pipeline stage's activations are sized for its own layers (build_pipeline) */
+    coh_status st = (t->mesh->pp > 1 ? coh_gpt_create_stage : coh_gpt_create)(
+        &c->train.model, c->train.batch, c->train.seq, &model);
     if (st)
         return st;
     t->model = model;
@@ -159,7 +161,7 @@ static coh_status build(coh_par_trainer *t)
     /* dp: this rank's model is device 0; the replicas join it over the thread transport */
     if (c->par.strategy == COH_STRATEGY_DP && (st = par_dp_build(t)))
         return st;
-    return alloc_state(t);
+    return (st = par_clip_plan(t)) ? st : alloc_state(t);
 }
 
 /* The model's tensor-parallel all-reduces on the trace's fourth track. */
@@ -291,5 +293,8 @@ void coh_par_trainer_destroy(coh_par_trainer *t)
     free(t->dev_peak);
     free(t->rep_b);
     free(t->rep_e);
+    free(t->clip_b);
+    free(t->clip_e);
+    free(t->clip_counted);
     free(t);
 }

@@ -7,7 +7,8 @@
  *   backward (grad hook: when a bucket's last layer is done, start its async all-reduce (DDP,
  *             ZeRO-1) or reduce-scatter (ZeRO-2/3); on earlier micro-steps DDP/ZeRO-1 skip it)
  *   wait     (ZeRO-2/3: keep the own chunk of each bucket, release the rest of the gradients)
- *   clip     (global norm: local for full gradients, summed over shards for ZeRO-2/3)
+ *   clip     (global norm: one clipper over what the rank holds, summed over the groups
+ *             that split the parameters: dp for ZeRO-2/3, pp, tp)
  *   AdamW    (on the own chunks only for ZeRO; full for single/DDP)
  *   gather   (ZeRO-1/2: all-gather the updated chunks; ZeRO-3 gathers on next use)
  *
@@ -91,6 +92,9 @@ struct coh_par_trainer {
     par_pipe *pipe;          /* pp > 1: this rank's stage and its schedule */
     size_t *rep_b, *rep_e;   /* tp > 1: arena ranges of the replicated tensors, sorted */
     int nrep;
+    size_t *clip_b, *clip_e; /* (nclip) the clipper's ranges (par_clip_plan) */
+    unsigned char *clip_counted;
+    int nclip;
     double tp_step_s;        /* the last step's time in tensor-parallel all-reduces */
 };
 
@@ -119,13 +123,13 @@ uint64_t par_resident(const float *base, size_t b, size_t e);
 void par_grad_hook(void *ctx, int layer, size_t begin, size_t end);
 /* Collect finished (or, with `all`, every) bucket communication. */
 coh_status par_grad_collect(coh_par_trainer *t, int all);
+/* The ranges the clipper sums and scales (clip_b, clip_e, clip_counted): the gradients this rank
+ * holds after the sync (all of them; ZeRO-2/3's own chunks; a stage's ranges), each parameter of
+ * the whole model counted on one rank only: the head's copy of the tied wte is left to the first
+ * stage, the tensors a tensor-parallel shard holds whole to tp rank 0. After the build. */
+coh_status par_clip_plan(coh_par_trainer *t);
+/* The one clipper (train/optim/clip.h) over those ranges and the groups that split them. */
 double par_clip(coh_par_trainer *t);
-/* Sum of squared gradients over [b, e), each parameter of the whole model counted once: on a
- * tensor-parallel shard other than the first, the replicated tensors are left out (shard 0
- * counts them), so summing over the tp group gives the whole model's. */
-double par_sumsq(const coh_par_trainer *t, size_t b, size_t e);
-/* Scale [b, e) of the gradients by f. */
-void par_scale(coh_par_trainer *t, size_t b, size_t e, float f);
 /* The replicated tensors' ranges of a tensor-parallel shard (rep_b, rep_e). */
 coh_status par_find_replicated(coh_par_trainer *t);
 
@@ -144,6 +148,12 @@ coh_status par_dp_forward_backward(coh_par_trainer *t, coh_batch_fn next, void *
  * before one); NULL / 0 for d out of range. */
 coh_gpt *par_dp_device_model(const par_dp *dp, int d);
 int par_dp_device_threads(const par_dp *dp, int d);
+
+/* par_step.c: this rank's arena whole, in its own layout (a tensor-parallel shard's): the
+ * ranges of its stage (all of them with one stage; the tied wte from the first stage only),
+ * ZeRO-3's shards gathered over dp, summed over the pipeline's stages. Collective over dp
+ * (ZeRO-3) and pp. */
+coh_status par_gather_own(coh_par_trainer *t, float *out);
 
 /* pipe_exec.c: pipeline parallelism (pp > 1) */
 /* Receives the pipeline's receiver thread may hold at once, the one being read included. */
@@ -165,8 +175,6 @@ int par_pipe_optimizer_ranges(const par_pipe *pp, size_t vc, int rdp, int ndp, i
 coh_status par_pipe_share_update(coh_par_trainer *t);
 /* Zero and give back the pages of every parameter this stage does not hold (after a full load). */
 void par_pipe_keep_own(coh_par_trainer *t, float *params);
-/* The activation slots' places of blocks other stages run are never written: not held. */
-void par_pipe_forget_idle_acts(coh_par_trainer *t, int recompute);
 /* pipe_layout.c: the estimated compute of a model chunk, in any one unit: per block, and what
  * the first virtual stage (embeddings) and the last (final LayerNorm, LM head, loss) add. */
 typedef struct pipe_chunk_cost {
@@ -215,9 +223,12 @@ void par_pipe_split_chain(const coh_gpt_config *c, int T, const coh_pipe_shape *
 int par_pipe_count_slots(const coh_pipe_action *a, int n, int m);
 coh_status par_pipe_forward_backward(coh_par_trainer *t, coh_batch_fn next, void *ctx,
                                      double *loss);
-double par_pipe_clip(coh_par_trainer *t);
-coh_status par_pipe_eval(coh_par_trainer *t, coh_batch_fn next, void *ctx, long n, double *loss);
-coh_status par_pipe_gather(coh_par_trainer *t, float *out);
+/* One evaluation micro-batch through the stage (forward only); the last stage adds its loss to
+ * *loss. par_pipe_drain after the last: the sends still in flight. */
+coh_status par_pipe_eval_batch(coh_par_trainer *t, coh_batch_fn next, void *ctx, double *loss);
+coh_status par_pipe_drain(coh_par_trainer *t);
+/* The group of the stages holding a copy of the tied wte (NULL: none). */
+coh_comm *par_pipe_embed(const par_pipe *pp);
 /* "0-2" or, with chunks, "0-0,4-4": the layers this rank holds. */
 void par_pipe_describe(const par_pipe *pp, char *buf, size_t cap);
 

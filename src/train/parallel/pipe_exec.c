@@ -1,7 +1,7 @@
 /* pipe_exec.c: the pipeline-parallel step: this rank's stage (its model chunks' layer ranges),
  * one executor that runs any schedule's action list (schedule.c) with sends and receives on
  * threads of their own, the tied embedding's gradient summed between the first and last stage,
- * the loss and the clipping norm reduced over the pipeline, and dp replicas of each stage
+ * the loss reduced over the pipeline, and dp replicas of each stage
  * averaged.
  *
  * Point to point runs on two-rank communicators, one per direction of each neighbouring pair:
@@ -480,19 +480,6 @@ static int chunk_loss(const par_pipe *pp, int k)
     return pp->layout.head_hi[k] == pp->layout.head_shards;
 }
 
-void par_pipe_forget_idle_acts(coh_par_trainer *t, int recompute)
-{
-    const par_pipe *pp = t->pipe;
-    int held = 0;
-    for (int k = 0; k < pp->layout.chunks; k++)
-        held += pp->hi[k] - pp->lo[k];
-    gpt_act_sizes_t s;
-    gpt_act_sizes(&t->cfg.train.model, t->cfg.train.batch, t->cfg.train.seq, &s);
-    if (!recompute && held < pp->L) /* every slot's place for the other stages' blocks */
-        coh_dev_forget(t->be, (size_t)(pp->L - held) * s.per_layer * sizeof(float) *
-                                  (size_t)pp->nslots);
-}
-
 coh_status par_pipe_setup_model(const par_pipe *pp, coh_gpt *model, int recompute)
 {
     const coh_pipe_stage *lay = &pp->layout;
@@ -581,32 +568,6 @@ static coh_status reduce_grads(coh_par_trainer *t)
     return st;
 }
 
-double par_pipe_clip(coh_par_trainer *t)
-{
-    par_pipe *pp = t->pipe;
-    int head_copy = pp->layout.tied_copy; /* counted on stage 0 */
-    const coh_pipe_stage *lay = &pp->layout;
-    double sum = 0.0;
-    for (int k = 0; k < lay->nranges; k++) {
-        size_t b = lay->begin[k];
-        if (head_copy && b == 0)
-            continue;
-        sum += par_sumsq(t, b, lay->end[k]);
-    }
-    coh_status st = coh_allreduce(t->mesh->pp_comm, &sum, &sum, 1, COH_F64, COH_SUM);
-    if (!st && t->mesh->tp > 1)
-        st = coh_allreduce(t->mesh->tp_comm, &sum, &sum, 1, COH_F64, COH_SUM);
-    if (st && !t->err)
-        t->err = st;
-    double norm = sqrt(sum), clip = t->cfg.train.grad_clip;
-    if (clip > 0.0 && norm > clip) {
-        float f = (float)(clip / (norm + 1e-6));
-        for (int k = 0; k < lay->nranges; k++)
-            par_scale(t, lay->begin[k], lay->end[k], f);
-    }
-    return norm;
-}
-
 /* All ranks read the step's micro-batches, so every loader stays where single's would be. */
 static coh_status read_batches(coh_par_trainer *t, coh_batch_fn next, void *ctx, int count)
 {
@@ -646,74 +607,21 @@ coh_status par_pipe_forward_backward(coh_par_trainer *t, coh_batch_fn next, void
     return st;
 }
 
-coh_status par_pipe_eval(coh_par_trainer *t, coh_batch_fn next, void *ctx, long n, double *loss)
+coh_status par_pipe_eval_batch(coh_par_trainer *t, coh_batch_fn next, void *ctx, double *loss)
 {
     par_pipe *pp = t->pipe;
-    double sum = 0.0;
-    coh_status st = COH_OK;
-    for (long k = 0; !st && k < n; k++) {
-        if (!(st = read_batches(t, next, ctx, 1)))
-            st = run_list(t, pp->eval_acts, pp->neval, 0, 0.0f, &sum);
-    }
-    coh_status fl = pipe_flush(pp);
-    if (!st)
-        st = fl;
-    sum = n > 0 ? sum / (double)n : 0.0;
-    if (!st)
-        st = coh_allreduce(t->mesh->pp_comm, &sum, &sum, 1, COH_F64, COH_SUM);
-    *loss = sum;
-    return st;
+    coh_status st = read_batches(t, next, ctx, 1);
+    return st ? st : run_list(t, pp->eval_acts, pp->neval, 0, 0.0f, loss);
 }
 
-/* Full parameters on every rank: each stage gives its ranges (wte from the first stage only),
- * summed over the pipeline. */
-coh_status par_pipe_gather(coh_par_trainer *t, float *out)
-{
-    par_pipe *pp = t->pipe;
-    int head_copy = pp->layout.tied_copy;
-    memset(out, 0, t->n * sizeof *out);
-    const coh_pipe_stage *lay = &pp->layout;
-    for (int k = 0; k < lay->nranges; k++)
-        if (!(head_copy && lay->begin[k] == 0))
-            memcpy(out + lay->begin[k], t->params + lay->begin[k],
-                   (lay->end[k] - lay->begin[k]) * sizeof *out);
-    return coh_allreduce(t->mesh->pp_comm, out, out, t->n, COH_F32, COH_SUM);
-}
+coh_status par_pipe_drain(coh_par_trainer *t) { return pipe_flush(t->pipe); }
 
 void par_pipe_describe(const par_pipe *pp, char *buf, size_t cap)
 {
     coh_pipe_stage_blocks(&pp->layout, buf, cap);
 }
 
-coh_status coh_par_trainer_check_tied(coh_par_trainer *t)
-{
-    par_pipe *pp = t->pipe;
-    if (!pp || !pp->embed)
-        return COH_OK;
-    const coh_gpt_config *c = &t->cfg.train.model;
-    /* piece by piece, so the check adds no copy of wte to the stage's peak: the first stage
-     * (rank 0 of the group) sends, every copy compares */
-    enum { PIECE = 1 << 16 };
-    size_t n = par_wte_size(c);
-    float *copy = malloc(PIECE * sizeof *copy);
-    int64_t differ = 0;
-    coh_status st = copy ? COH_OK : coh_errf(COH_ERR_NOMEM, "out of memory checking wte");
-    for (size_t b = 0; !st && b < n; b += PIECE) {
-        size_t len = n - b < PIECE ? n - b : PIECE;
-        memcpy(copy, t->params + b, len * sizeof *copy);
-        st = coh_broadcast(pp->embed, copy, len, COH_F32, 0);
-        for (size_t i = 0; !st && pp->stage != 0 && i < len; i++)
-            differ += memcmp(&copy[i], &t->params[b + i], sizeof *copy) != 0;
-    }
-    if (!st)
-        st = coh_allreduce(pp->embed, &differ, &differ, 1, COH_I64, COH_SUM);
-    free(copy);
-    if (!st && differ)
-        st = coh_errf(COH_ERR_INTERNAL, "the tied embedding's copies on the first stage and the "
-                      "stages of the LM head differ in %lld elements (of %zu each)",
-                      (long long)differ, n);
-    return st;
-}
+coh_comm *par_pipe_embed(const par_pipe *pp) { return pp->embed; }
 
 coh_status coh_par_trainer_pipeline_times(const coh_par_trainer *t, double *busy_s,
                                           double *idle_s)
