@@ -58,7 +58,7 @@ resume "(2,2,2) -> (2,1,2) zero1" ck ref 4 --tp 2 --strategy zero1 "${mb2[@]}"
 # a ZeRO-1 pipeline's shard set, written without tensor parallelism, resumes on tp 2
 "$cohort" run --nproc-per-node 4 "$cohort" train "${model[@]}" --pp 2 --strategy zero1 \
     "${mb2[@]}" --stop-at 6 --save "$work/z1" >"$work/z1.out" 2>&1 || fail "zero1 pipeline save"
-[ -e "$work/z1.zero6-3-of-4" ] || fail "zero1 pipeline shards: $(ls "$work" | grep z1)"
+[ -e "$work/z1.shard6-3-of-4" ] || fail "zero1 pipeline shards: $(ls "$work" | grep z1)"
 resume "(2,2,1) zero1 set -> (1,1,2)" z1 ref 2 --tp 2 "${mb4[@]}"
 
 # cohort eval of a tp 2 run's checkpoint: the run's own final validation loss
