@@ -21,6 +21,7 @@ typedef struct est_request {
     const char *device_from;  /* "--device-memory" or the inventory path */
     int engine;               /* --engine cohort: what cohort's engine allocates */
     int threads;              /* --threads for the engine's per-thread buffers; 0 = default */
+    int save;                 /* --save: the engine's prediction adds a checkpoint's save */
     int precision_given;      /* else the precision is cohort train's (fp32), said in the output */
 } est_request;
 

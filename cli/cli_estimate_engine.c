@@ -39,6 +39,7 @@ static int engine_config(const est_request *r, coh_par_config *pc)
     pc->train.model = (coh_gpt_config){(int)m->layers, (int)m->heads, (int)m->dim, (int)m->vocab,
                                        (int)m->positions, 0, 0};
     pc->par = *s;
+    pc->train.saves = r->save;
     coh_par_config_apply(pc);
     return CLI_OK;
 }
@@ -142,6 +143,7 @@ static void engine_json(const est_request *r, const engine_view *v, const coh_pa
     kv(&w, "model_state_bytes", pb->state.params + pb->state.grads + pb->state.optim);
     kv(&w, "gathered_params_bytes", pb->gathered);
     kv(&w, "grad_buckets_bytes", pb->grad_buckets);
+    kv(&w, "save_bytes", pb->save);
     kv(&w, "total_bytes", pb->total);
     coh_jw_object_end(&w);
     kv(&w, "formula_total_bytes", formula);
@@ -182,9 +184,10 @@ static void engine_text(const est_request *r, const engine_view *v, const coh_pa
         {"logits chunk", tm->logits}, {"attention", tm->attention * (uint64_t)v->threads},
         {"token buffers", pb->engine - (tm->total - 4 * tm->params)},
         {"gathered layers", pb->gathered}, {"gradient buckets", pb->grad_buckets},
-        {"communication", pb->comm}, {"total", pb->total}};
+        {"communication", pb->comm}, {"checkpoint save", pb->save}, {"total", pb->total}};
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
-        printf("  %-18s %14s\n", rows[i].name, est_fmt(rows[i].v, r->si, a, sizeof a));
+        if (rows[i].v || strcmp(rows[i].name, "checkpoint save")) /* with --save only */
+            printf("  %-18s %14s\n", rows[i].name, est_fmt(rows[i].v, r->si, a, sizeof a));
     printf("\npublished model for the same run (fp32, no dropout): %s total, activations %s\n",
            est_fmt(formula, r->si, a, sizeof a),
            est_fmt(e->per_device.activations_bytes, r->si, b, sizeof b));

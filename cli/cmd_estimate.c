@@ -37,10 +37,12 @@ static void usage(FILE *f)
             "  --json                  machine-readable output\n"
             "  --si                    decimal units (GB = 10^9 bytes) instead of GiB\n"
             "  --engine cohort         what cohort's own trainer holds per rank, from the\n"
-            "                          trainer's own bucket plan and shards\n");
+            "                          trainer's own bucket plan and shards\n"
+            "  --save                  with --engine cohort: the run saves checkpoints (adds\n"
+            "                          a save's buffers to the prediction)\n");
 }
 
-enum { O_CONFIG = 256, O_PARAMS, O_LARGEST, O_DEVMEM, O_INVENTORY, O_VIEW, O_JSON, O_SI, O_ENGINE,
+enum { O_CONFIG = 256, O_PARAMS, O_LARGEST, O_DEVMEM, O_INVENTORY, O_VIEW, O_JSON, O_SI, O_ENGINE, O_SAVE,
        O_HELP };
 
 static const struct option own_options[] = {
@@ -53,6 +55,7 @@ static const struct option own_options[] = {
     {"json", no_argument, 0, O_JSON},
     {"si", no_argument, 0, O_SI},
     {"engine", required_argument, 0, O_ENGINE},
+    {"save", no_argument, 0, O_SAVE},
     {"help", no_argument, 0, O_HELP},
     {0, 0, 0, 0},
 };
@@ -84,6 +87,7 @@ static int parse_option(void *ctx, int c, const char *name, const char *arg)
     case O_INVENTORY: p->inventory = arg; break;
     case O_JSON: r->json = 1; break;
     case O_SI: r->si = 1; break;
+    case O_SAVE: r->save = 1; break;
     case O_VIEW:
         for (int i = 0; i < 3; i++)
             if (!strcmp(arg, views[i])) {

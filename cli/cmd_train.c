@@ -160,7 +160,7 @@ static int parse_value(void *ctx, int c, const char *name, const char *a)
     case O_LOGEVERY: return cli_parse_long(CMD, "--log-every", a, 1, BIG, &o->log_every);
     case O_VALEVERY: return cli_parse_long(CMD, "--val-every", a, 1, BIG, &o->val_every);
     case O_VALBATCHES: return cli_parse_long(CMD, "--val-batches", a, 1, BIG, &o->val_batches);
-    case O_SAVE: o->save = a; return 1;
+    case O_SAVE: o->save = a; o->tc.saves = 1; return 1;
     case O_SAVEEVERY: return cli_parse_long(CMD, "--save-every", a, 1, BIG, &o->save_every);
     case O_SAVEDTYPE:
         if (strcmp(a, "fp32") && strcmp(a, "bf16")) {

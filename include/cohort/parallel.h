@@ -67,6 +67,8 @@ typedef struct coh_par_memory {
     uint64_t grad_buckets; /* ZeRO-2/3: other ranks' chunks of gradients not yet reduced, there */
     uint64_t comm;         /* peers' shared-arena gradient pieces this rank reduces (DDP, ZeRO-1)
                               and the transport's staging buffers */
+    uint64_t save;         /* with train.saves: what a checkpoint's save holds besides the state
+                              (its stream and write buffers, its slices' lists) */
     uint64_t total;        /* peak resident growth over the process before the model existed */
     int activation_slots;  /* pipelines: micro-batches whose activations a stage holds at once */
 } coh_par_memory;

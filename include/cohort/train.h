@@ -365,6 +365,8 @@ typedef struct coh_trainer_config {
     uint64_t seed;           /* weight init */
     int save_bf16;           /* checkpoints write the weights in bf16 (an export for inference,
                                 not resumable); 0: fp32, the master weights */
+    int saves;               /* checkpoints are written: the memory prediction adds a save's
+                                buffers (its stream buffer and slice lists) */
 } coh_trainer_config;
 
 /* Defaults: accum 1, warmup 0, lr 3e-4, min_lr_frac 0.1, betas 0.9/0.95, eps 1e-8, wd 0.1,

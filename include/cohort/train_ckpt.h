@@ -53,7 +53,8 @@ coh_status coh_ckpt_state_path(const char *path, char *buf, size_t cap);
 /* Write checkpoint `ckpt`'s weights to `out` as the plain Hugging Face GPT-2 file (HF names,
  * the metadata coh_gpt_save_arena_dtype writes, no state file named) in `dtype` (COH_ST_F32 or
  * COH_ST_BF16, rounded as --save-dtype bf16 rounds): byte-identical to that function's file of
- * the same weights. Streamed tensor by tensor through a 4 MiB buffer; the checkpoint is mapped,
+ * the same weights, from either layout (a sharded checkpoint's pieces read range by range).
+ * Streamed tensor by tensor through a 1 MiB buffer; the checkpoint is mapped,
  * not read into memory. Errors: as coh_st_open, and COH_ERR_INVALID naming a missing or
  * misshapen tensor or another dtype. */
 coh_status coh_ckpt_export(const char *ckpt, const char *out, coh_st_dtype dtype);

@@ -34,14 +34,15 @@ static void entry(const uint8_t *data, size_t size)
     name[size] = '\0';
     const long keep = 12;
     int other = ckpt_other_file(name, keep);
-    const char *kept[] = {".state%ld", ".zero%ld.index", ".zero%ld-0-of-2", ".zero%ld-1-of-2"};
+    const char *kept[] = {".state%ld", ".zero%ld.index", ".zero%ld-0-of-2", ".zero%ld-1-of-2",
+                          ".shard%ld-0-of-2", ".shard%ld-1-of-2"};
     for (size_t i = 0; i < sizeof kept / sizeof *kept; i++) {
         snprintf(mine, sizeof mine, kept[i], keep);
         if (!strcmp(name, mine) && other)
             abort();
     }
     if (other && strncmp(name, ".state", 6) && strncmp(name, ".zero", 5) &&
-        strncmp(name, ".tmp.", 5))
+        strncmp(name, ".shard", 6) && strncmp(name, ".tmp.", 5))
         abort();
 }
 

@@ -31,22 +31,22 @@ for s in ddp zero2; do
     echo "$s: rank 1 killed at step $killed; final loss $b, uninterrupted $a"
 done
 
-# the zero2 checkpoint: one shard per rank and an index, older sets removed
-ls "$work" | grep -q '^zero2.ck.zero150-0-of-2$' && ls "$work" | grep -q '^zero2.ck.zero150-1-of-2$' &&
-    ls "$work" | grep -q '^zero2.ck.zero150.index$' || fail "zero2 shards or index missing: $(ls "$work")"
-[ "$(ls "$work" | grep -c '^zero2.ck.zero')" -eq 3 ] || fail "old shard sets kept: $(ls "$work")"
+# the zero2 checkpoint: one shard per rank (the commit file holds the index), older sets removed
+ls "$work" | grep -q '^zero2.ck.shard150-0-of-2$' && ls "$work" | grep -q '^zero2.ck.shard150-1-of-2$' ||
+    fail "zero2 shards missing: $(ls "$work")"
+[ "$(ls "$work" | grep -c '^zero2.ck.shard')" -eq 2 ] || fail "old shard sets kept: $(ls "$work")"
 
 # a ZeRO checkpoint written by 2 ranks resumes at 4 ranks (zero3) and in one process
 par_model 256 2 2 32 32
 short=("${model[@]}" --deterministic --steps 12 --bucket-mb 0.03)
 "$cohort" train "${short[@]}" --batch 8 --metrics "$work/ref.jsonl" >/dev/null 2>&1
 # what a job killed while removing its previous set leaves: the save removes it, and only it
-touch "$work/x.ck.zero3-1-of-2" "$work/x.ck.zero3.index" "$work/x.ck.zero6-0-of-2.tmp.99" \
-    "$work/x.ck.zero3-1-of-2.keep"
+touch "$work/x.ck.shard3-1-of-2" "$work/x.ck.zero3.index" "$work/x.ck.shard6-0-of-2.tmp.99" \
+    "$work/x.ck.shard3-1-of-2.keep"
 "$cohort" run --nproc-per-node 2 "$cohort" train "${short[@]}" --batch 4 --strategy zero1 \
     --stop-at 6 --save "$work/x.ck" >/dev/null 2>&1 || fail "zero1 save at 2 ranks"
-[ -e "$work/x.ck.zero3-1-of-2" ] || [ -e "$work/x.ck.zero3.index" ] ||
-    [ -e "$work/x.ck.zero6-0-of-2.tmp.99" ] || [ ! -e "$work/x.ck.zero3-1-of-2.keep" ] &&
+[ -e "$work/x.ck.shard3-1-of-2" ] || [ -e "$work/x.ck.zero3.index" ] ||
+    [ -e "$work/x.ck.shard6-0-of-2.tmp.99" ] || [ ! -e "$work/x.ck.shard3-1-of-2.keep" ] &&
     fail "orphaned shard set not removed: $(ls "$work")"
 "$cohort" run --nproc-per-node 4 "$cohort" train "${short[@]}" --batch 2 --strategy zero3 \
     --resume "$work/x.ck" --metrics "$work/x4.jsonl" >"$work/x4.out" 2>&1 ||
@@ -61,8 +61,8 @@ for f in x4 x1; do
 done
 
 # a missing shard is an error naming it, not a silent zero state
-rm "$work/x.ck.zero6-1-of-2"
+rm "$work/x.ck.shard6-1-of-2"
 out=$("$cohort" run --nproc-per-node 2 "$cohort" train "${short[@]}" --batch 4 --strategy zero1 \
     --resume "$work/x.ck" 2>&1)
-[ $? -ne 0 ] && echo "$out" | grep -q "x.ck.zero6-1-of-2" || fail "missing shard not reported: $out"
+[ $? -ne 0 ] && echo "$out" | grep -q "x.ck.shard6-1-of-2" || fail "missing shard not reported: $out"
 par_done "fault tolerance and sharded checkpoints work"

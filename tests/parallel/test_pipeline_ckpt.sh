@@ -17,7 +17,7 @@ model+=(--lr 1e-3 --deterministic --steps 12 --micro-batch 2 --grad-accum 4)
     >/dev/null 2>&1 || fail "uninterrupted single run"
 "$cohort" run --nproc-per-node 2 "$cohort" train "${model[@]}" --pp 2 --stop-at 6 \
     --save "$work/ck" >"$work/save.out" 2>&1 || fail "pp 2 save: $(tail -3 "$work/save.out")"
-for f in ck ck.state6 ck.zero6-0-of-2 ck.zero6-1-of-2 ck.zero6.index; do
+for f in ck ck.state6 ck.shard6-0-of-2 ck.shard6-1-of-2; do
     [ -e "$work/$f" ] || fail "checkpoint file $f missing: $(ls "$work")"
 done
 
@@ -46,7 +46,7 @@ z1=("$cohort" run --nproc-per-node 4 "$cohort" train "${model[@]}" --pp 2 --stra
 "${z1[@]}" --metrics "$work/z1full.jsonl" --dump-params "$work/z1full.bin" >"$work/z1full.out" 2>&1 ||
     fail "zero1 pipeline: $(tail -3 "$work/z1full.out")"
 "${z1[@]}" --stop-at 6 --save "$work/z1" >"$work/z1.out" 2>&1 || fail "zero1 pipeline save: $(tail -3 "$work/z1.out")"
-[ -e "$work/z1.zero6-3-of-4" ] || fail "zero1 pipeline shards: $(ls "$work" | grep z1)"
+[ -e "$work/z1.shard6-3-of-4" ] || fail "zero1 pipeline shards: $(ls "$work" | grep z1)"
 "$cohort" train "${model[@]}" --resume "$work/z1" --metrics "$work/z1r.jsonl" --dump-params "$work/z1r.bin" \
     >"$work/z1r.out" 2>&1 || fail "single from a zero1 pipeline checkpoint: $(tail -3 "$work/z1r.out")"
 tail -n 6 "$work/z1full.jsonl" >"$work/z1full.tail.jsonl"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# test_tensor_ckpt.sh: checkpoints of tensor-parallel runs are mesh-independent: whole HF-named
-# tensors. A run saved at (dp, pp, tp) = (2, 2, 2) with zero1 resumes at (1, 1, 1), (1, 2, 2)
+# test_tensor_ckpt.sh: checkpoints of tensor-parallel runs are mesh-independent: each rank writes
+# its slices (no file holds the whole model) and `cohort export` gives whole HF-named tensors. A
+# run saved at (dp, pp, tp) = (2, 2, 2) with zero1 resumes at (1, 1, 1), (1, 2, 2)
 # and (2, 1, 2) to the final parameters of an uninterrupted run (par_compare.py --tensor-l2, with
 # its --noise control); a
 # ZeRO-1 pipeline's shard set (tp 1) resumes at tp 2; and `cohort eval` of a tp 2 run's
@@ -22,13 +23,27 @@ par_noise --micro-batch 1 --grad-accum 8
     "${mb2[@]}" --stop-at 6 --save "$work/ck" >"$work/save.out" 2>&1 ||
     fail "(2, 2, 2) save: $(tail -3 "$work/save.out")"
 [ -e "$work/ck" ] && [ -e "$work/ck.state6" ] || fail "checkpoint files missing: $(ls "$work")"
-# whole tensors: the file holds the model's shapes, not a shard's
+# sharded: the commit holds the index, each rank's file less than the model; the export holds
+# whole tensors, the model's shapes, not a shard's
+"$cohort" export "$work/ck" -o "$work/ck.plain" || fail "export of the (2, 2, 2) checkpoint"
 "$py" - "$work/ck" $V $C <<'PY' || fail "checkpoint shapes"
-import json, struct, sys
-f = open(sys.argv[1], "rb")
-n = struct.unpack("<Q", f.read(8))[0]
-h = json.loads(f.read(n))
+import glob, json, struct, sys
+def header(path):
+    f = open(path, "rb")
+    n = struct.unpack("<Q", f.read(8))[0]
+    return json.loads(f.read(n))
 V, C = int(sys.argv[2]), int(sys.argv[3])
+commit = header(sys.argv[1])
+if commit["__metadata__"].get("layout") != "shards" or "weight_index" not in commit:
+    print("the commit file is not the sharded layout's"); sys.exit(1)
+whole = sum(v["shape"][0] * (v["shape"][1] if len(v["shape"]) > 1 else 1)
+            for k, v in header(sys.argv[1] + ".plain").items() if k != "__metadata__")
+files = glob.glob(sys.argv[1] + ".shard6-*-of-8")
+sizes = [header(p)["weights"]["shape"][0] for p in files if "weights" in header(p)]
+if not sizes or max(sizes) >= whole or sum(sizes) != whole:
+    print("rank files' weights %s of the model's %d: not its slices" % (sizes, whole)); sys.exit(1)
+print("rank files' weights %s, the model's %d" % (sizes, whole))
+h = header(sys.argv[1] + ".plain")
 want = {"transformer.wte.weight": [V, C], "transformer.h.0.attn.c_attn.weight": [C, 3 * C],
         "transformer.h.0.mlp.c_proj.weight": [4 * C, C], "transformer.h.3.mlp.c_fc.bias": [4 * C]}
 bad = {k: h[k]["shape"] for k in want if h[k]["shape"] != want[k]}
@@ -58,7 +73,7 @@ resume "(2,2,2) -> (2,1,2) zero1" ck ref 4 --tp 2 --strategy zero1 "${mb2[@]}"
 # a ZeRO-1 pipeline's shard set, written without tensor parallelism, resumes on tp 2
 "$cohort" run --nproc-per-node 4 "$cohort" train "${model[@]}" --pp 2 --strategy zero1 \
     "${mb2[@]}" --stop-at 6 --save "$work/z1" >"$work/z1.out" 2>&1 || fail "zero1 pipeline save"
-[ -e "$work/z1.zero6-3-of-4" ] || fail "zero1 pipeline shards: $(ls "$work" | grep z1)"
+[ -e "$work/z1.shard6-3-of-4" ] || fail "zero1 pipeline shards: $(ls "$work" | grep z1)"
 resume "(2,2,1) zero1 set -> (1,1,2)" z1 ref 2 --tp 2 "${mb4[@]}"
 
 # cohort eval of a tp 2 run's checkpoint: the run's own final validation loss

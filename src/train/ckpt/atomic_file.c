@@ -1,5 +1,6 @@
 /* atomic_file.c: atomic replacement of a file (temporary file, fsync, rename, fsync folder). */
 #include "train/ckpt/atomic_file.h"
+#include "train/ckpt/ckpt_int.h"
 #include "train/ckpt/commit.h"
 
 #include <errno.h>
@@ -10,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define ATOMIC_BUF_SIZE (1u << 20)
+#define ATOMIC_BUF_SIZE CKPT_ATOMIC_BUF
 
 coh_status (*atomic_file_before_rename)(const char *tmp, const char *path);
 

@@ -8,6 +8,11 @@
 
 #include "cohort/checkpoint.h"
 
+/* Stream buffer of st_save_stream and write buffer of atomic_file: what a streamed save holds
+ * besides its caller's state (the memory estimate counts both). */
+#define ST_STREAM_BUF ((size_t)1 << 20)
+#define CKPT_ATOMIC_BUF ((size_t)1 << 20)
+
 /* Largest header accepted (the reference implementation's limit). */
 #define ST_MAX_HEADER 100000000ull
 
@@ -27,7 +32,7 @@ void st_format_checksum(uint32_t crc, char *buf);
  * checksum, then the file), in tensor order, and it must give the same bytes both times. */
 typedef coh_status (*st_fill_fn)(void *ctx, size_t i, uint64_t at, void *buf, size_t n);
 /* coh_st_save with the tensors' bytes from `fill` instead of their data pointers (ignored),
- * through one buffer of 4 MiB: a file of any size in bounded memory. */
+ * through one buffer of ST_STREAM_BUF: a file of any size in bounded memory. */
 coh_status st_save_stream(const char *path, const coh_st_tensor *tensors, size_t ntensors,
                           const coh_st_meta *meta, size_t nmeta, st_fill_fn fill, void *ctx);
 

@@ -57,9 +57,11 @@ int ckpt_other_file(const char *s, long keep)
         return 1; /* the weights' temporary file; the older layout's unsuffixed state */
     if (!strncmp(s, ".state", 6) && (step = step_of(s + 6, &rest)) >= 0)
         return tmp_suffix(rest) || (!*rest && step != keep);
-    if (strncmp(s, ".zero", 5) || (step = step_of(s + 5, &rest)) < 0)
+    /* ".shard<step>-<r>-of-<n>": the sharded layout; ".zero...": the older ZeRO layout's */
+    int shard = !strncmp(s, ".shard", 6), skip = shard ? 6 : 5;
+    if ((!shard && strncmp(s, ".zero", 5)) || (step = step_of(s + skip, &rest)) < 0)
         return 0;
-    if (!strncmp(rest, ".index", 6))
+    if (!shard && !strncmp(rest, ".index", 6))
         used = 6;
     else if (sscanf(rest, "-%d-of-%d%n", &r, &n, &used) != 2)
         return 0;

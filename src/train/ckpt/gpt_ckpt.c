@@ -7,6 +7,7 @@
 #include "cohort/train_ckpt.h"
 #include "train/ckpt/commit.h"
 #include "train/ckpt/gpt_ckpt_int.h"
+#include "train/ckpt/shard.h"
 #include "train/model/gpt_int.h"
 
 
@@ -198,8 +199,33 @@ coh_status coh_gpt_checkpoint_config(const char *path, int heads_hint, coh_gpt_c
     return st;
 }
 
+/* A sharded checkpoint: the model's slices (a tp shard's, or every tensor) from the pieces. */
+static coh_status load_sharded(coh_gpt *g, const coh_st_file *f, const char *path)
+{
+    const coh_gpt_config *c = coh_gpt_get_config(g), *k;
+    ckpt_src *s;
+    ckpt_runs rs = {0};
+    coh_status st = ckpt_src_open(f, path, NULL, 0, &s);
+    if (st)
+        return st;
+    k = ckpt_src_config(s);
+    if (k->layers != c->layers || k->dim != c->dim ||
+        k->vocab != c->vocab || k->seq != c->seq)
+        st = coh_errf(COH_ERR_MISMATCH, "checkpoint '%s' is of another model (%d layers, dim "
+                      "%d, vocabulary %d, context %d)", path, k->layers, k->dim, k->vocab, k->seq);
+    if (!st)
+        st = ckpt_runs_add(&rs, c, g->tp_rank, 0, coh_gpt_param_count(c), 0, 0);
+    if (!st)
+        st = ckpt_src_read_runs(s, CKPT_W, &rs, coh_gpt_params(g, NULL));
+    ckpt_runs_free(&rs);
+    ckpt_src_close(s);
+    return st;
+}
+
 coh_status gpt_load_from_file(coh_gpt *g, const coh_st_file *f, const char *path)
 {
+    if (ckpt_is_sharded(f))
+        return load_sharded(g, f, path);
     const coh_gpt_config *c = coh_gpt_get_config(g);
     coh_gpt_config whole = *c;
     whole.tp = 1;

@@ -176,8 +176,6 @@ coh_status coh_st_save(const char *path, const coh_st_tensor *tensors, size_t nt
     return st;
 }
 
-/* Stream buffer of st_save_stream: what a streamed save holds besides its caller's state. */
-#define ST_STREAM_BUF ((size_t)4 << 20)
 
 /* Every tensor's bytes through `fill`, chunk by chunk: into the checksum (f NULL) or the file. */
 static coh_status stream_pass(const coh_st_tensor *t, size_t nt, const uint64_t *off,

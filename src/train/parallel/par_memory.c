@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "train/model/gpt_int.h"
+#include "train/ckpt/shard.h"
 #include "train/parallel/par_trainer_int.h"
 
 /* The shared-memory transport's default staging halves (COHORT_SHM_STAGE): two per rank, and a
@@ -181,8 +182,9 @@ coh_status coh_par_memory_estimate(const coh_par_config *cfg, int dp, int rank,
                                                         c->train.seq);
     }
     const coh_model_state_bytes *s = &out->state;
+    out->save = c->train.saves ? ckpt_save_bytes(&c->train.model, dp * c->par.tp) : 0;
     out->total = s->params + s->grads + s->optim + out->engine + out->gathered +
-                 out->grad_buckets + out->comm;
+                 out->grad_buckets + out->comm + out->save;
     return COH_OK;
 }
 
@@ -269,7 +271,9 @@ coh_status coh_par_memory_estimate_stage(const coh_par_config *cfg, int stage,
                        coh_train_memory_bf16_acts_saved(g, c->train.batch, c->train.seq);
     }
     out->activation_slots = slots;
-    out->total = out->state.params + out->state.grads + out->state.optim + out->engine;
+    out->save = c->train.saves ? ckpt_save_bytes(g, c->par.dp * c->par.pp * c->par.tp) : 0;
+    out->total = out->state.params + out->state.grads + out->state.optim + out->engine +
+                 out->save;
     /* the seeded initialisation writes the whole arena's parameters before the stage gives back
      * the pages of the others: a stage lighter than that (the head alone) peaks there */
     uint64_t init = 4 * (uint64_t)coh_gpt_param_count(g);

@@ -245,18 +245,6 @@ coh_status par_wait_bucket(coh_par_trainer *t, int k);
 void par_release_params(coh_par_trainer *t);
 void par_reset_sequence(coh_par_trainer *t, int train);
 
-/* ckpt/par_ckpt.c: names of a ZeRO checkpoint's files: path.zero<step>-<r>-of-<n> (shards) and
- * path.zero<step>.index */
-void par_shard_name(char *b, size_t cap, const char *path, long step, int r, int n);
-void par_index_name(char *b, size_t cap, const char *path, long step);
-
-/* ckpt/par_ckpt_load.c: the (k, cols) int64 tensor "ranges" of a ZeRO index (cols 3: rank, begin, end)
- * or shard (cols 2: begin, end), checked to lie inside nparams; *rows is malloc'd, *total the
- * summed range lengths. COH_ERR_INVALID naming the file and the bad row. */
-typedef struct coh_st_file coh_st_file;
-coh_status par_ranges_read(const coh_st_file *f, const char *file, int cols, size_t nparams,
-                           int64_t **rows, int64_t *k, size_t *total);
-
 /* trace.c: Chrome trace events (JSON), "X" complete events in microseconds. */
 coh_status par_trace_open(const char *path, int rank, par_trace **out);
 /* The shared monotonic clock (cohort/clock.h) in microseconds, the unit of the events. */
