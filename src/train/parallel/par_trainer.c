@@ -93,9 +93,8 @@ static coh_status alloc_state(coh_par_trainer *t)
 static coh_status build_pipeline(coh_par_trainer *t, coh_gpt *model, coh_adamw **opt)
 {
     const coh_gpt_config *c = &t->cfg.train.model;
-    coh_status st = par_pipe_create(t, &t->pipe);
-    if (st)
-        return st;
+    coh_status st = COH_OK;
+    t->pipe = t->exec;
     const coh_pipe_stage *lay = par_pipe_layout(t->pipe);
     t->own_rb = malloc(((size_t)lay->nranges + 1) * sizeof *t->own_rb);
     t->own_re = malloc(((size_t)lay->nranges + 1) * sizeof *t->own_re);
@@ -144,9 +143,10 @@ static coh_status build(coh_par_trainer *t)
         t->model = NULL;
         return st;
     }
-    if (t->mesh->pp > 1)
+    st = par_pipe_create(t, &t->exec); /* the schedule of any pp, one stage's included */
+    if (!st && t->mesh->pp > 1)
         st = build_pipeline(t, model, &opt);
-    else if (!(st = par_plan_buckets(t))) {
+    else if (!st && !(st = par_plan_buckets(t))) {
         if (t->zero_stage >= 2) { /* unwritten yet: given back before the optimizer's state */
             t->grads = coh_gpt_grads(model, &t->n);
             par_grads_give_back_all(t);
@@ -277,7 +277,7 @@ void coh_par_trainer_destroy(coh_par_trainer *t)
         t->base = NULL;
     }
     coh_trainer_destroy(t->base);
-    par_pipe_destroy(t->pipe);
+    par_pipe_destroy(t->exec);
     if (t->grads_shm) {
         coh_dev_untrack(t->be, t->grads_shm);
         coh_comm_free(t->dp, t->grads_shm);

@@ -86,7 +86,9 @@ struct coh_par_trainer {
     int ndev;
     size_t *own_rb, *own_re; /* (nown) the optimizer's ranges in arena order */
     int nown;
-    par_pipe *pipe;          /* pp > 1: this rank's stage and its schedule */
+    par_pipe *exec;          /* this rank's stage and its schedule's action list, for any pp
+                                (pp = 1: the one-stage list); run by par_forward_backward */
+    par_pipe *pipe;          /* pp > 1: exec, the pipeline (NULL with one stage) */
     size_t *rep_b, *rep_e;   /* tp > 1: arena ranges of the replicated tensors, sorted */
     int nrep;
     double tp_step_s;        /* the last step's time in tensor-parallel all-reduces */
@@ -198,8 +200,10 @@ void par_pipe_split_chain(const coh_gpt_config *c, int T, const coh_pipe_shape *
 /* The activation slots a stage's list needs: the most micro-batches with a chunk forwarded and
  * not yet backwarded (-1 out of memory). */
 int par_pipe_count_slots(const coh_pipe_action *a, int n, int m);
-coh_status par_pipe_forward_backward(coh_par_trainer *t, coh_batch_fn next, void *ctx,
-                                     double *loss);
+/* The step's forward and backward for any (dp, pp, tp): this rank's action list run over the
+ * step's micro-batches, then the gradients reduced (the tied embedding over its group, what
+ * the hooks have in flight over dp); *loss the step's mean over the pipeline. */
+coh_status par_forward_backward(coh_par_trainer *t, coh_batch_fn next, void *ctx, double *loss);
 double par_pipe_clip(coh_par_trainer *t);
 coh_status par_pipe_eval(coh_par_trainer *t, coh_batch_fn next, void *ctx, long n, double *loss);
 coh_status par_pipe_gather(coh_par_trainer *t, float *out);

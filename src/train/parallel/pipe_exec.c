@@ -254,6 +254,19 @@ static coh_status eval_list(par_pipe *pp)
     return COH_OK;
 }
 
+/* The layout of the one stage of pp = 1: every block and the head whole, the arena one range. */
+static void one_stage(const coh_gpt_config *m, coh_pipe_stage *out)
+{
+    memset(out, 0, sizeof *out);
+    out->chunks = 1;
+    out->hi[0] = m->layers;
+    out->first = out->last = out->head = 1;
+    out->head_shards = 1;
+    out->head_hi[0] = 1;
+    out->nranges = 1;
+    out->end[0] = out->params = coh_gpt_param_count(m);
+}
+
 coh_status par_pipe_create(coh_par_trainer *t, par_pipe **out)
 {
     const coh_par_config *c = &t->cfg;
@@ -268,11 +281,17 @@ coh_status par_pipe_create(coh_par_trainer *t, par_pipe **out)
     pthread_cond_init(&pp->rcv, NULL);
     pp->p = mesh->pp;
     pp->stage = mesh->pp_rank;
-    pp->v = c->par.schedule == COH_SCHED_INTERLEAVED ? c->par.virtual_stages : 1;
+    pp->v = c->par.schedule == COH_SCHED_INTERLEAVED && pp->p > 1 ? c->par.virtual_stages : 1;
     pp->m = c->train.accum;
     pp->L = c->train.model.layers;
-    pp->shape = (coh_pipe_shape){c->par.schedule, pp->p, pp->m, pp->v};
-    coh_status st = coh_par_pipe_stage(c, pp->stage, &pp->layout);
+    /* one stage: forward and backward of each micro-batch in turn, nothing sent */
+    pp->shape = (coh_pipe_shape){pp->p > 1 ? c->par.schedule : COH_SCHED_NAIVE, pp->p, pp->m,
+                                 pp->v};
+    coh_status st = COH_OK;
+    if (pp->p > 1)
+        st = coh_par_pipe_stage(c, pp->stage, &pp->layout);
+    else
+        one_stage(&c->train.model, &pp->layout);
     if (st)
         return st;
     memcpy(pp->lo, pp->layout.lo, sizeof pp->lo);
@@ -294,14 +313,18 @@ coh_status par_pipe_create(coh_par_trainer *t, par_pipe **out)
     pp->chunks_live = calloc((size_t)pp->m, sizeof *pp->chunks_live);
     pp->tok = malloc((size_t)pp->m * bt * sizeof *pp->tok);
     pp->tgt = malloc((size_t)pp->m * bt * sizeof *pp->tgt);
+    int nq = pp->nacts > pp->neval ? pp->nacts : pp->neval;
+    pp->rq_comm = malloc((size_t)(nq > 0 ? nq : 1) * sizeof *pp->rq_comm);
+    if (pp->nslots < 1 || !pp->slot_of || !pp->chunks_live || !pp->tok || !pp->tgt ||
+        !pp->rq_comm)
+        return coh_errf(COH_ERR_NOMEM, "out of memory for the pipeline");
+    if (pp->p == 1) /* no messages, links or threads: the list has no send or receive */
+        return COH_OK;
     pp->ybuf = malloc(btc * sizeof *pp->ybuf);
     int rings = 1;
     for (int k = 0; k < PIPE_RECV_DEPTH; k++)
         rings &= (pp->ring[k] = malloc(btc * sizeof(float))) != NULL;
-    int nq = pp->nacts > pp->neval ? pp->nacts : pp->neval;
-    pp->rq_comm = malloc((size_t)(nq > 0 ? nq : 1) * sizeof *pp->rq_comm);
-    if (pp->nslots < 1 || !pp->slot_of || !pp->chunks_live || !pp->tok || !pp->tgt || !rings ||
-        !pp->ybuf || !pp->rq_comm)
+    if (!rings || !pp->ybuf)
         return coh_errf(COH_ERR_NOMEM, "out of memory for the pipeline");
     pp->xbuf = pp->ring[0];
     if ((st = make_links(pp, mesh->pp_comm)))
@@ -460,7 +483,7 @@ static int slot_take(par_pipe *pp, int mb)
 static void trace_compute(coh_par_trainer *t, const char *what, int mb, int chunk, double t0)
 {
     char name[32];
-    if (t->pipe->v > 1)
+    if (t->exec->v > 1)
         snprintf(name, sizeof name, "%s%d.%d", what, mb, chunk);
     else
         snprintf(name, sizeof name, "%s%d", what, mb);
@@ -508,11 +531,14 @@ coh_status par_pipe_setup_model(const par_pipe *pp, coh_gpt *model, int recomput
 }
 
 /* Run one action list over micro-batches (train: forward with the gradient's scale, then
- * backward; eval: forward only). *loss: the last stage's summed micro-batch losses. */
+ * backward; eval: forward only). *loss: the last stage's summed micro-batch losses. The hooks
+ * see the micro-batch: the grad hook communicates on the last one's backward (every one's under
+ * ZeRO-2/3, collected when its backward is done), ZeRO-3's param hook prefetches in the order
+ * of one micro-batch's pass. */
 static coh_status run_list(coh_par_trainer *t, const coh_pipe_action *a, int n, int mb0,
                            float scale, double *loss)
 {
-    par_pipe *pp = t->pipe;
+    par_pipe *pp = t->exec;
     const coh_trainer_config *c = &t->cfg.train;
     int B = c->batch, T = c->seq;
     size_t bt = (size_t)B * T;
@@ -523,6 +549,7 @@ static coh_status run_list(coh_par_trainer *t, const coh_pipe_action *a, int n, 
         int mb = a[i].mb + mb0, k = a[i].chunk, lo = pp->lo[k], hi = pp->hi[k];
         int hlo = pp->layout.head_lo[k], hhi = pp->layout.head_hi[k];
         double t0 = par_now_us();
+        t->last_micro = mb == pp->m - 1;
         switch (a[i].op) {
         case COH_PIPE_RECV_ACT: /* posted ahead: waits only for what has not arrived */
         case COH_PIPE_RECV_GRAD:
@@ -541,13 +568,15 @@ static coh_status run_list(coh_par_trainer *t, const coh_pipe_action *a, int n, 
         case COH_PIPE_FORWARD: {
             float l = 0.0f;
             int slot = scale > 0.0f ? slot_take(pp, a[i].mb) : 0;
+            if (k == 0)
+                par_reset_sequence(t, scale > 0.0f);
             st = coh_gpt_shards_forward(t->model, slot, lo, hi, chunk_ends(pp, k), hlo, hhi,
                                         pp->tok + (size_t)mb * bt, pp->xbuf,
                                         pp->tgt + (size_t)mb * bt, B, T, scale, pp->ybuf, &l);
             if (chunk_loss(pp, k))
                 *loss += l;
             pp->busy_us += par_now_us() - t0;
-            if (t->trace)
+            if (t->trace && pp->p > 1) /* one stage: the param hook traces each layer */
                 trace_compute(t, "F", a[i].mb, k, t0);
             break;
         }
@@ -556,10 +585,14 @@ static coh_status run_list(coh_par_trainer *t, const coh_pipe_action *a, int n, 
                                          chunk_ends(pp, k), hlo, hhi, pp->xbuf, B, T, pp->ybuf);
             pp->chunks_live[a[i].mb]--;
             pp->busy_us += par_now_us() - t0;
-            if (t->trace)
+            if (t->trace && pp->p > 1)
                 trace_compute(t, "B", a[i].mb, k, t0);
+            if (!st && k == 0 && t->zero_stage >= 2) /* its own chunks kept before the next */
+                st = par_grad_collect(t, 1);
             break;
         }
+        if (!st && t->err)
+            st = t->err;
     }
     return st;
 }
@@ -568,14 +601,14 @@ static coh_status run_list(coh_par_trainer *t, const coh_pipe_action *a, int n, 
  * (Megatron's embedding group), then each range over this stage's dp replicas. */
 static coh_status reduce_grads(coh_par_trainer *t)
 {
-    par_pipe *pp = t->pipe;
+    par_pipe *pp = t->exec;
     const coh_gpt_config *c = &t->cfg.train.model;
     size_t V_C = par_wte_size(c);
     coh_status st = COH_OK;
     if (pp->embed)
         st = coh_allreduce(pp->embed, t->grads, t->grads, V_C, COH_F32, COH_SUM);
     const coh_pipe_stage *lay = &pp->layout;
-    for (int k = 0; !st && t->ndp > 1 && k < lay->nranges; k++)
+    for (int k = 0; !st && t->ndp > 1 && !t->nbk && k < lay->nranges; k++)
         st = coh_allreduce(t->dp, t->grads + lay->begin[k], t->grads + lay->begin[k],
                            lay->end[k] - lay->begin[k], COH_F32, COH_AVG);
     return st;
@@ -610,7 +643,7 @@ double par_pipe_clip(coh_par_trainer *t)
 /* All ranks read the step's micro-batches, so every loader stays where single's would be. */
 static coh_status read_batches(coh_par_trainer *t, coh_batch_fn next, void *ctx, int count)
 {
-    par_pipe *pp = t->pipe;
+    par_pipe *pp = t->exec;
     size_t bt = (size_t)t->cfg.train.batch * t->cfg.train.seq;
     coh_status st = COH_OK;
     for (int k = 0; !st && k < count; k++)
@@ -618,17 +651,28 @@ static coh_status read_batches(coh_par_trainer *t, coh_batch_fn next, void *ctx,
     return st;
 }
 
-coh_status par_pipe_forward_backward(coh_par_trainer *t, coh_batch_fn next, void *ctx,
-                                     double *loss)
+/* Zero the gradients this rank writes: its stage's ranges, or under ZeRO-2/3 every bucket's,
+ * given back until backward writes them; and the own chunks' accumulator. */
+static void zero_grads(coh_par_trainer *t)
 {
-    par_pipe *pp = t->pipe;
-    const coh_pipe_stage *lay = &pp->layout;
-    for (int k = 0; k < lay->nranges; k++)
-        memset(t->grads + lay->begin[k], 0, (lay->end[k] - lay->begin[k]) * sizeof(float));
+    const coh_pipe_stage *lay = &t->exec->layout;
+    if (t->zero_stage >= 2)
+        par_grads_give_back_all(t);
+    for (int k = 0; t->zero_stage < 2 && k < lay->nranges; k++)
+        t->be->set(t->grads + lay->begin[k], 0, (lay->end[k] - lay->begin[k]) * sizeof(float));
+    if (t->gacc)
+        t->be->set(t->gacc, 0, t->own_total * sizeof *t->gacc);
+}
+
+coh_status par_forward_backward(coh_par_trainer *t, coh_batch_fn next, void *ctx, double *loss)
+{
+    par_pipe *pp = t->exec;
+    zero_grads(t);
     memset(pp->chunks_live, 0, (size_t)pp->m * sizeof *pp->chunks_live);
     double sum = 0.0;
     coh_status st = read_batches(t, next, ctx, pp->m);
     pp->busy_us = pp->idle_us = 0.0;
+    t->err = COH_OK;
     if (!st)
         st = run_list(t, pp->acts, pp->nacts, 0, 1.0f / (float)pp->m, &sum);
     double t0 = par_now_us();
@@ -636,6 +680,8 @@ coh_status par_pipe_forward_backward(coh_par_trainer *t, coh_batch_fn next, void
     pp->idle_us += par_now_us() - t0;
     if (!st)
         st = fl;
+    if (!st && t->ndp > 1) /* the buckets still in flight */
+        st = par_grad_collect(t, 1);
     if (!st)
         st = reduce_grads(t);
     /* the last stage has the loss; everyone gets it */
