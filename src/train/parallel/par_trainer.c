@@ -105,6 +105,8 @@ static coh_status build_pipeline(coh_par_trainer *t, coh_gpt *model, coh_adamw *
                                         t->cfg.par.strategy == COH_STRATEGY_ZERO1, t->own_rb,
                                         t->own_re);
     par_pipe_keep_own(t, coh_gpt_params(model, NULL));
+    if ((st = par_plan_buckets(t))) /* dp sync over the stage's ranges, by the grad hook */
+        return st;
     int full = t->cfg.par.recompute == COH_RECOMPUTE_FULL;
     if ((st = coh_gpt_set_slots(model, par_pipe_slots(t->pipe))) ||
         (st = par_pipe_setup_model(t->pipe, model, full)))
@@ -187,6 +189,8 @@ static coh_status start(coh_par_trainer *t)
         for (int k = 0; t->ndp > 1 && !st && k < lay->nranges; k++)
             st = coh_broadcast(t->dp, t->params + lay->begin[k], lay->end[k] - lay->begin[k],
                                COH_F32, 0);
+        if (t->ndp > 1)
+            coh_gpt_set_grad_hook(t->model, par_grad_hook, t);
         return st;
     }
     /* the same seed gives the same weights, but --init-from / resume may differ per rank */

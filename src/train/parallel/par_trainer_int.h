@@ -96,10 +96,12 @@ struct coh_par_trainer {
 
 /* buckets.c */
 coh_status par_plan_buckets(coh_par_trainer *t);
-/* The bucket plan of rank rdp of ndp into bk and bucket_of (each L + 2 long); returns the
- * bucket count, *own_total the elements this rank owns under ZeRO. Pure. */
-int par_bucket_plan(const coh_gpt_config *c, int zero_stage, int ndp, int rdp, size_t bucket_bytes,
-                    par_bucket *bk, int *bucket_of, size_t *own_total);
+/* The bucket plan of rank rdp of ndp over what a pipeline stage of layout `lay` holds (NULL: the
+ * whole model) into bk (L + 3 long) and bucket_of (L + 2); returns the bucket count, *own_total
+ * the elements this rank owns under ZeRO. Pure. */
+int par_bucket_plan(const coh_gpt_config *c, const coh_pipe_stage *lay, int zero_stage, int ndp,
+                    int rdp, size_t bucket_bytes, par_bucket *bk, int *bucket_of,
+                    size_t *own_total);
 /* Zero [b, e) of `base` and give what it can of it back through the backend, counting nothing
  * (the give-backs below count). */
 void par_release(float *base, size_t b, size_t e);
@@ -117,6 +119,8 @@ uint64_t par_resident(const float *base, size_t b, size_t e);
 
 /* grad_sync.c */
 void par_grad_hook(void *ctx, int layer, size_t begin, size_t end);
+/* Start bucket k's reduction now (one no layer's report starts: a head stage's copy of wte). */
+coh_status par_grad_issue(coh_par_trainer *t, int k);
 /* Collect finished (or, with `all`, every) bucket communication. */
 coh_status par_grad_collect(coh_par_trainer *t, int all);
 double par_clip(coh_par_trainer *t);

@@ -597,20 +597,22 @@ static coh_status run_list(coh_par_trainer *t, const coh_pipe_action *a, int n, 
     return st;
 }
 
-/* The gradient all-reduces after the pipeline: the tied wte between the first and last stage
- * (Megatron's embedding group), then each range over this stage's dp replicas. */
+/* After the list: the dp reductions the last micro-batch's backward started, with a head
+ * stage's copy of wte (which no layer of it reports) started now, all collected; then the tied
+ * wte summed between the first stage and the head's (Megatron's embedding group, after the dp
+ * sync as there). */
 static coh_status reduce_grads(coh_par_trainer *t)
 {
     par_pipe *pp = t->exec;
-    const coh_gpt_config *c = &t->cfg.train.model;
-    size_t V_C = par_wte_size(c);
     coh_status st = COH_OK;
-    if (pp->embed)
-        st = coh_allreduce(pp->embed, t->grads, t->grads, V_C, COH_F32, COH_SUM);
-    const coh_pipe_stage *lay = &pp->layout;
-    for (int k = 0; !st && t->ndp > 1 && !t->nbk && k < lay->nranges; k++)
-        st = coh_allreduce(t->dp, t->grads + lay->begin[k], t->grads + lay->begin[k],
-                           lay->end[k] - lay->begin[k], COH_F32, COH_AVG);
+    for (int k = 0; t->ndp > 1 && pp->layout.tied_copy && !st && k < t->nbk; k++)
+        if (t->bk[k].lo == -1)
+            st = par_grad_issue(t, k);
+    if (!st && t->ndp > 1)
+        st = par_grad_collect(t, 1);
+    if (!st && pp->embed)
+        st = coh_allreduce(pp->embed, t->grads, t->grads, par_wte_size(&t->cfg.train.model),
+                           COH_F32, COH_SUM);
     return st;
 }
 
@@ -680,8 +682,6 @@ coh_status par_forward_backward(coh_par_trainer *t, coh_batch_fn next, void *ctx
     pp->idle_us += par_now_us() - t0;
     if (!st)
         st = fl;
-    if (!st && t->ndp > 1) /* the buckets still in flight */
-        st = par_grad_collect(t, 1);
     if (!st)
         st = reduce_grads(t);
     /* the last stage has the loss; everyone gets it */
