@@ -53,8 +53,6 @@ static coh_status update(coh_par_trainer *t, float lr)
     par_trace_event(t->trace, "optimizer", "optimizer", 0, t0, par_now_us());
     coh_trainer_set_step(t->base, step + 1);
     coh_status st = COH_OK;
-    if (t->pipe && t->ndp > 1 && t->cfg.par.strategy == COH_STRATEGY_ZERO1)
-        return par_pipe_share_update(t);
     if (t->zero_stage == 1 || t->zero_stage == 2) {
         for (int k = 0; !st && k < t->nbk; k++)
             st = par_gather_bucket(t, k, 0);

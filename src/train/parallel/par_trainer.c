@@ -52,17 +52,21 @@ static coh_status check(const coh_par_config *c, const coh_mesh *m)
     return COH_OK;
 }
 
-/* The optimizer covers this rank's chunks under ZeRO, everything otherwise. */
+/* The optimizer covers this rank's chunks under ZeRO, its stage's ranges otherwise (pp = 1: the
+ * whole arena). */
 static coh_status make_optimizer(coh_par_trainer *t, coh_adamw **opt)
 {
-    int n = t->zero_stage == 0 ? 1 : t->nbk;
+    const coh_pipe_stage *lay = par_pipe_layout(t->exec);
+    int n = t->zero_stage == 0 ? lay->nranges : t->nbk;
     t->own_rb = malloc((size_t)n * sizeof *t->own_rb);
     t->own_re = malloc((size_t)n * sizeof *t->own_re);
     if (!t->own_rb || !t->own_re)
         return coh_errf(COH_ERR_NOMEM, "out of memory for shard ranges");
     t->nown = n;
-    t->own_rb[0] = 0;
-    t->own_re[0] = coh_gpt_param_count(&t->cfg.train.model);
+    for (int k = 0; !t->zero_stage && k < n; k++) {
+        t->own_rb[k] = lay->begin[k];
+        t->own_re[k] = lay->end[k];
+    }
     for (int k = 0; t->zero_stage && k < t->nbk; k++) { /* arena order: buckets run backwards */
         t->own_rb[k] = t->bk[t->nbk - 1 - k].own_b;
         t->own_re[k] = t->bk[t->nbk - 1 - k].own_e;
@@ -88,22 +92,12 @@ static coh_status alloc_state(coh_par_trainer *t)
 }
 
 /* pp > 1: the whole arena is reserved but only this stage's ranges are ever written (and
- * resident), its optimizer covers them, and its activations have one slot per micro-batch the
- * schedule keeps in flight. */
+ * resident), its optimizer covers them (ZeRO-1: this replica's chunks of the stage's buckets),
+ * and its activations have one slot per micro-batch the schedule keeps in flight. */
 static coh_status build_pipeline(coh_par_trainer *t, coh_gpt *model, coh_adamw **opt)
 {
-    const coh_gpt_config *c = &t->cfg.train.model;
     coh_status st = COH_OK;
     t->pipe = t->exec;
-    const coh_pipe_stage *lay = par_pipe_layout(t->pipe);
-    t->own_rb = malloc(((size_t)lay->nranges + 1) * sizeof *t->own_rb);
-    t->own_re = malloc(((size_t)lay->nranges + 1) * sizeof *t->own_re);
-    if (!t->own_rb || !t->own_re)
-        return coh_errf(COH_ERR_NOMEM, "out of memory for the stage's ranges");
-    /* the optimizer covers the stage's ranges, or with ZeRO-1 this replica's slices of them */
-    t->nown = par_pipe_optimizer_ranges(t->pipe, par_wte_size(c), t->rdp, t->ndp,
-                                        t->cfg.par.strategy == COH_STRATEGY_ZERO1, t->own_rb,
-                                        t->own_re);
     par_pipe_keep_own(t, coh_gpt_params(model, NULL));
     if ((st = par_plan_buckets(t))) /* dp sync over the stage's ranges, by the grad hook */
         return st;
@@ -112,7 +106,7 @@ static coh_status build_pipeline(coh_par_trainer *t, coh_gpt *model, coh_adamw *
         (st = par_pipe_setup_model(t->pipe, model, full)))
         return st;
     par_pipe_forget_idle_acts(t, full);
-    return coh_adamw_create_ranges(c, t->own_rb, t->own_re, t->nown, opt);
+    return make_optimizer(t, opt);
 }
 
 static coh_status build(coh_par_trainer *t)
@@ -246,8 +240,8 @@ coh_status coh_par_trainer_create(const coh_par_config *c, coh_mesh *mesh, coh_p
     t->dp = mesh->dp_comm;
     t->ndp = mesh->dp;
     t->rdp = mesh->dp_rank;
-    /* one rank owns everything: every stage is plain single-device training */
-    t->zero_stage = t->ndp > 1 && mesh->pp == 1 ? coh_strategy_zero_stage(c->par.strategy) : 0;
+    /* one rank owns everything: plain single-device training (pp > 1 takes ZeRO-1 at most) */
+    t->zero_stage = t->ndp > 1 ? coh_strategy_zero_stage(c->par.strategy) : 0;
     if (!(st = build(t))) {
         t->ndev = t->threads ? coh_dp_devices(t->threads) : 1;
         if (!(t->dev_peak = calloc((size_t)t->ndev, sizeof *t->dev_peak)))

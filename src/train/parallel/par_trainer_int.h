@@ -56,8 +56,8 @@ struct coh_par_trainer {
     coh_mesh *mesh;
     coh_comm *dp;
     int ndp, rdp;
-    int zero_stage;        /* the ZeRO stage: 1..3, or 0 (single, ddp, any pp > 1); never a
-                              pipeline stage (those are par_pipe's) */
+    int zero_stage;        /* the ZeRO stage: 1..3 (1 at most with pp > 1), or 0 (single, ddp);
+                              never a pipeline stage (those are par_pipe's) */
     coh_trainer *base;
     coh_dp *threads;       /* strategy dp: the device threads; owns base */
     coh_gpt *model;
@@ -146,14 +146,6 @@ int par_pipe_slots(const par_pipe *pp);
  * whole; their logits kept for the backward unless `recompute`. */
 coh_status par_pipe_setup_model(const par_pipe *pp, coh_gpt *model, int recompute);
 const coh_pipe_stage *par_pipe_layout(const par_pipe *pp);
-/* The ranges this rank's optimizer covers: the stage's, or with ZeRO-1 this replica's slice of
- * each (the last replica also takes the remainder; the first stage's embeddings are sliced as
- * wte and wpe apart). vc: the elements of wte. Returns the count, at most the stage's ranges
- * + 1. */
-int par_pipe_optimizer_ranges(const par_pipe *pp, size_t vc, int rdp, int ndp, int zero1,
-                              size_t *rb, size_t *re);
-/* ZeRO-1: every replica's updated slices to every replica of the stage. Collective over dp. */
-coh_status par_pipe_share_update(coh_par_trainer *t);
 /* Zero and give back the pages of every parameter this stage does not hold (after a full load). */
 void par_pipe_keep_own(coh_par_trainer *t, float *params);
 /* The activation slots' places of blocks other stages run are never written: not held. */

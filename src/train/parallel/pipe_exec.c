@@ -401,67 +401,6 @@ void par_pipe_keep_own(coh_par_trainer *t, float *params)
     t->pipe->others_away = 1;
 }
 
-/* ZeRO-1 over a stage's replicas: replica r of dp updates the r-th slice of each of the stage's
- * ranges (the last also the remainder). */
-static void zero1_slice(size_t b, size_t e, int r, int dp, size_t *sb, size_t *se)
-{
-    size_t q = (e - b) / (size_t)dp;
-    *sb = b + (size_t)r * q;
-    *se = r == dp - 1 ? e : *sb + q;
-}
-
-/* The pieces ZeRO-1 slices: the stage's ranges, with the first stage's embeddings cut after
- * wte so that both copies of the tied wte are sliced (and updated) alike on the first and last
- * stage: AdamW's vector and scalar paths round differently, so equal slices keep the copies
- * bit-identical. At most nranges + 1. */
-static int zero1_pieces(const par_pipe *pp, size_t vc, size_t *pb, size_t *pe)
-{
-    const coh_pipe_stage *lay = &pp->layout;
-    int n = 0;
-    for (int k = 0; k < lay->nranges; k++) {
-        if (lay->begin[k] == 0 && lay->end[k] > vc && !lay->tied_copy) {
-            pb[n] = 0;
-            pe[n++] = vc;
-            pb[n] = vc;
-        } else {
-            pb[n] = lay->begin[k];
-        }
-        pe[n++] = lay->end[k];
-    }
-    return n;
-}
-
-int par_pipe_optimizer_ranges(const par_pipe *pp, size_t vc, int rdp, int ndp, int zero1,
-                              size_t *rb, size_t *re)
-{
-    const coh_pipe_stage *lay = &pp->layout;
-    if (!zero1) {
-        memcpy(rb, lay->begin, (size_t)lay->nranges * sizeof *rb);
-        memcpy(re, lay->end, (size_t)lay->nranges * sizeof *re);
-        return lay->nranges;
-    }
-    int n = zero1_pieces(pp, vc, rb, re);
-    for (int k = 0; k < n; k++)
-        zero1_slice(rb[k], re[k], rdp, ndp, &rb[k], &re[k]);
-    return n;
-}
-
-coh_status par_pipe_share_update(coh_par_trainer *t)
-{
-    const coh_gpt_config *c = &t->cfg.train.model;
-    size_t pb[COH_PIPE_STAGE_MAX_CHUNKS + 2], pe[COH_PIPE_STAGE_MAX_CHUNKS + 2];
-    int n = zero1_pieces(t->pipe, par_wte_size(c), pb, pe);
-    coh_status st = COH_OK;
-    for (int k = 0; !st && k < n; k++)
-        for (int r = 0; !st && r < t->ndp; r++) {
-            size_t b, e;
-            zero1_slice(pb[k], pe[k], r, t->ndp, &b, &e);
-            if (e > b)
-                st = coh_broadcast(t->dp, t->params + b, e - b, COH_F32, r);
-        }
-    return st;
-}
-
 /* ---- the step ------------------------------------------------------------------------------ */
 
 static int slot_take(par_pipe *pp, int mb)
