@@ -63,13 +63,14 @@ static coh_status make_optimizer(coh_par_trainer *t, coh_adamw **opt)
     if (!t->own_rb || !t->own_re)
         return coh_errf(COH_ERR_NOMEM, "out of memory for shard ranges");
     t->nown = n;
-    for (int k = 0; !t->zero_stage && k < n; k++) {
-        t->own_rb[k] = lay->begin[k];
-        t->own_re[k] = lay->end[k];
-    }
-    for (int k = 0; t->zero_stage && k < t->nbk; k++) { /* arena order: buckets run backwards */
-        t->own_rb[k] = t->bk[t->nbk - 1 - k].own_b;
-        t->own_re[k] = t->bk[t->nbk - 1 - k].own_e;
+    for (int k = 0; k < n; k++) {
+        if (!t->zero_stage) {
+            t->own_rb[k] = lay->begin[k];
+            t->own_re[k] = lay->end[k];
+        } else { /* arena order: buckets run backwards */
+            t->own_rb[k] = t->bk[t->nbk - 1 - k].own_b;
+            t->own_re[k] = t->bk[t->nbk - 1 - k].own_e;
+        }
     }
     return coh_adamw_create_ranges(&t->cfg.train.model, t->own_rb, t->own_re, n, opt);
 }

@@ -1,8 +1,9 @@
-/* pipe_exec.c: the pipeline-parallel step: this rank's stage (its model chunks' layer ranges),
- * one executor that runs any schedule's action list (schedule.c) with sends and receives on
- * threads of their own, the tied embedding's gradient summed between the first and last stage,
- * the loss and the clipping norm reduced over the pipeline, and dp replicas of each stage
- * averaged.
+/* pipe_exec.c: the step's executor for any (dp, pp, tp): this rank's stage (its model chunks'
+ * layer ranges; pp = 1 is the one stage of the whole model), the schedule's action list
+ * (schedule.c) run with sends and receives on threads of their own, the hooks seeing each
+ * micro-batch (dp buckets started during the last one's backward), the tied embedding's
+ * gradient summed between the first and last stage, the loss and the clipping norm reduced
+ * over the pipeline.
  *
  * Point to point runs on two-rank communicators, one per direction of each neighbouring pair:
  * the sender thread uses the ones this rank sends on, the receiver thread the ones it receives
@@ -418,10 +419,13 @@ static int slot_take(par_pipe *pp, int mb)
     return pp->slot_of[mb] = -1; /* count_slots bounds the live ones: cannot happen */
 }
 
-/* "F3" (forward of micro-batch 3), "B3.1" (backward, chunk 1): the schedule's picture. */
+/* "F3" (forward of micro-batch 3), "B3.1" (backward, chunk 1): the schedule's picture; one
+ * stage's is the param hook's, layer by layer. */
 static void trace_compute(coh_par_trainer *t, const char *what, int mb, int chunk, double t0)
 {
     char name[32];
+    if (!t->trace || t->exec->p == 1)
+        return;
     if (t->exec->v > 1)
         snprintf(name, sizeof name, "%s%d.%d", what, mb, chunk);
     else
@@ -515,8 +519,7 @@ static coh_status run_list(coh_par_trainer *t, const coh_pipe_action *a, int n, 
             if (chunk_loss(pp, k))
                 *loss += l;
             pp->busy_us += par_now_us() - t0;
-            if (t->trace && pp->p > 1) /* one stage: the param hook traces each layer */
-                trace_compute(t, "F", a[i].mb, k, t0);
+            trace_compute(t, "F", a[i].mb, k, t0);
             break;
         }
         case COH_PIPE_BACKWARD:
@@ -524,8 +527,7 @@ static coh_status run_list(coh_par_trainer *t, const coh_pipe_action *a, int n, 
                                          chunk_ends(pp, k), hlo, hhi, pp->xbuf, B, T, pp->ybuf);
             pp->chunks_live[a[i].mb]--;
             pp->busy_us += par_now_us() - t0;
-            if (t->trace && pp->p > 1)
-                trace_compute(t, "B", a[i].mb, k, t0);
+            trace_compute(t, "B", a[i].mb, k, t0);
             if (!st && k == 0 && t->zero_stage >= 2) /* its own chunks kept before the next */
                 st = par_grad_collect(t, 1);
             break;
@@ -599,8 +601,10 @@ static void zero_grads(coh_par_trainer *t)
     const coh_pipe_stage *lay = &t->exec->layout;
     if (t->zero_stage >= 2)
         par_grads_give_back_all(t);
-    for (int k = 0; t->zero_stage < 2 && k < lay->nranges; k++)
-        t->be->set(t->grads + lay->begin[k], 0, (lay->end[k] - lay->begin[k]) * sizeof(float));
+    else
+        for (int k = 0; k < lay->nranges; k++)
+            t->be->set(t->grads + lay->begin[k], 0,
+                       (lay->end[k] - lay->begin[k]) * sizeof(float));
     if (t->gacc)
         t->be->set(t->gacc, 0, t->own_total * sizeof *t->gacc);
 }
