@@ -149,8 +149,8 @@ typedef struct plan_step {
 /* Simulate one optimizer step of c with these chunk costs: the schedule's own action lists
  * (coh_pipeline_schedule) run by the trainer's list simulator (pipe_simulate) with sends
  * arriving after the link's cost, then each stage's data-parallel gradient sync as the trainer
- * issues it (buckets during backward without a pipeline; after the flush with one), optimizer
- * and ZeRO gathers.
+ * issues it (buckets during the last microbatch's backward, for every pp), the tied embedding's
+ * sum, optimizer and ZeRO gathers.
  * want_events: fill out->ev (the caller frees it). */
 coh_status plan_simulate(const coh_model_desc *m, const coh_parallel_config *c, const coh_hw *hw,
                          const plan_dev *d, const plan_chunk *chunk, int64_t seq,

@@ -1,9 +1,10 @@
 /* step_sim.c: the planner's simulation of one optimizer step: every pipeline stage runs the
  * schedule's own action lists through the trainer's own list simulator (pipe_simulate) with
  * per-chunk compute costs and sends that arrive after the link's α + bytes / β; then what the
- * trainer does after its backward: without a pipeline the data-parallel gradient buckets
- * (issued as backward finishes them), with one the tied embedding's sum and then each range's
- * dp all-reduce after the flush (pipe_exec.c); the optimizer and the ZeRO parameter gathers. */
+ * trainer does around and after its backward: the data-parallel gradient buckets, issued as the
+ * last microbatch's backward finishes them, with or without a pipeline (the trainer's one
+ * executor); with a pipeline then the tied embedding's sum (pipe_exec.c reduce_grads); the
+ * optimizer and the ZeRO parameter gathers. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,29 +109,16 @@ static coh_status run_pipeline(des *D)
     return COH_OK;
 }
 
-/* The stage's data-parallel gradient traffic, on the gradient track, as the trainer issues it.
- * Without a pipeline: buckets of bucket_bytes issued as backward finishes them (DDP, ZeRO-1: the
- * last microbatch's backward; ZeRO-2/3: every microbatch's reduce-scatter). With one: the
- * pipeline trainer all-reduces each of the stage's ranges after the flush (pipe_exec.c
- * reduce_grads), from `after` on. Returns when the last one ends. */
+/* The stage's data-parallel gradient traffic, on the gradient track, as the trainer issues it
+ * (grad_sync.c's hook, for every pp): buckets of bucket_bytes issued as backward finishes them
+ * (DDP, ZeRO-1: the last microbatch's backward of each of the stage's chunks; ZeRO-2/3: every
+ * microbatch's reduce-scatter), one at a time. Returns when the last one ends. */
 static double grad_sync(des *D, const coh_parallel_config *c, const coh_hw *hw, int s,
-                        double grad_bytes_per_param, double after, double *comm)
+                        double grad_bytes_per_param, double *comm)
 {
     int zero = coh_strategy_zero_stage(c->strategy), stride = plan_dp_stride(c);
     double bucket = c->bucket_bytes ? (double)c->bucket_bytes : 25.0 * 1048576.0;
     double chan = 0;
-    if (D->p > 1) {
-        chan = after;
-        for (int k = 0; k < D->v; k++) {
-            double bytes = (double)D->chunk[k * D->p + s].params * grad_bytes_per_param;
-            double cost = plan_allreduce_s(hw, c->dp, stride, bytes);
-            if (D->events)
-                add_event(D->out, s, 1, "all-reduce of a range", chan, chan + cost);
-            chan += cost;
-            *comm += cost;
-        }
-        return chan;
-    }
     int first_mb = zero >= 2 ? 0 : D->m - 1;
     for (int mb = first_mb; mb < D->m; mb++)
         for (int k = D->v - 1; k >= 0; k--) {
@@ -293,28 +281,28 @@ coh_status plan_simulate(const coh_model_desc *m, const coh_parallel_config *c, 
             z3x += ch->zero3_exposed * D.m;
         }
         double comm = tp_comm + z3 + D.comm_p2p[s], t = D.st[s].finish, exposed = tp_comm + z3x;
-        /* the pipeline trainer sums the tied embedding first, then the dp ranges */
-        if (D.p > 1 && m->tied && (s == 0 || holds_head(&D, chunk, s)))
-            t = tied_sum(&D, m, c, hw, s, t, &comm, &exposed);
         if (c->dp > 1) {
             double before = comm, t_in = t;
-            double end = grad_sync(&D, c, hw, s, grad_bytes, t, &comm);
+            double end = grad_sync(&D, c, hw, s, grad_bytes, &comm);
             if (d->saturated)
                 /* no copy engine: the transport's progress thread copies and reduces on the
                    cores the ranks compute with, so its work adds to the step */
                 end = t + (comm - before);
             exposed += fmax(0, end - t);
-            if (D.events && end > t && D.p == 1)
+            if (D.events && end > t)
                 add_event(out, s, 1, "gradient sync tail", t_in, end);
             t = fmax(t, end);
         }
+        /* then the tied embedding's sum over its group (after the dp sync, as Megatron) */
+        if (D.p > 1 && m->tied && (s == 0 || holds_head(&D, chunk, s)))
+            t = tied_sum(&D, m, c, hw, s, t, &comm, &exposed);
         double owned = zero >= 1 ? params / c->dp : params;
         double opt = plan_optimizer_s(d, c, owned);
         if (D.events)
             add_event(out, s, 0, "optimizer", t, t + opt);
         t += opt;
         if ((zero == 1 || zero == 2) && c->dp > 1) {
-            /* fp32 parameters (zero.c; the pipeline's ZeRO-1 broadcasts, pipe_exec.c) */
+            /* fp32 parameters (zero.c, with or without a pipeline) */
             double g = plan_allgather_s(hw, c->dp, stride, params * 4.0);
             if (D.events)
                 add_event(out, s, 2, "all-gather updated parameters", t, t + g);

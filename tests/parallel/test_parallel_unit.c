@@ -148,6 +148,58 @@ static void test_buckets(void)
     coh_gpt_destroy(g);
 }
 
+/* A pipeline stage's buckets: inside the stage's ranges and covering them once, never across a
+ * layer another stage holds (a cap of the whole arena would merge everything otherwise), each
+ * held layer in the bucket that holds its range, and wte a bucket of its own on the first stage
+ * and on the head's (its copy), reported with layer -1. */
+static void test_stage_buckets(void)
+{
+    coh_par_config pc = {0};
+    coh_parallel_config_init(&pc.par);
+    coh_trainer_config_defaults(&pc.train);
+    pc.train.model = (coh_gpt_config){4, 2, 32, 64, 16, 0, 0};
+    pc.par.pp = 2;
+    pc.par.micro_batch = 1;
+    pc.par.microbatches = 2;
+    pc.par.schedule = COH_SCHED_INTERLEAVED;
+    pc.par.virtual_stages = 2;
+    pc.par.stage_layers = "0-0,1-1,2-2,3-3";
+    coh_par_config_apply(&pc);
+    const coh_gpt_config *c = &pc.train.model;
+    size_t wte = par_wte_size(c), n = coh_gpt_param_count(c);
+    for (int s = 0; s < 2; s++) {
+        coh_pipe_stage lay;
+        CHECK_OK(coh_par_pipe_stage(&pc, s, &lay));
+        par_bucket bk[8];
+        int of[6];
+        size_t own, sum = 0;
+        int nbk = par_bucket_plan(c, &lay, 0, 2, 0, n * sizeof(float), bk, of, &own), wb = -1;
+        for (int k = 0; k < nbk; k++) {
+            int in = 0;
+            for (int r = 0; r < lay.nranges; r++)
+                in |= bk[k].begin >= lay.begin[r] && bk[k].end <= lay.end[r];
+            CHECK(in && bk[k].end > bk[k].begin);
+            sum += bk[k].end - bk[k].begin;
+            if (bk[k].begin == 0)
+                wb = k;
+        }
+        CHECK(sum == lay.params);
+        CHECK(wb >= 0 && bk[wb].end == wte && bk[wb].lo == -1);
+        for (int l = -1; l <= c->layers; l++) {
+            size_t b, e;
+            coh_gpt_layer_range(c, l, &b, &e);
+            int held = 0; /* layer -1's bucket is wpe's, wte's apart */
+            for (int r = 0; l >= 0 && r < lay.nranges; r++)
+                held |= b >= lay.begin[r] && e <= lay.end[r];
+            if (held) /* a held layer's range lies in its bucket */
+                CHECK(bk[of[l + 1]].begin <= b && e <= bk[of[l + 1]].end);
+        }
+        /* stage 0 holds the embeddings with block 0, and block 2; stage 1 block 1, and block 3
+         * with the head: the cap holds all, so two buckets (the gap splits) beside wte */
+        CHECK(nbk == 3);
+    }
+}
+
 static coh_status fixed_batch(void *ctx, int32_t *in, int32_t *tg)
 {
     int *k = ctx;
@@ -297,6 +349,7 @@ int main(void)
 {
     RUN(test_strategy_names);
     RUN(test_formulas);
+    RUN(test_stage_buckets);
     RUN(test_mesh);
     RUN(test_adamw_ranges);
     RUN(test_buckets);

@@ -16,18 +16,46 @@ static void own_chunk(par_bucket *b, int ndp, int rdp)
     b->own_e = rdp == ndp - 1 ? b->end : b->own_b + b->q;
 }
 
-/* Whole layers from the last backwards until a bucket reaches bucket_bytes; ZeRO-3 gathers per
- * layer, so there every layer is its own bucket. Pure, so the memory estimate plans the same. */
-int par_bucket_plan(const coh_gpt_config *c, int zero_stage, int ndp, int rdp, size_t bucket_bytes,
-                    par_bucket *bk, int *bucket_of, size_t *own_total)
+/* Whether a stage of layout `lay` (NULL: the whole model) holds layer l (-1 embeddings, L the
+ * final LayerNorm). */
+static int holds(const coh_pipe_stage *lay, int L, int l)
+{
+    if (!lay)
+        return 1;
+    if (l < 0)
+        return lay->first;
+    for (int k = 0; k < lay->chunks; k++)
+        if (l == L ? lay->head_lo[k] == 0 && lay->head_hi[k] > 0
+                   : lay->lo[k] <= l && l < lay->hi[k])
+            return 1;
+    return 0;
+}
+
+static void put_bucket(par_bucket *bk, int *nbk, size_t b, size_t e, int l)
+{
+    bk[*nbk] = (par_bucket){.begin = b, .end = e, .lo = l, .hi = l};
+    (*nbk)++;
+}
+
+/* Whole layers from the last backwards until a bucket reaches bucket_bytes, never across a
+ * layer the stage does not hold; ZeRO-3 gathers per layer, so there every layer is its own
+ * bucket. With a pipeline, wte is a bucket of its own on the first stage and on each stage
+ * holding the LM head's copy, so both copies are reduced and (ZeRO-1) updated in the same
+ * pieces. Pure, so the memory estimate plans the same. */
+int par_bucket_plan(const coh_gpt_config *c, const coh_pipe_stage *lay, int zero_stage, int ndp,
+                    int rdp, size_t bucket_bytes, par_bucket *bk, int *bucket_of,
+                    size_t *own_total)
 {
     int L = c->layers, nbk = 0;
-    size_t cap = bucket_bytes / sizeof(float);
+    size_t cap = bucket_bytes / sizeof(float), wte = lay ? par_wte_size(c) : 0;
     for (int l = L; l >= -1; l--) {
         size_t b, e;
+        if (!holds(lay, L, l))
+            continue;
         coh_gpt_layer_range(c, l, &b, &e);
+        b = b > wte ? b : wte; /* wte apart (pipeline only) */
         par_bucket *cur = nbk ? &bk[nbk - 1] : NULL;
-        if (!cur || zero_stage == 3 || cur->end - cur->begin >= cap) {
+        if (!cur || zero_stage == 3 || cur->end - cur->begin >= cap || cur->begin != e) {
             cur = &bk[nbk++];
             cur->end = e;
             cur->hi = l;
@@ -36,6 +64,10 @@ int par_bucket_plan(const coh_gpt_config *c, int zero_stage, int ndp, int rdp, s
         cur->lo = l;
         bucket_of[l + 1] = nbk - 1;
     }
+    if (lay && (lay->first || lay->tied_copy)) /* reported with layer -1, or never (a copy) */
+        put_bucket(bk, &nbk, 0, wte, -1);
+    if (lay && lay->tied_copy)
+        bucket_of[0] = nbk - 1;
     size_t off = 0;
     for (int k = nbk - 1; k >= 0; k--) { /* accumulation buffer in arena order */
         own_chunk(&bk[k], ndp, rdp);
@@ -50,12 +82,13 @@ coh_status par_plan_buckets(coh_par_trainer *t)
 {
     const coh_gpt_config *c = coh_gpt_get_config(t->model);
     int L = c->layers;
-    t->bk = calloc((size_t)L + 2, sizeof *t->bk);
+    t->bk = calloc((size_t)L + 3, sizeof *t->bk); /* a pipeline's wte apart: one more */
     t->bucket_of = calloc((size_t)L + 2, sizeof *t->bucket_of);
     if (!t->bk || !t->bucket_of)
         return coh_errf(COH_ERR_NOMEM, "out of memory planning gradient buckets");
-    t->nbk = par_bucket_plan(c, t->zero_stage, t->ndp, t->rdp, t->cfg.par.bucket_bytes, t->bk,
-                             t->bucket_of, &t->own_total);
+    const coh_pipe_stage *lay = t->pipe ? par_pipe_layout(t->pipe) : NULL;
+    t->nbk = par_bucket_plan(c, lay, t->zero_stage, t->ndp, t->rdp, t->cfg.par.bucket_bytes,
+                             t->bk, t->bucket_of, &t->own_total);
     return COH_OK;
 }
 

@@ -57,7 +57,7 @@ static void finish16(coh_par_trainer *t, par_bucket *b)
         release16(t->g16, b->begin, b->end);
 }
 
-static coh_status issue(coh_par_trainer *t, int k)
+coh_status par_grad_issue(coh_par_trainer *t, int k)
 {
     par_bucket *b = &t->bk[k];
     size_t len = b->end - b->begin, main = b->q * (size_t)t->ndp, tail = len - main;
@@ -152,10 +152,11 @@ void par_grad_hook(void *ctx, int layer, size_t begin, size_t end)
     (void)end;
     if (t->err || t->ndp < 2)
         return;
-    int k = t->bucket_of[layer + 1];
-    /* DDP and ZeRO-1 accumulate locally until the last micro-step (no_sync) */
-    if (t->bk[k].lo == layer && (t->last_micro || t->zero_stage >= 2))
-        t->err = issue(t, k);
+    /* DDP and ZeRO-1 accumulate locally until the last micro-step (no_sync); every bucket the
+     * layer completes (a pipeline's first stage: wte's and the rest of the embeddings') */
+    for (int k = t->bucket_of[layer + 1]; k < t->nbk && t->bk[k].lo == layer && !t->err; k++)
+        if (t->last_micro || t->zero_stage >= 2)
+            t->err = par_grad_issue(t, k);
     if (!t->err)
         t->err = par_grad_collect(t, 0);
 }

@@ -5,7 +5,7 @@
 
 #include "train/parallel/par_trainer_int.h"
 
-/* Forward and backward of one micro-batch; the hooks start communication during backward. */
+/* Forward of one evaluation micro-batch (scale 0: no backward). */
 static coh_status micro_step(coh_par_trainer *t, float scale, float *loss)
 {
     const coh_trainer_config *c = &t->cfg.train;
@@ -16,28 +16,6 @@ static coh_status micro_step(coh_par_trainer *t, float scale, float *loss)
         st = t->err;
     if (!st && t->ndp > 1)
         st = par_grad_collect(t, 1);
-    return st;
-}
-
-static coh_status accumulate(coh_par_trainer *t, coh_batch_fn next, void *ctx, double *loss)
-{
-    const coh_trainer_config *c = &t->cfg.train;
-    coh_status st = COH_OK;
-    if (t->zero_stage >= 2) /* zeroed, and not held until backward writes it */
-        par_grads_give_back_all(t);
-    else
-        coh_gpt_zero_grad(t->model);
-    if (t->gacc)
-        t->be->set(t->gacc, 0, t->own_total * sizeof *t->gacc);
-    double sum = 0.0;
-    for (int k = 0; !st && k < c->accum; k++) {
-        float l = 0.0f;
-        t->last_micro = k == c->accum - 1;
-        if (!(st = next(ctx, t->batch_in, t->batch_tg)))
-            st = micro_step(t, 1.0f / (float)c->accum, &l);
-        sum += l;
-    }
-    *loss = sum / c->accum;
     return st;
 }
 
@@ -75,8 +53,6 @@ static coh_status update(coh_par_trainer *t, float lr)
     par_trace_event(t->trace, "optimizer", "optimizer", 0, t0, par_now_us());
     coh_trainer_set_step(t->base, step + 1);
     coh_status st = COH_OK;
-    if (t->pipe && t->ndp > 1 && t->cfg.par.strategy == COH_STRATEGY_ZERO1)
-        return par_pipe_share_update(t);
     if (t->zero_stage == 1 || t->zero_stage == 2) {
         for (int k = 0; !st && k < t->nbk; k++)
             st = par_gather_bucket(t, k, 0);
@@ -96,8 +72,7 @@ static coh_status train_step(coh_par_trainer *t, coh_batch_fn next, void *ctx,
     double loss, t0 = par_now_us(), tp0 = coh_gpt_tp_comm_seconds(t->model);
     /* dp: device 0 replicates, gathers and reduces over its device threads (par_dp.c) */
     coh_status st = t->threads ? par_dp_forward_backward(t, next, ctx, &loss)
-                    : t->pipe  ? par_pipe_forward_backward(t, next, ctx, &loss)
-                               : accumulate(t, next, ctx, &loss);
+                               : par_forward_backward(t, next, ctx, &loss);
     t->tp_step_s = coh_gpt_tp_comm_seconds(t->model) - tp0;
     if (st)
         return st;

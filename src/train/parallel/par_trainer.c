@@ -48,20 +48,25 @@ static coh_status check(const coh_par_config *c, const coh_mesh *m)
     return COH_OK;
 }
 
-/* The optimizer covers this rank's chunks under ZeRO, everything otherwise. */
+/* The optimizer covers this rank's chunks under ZeRO, its stage's ranges otherwise (pp = 1: the
+ * whole arena). */
 static coh_status make_optimizer(coh_par_trainer *t, coh_adamw **opt)
 {
-    int n = t->zero_stage == 0 ? 1 : t->nbk;
+    const coh_pipe_stage *lay = par_pipe_layout(t->exec);
+    int n = t->zero_stage == 0 ? lay->nranges : t->nbk;
     t->own_rb = malloc((size_t)n * sizeof *t->own_rb);
     t->own_re = malloc((size_t)n * sizeof *t->own_re);
     if (!t->own_rb || !t->own_re)
         return coh_errf(COH_ERR_NOMEM, "out of memory for shard ranges");
     t->nown = n;
-    t->own_rb[0] = 0;
-    t->own_re[0] = coh_gpt_param_count(&t->cfg.train.model);
-    for (int k = 0; t->zero_stage && k < t->nbk; k++) { /* arena order: buckets run backwards */
-        t->own_rb[k] = t->bk[t->nbk - 1 - k].own_b;
-        t->own_re[k] = t->bk[t->nbk - 1 - k].own_e;
+    for (int k = 0; k < n; k++) {
+        if (!t->zero_stage) {
+            t->own_rb[k] = lay->begin[k];
+            t->own_re[k] = lay->end[k];
+        } else { /* arena order: buckets run backwards */
+            t->own_rb[k] = t->bk[t->nbk - 1 - k].own_b;
+            t->own_re[k] = t->bk[t->nbk - 1 - k].own_e;
+        }
     }
     return coh_adamw_create_ranges(&t->cfg.train.model, t->own_rb, t->own_re, n, opt);
 }
@@ -84,30 +89,23 @@ static coh_status alloc_state(coh_par_trainer *t)
 }
 
 /* pp > 1: the whole arena is reserved but only this stage's ranges are ever written (and
- * held), its optimizer covers them, and its activations have one slot per micro-batch the
- * schedule keeps in flight, each sized for the stage's own layers. */
+ * held), its optimizer covers them (ZeRO-1: this replica's chunks of the stage's buckets),
+ * and its activations have one slot per micro-batch the schedule keeps in flight, each sized for
+ * the stage's own layers. */
 static coh_status build_pipeline(coh_par_trainer *t, coh_gpt *model, coh_adamw **opt)
 {
-    const coh_gpt_config *c = &t->cfg.train.model;
-    coh_status st = par_pipe_create(t, &t->pipe);
-    if (st)
-        return st;
+    coh_status st = COH_OK;
+    t->pipe = t->exec;
     const coh_pipe_stage *lay = par_pipe_layout(t->pipe);
-    t->own_rb = malloc(((size_t)lay->nranges + 1) * sizeof *t->own_rb);
-    t->own_re = malloc(((size_t)lay->nranges + 1) * sizeof *t->own_re);
-    if (!t->own_rb || !t->own_re)
-        return coh_errf(COH_ERR_NOMEM, "out of memory for the stage's ranges");
-    /* the optimizer covers the stage's ranges, or with ZeRO-1 this replica's slices of them */
-    t->nown = par_pipe_optimizer_ranges(t->pipe, par_wte_size(c), t->rdp, t->ndp,
-                                        t->cfg.par.strategy == COH_STRATEGY_ZERO1, t->own_rb,
-                                        t->own_re);
     par_pipe_keep_own(t, coh_gpt_params(model, NULL));
+    if ((st = par_plan_buckets(t))) /* dp sync over the stage's ranges, by the grad hook */
+        return st;
     int full = t->cfg.par.recompute == COH_RECOMPUTE_FULL;
     if ((st = coh_gpt_set_stage_slots(model, par_pipe_slots(t->pipe), lay->chunks, lay->lo,
                                       lay->hi, lay->first, lay->head)) ||
         (st = par_pipe_setup_model(t->pipe, model, full)))
         return st;
-    return coh_adamw_create_ranges(c, t->own_rb, t->own_re, t->nown, opt);
+    return make_optimizer(t, opt);
 }
 
 static coh_status build(coh_par_trainer *t)
@@ -138,9 +136,10 @@ static coh_status build(coh_par_trainer *t)
         t->model = NULL;
         return st;
     }
-    if (t->mesh->pp > 1)
+    st = par_pipe_create(t, &t->exec); /* the schedule of any pp, one stage's included */
+    if (!st && t->mesh->pp > 1)
         st = build_pipeline(t, model, &opt);
-    else if (!(st = par_plan_buckets(t))) {
+    else if (!st && !(st = par_plan_buckets(t))) {
         if (t->zero_stage >= 2) { /* unwritten yet: given back before the optimizer's state */
             t->grads = coh_gpt_grads(model, &t->n);
             par_grads_give_back_all(t);
@@ -184,6 +183,8 @@ static coh_status start(coh_par_trainer *t)
         for (int k = 0; t->ndp > 1 && !st && k < lay->nranges; k++)
             st = coh_broadcast(t->dp, t->params + lay->begin[k], lay->end[k] - lay->begin[k],
                                COH_F32, 0);
+        if (t->ndp > 1)
+            coh_gpt_set_grad_hook(t->model, par_grad_hook, t);
         return st;
     }
     /* the same seed gives the same weights, but --init-from / resume may differ per rank */
@@ -239,8 +240,8 @@ coh_status coh_par_trainer_create(const coh_par_config *c, coh_mesh *mesh, coh_p
     t->dp = mesh->dp_comm;
     t->ndp = mesh->dp;
     t->rdp = mesh->dp_rank;
-    /* one rank owns everything: every stage is plain single-device training */
-    t->zero_stage = t->ndp > 1 && mesh->pp == 1 ? coh_strategy_zero_stage(c->par.strategy) : 0;
+    /* one rank owns everything: plain single-device training (pp > 1 takes ZeRO-1 at most) */
+    t->zero_stage = t->ndp > 1 ? coh_strategy_zero_stage(c->par.strategy) : 0;
     t->ndev = 1; /* strategy dp's build sets its device count */
     if (!(st = build(t))) {
         if (!(t->dev_peak = calloc((size_t)t->ndev, sizeof *t->dev_peak)))
@@ -271,7 +272,7 @@ void coh_par_trainer_destroy(coh_par_trainer *t)
         coh_warn("%s", coh_last_error());
     par_dp_destroy(t->threads); /* the replicas' threads first: they join device 0's model */
     coh_trainer_destroy(t->base);
-    par_pipe_destroy(t->pipe);
+    par_pipe_destroy(t->exec);
     if (t->grads_shm) {
         coh_dev_untrack(t->be, t->grads_shm);
         coh_comm_free(t->dp, t->grads_shm);

@@ -58,8 +58,8 @@ struct coh_par_trainer {
     coh_mesh *mesh;
     coh_comm *dp;
     int ndp, rdp;
-    int zero_stage;        /* the ZeRO stage: 1..3, or 0 (single, ddp, any pp > 1); never a
-                              pipeline stage (those are par_pipe's) */
+    int zero_stage;        /* the ZeRO stage: 1..3 (1 at most with pp > 1), or 0 (single, ddp);
+                              never a pipeline stage (those are par_pipe's) */
     coh_trainer *base;
     par_dp *threads;       /* strategy dp: devices 1.. as ranks that are threads (par_dp.c) */
     int step_threads;      /* > 0: a step computes with this many threads (dp: one a device) */
@@ -89,7 +89,9 @@ struct coh_par_trainer {
     int ndev;
     size_t *own_rb, *own_re; /* (nown) the optimizer's ranges in arena order */
     int nown;
-    par_pipe *pipe;          /* pp > 1: this rank's stage and its schedule */
+    par_pipe *exec;          /* this rank's stage and its schedule's action list, for any pp
+                                (pp = 1: the one-stage list); run by par_forward_backward */
+    par_pipe *pipe;          /* pp > 1: exec, the pipeline (NULL with one stage) */
     size_t *rep_b, *rep_e;   /* tp > 1: arena ranges of the replicated tensors, sorted */
     int nrep;
     size_t *clip_b, *clip_e; /* (nclip) the clipper's ranges (par_clip_plan) */
@@ -100,10 +102,12 @@ struct coh_par_trainer {
 
 /* buckets.c */
 coh_status par_plan_buckets(coh_par_trainer *t);
-/* The bucket plan of rank rdp of ndp into bk and bucket_of (each L + 2 long); returns the
- * bucket count, *own_total the elements this rank owns under ZeRO. Pure. */
-int par_bucket_plan(const coh_gpt_config *c, int zero_stage, int ndp, int rdp, size_t bucket_bytes,
-                    par_bucket *bk, int *bucket_of, size_t *own_total);
+/* The bucket plan of rank rdp of ndp over what a pipeline stage of layout `lay` holds (NULL: the
+ * whole model) into bk (L + 3 long) and bucket_of (L + 2); returns the bucket count, *own_total
+ * the elements this rank owns under ZeRO. Pure. */
+int par_bucket_plan(const coh_gpt_config *c, const coh_pipe_stage *lay, int zero_stage, int ndp,
+                    int rdp, size_t bucket_bytes, par_bucket *bk, int *bucket_of,
+                    size_t *own_total);
 /* Zero [b, e) of `base` and give what it can of it back through the backend, counting nothing
  * (the give-backs below count). */
 void par_release(float *base, size_t b, size_t e);
@@ -121,6 +125,8 @@ uint64_t par_resident(const float *base, size_t b, size_t e);
 
 /* grad_sync.c */
 void par_grad_hook(void *ctx, int layer, size_t begin, size_t end);
+/* Start bucket k's reduction now (one no layer's report starts: a head stage's copy of wte). */
+coh_status par_grad_issue(coh_par_trainer *t, int k);
 /* Collect finished (or, with `all`, every) bucket communication. */
 coh_status par_grad_collect(coh_par_trainer *t, int all);
 /* The ranges the clipper sums and scales (clip_b, clip_e, clip_counted): the gradients this rank
@@ -165,14 +171,6 @@ int par_pipe_slots(const par_pipe *pp);
  * whole; their logits kept for the backward unless `recompute`. */
 coh_status par_pipe_setup_model(const par_pipe *pp, coh_gpt *model, int recompute);
 const coh_pipe_stage *par_pipe_layout(const par_pipe *pp);
-/* The ranges this rank's optimizer covers: the stage's, or with ZeRO-1 this replica's slice of
- * each (the last replica also takes the remainder; the first stage's embeddings are sliced as
- * wte and wpe apart). vc: the elements of wte. Returns the count, at most the stage's ranges
- * + 1. */
-int par_pipe_optimizer_ranges(const par_pipe *pp, size_t vc, int rdp, int ndp, int zero1,
-                              size_t *rb, size_t *re);
-/* ZeRO-1: every replica's updated slices to every replica of the stage. Collective over dp. */
-coh_status par_pipe_share_update(coh_par_trainer *t);
 /* Zero and give back the pages of every parameter this stage does not hold (after a full load). */
 void par_pipe_keep_own(coh_par_trainer *t, float *params);
 /* pipe_layout.c: the estimated compute of a model chunk, in any one unit: per block, and what
@@ -221,8 +219,10 @@ void par_pipe_split_chain(const coh_gpt_config *c, int T, const coh_pipe_shape *
 /* The activation slots a stage's list needs: the most micro-batches with a chunk forwarded and
  * not yet backwarded (-1 out of memory). */
 int par_pipe_count_slots(const coh_pipe_action *a, int n, int m);
-coh_status par_pipe_forward_backward(coh_par_trainer *t, coh_batch_fn next, void *ctx,
-                                     double *loss);
+/* The step's forward and backward for any (dp, pp, tp): this rank's action list run over the
+ * step's micro-batches, then the gradients reduced (the tied embedding over its group, what
+ * the hooks have in flight over dp); *loss the step's mean over the pipeline. */
+coh_status par_forward_backward(coh_par_trainer *t, coh_batch_fn next, void *ctx, double *loss);
 /* One evaluation micro-batch through the stage (forward only); the last stage adds its loss to
  * *loss. par_pipe_drain after the last: the sends still in flight. */
 coh_status par_pipe_eval_batch(coh_par_trainer *t, coh_batch_fn next, void *ctx, double *loss);

@@ -1,8 +1,8 @@
-/* pipe_exec.c: the pipeline-parallel step: this rank's stage (its model chunks' layer ranges),
- * one executor that runs any schedule's action list (schedule.c) with sends and receives on
- * threads of their own, the tied embedding's gradient summed between the first and last stage,
- * the loss reduced over the pipeline, and dp replicas of each stage
- * averaged.
+/* pipe_exec.c: the step's executor for any (dp, pp, tp): this rank's stage (its model chunks'
+ * layer ranges; pp = 1 is the one stage of the whole model), the schedule's action list
+ * (schedule.c) run with sends and receives on threads of their own, the hooks seeing each
+ * micro-batch (dp buckets started during the last one's backward), the tied embedding's
+ * gradient summed between the first and last stage, and the loss reduced over the pipeline.
  *
  * Point to point runs on two-rank communicators, one per direction of each neighbouring pair:
  * the sender thread uses the ones this rank sends on, the receiver thread the ones it receives
@@ -254,6 +254,19 @@ static coh_status eval_list(par_pipe *pp)
     return COH_OK;
 }
 
+/* The layout of the one stage of pp = 1: every block and the head whole, the arena one range. */
+static void one_stage(const coh_gpt_config *m, coh_pipe_stage *out)
+{
+    memset(out, 0, sizeof *out);
+    out->chunks = 1;
+    out->hi[0] = m->layers;
+    out->first = out->last = out->head = 1;
+    out->head_shards = 1;
+    out->head_hi[0] = 1;
+    out->nranges = 1;
+    out->end[0] = out->params = coh_gpt_param_count(m);
+}
+
 coh_status par_pipe_create(coh_par_trainer *t, par_pipe **out)
 {
     const coh_par_config *c = &t->cfg;
@@ -268,11 +281,17 @@ coh_status par_pipe_create(coh_par_trainer *t, par_pipe **out)
     pthread_cond_init(&pp->rcv, NULL);
     pp->p = mesh->pp;
     pp->stage = mesh->pp_rank;
-    pp->v = c->par.schedule == COH_SCHED_INTERLEAVED ? c->par.virtual_stages : 1;
+    pp->v = c->par.schedule == COH_SCHED_INTERLEAVED && pp->p > 1 ? c->par.virtual_stages : 1;
     pp->m = c->train.accum;
     pp->L = c->train.model.layers;
-    pp->shape = (coh_pipe_shape){c->par.schedule, pp->p, pp->m, pp->v};
-    coh_status st = coh_par_pipe_stage(c, pp->stage, &pp->layout);
+    /* one stage: forward and backward of each micro-batch in turn, nothing sent */
+    pp->shape = (coh_pipe_shape){pp->p > 1 ? c->par.schedule : COH_SCHED_NAIVE, pp->p, pp->m,
+                                 pp->v};
+    coh_status st = COH_OK;
+    if (pp->p > 1)
+        st = coh_par_pipe_stage(c, pp->stage, &pp->layout);
+    else
+        one_stage(&c->train.model, &pp->layout);
     if (st)
         return st;
     memcpy(pp->lo, pp->layout.lo, sizeof pp->lo);
@@ -294,14 +313,18 @@ coh_status par_pipe_create(coh_par_trainer *t, par_pipe **out)
     pp->chunks_live = calloc((size_t)pp->m, sizeof *pp->chunks_live);
     pp->tok = malloc((size_t)pp->m * bt * sizeof *pp->tok);
     pp->tgt = malloc((size_t)pp->m * bt * sizeof *pp->tgt);
+    int nq = pp->nacts > pp->neval ? pp->nacts : pp->neval;
+    pp->rq_comm = malloc((size_t)(nq > 0 ? nq : 1) * sizeof *pp->rq_comm);
+    if (pp->nslots < 1 || !pp->slot_of || !pp->chunks_live || !pp->tok || !pp->tgt ||
+        !pp->rq_comm)
+        return coh_errf(COH_ERR_NOMEM, "out of memory for the pipeline");
+    if (pp->p == 1) /* no messages, links or threads: the list has no send or receive */
+        return COH_OK;
     pp->ybuf = malloc(btc * sizeof *pp->ybuf);
     int rings = 1;
     for (int k = 0; k < PIPE_RECV_DEPTH; k++)
         rings &= (pp->ring[k] = malloc(btc * sizeof(float))) != NULL;
-    int nq = pp->nacts > pp->neval ? pp->nacts : pp->neval;
-    pp->rq_comm = malloc((size_t)(nq > 0 ? nq : 1) * sizeof *pp->rq_comm);
-    if (pp->nslots < 1 || !pp->slot_of || !pp->chunks_live || !pp->tok || !pp->tgt || !rings ||
-        !pp->ybuf || !pp->rq_comm)
+    if (!rings || !pp->ybuf)
         return coh_errf(COH_ERR_NOMEM, "out of memory for the pipeline");
     pp->xbuf = pp->ring[0];
     if ((st = make_links(pp, mesh->pp_comm)))
@@ -378,67 +401,6 @@ void par_pipe_keep_own(coh_par_trainer *t, float *params)
     t->pipe->others_away = 1;
 }
 
-/* ZeRO-1 over a stage's replicas: replica r of dp updates the r-th slice of each of the stage's
- * ranges (the last also the remainder). */
-static void zero1_slice(size_t b, size_t e, int r, int dp, size_t *sb, size_t *se)
-{
-    size_t q = (e - b) / (size_t)dp;
-    *sb = b + (size_t)r * q;
-    *se = r == dp - 1 ? e : *sb + q;
-}
-
-/* The pieces ZeRO-1 slices: the stage's ranges, with the first stage's embeddings cut after
- * wte so that both copies of the tied wte are sliced (and updated) alike on the first and last
- * stage: AdamW's vector and scalar paths round differently, so equal slices keep the copies
- * bit-identical. At most nranges + 1. */
-static int zero1_pieces(const par_pipe *pp, size_t vc, size_t *pb, size_t *pe)
-{
-    const coh_pipe_stage *lay = &pp->layout;
-    int n = 0;
-    for (int k = 0; k < lay->nranges; k++) {
-        if (lay->begin[k] == 0 && lay->end[k] > vc && !lay->tied_copy) {
-            pb[n] = 0;
-            pe[n++] = vc;
-            pb[n] = vc;
-        } else {
-            pb[n] = lay->begin[k];
-        }
-        pe[n++] = lay->end[k];
-    }
-    return n;
-}
-
-int par_pipe_optimizer_ranges(const par_pipe *pp, size_t vc, int rdp, int ndp, int zero1,
-                              size_t *rb, size_t *re)
-{
-    const coh_pipe_stage *lay = &pp->layout;
-    if (!zero1) {
-        memcpy(rb, lay->begin, (size_t)lay->nranges * sizeof *rb);
-        memcpy(re, lay->end, (size_t)lay->nranges * sizeof *re);
-        return lay->nranges;
-    }
-    int n = zero1_pieces(pp, vc, rb, re);
-    for (int k = 0; k < n; k++)
-        zero1_slice(rb[k], re[k], rdp, ndp, &rb[k], &re[k]);
-    return n;
-}
-
-coh_status par_pipe_share_update(coh_par_trainer *t)
-{
-    const coh_gpt_config *c = &t->cfg.train.model;
-    size_t pb[COH_PIPE_STAGE_MAX_CHUNKS + 2], pe[COH_PIPE_STAGE_MAX_CHUNKS + 2];
-    int n = zero1_pieces(t->pipe, par_wte_size(c), pb, pe);
-    coh_status st = COH_OK;
-    for (int k = 0; !st && k < n; k++)
-        for (int r = 0; !st && r < t->ndp; r++) {
-            size_t b, e;
-            zero1_slice(pb[k], pe[k], r, t->ndp, &b, &e);
-            if (e > b)
-                st = coh_broadcast(t->dp, t->params + b, e - b, COH_F32, r);
-        }
-    return st;
-}
-
 /* ---- the step ------------------------------------------------------------------------------ */
 
 static int slot_take(par_pipe *pp, int mb)
@@ -456,11 +418,14 @@ static int slot_take(par_pipe *pp, int mb)
     return pp->slot_of[mb] = -1; /* count_slots bounds the live ones: cannot happen */
 }
 
-/* "F3" (forward of micro-batch 3), "B3.1" (backward, chunk 1): the schedule's picture. */
+/* "F3" (forward of micro-batch 3), "B3.1" (backward, chunk 1): the schedule's picture; one
+ * stage's is the param hook's, layer by layer. */
 static void trace_compute(coh_par_trainer *t, const char *what, int mb, int chunk, double t0)
 {
     char name[32];
-    if (t->pipe->v > 1)
+    if (!t->trace || t->exec->p == 1)
+        return;
+    if (t->exec->v > 1)
         snprintf(name, sizeof name, "%s%d.%d", what, mb, chunk);
     else
         snprintf(name, sizeof name, "%s%d", what, mb);
@@ -495,11 +460,14 @@ coh_status par_pipe_setup_model(const par_pipe *pp, coh_gpt *model, int recomput
 }
 
 /* Run one action list over micro-batches (train: forward with the gradient's scale, then
- * backward; eval: forward only). *loss: the last stage's summed micro-batch losses. */
+ * backward; eval: forward only). *loss: the last stage's summed micro-batch losses. The hooks
+ * see the micro-batch: the grad hook communicates on the last one's backward (every one's under
+ * ZeRO-2/3, collected when its backward is done), ZeRO-3's param hook prefetches in the order
+ * of one micro-batch's pass. */
 static coh_status run_list(coh_par_trainer *t, const coh_pipe_action *a, int n, int mb0,
                            float scale, double *loss)
 {
-    par_pipe *pp = t->pipe;
+    par_pipe *pp = t->exec;
     const coh_trainer_config *c = &t->cfg.train;
     int B = c->batch, T = c->seq;
     size_t bt = (size_t)B * T;
@@ -510,6 +478,7 @@ static coh_status run_list(coh_par_trainer *t, const coh_pipe_action *a, int n, 
         int mb = a[i].mb + mb0, k = a[i].chunk, lo = pp->lo[k], hi = pp->hi[k];
         int hlo = pp->layout.head_lo[k], hhi = pp->layout.head_hi[k];
         double t0 = par_now_us();
+        t->last_micro = mb == pp->m - 1;
         switch (a[i].op) {
         case COH_PIPE_RECV_ACT: /* posted ahead: waits only for what has not arrived */
         case COH_PIPE_RECV_GRAD:
@@ -528,14 +497,15 @@ static coh_status run_list(coh_par_trainer *t, const coh_pipe_action *a, int n, 
         case COH_PIPE_FORWARD: {
             float l = 0.0f;
             int slot = scale > 0.0f ? slot_take(pp, a[i].mb) : 0;
+            if (k == 0)
+                par_reset_sequence(t, scale > 0.0f);
             st = coh_gpt_shards_forward(t->model, slot, lo, hi, chunk_ends(pp, k), hlo, hhi,
                                         pp->tok + (size_t)mb * bt, pp->xbuf,
                                         pp->tgt + (size_t)mb * bt, B, T, scale, pp->ybuf, &l);
             if (chunk_loss(pp, k))
                 *loss += l;
             pp->busy_us += par_now_us() - t0;
-            if (t->trace)
-                trace_compute(t, "F", a[i].mb, k, t0);
+            trace_compute(t, "F", a[i].mb, k, t0);
             break;
         }
         case COH_PIPE_BACKWARD:
@@ -543,35 +513,40 @@ static coh_status run_list(coh_par_trainer *t, const coh_pipe_action *a, int n, 
                                          chunk_ends(pp, k), hlo, hhi, pp->xbuf, B, T, pp->ybuf);
             pp->chunks_live[a[i].mb]--;
             pp->busy_us += par_now_us() - t0;
-            if (t->trace)
-                trace_compute(t, "B", a[i].mb, k, t0);
+            trace_compute(t, "B", a[i].mb, k, t0);
+            if (!st && k == 0 && t->zero_stage >= 2) /* its own chunks kept before the next */
+                st = par_grad_collect(t, 1);
             break;
         }
+        if (!st && t->err)
+            st = t->err;
     }
     return st;
 }
 
-/* The gradient all-reduces after the pipeline: the tied wte between the first and last stage
- * (Megatron's embedding group), then each range over this stage's dp replicas. */
+/* After the list: the dp reductions the last micro-batch's backward started, with a head
+ * stage's copy of wte (which no layer of it reports) started now, all collected; then the tied
+ * wte summed between the first stage and the head's (Megatron's embedding group, after the dp
+ * sync as there). */
 static coh_status reduce_grads(coh_par_trainer *t)
 {
-    par_pipe *pp = t->pipe;
-    const coh_gpt_config *c = &t->cfg.train.model;
-    size_t V_C = par_wte_size(c);
+    par_pipe *pp = t->exec;
     coh_status st = COH_OK;
-    if (pp->embed)
-        st = coh_allreduce(pp->embed, t->grads, t->grads, V_C, COH_F32, COH_SUM);
-    const coh_pipe_stage *lay = &pp->layout;
-    for (int k = 0; !st && t->ndp > 1 && k < lay->nranges; k++)
-        st = coh_allreduce(t->dp, t->grads + lay->begin[k], t->grads + lay->begin[k],
-                           lay->end[k] - lay->begin[k], COH_F32, COH_AVG);
+    for (int k = 0; t->ndp > 1 && pp->layout.tied_copy && !st && k < t->nbk; k++)
+        if (t->bk[k].lo == -1)
+            st = par_grad_issue(t, k);
+    if (!st && t->ndp > 1)
+        st = par_grad_collect(t, 1);
+    if (!st && pp->embed)
+        st = coh_allreduce(pp->embed, t->grads, t->grads, par_wte_size(&t->cfg.train.model),
+                           COH_F32, COH_SUM);
     return st;
 }
 
 /* All ranks read the step's micro-batches, so every loader stays where single's would be. */
 static coh_status read_batches(coh_par_trainer *t, coh_batch_fn next, void *ctx, int count)
 {
-    par_pipe *pp = t->pipe;
+    par_pipe *pp = t->exec;
     size_t bt = (size_t)t->cfg.train.batch * t->cfg.train.seq;
     coh_status st = COH_OK;
     for (int k = 0; !st && k < count; k++)
@@ -579,17 +554,30 @@ static coh_status read_batches(coh_par_trainer *t, coh_batch_fn next, void *ctx,
     return st;
 }
 
-coh_status par_pipe_forward_backward(coh_par_trainer *t, coh_batch_fn next, void *ctx,
-                                     double *loss)
+/* Zero the gradients this rank writes: its stage's ranges, or under ZeRO-2/3 every bucket's,
+ * given back until backward writes them; and the own chunks' accumulator. */
+static void zero_grads(coh_par_trainer *t)
 {
-    par_pipe *pp = t->pipe;
-    const coh_pipe_stage *lay = &pp->layout;
-    for (int k = 0; k < lay->nranges; k++)
-        memset(t->grads + lay->begin[k], 0, (lay->end[k] - lay->begin[k]) * sizeof(float));
+    const coh_pipe_stage *lay = &t->exec->layout;
+    if (t->zero_stage >= 2)
+        par_grads_give_back_all(t);
+    else
+        for (int k = 0; k < lay->nranges; k++)
+            t->be->set(t->grads + lay->begin[k], 0,
+                       (lay->end[k] - lay->begin[k]) * sizeof(float));
+    if (t->gacc)
+        t->be->set(t->gacc, 0, t->own_total * sizeof *t->gacc);
+}
+
+coh_status par_forward_backward(coh_par_trainer *t, coh_batch_fn next, void *ctx, double *loss)
+{
+    par_pipe *pp = t->exec;
+    zero_grads(t);
     memset(pp->chunks_live, 0, (size_t)pp->m * sizeof *pp->chunks_live);
     double sum = 0.0;
     coh_status st = read_batches(t, next, ctx, pp->m);
     pp->busy_us = pp->idle_us = 0.0;
+    t->err = COH_OK;
     if (!st)
         st = run_list(t, pp->acts, pp->nacts, 0, 1.0f / (float)pp->m, &sum);
     double t0 = par_now_us();
