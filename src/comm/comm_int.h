@@ -101,6 +101,9 @@ struct coh_comm {
 
 /* Run one op now (after validation), updating seq and the sticky error. */
 coh_status coh_comm_run(coh_comm *c, coh_op *op);
+/* A communicator over transport state tp (ops); on failure tp is destroyed (group.c). */
+coh_status coh_comm_wrap(const coh_transport_ops *ops, void *tp, int rank, int size,
+                         double timeout_s, coh_comm **out);
 /* Queue an op on the progress thread. */
 coh_status coh_async_submit(coh_comm *c, const coh_op *op, coh_comm_req **req);
 /* Wait for every queued op of c; the first error is returned. */

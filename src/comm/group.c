@@ -16,8 +16,8 @@ const coh_transport_host coh_host = {coh_errf,        coh_reduce_n, coh_to_f32,
                                      coh_fp_describe, coh_opkind_name, coh_dtype_size,
                                      coh_now_s};
 
-static coh_status comm_wrap(const coh_transport_ops *ops, void *tp, int rank, int size,
-                            double timeout_s, coh_comm **out)
+coh_status coh_comm_wrap(const coh_transport_ops *ops, void *tp, int rank, int size,
+                         double timeout_s, coh_comm **out)
 {
     coh_comm *c = calloc(1, sizeof *c);
     if (!c) {
@@ -114,7 +114,7 @@ coh_status coh_comm_create(coh_comm_kind kind, coh_comm **out)
         if ((st = coh_shm_open(&env, &tp)))
             return st;
     }
-    if ((st = comm_wrap(ops, tp, rank, size, env.timeout_s, out)))
+    if ((st = coh_comm_wrap(ops, tp, rank, size, env.timeout_s, out)))
         return st;
     coh_debug("comm: rank %d of %d (launcher %s) on transport %s", rank, size,
               coh_launcher_name((coh_launcher_kind)env.launcher), ops->name);
@@ -127,7 +127,7 @@ coh_status coh_comm_create_self(coh_comm **out)
     coh_status st = coh_self_open(&tp);
     if (st)
         return st;
-    return comm_wrap(&coh_self_ops, tp, 0, 1, 300, out);
+    return coh_comm_wrap(&coh_self_ops, tp, 0, 1, 300, out);
 }
 
 coh_status coh_comm_create_threads(int n, double timeout_s, coh_comm **out)
@@ -142,8 +142,9 @@ coh_status coh_comm_create_threads(int n, double timeout_s, coh_comm **out)
     for (int i = 0; i < n; i++)
         out[i] = NULL;
     for (int i = 0; !st && i < n; i++) {
-        if ((st = comm_wrap(&coh_thread_ops, tp[i], i, n, timeout_s, &out[i])))
-            for (int k = i + 1; k < n; k++) /* comm_wrap freed tp[i]; the rest are unwrapped */
+        /* on failure coh_comm_wrap freed tp[i]; the rest are unwrapped */
+        if ((st = coh_comm_wrap(&coh_thread_ops, tp[i], i, n, timeout_s, &out[i])))
+            for (int k = i + 1; k < n; k++)
                 coh_thread_ops.destroy(tp[k]);
     }
     for (int i = 0; st && i < n; i++) {
@@ -351,5 +352,5 @@ coh_status coh_comm_split(coh_comm *c, int color, int key, coh_comm **out)
     free(members);
     if (st || color < 0)
         return st;
-    return comm_wrap(c->ops, tp, new_rank, m, c->timeout_s, out);
+    return coh_comm_wrap(c->ops, tp, new_rank, m, c->timeout_s, out);
 }

@@ -9,6 +9,20 @@
 # Needs root.
 
 netns_ids=() netns_dir= netns_agent= netns_br=
+
+# Timing helpers of the tests that measure: now (seconds, as a string), secs T0 T1 (T1 - T0 to
+# 0.01 s; needs $py), wait_for SECONDS CMD... (until CMD succeeds, polled every 50 ms; 1 after
+# SECONDS).
+now() { date +%s.%N; }
+secs() { "$py" -c "import sys; print('%.2f' % (float(sys.argv[2]) - float(sys.argv[1])))" "$1" "$2"; }
+wait_for() {
+    local end=$(($(date +%s) + $1))
+    shift
+    until "$@"; do
+        [ "$(date +%s)" -ge $end ] && return 1
+        sleep 0.05
+    done
+}
 NETNS_SUBNET=10.231.0 # the link's addresses: node K is $NETNS_SUBNET.(K+1)
 
 # netns_can_run: empty when namespaces can be made here, else why not.

@@ -19,17 +19,6 @@ netns_up_bridge 3 || { fail "namespaces could not be made"; exit 1; }
 M=$NETNS_SUBNET.1
 P=$("$py" -c 'import random; print(random.randrange(20000, 28000))')
 script=$src/tests/launch/launch_elastic_ddp.py
-now() { date +%s.%N; }
-secs() { "$py" -c "import sys; print('%.2f' % (float(sys.argv[2]) - float(sys.argv[1])))" "$1" "$2"; }
-# wait_for SECONDS CMD...: until CMD succeeds (polled every 50 ms); 1 after SECONDS
-wait_for() {
-    local end=$(($(date +%s) + $1))
-    shift
-    until "$@"; do
-        [ "$(date +%s)" -ge $end ] && return 1
-        sleep 0.05
-    done
-}
 started() { [ "$(cat "$work"/err.* 2>/dev/null | grep -c "started attempt $1 world $2 ")" -ge "$3" ]; }
 ref=$("$py" "$script" "$work/single.pt" 30 2>/dev/null | sed -nE 's/.*"loss": ([^}]+)}.*/\1/p')
 [ -n "$ref" ] || { fail "the one-process run gave no loss"; exit 1; }

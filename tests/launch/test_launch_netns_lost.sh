@@ -25,17 +25,6 @@ netns_up_bridge 3 || { fail "namespaces could not be made"; exit 1; }
 TO=${COHORT_TEST_CONTROL_TIMEOUT:-4} # COHORT_CONTROL_TIMEOUT: a silent launcher is lost after TO s (+1 s)
 BOUND=30 # what the test accepts: generous (a loaded machine), far below TCP's own minutes
 M=$NETNS_SUBNET.1
-now() { date +%s.%N; }
-secs() { "$py" -c "import sys; print('%.2f' % (float(sys.argv[2]) - float(sys.argv[1])))" "$1" "$2"; }
-# wait_for SECONDS CMD...: until CMD succeeds (polled every 50 ms); 1 after SECONDS
-wait_for() {
-    local end=$(($(date +%s) + $1))
-    shift
-    until "$@"; do
-        [ "$(date +%s)" -ge $end ] && return 1
-        sleep 0.05
-    done
-}
 free_port() { "$py" -c 'import random; print(random.randrange(20000, 28000))'; }
 # each worker logs "attempt world rank" to $work/log.ID and its pid to $work/pid.ID; attempt 0
 # runs until stopped, later attempts end at once

@@ -71,18 +71,7 @@ coh_status coh_comm_create_nccl(coh_comm *boot, coh_comm **out)
     coh_status st = fn(&coh_host, &b, &ops, &tp);
     if (st)
         return st;
-    coh_comm *c = calloc(1, sizeof *c);
-    if (!c) {
-        ops->destroy(tp);
-        return coh_errf(COH_ERR_NOMEM, "out of memory for a communicator");
-    }
-    c->ops = ops;
-    c->tp = tp;
-    c->rank = boot->rank;
-    c->size = boot->size;
-    c->timeout_s = boot->timeout_s;
-    *out = c;
-    return COH_OK;
+    return coh_comm_wrap(ops, tp, boot->rank, boot->size, boot->timeout_s, out);
 }
 #else
 coh_status coh_comm_create_nccl(coh_comm *boot, coh_comm **out)

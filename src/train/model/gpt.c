@@ -266,6 +266,40 @@ coh_status coh_gpt_set_bf16_mixed(coh_gpt *g, int on)
     return COH_OK;
 }
 
+/* `slots` slots, each with its per-layer views, over one zeroed device block of `floats`;
+ * COH_ERR_NOMEM (nothing left held) when any allocation fails. */
+static coh_status slots_alloc(coh_gpt *g, int slots, size_t floats, gpt_slot **sl_out,
+                              float **acts_out)
+{
+    gpt_slot *sl = calloc((size_t)slots, sizeof *sl);
+    /* zeroed device memory: on the CPU, untouched pages (layers of other stages, slots never
+     * used) stay unresident */
+    float *acts = DEV_ALLOC(g, floats * sizeof(float));
+    int ok = sl && acts;
+    for (int i = 0; ok && i < slots; i++)
+        ok = (sl[i].la = calloc((size_t)g->cfg.layers, sizeof *sl[i].la)) != NULL;
+    if (!ok) {
+        for (int i = 0; sl && i < slots; i++)
+            free(sl[i].la);
+        free(sl);
+        DEV_FREE(g, acts);
+        return coh_errf(COH_ERR_NOMEM, "out of memory for %d activation slots", slots);
+    }
+    *sl_out = sl;
+    *acts_out = acts;
+    return COH_OK;
+}
+
+/* Replaces the model's slots by sl (slots of them) over acts. */
+static void slots_install(coh_gpt *g, gpt_slot *sl, int slots, float *acts)
+{
+    free(g->slot[0].la);
+    free(g->slot);
+    g->slot = sl;
+    g->nslots = slots;
+    g->slot_acts = acts;
+}
+
 coh_status coh_gpt_set_slots(coh_gpt *g, int slots)
 {
     if (slots < 1 || slots > 4096)
@@ -278,21 +312,12 @@ coh_status coh_gpt_set_slots(coh_gpt *g, int slots)
     gpt_act_sizes_t s;
     gpt_act_sizes(&g->cfg, g->maxB, g->maxT, &s);
     size_t BTC = (size_t)g->maxB * g->maxT * (size_t)g->cfg.dim;
-    gpt_slot *sl = calloc((size_t)slots, sizeof *sl);
-    /* zeroed device memory: on the CPU, untouched pages (layers of other stages, slots never
-     * used) stay unresident */
     size_t nacts = (size_t)(slots - 1) * s.saved + (size_t)slots * BTC;
-    float *acts = DEV_ALLOC(g, nacts * sizeof(float));
-    int ok = sl && acts;
-    for (int i = 0; ok && i < slots; i++)
-        ok = (sl[i].la = calloc((size_t)g->cfg.layers, sizeof *sl[i].la)) != NULL;
-    if (!ok) {
-        for (int i = 0; sl && i < slots; i++)
-            free(sl[i].la);
-        free(sl);
-        DEV_FREE(g, acts);
-        return coh_errf(COH_ERR_NOMEM, "out of memory for %d activation slots", slots);
-    }
+    gpt_slot *sl;
+    float *acts;
+    coh_status st = slots_alloc(g, slots, nacts, &sl, &acts);
+    if (st)
+        return st;
     float *p = acts;
     for (int i = 0; i < slots; i++) {
         slot_views(g, &sl[i], i ? p : g->acts);
@@ -301,11 +326,7 @@ coh_status coh_gpt_set_slots(coh_gpt *g, int slots)
         sl[i].dlnf = p;
         p += BTC;
     }
-    free(g->slot[0].la);
-    free(g->slot);
-    g->slot = sl;
-    g->nslots = slots;
-    g->slot_acts = acts;
+    slots_install(g, sl, slots, acts);
     return COH_OK;
 }
 
@@ -330,7 +351,6 @@ coh_status coh_gpt_set_stage_slots(coh_gpt *g, int slots, int chunks, const int 
     if (g->slot_acts || g->acts)
         return coh_errf(COH_ERR_INVALID, "stage slots need a model from coh_gpt_create_stage, "
                         "once");
-    int L = g->cfg.layers;
     coh_status st = check_chunks(g, chunks, lo, hi);
     if (st)
         return st;
@@ -340,25 +360,13 @@ coh_status coh_gpt_set_stage_slots(coh_gpt *g, int slots, int chunks, const int 
         at0 |= lo[k] == 0;
     gpt_slot_plan plan = {chunks, lo, hi, g->recompute, at0, embeddings != 0, head != 0};
     size_t per = slot_carve(g, NULL, NULL, &plan);
-    gpt_slot *sl = calloc((size_t)slots, sizeof *sl);
-    float *acts = DEV_ALLOC(g, (size_t)slots * per * sizeof(float));
-    int ok = sl && acts;
-    for (int i = 0; ok && i < slots; i++)
-        ok = (sl[i].la = calloc((size_t)L, sizeof *sl[i].la)) != NULL;
-    for (int i = 0; ok && i < slots; i++)
+    gpt_slot *sl;
+    float *acts;
+    if ((st = slots_alloc(g, slots, (size_t)slots * per, &sl, &acts)))
+        return st;
+    for (int i = 0; i < slots; i++)
         slot_carve(g, &sl[i], acts + (size_t)i * per, &plan);
-    if (!ok) {
-        for (int i = 0; sl && i < slots; i++)
-            free(sl[i].la);
-        free(sl);
-        DEV_FREE(g, acts);
-        return coh_errf(COH_ERR_NOMEM, "out of memory for %d activation slots", slots);
-    }
-    free(g->slot[0].la);
-    free(g->slot);
-    g->slot = sl;
-    g->nslots = slots;
-    g->slot_acts = acts;
+    slots_install(g, sl, slots, acts);
     g->outputs_only = g->recompute;
     return COH_OK;
 }
