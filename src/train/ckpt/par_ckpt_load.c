@@ -111,7 +111,14 @@ coh_status coh_par_trainer_resume(coh_par_trainer *t, const char *path, coh_load
         coh_st_close(f);
         return st;
     }
-    st = resume_from(t, path, f, sp, sf, (long)s.step);
+    /* the layout before sharded saves kept ZeRO's and the pipeline's moments in .zero files
+     * named by this state's metadata: its weights still load (eval, --init-from, export) */
+    if (coh_st_meta_get(sf, "zero_index"))
+        st = coh_errf(COH_ERR_INVALID, "checkpoint '%s' is in the layout before sharded saves "
+                      "(its optimizer state is in .zero files): it cannot be resumed; "
+                      "--init-from, eval and export still read its weights", path);
+    else
+        st = resume_from(t, path, f, sp, sf, (long)s.step);
     if (!st) {
         const char *thr = coh_st_meta_get(sf, "threads");
         coh_trainer_set_step(t->base, (long)s.step);
