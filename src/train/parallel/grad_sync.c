@@ -225,10 +225,9 @@ static coh_status clip_reduce(void *ctx, double *sum)
 double par_clip(coh_par_trainer *t)
 {
     coh_clip_ranges r = {t->clip_b, t->clip_e, t->clip_counted, t->nclip};
-    int split = t->zero_stage >= 2 || t->mesh->pp > 1 || t->mesh->tp > 1;
-    coh_status st;
-    double norm = coh_clip_grads(t->be, t->grads, &r, split ? clip_reduce : NULL, t,
-                                 t->cfg.train.grad_clip, &st);
+    coh_status st; /* clip_reduce itself skips the groups that split nothing */
+    double norm = coh_clip_grads(t->be, t->grads, &r, clip_reduce, t, t->cfg.train.grad_clip,
+                                 &st);
     if (st && !t->err)
         t->err = st;
     return norm;
