@@ -31,8 +31,9 @@ static void help(void)
            "(see 'cohort prepare'). Multi-process strategies run under 'cohort run'. Without\n"
            "model options: 6 layers, 6 heads, dim 384, vocab 50257, seq 256.\n\n");
     cli_config_help(stdout);
-    printf("  --device KIND         the backend every rank computes on: cpu (the default; this\n"
-           "                        build has no other)\n"
+    printf("  --device KIND         the backend every rank computes on: cpu (the default),\n"
+           "                        cuda (a CUDA build), cpu-guarded (a test device: the CPU\n"
+           "                        with its memory closed to host code; strategy single)\n"
            "  --devices N           strategy dp: devices, each with its own thread and replica\n"
            "                        (default 2; the same as --dp N); --micro-batch is per device\n"
            "  --trace FILE.json     Chrome/Perfetto trace per rank (FILE.rankN.json for N > 1)\n"
@@ -196,6 +197,10 @@ static int parse_value(void *ctx, int c, const char *name, const char *a)
 static int check_strategy(const train_opts *o, const coh_launch_env *env)
 {
     coh_strategy s = o->cfg.par.strategy;
+    if (s != COH_STRATEGY_SINGLE && !strcmp(coh_backend_name(coh_backend_current()), "cpu-guarded"))
+        return cli_usage_error(CMD, "--device cpu-guarded runs strategy 'single' only (its "
+                               "memory is closed to the transports), not '%s'",
+                               coh_strategy_name(s));
     if (coh_strategy_is_multiprocess(s) && env->launcher == COH_LAUNCHER_NONE)
         return cli_usage_error(CMD, "strategy '%s' needs one process per rank: start it with "
                                "'cohort run --nproc-per-node N cohort train ...' (or srun, "

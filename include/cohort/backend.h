@@ -10,7 +10,9 @@
 
 typedef struct coh_backend coh_backend;
 
-/* The backend called `name`: "cpu". A device kind this build has no backend for ("cuda") is
+/* The backend called `name`: "cpu", "cpu-guarded" (the CPU's with device memory closed to the
+ * host outside backend calls: a test device that finds host code a GPU would fault on), "cuda"
+ * where built. A device kind this build has no backend for ("cuda") is
  * COH_ERR_UNSUPPORTED, anything else COH_ERR_INVALID, both naming the value. */
 coh_status coh_backend_find(const char *name, const coh_backend **out);
 /* Models and optimizers created from now on in this process use the backend called `name`

@@ -16,9 +16,13 @@ coh_status coh_backend_find(const char *name, const coh_backend **out)
         *out = coh_backend_cpu();
         return COH_OK;
     }
+    if (name && !strcmp(name, "cpu-guarded")) {
+        *out = coh_backend_guarded();
+        return COH_OK;
+    }
     if (name && (!strcmp(name, "cuda") || !strcmp(name, "gpu")))
         return coh_backend_cuda(name, out); /* cuda_load.c */
-    return coh_errf(COH_ERR_INVALID, "invalid device '%s': valid: cpu", name ? name : "");
+    return coh_errf(COH_ERR_INVALID, "invalid device '%s': valid: cpu, cuda, cpu-guarded", name ? name : "");
 }
 
 coh_status coh_backend_select(const char *name)

@@ -127,6 +127,10 @@ struct coh_backend {
 
 /* The CPU backend (cpu/cpu_backend.c). */
 const coh_backend *coh_backend_cpu(void);
+/* The CPU backend with device memory the host cannot touch outside backend calls, and every
+ * op's pointers checked to be device memory (guard/guard_backend.c): a test device that finds
+ * host code a GPU would fault on. */
+const coh_backend *coh_backend_guarded(void);
 /* The CUDA backend (cuda_load.c): the plug-in opened on the rank's device (LOCAL_RANK), or
  * COH_ERR_UNSUPPORTED naming what is missing (no plug-in in this build, a library, a GPU). */
 coh_status coh_backend_cuda(const char *name, const coh_backend **out);

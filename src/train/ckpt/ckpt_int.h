@@ -36,4 +36,9 @@ typedef coh_status (*st_fill_fn)(void *ctx, size_t i, uint64_t at, void *buf, si
 coh_status st_save_stream(const char *path, const coh_st_tensor *tensors, size_t ntensors,
                           const coh_st_meta *meta, size_t nmeta, st_fill_fn fill, void *ctx);
 
+/* coh_st_read's checks: tensor `name` exists in f with this shape and is `dtype` or widens to
+ * it (F16/BF16 to F32); *out is the tensor (NULL when missing). */
+coh_status st_check_tensor(const coh_st_file *f, const char *name, coh_st_dtype dtype, int ndim,
+                           const int64_t *shape, const coh_st_tensor **out);
+
 #endif

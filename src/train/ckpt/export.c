@@ -5,9 +5,9 @@
 
 #include "cohort/train_ckpt.h"
 #include "train/ckpt/ckpt_int.h"
+#include "train/ckpt/dev_io.h"
 #include "train/ckpt/gpt_ckpt_int.h"
 #include "train/ckpt/shard.h"
-#include "train/backend/backend.h"
 
 /* Floats read from the pieces at a time, for a bf16 export's rounding. */
 #define EXPORT_CHUNK 16384
@@ -28,7 +28,7 @@ static coh_status fill(void *ctx, size_t i, uint64_t at, void *buf, size_t n)
     for (size_t k = 0; !st && k < n / 2; k += EXPORT_CHUNK) { /* the save's own rounding */
         size_t m = n / 2 - k < EXPORT_CHUNK ? n / 2 - k : EXPORT_CHUNK;
         if (!(st = ckpt_src_read(e->src, CKPT_W, e->off[i] + at / 2 + k, m, e->tmp)))
-            coh_backend_current()->to_bf16((gpt_bf16 *)buf + k, e->tmp, m);
+            ckpt_round_bf16((uint16_t *)buf + k, e->tmp, m); /* host memory: the host rounds */
     }
     return st;
 }

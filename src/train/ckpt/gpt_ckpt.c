@@ -5,7 +5,9 @@
 #include <string.h>
 
 #include "cohort/train_ckpt.h"
+#include "train/backend/backend.h"
 #include "train/ckpt/commit.h"
+#include "train/ckpt/dev_io.h"
 #include "train/ckpt/gpt_ckpt_int.h"
 #include "train/ckpt/shard.h"
 #include "train/model/gpt_int.h"
@@ -23,36 +25,64 @@ static void free_list(tensor_list *l)
     free(l->info);
 }
 
-/* The arena's tensors in `dtype` (F32: the arena itself; BF16: rounded into *copy, which the
- * caller frees). */
-static coh_status list_tensors(const coh_gpt_config *c, float *arena, coh_st_dtype dtype,
-                               tensor_list *l, gpt_bf16 **copy)
+/* The arena's tensors in `dtype`, data pointing into the arena (a device save rounds BF16 on
+ * the way), or with host_bf16, into a bf16 copy rounded here (*copy, which the caller frees). */
+static coh_status list_tensors(const coh_gpt_config *c, const float *arena, coh_st_dtype dtype,
+                               int host_bf16, tensor_list *l, uint16_t **copy)
 {
     int n = coh_gpt_tensor_count(c);
     size_t np = coh_gpt_param_count(c);
+    int round_here = host_bf16 && dtype == COH_ST_BF16;
     *copy = NULL;
     l->t = calloc((size_t)n, sizeof *l->t);
     l->info = calloc((size_t)n, sizeof *l->info);
-    if (dtype == COH_ST_BF16)
+    if (round_here)
         *copy = malloc((np ? np : 1) * sizeof **copy);
-    if (!l->t || !l->info || (dtype == COH_ST_BF16 && !*copy)) {
+    if (!l->t || !l->info || (round_here && !*copy)) {
         free_list(l);
         free(*copy);
         *copy = NULL;
         return coh_errf(COH_ERR_NOMEM, "out of memory listing tensors");
     }
     if (*copy)
-        coh_backend_current()->to_bf16(*copy, arena, np);
+        ckpt_round_bf16(*copy, arena, np);
     for (int i = 0; i < n; i++) {
         coh_tensor_info *in = &l->info[i];
         coh_gpt_tensor(c, i, in);
         l->t[i] = (coh_st_tensor){.name = in->name, .dtype = dtype, .ndim = in->ndim,
-                                  .data = *copy ? (void *)(*copy + in->offset)
-                                                : (void *)(arena + in->offset)};
+                                  .data = *copy ? (const void *)(*copy + in->offset)
+                                                : (const void *)(arena + in->offset)};
         l->t[i].shape[0] = (int64_t)in->shape[0];
         l->t[i].shape[1] = (int64_t)in->shape[1];
     }
     return COH_OK;
+}
+
+/* The weights file, with "state_suffix" naming its step's state file when `commit` is set (the
+ * file is then the checkpoint's commit); params in device memory (a model's) or on the host. */
+static coh_status save_arena(const coh_gpt_config *c, const float *params, const char *path,
+                             const char *tokenizer, long step, coh_st_dtype dtype, int commit,
+                             int device)
+{
+    if (gpt_tp(c) > 1)
+        return coh_errf(COH_ERR_INVALID, "checkpoint '%s': an arena of one of %d tensor-parallel "
+                        "shards; gather the whole model first", path, c->tp);
+    if (dtype != COH_ST_F32 && dtype != COH_ST_BF16)
+        return coh_errf(COH_ERR_INVALID, "checkpoint '%s': weights in %s: cohort writes F32 or "
+                        "BF16", path, coh_st_dtype_name(dtype));
+    tensor_list l;
+    uint16_t *copy;
+    coh_status st = list_tensors(c, params, dtype, !device, &l, &copy);
+    if (st)
+        return st;
+    gpt_meta_text m;
+    size_t nmeta = gpt_weights_meta(c, tokenizer, step, commit, &m);
+    size_t nt = (size_t)coh_gpt_tensor_count(c);
+    st = device ? ckpt_save_device(path, l.t, nt, m.meta, nmeta)
+                : coh_st_save(path, l.t, nt, m.meta, nmeta);
+    free_list(&l);
+    free(copy);
+    return st;
 }
 
 coh_status coh_gpt_save(coh_gpt *g, const char *path, const char *tokenizer, long step)
@@ -61,15 +91,10 @@ coh_status coh_gpt_save(coh_gpt *g, const char *path, const char *tokenizer, lon
         return coh_errf(COH_ERR_INVALID, "checkpoint '%s': this model is one of %d "
                         "tensor-parallel shards; the parallel trainer saves whole tensors", path,
                         g->tp);
-    return coh_gpt_save_arena(coh_gpt_get_config(g), coh_gpt_params(g, NULL), path, tokenizer,
-                              step);
+    return save_arena(coh_gpt_get_config(g), coh_gpt_params(g, NULL), path, tokenizer, step,
+                      COH_ST_F32, 0, 1);
 }
 
-coh_status coh_gpt_save_arena(const coh_gpt_config *c, const float *params, const char *path,
-                              const char *tokenizer, long step)
-{
-    return coh_gpt_save_arena_dtype(c, params, path, tokenizer, step, COH_ST_F32);
-}
 
 size_t gpt_weights_meta(const coh_gpt_config *c, const char *tokenizer, long step, int commit,
                         gpt_meta_text *m)
@@ -88,41 +113,23 @@ size_t gpt_weights_meta(const coh_gpt_config *c, const char *tokenizer, long ste
     return sizeof meta / sizeof *meta - (commit ? 0 : 1);
 }
 
-/* The weights file, with "state_suffix" naming its step's state file when `commit` is set (the
- * file is then the checkpoint's commit). */
-static coh_status save_arena(const coh_gpt_config *c, const float *params, const char *path,
-                             const char *tokenizer, long step, coh_st_dtype dtype, int commit)
+coh_status coh_gpt_save_arena(const coh_gpt_config *c, const float *params, const char *path,
+                              const char *tokenizer, long step)
 {
-    if (gpt_tp(c) > 1)
-        return coh_errf(COH_ERR_INVALID, "checkpoint '%s': an arena of one of %d tensor-parallel "
-                        "shards; gather the whole model first", path, c->tp);
-    if (dtype != COH_ST_F32 && dtype != COH_ST_BF16)
-        return coh_errf(COH_ERR_INVALID, "checkpoint '%s': weights in %s: cohort writes F32 or "
-                        "BF16", path, coh_st_dtype_name(dtype));
-    tensor_list l;
-    gpt_bf16 *copy;
-    coh_status st = list_tensors(c, (float *)params, dtype, &l, &copy);
-    if (st)
-        return st;
-    gpt_meta_text m;
-    size_t nmeta = gpt_weights_meta(c, tokenizer, step, commit, &m);
-    st = coh_st_save(path, l.t, (size_t)coh_gpt_tensor_count(c), m.meta, nmeta);
-    free_list(&l);
-    free(copy);
-    return st;
+    return save_arena(c, params, path, tokenizer, step, COH_ST_F32, 0, 0);
 }
 
 coh_status coh_gpt_save_arena_dtype(const coh_gpt_config *c, const float *params,
                                     const char *path, const char *tokenizer, long step,
                                     coh_st_dtype dtype)
 {
-    return save_arena(c, params, path, tokenizer, step, dtype, 0);
+    return save_arena(c, params, path, tokenizer, step, dtype, 0, 0);
 }
 
 coh_status gpt_save_commit(const coh_gpt_config *c, const float *params, const char *path,
                            const char *tokenizer, long step, int bf16)
 {
-    return save_arena(c, params, path, tokenizer, step, bf16 ? COH_ST_BF16 : COH_ST_F32, 1);
+    return save_arena(c, params, path, tokenizer, step, bf16 ? COH_ST_BF16 : COH_ST_F32, 1, 1);
 }
 
 static int meta_int(const coh_st_file *f, const char *key, long *v)
@@ -239,18 +246,21 @@ coh_status gpt_load_from_file(coh_gpt *g, const coh_st_file *f, const char *path
         coh_gpt_tensor_shard(c, i, g->tp_rank, &sh);
         int64_t shape[2] = {(int64_t)wt.shape[0], (int64_t)wt.shape[1]};
         if (sh.replicated) { /* the whole tensor, straight into the arena */
-            st = coh_st_read(f, t.name, COH_ST_F32, t.ndim, shape, arena + t.offset);
+            st = ckpt_read_device(f, t.name, t.ndim, shape, arena + t.offset);
             continue;
         }
-        /* a tensor-parallel shard reads the whole tensor and keeps its part */
-        float *buf = realloc(full, wt.numel * sizeof *full);
+        /* a tensor-parallel shard reads the whole tensor on the host and keeps its part */
+        float *buf = realloc(full, (wt.numel + t.numel) * sizeof *full);
         if (!buf) {
             st = coh_errf(COH_ERR_NOMEM, "out of memory reading '%s'", t.name);
             break;
         }
         full = buf;
-        if (!(st = coh_st_read(f, t.name, COH_ST_F32, t.ndim, shape, full)))
-            coh_tensor_shard_scatter(&sh, full, arena + t.offset);
+        if (!(st = coh_st_read(f, t.name, COH_ST_F32, t.ndim, shape, full))) {
+            coh_tensor_shard_scatter(&sh, full, full + wt.numel);
+            coh_backend_current()->copy(arena + t.offset, full + wt.numel,
+                                        t.numel * sizeof *full, COH_COPY_H2D);
+        }
     }
     free(full);
     return st ? coh_err_prefix(st, "loading '%s'", path) : COH_OK;
@@ -331,7 +341,7 @@ coh_status coh_trainer_save(coh_trainer *t, const char *path, const char *tokeni
     snprintf(thr, sizeof thr, "%d", threads);
     coh_st_meta meta[] = {{"threads", thr}};
     /* the state of this step, then the weights naming it: their rename commits the pair */
-    if (!(st = coh_state_save(sp, &s, ten, 2, meta, 1)) &&
+    if (!(st = ckpt_state_save_device(sp, &s, ten, 2, meta, 1)) &&
         !(st = gpt_save_commit(coh_gpt_get_config(g), coh_gpt_params(g, NULL), path, tokenizer,
                                step, coh_trainer_get_config(t)->save_bf16))) {
         ckpt_fault_point("committed, cleanup next", path);
@@ -369,9 +379,9 @@ coh_status coh_trainer_resume(coh_trainer *t, const char *path, coh_loader_pos *
     int64_t shape[1];
     float *m = coh_adamw_m(o, &n);
     shape[0] = (int64_t)n;
-    if (!st && (st = coh_st_read(sf, "adamw.m", COH_ST_F32, 1, shape, m)))
+    if (!st && (st = ckpt_read_device(sf, "adamw.m", 1, shape, m)))
         coh_err_prefix(st, "loading '%s'", sp);
-    if (!st && (st = coh_st_read(sf, "adamw.v", COH_ST_F32, 1, shape, coh_adamw_v(o, NULL))))
+    if (!st && (st = ckpt_read_device(sf, "adamw.v", 1, shape, coh_adamw_v(o, NULL))))
         coh_err_prefix(st, "loading '%s'", sp);
     if (!st) {
         coh_trainer_set_step(t, (long)s.step);

@@ -23,8 +23,8 @@ size_t gpt_weights_meta(const coh_gpt_config *c, const char *tokenizer, long ste
                         gpt_meta_text *m);
 
 /* The weights file of a checkpoint's commit: coh_gpt_save_arena_dtype (F32, or BF16 when
- * `bf16`) with metadata "state_suffix" naming its step's state file (ckpt_state_name). Written
- * last: its rename commits the checkpoint. */
+ * `bf16`) of params in device memory (a model's arena), with metadata "state_suffix" naming its
+ * step's state file (ckpt_state_name). Written last: its rename commits the checkpoint. */
 coh_status gpt_save_commit(const coh_gpt_config *c, const float *params, const char *path,
                            const char *tokenizer, long step, int bf16);
 /* The state file that the open weights file `f` of checkpoint `path` names (its "state_suffix";

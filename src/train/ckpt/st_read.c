@@ -384,10 +384,11 @@ static void convert_to_f32(const coh_st_tensor *t, float *dst)
     }
 }
 
-coh_status coh_st_read(const coh_st_file *f, const char *name, coh_st_dtype dtype, int ndim,
-                       const int64_t *shape, void *dst)
+coh_status st_check_tensor(const coh_st_file *f, const char *name, coh_st_dtype dtype, int ndim,
+                           const int64_t *shape, const coh_st_tensor **out)
 {
     const coh_st_tensor *t = coh_st_find(f, name);
+    *out = t;
     if (!t)
         return coh_errf(COH_ERR_NOT_FOUND, "'%s': no tensor '%s'", f->name, name);
     int same = t->ndim == ndim;
@@ -404,6 +405,17 @@ coh_status coh_st_read(const coh_st_file *f, const char *name, coh_st_dtype dtyp
     if (t->dtype != dtype && !widen)
         return coh_errf(COH_ERR_MISMATCH, "'%s': tensor '%s' is %s, expected %s", f->name, name,
                         coh_st_dtype_name(t->dtype), coh_st_dtype_name(dtype));
+    return COH_OK;
+}
+
+coh_status coh_st_read(const coh_st_file *f, const char *name, coh_st_dtype dtype, int ndim,
+                       const int64_t *shape, void *dst)
+{
+    const coh_st_tensor *t;
+    coh_status st = st_check_tensor(f, name, dtype, ndim, shape, &t);
+    if (st)
+        return st;
+    int widen = t->dtype != dtype;
     if (widen)
         convert_to_f32(t, dst);
     else if (t->nbytes)

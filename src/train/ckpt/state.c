@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "train/ckpt/ckpt_int.h"
+#include "train/ckpt/dev_io.h"
 
 #define STATE_FORMAT "train-state"
 #define STATE_VERSION "1"
@@ -40,9 +41,9 @@ static size_t state_meta(const coh_train_state *s, state_text *t, coh_st_meta *m
     return sizeof fields / sizeof fields[0];
 }
 
-coh_status coh_state_save(const char *path, const coh_train_state *state,
-                          const coh_st_tensor *tensors, size_t ntensors,
-                          const coh_st_meta *meta, size_t nmeta)
+static coh_status state_save(const char *path, const coh_train_state *state,
+                             const coh_st_tensor *tensors, size_t ntensors,
+                             const coh_st_meta *meta, size_t nmeta, int device)
 {
     for (size_t i = 0; i < nmeta; i++)
         if (meta[i].key && !strncmp(meta[i].key, "cohort.", 7))
@@ -55,9 +56,24 @@ coh_status coh_state_save(const char *path, const coh_train_state *state,
     size_t n = state_meta(state, &text, all);
     if (nmeta)
         memcpy(all + n, meta, nmeta * sizeof *meta);
-    coh_status st = coh_st_save(path, tensors, ntensors, all, n + nmeta);
+    coh_status st = device ? ckpt_save_device(path, tensors, ntensors, all, n + nmeta)
+                           : coh_st_save(path, tensors, ntensors, all, n + nmeta);
     free(all);
     return st;
+}
+
+coh_status coh_state_save(const char *path, const coh_train_state *state,
+                          const coh_st_tensor *tensors, size_t ntensors,
+                          const coh_st_meta *meta, size_t nmeta)
+{
+    return state_save(path, state, tensors, ntensors, meta, nmeta, 0);
+}
+
+coh_status ckpt_state_save_device(const char *path, const coh_train_state *state,
+                                  const coh_st_tensor *tensors, size_t ntensors,
+                                  const coh_st_meta *meta, size_t nmeta)
+{
+    return state_save(path, state, tensors, ntensors, meta, nmeta, 1);
 }
 
 static coh_status get_u64(const coh_st_file *f, const char *path, const char *key, int base,

@@ -80,6 +80,9 @@ static size_t slot_carve(coh_gpt *g, gpt_slot *sl, float *p, const gpt_slot_plan
         TAKE(sl->lnf_mean, R);
         TAKE(sl->lnf_rstd, R);
         TAKE(sl->losses, BT);
+        if (sl) /* the targets' device copy, (B, T) int32 (float-sized): the head reads it */
+            sl->targets = (int32_t *)(p + at);
+        at += BT;
     }
     for (int l = 0; l < g->cfg.layers; l++) {
         gpt_layer_acts *a = sl ? &sl->la[l] : NULL;

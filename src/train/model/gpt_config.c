@@ -308,8 +308,9 @@ void gpt_act_sizes(const coh_gpt_config *c, int B, int T, gpt_act_sizes_t *s)
     /* ln1, res2, ln2, res3 (R,C) with their statistics; the shard's: qkv 3Ca, atty Ca, fch and
      * fch_gelu F each, over every row */
     s->per_layer = 4 * R * C + 4 * R + 4 * BT * d.Ca + 2 * BT * d.F + BT * NH;
-    /* encoded (R,C), lnf (B,T,C) gathered for the head, its statistics (R), the losses (B*T) */
-    s->saved = R * C + BT * C + 2 * R + BT + L * s->per_layer + BT /* token copy, int32 */;
+    /* encoded (R,C), lnf (B,T,C) gathered for the head, its statistics (R), the losses (B*T),
+     * the targets' and the tokens' device copies (B*T int32 each) */
+    s->saved = R * C + BT * C + 2 * R + BT + BT + L * s->per_layer + BT;
     /* dres (R,C), dtmp (B,T,C), dwide (B,T,max(F, 3Ca)), and with sequence parallelism the
      * gathered rows (B,T,C) and one LayerNorm's gradients over this rank's rows (2C) */
     s->grads = R * C + BT * C + BT * (d.F > 3 * d.Ca ? d.F : 3 * d.Ca) +

@@ -73,7 +73,7 @@ typedef struct gpt_slot {
     float *lnf, *lnf_mean, *lnf_rstd; /* (B,T,C), (B,T), (B,T) */
     float *losses;         /* (B,T) */
     int32_t *tokens;       /* (B,T) copy for the embedding backward */
-    int32_t *targets;      /* (B,T) copy for the head shards' backward (head_shards > 1) */
+    int32_t *targets;      /* (B,T) device copy the head reads (with head shards > 1: theirs) */
     float *hstat;          /* (B,T,3) head shards: the last shard's max and sum of exp per row */
     float *hkeep;          /* the logits of the head shards before the last this rank runs */
     float hscale;          /* the gradient's scale of the forward */

@@ -319,9 +319,9 @@ static coh_status head_forward(coh_gpt *g, gpt_slot *sl, const int32_t *targets,
     params(g, -1, COH_PARAM_NEED_FORWARD);
     gpt_vocab_part part = gpt_tp_vocab(g);
     float *d = grad_scale > 0.0f ? dlnf : NULL;
+    BE->copy(sl->targets, targets, N * sizeof *targets, COH_COPY_H2D);
     st = BE->head_loss(&g->mm, sl->losses, d, g->gw.wte, g->logits, g->chunk_rows, sl->lnf,
-                       g->w.wte,
-                      targets, N, C, g->cfg.vocab, grad_scale, &part);
+                       g->w.wte, sl->targets, N, C, g->cfg.vocab, grad_scale, &part);
     params(g, -1, COH_PARAM_DONE);
     if (!st && d) /* this rank's rows of dL/dlnf, at the start of dlnf */
         st = gpt_tp_reduce_rows(g, d, N, "head input gradient");
