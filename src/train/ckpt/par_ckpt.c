@@ -8,6 +8,7 @@
  * rank gathers another's state: a save holds the rank's state plus ckpt_save_bytes. The
  * commit's rename is the commit (commit.c), so a crash mid-save leaves the previous checkpoint
  * whole. Resume: par_ckpt_load.c. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -118,6 +119,8 @@ static void copy_piece(const ckpt_piece *p, const float *from, size_t e0, size_t
                        int bf16)
 {
     size_t width = (size_t)(p->b.c1 - p->b.c0);
+    if (p->stride == width || p->b.r1 - p->b.r0 == 1)
+        width = SIZE_MAX; /* the rows lie back to back: one copy */
     for (size_t done = 0; done < n;) {
         size_t row = (e0 + done) / width, col = (e0 + done) % width, k = width - col;
         k = k < n - done ? k : n - done;

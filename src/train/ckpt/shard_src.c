@@ -296,6 +296,15 @@ static coh_status from_box(ckpt_src *s, src_box *bx, int64_t C, int64_t x, int64
                            float *dst, size_t *got)
 {
     const ckpt_box *b = &bx->b;
+    if (b->c0 == 0 && b->c1 == C) { /* whole rows: the piece is the tensor's elements in order */
+        int64_t e0 = x > b->r0 * C ? x : b->r0 * C, e1 = y < b->r1 * C ? y : b->r1 * C;
+        coh_status st = e0 < e1 && !bx->t ? piece_of(s, bx) : COH_OK;
+        if (!st && e0 < e1) {
+            st = copy_out(s, bx->t, (size_t)(e0 - b->r0 * C), (size_t)(e1 - e0), dst + (e0 - x));
+            *got += (size_t)(e1 - e0);
+        }
+        return st;
+    }
     int64_t rlo = x / C > b->r0 ? x / C : b->r0, rhi = (y - 1) / C < b->r1 - 1 ? (y - 1) / C
                                                                              : b->r1 - 1;
     coh_status st = COH_OK;
