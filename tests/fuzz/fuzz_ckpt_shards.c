@@ -1,7 +1,9 @@
 /* fuzz_ckpt_shards.c: libFuzzer target for what a sharded checkpoint's files hold (a rank's
- * shard file: its range lists and tensors; the commit file: config and index, and reads through
- * it) and for the --strategy parser: accept or fail cleanly, and what is accepted lies inside
- * the model. First byte: 0 strategy name, 1 shard file, else commit (or plain weights) file. */
+ * shard file: HF-named pieces and their boxes; the commit file: config and index, and reads
+ * through it), piece names, and the --strategy parser: accept or fail cleanly, and what is
+ * accepted lies inside the model. First byte: 0 strategy name, 1 shard file (of the model of
+ * the corpus: 2 layers, 2 heads, dim 8, vocabulary 256, context 8), 2 a piece name, else a
+ * commit (or plain weights) file. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,30 +24,48 @@ static void strategy(const uint8_t *data, size_t size)
         abort();
 }
 
-/* Accepted ranges are sorted, disjoint, inside the model and inside their tensor. */
-static void check_ranges(const int64_t *r, const int64_t *off, int64_t k, size_t nparams,
-                         const coh_st_tensor *t)
+/* An accepted piece name is the canonical name of a non-empty box inside its tensor. */
+static void check_name(const ckpt_model *m, const char *name)
 {
-    for (int64_t i = 0; i < k; i++) {
-        if (r[2 * i] < 0 || r[2 * i + 1] <= r[2 * i] || (uint64_t)r[2 * i + 1] > nparams ||
-            (i && r[2 * i] < r[2 * i - 1]))
-            abort();
-        if (!t || off[i] < 0 || off[i] + r[2 * i + 1] - r[2 * i] > t->shape[0])
-            abort();
-    }
+    ckpt_box b;
+    char again[CKPT_NAME_MAX];
+    int64_t R, C;
+    if (ckpt_piece_parse(m, name, &b) != COH_OK)
+        return;
+    ckpt_model_dims(m, b.tensor, &R, &C);
+    if (b.r0 < 0 || b.r0 >= b.r1 || b.r1 > R || b.c0 < 0 || b.c0 >= b.c1 || b.c1 > C)
+        abort();
+    ckpt_piece_name(m, &b, again, sizeof again);
+    if (strcmp(again, name))
+        abort();
 }
 
-static void shard(const coh_st_file *f)
+static void piece_name(const ckpt_model *m, const uint8_t *data, size_t size)
 {
-    const size_t nparams = 1000000;
-    ckpt_shard s;
-    if (ckpt_shard_parse(f, "fuzz.shard", nparams, -1, &s) != COH_OK)
+    char text[CKPT_NAME_MAX];
+    if (size >= sizeof text)
         return;
-    check_ranges(s.w, s.woff, s.kw, nparams, s.weights);
-    check_ranges(s.m, s.moff, s.km, nparams, s.adam_m);
-    if (s.km && (!s.adam_v || s.adam_v->shape[0] != s.adam_m->shape[0]))
-        abort();
-    ckpt_shard_free(&s);
+    memcpy(text, data, size);
+    text[size] = '\0';
+    check_name(m, text);
+}
+
+/* An accepted shard file holds only pieces: canonical names of boxes inside their tensors,
+ * each of its box's shape. */
+static void shard(const ckpt_model *m, const coh_st_file *f)
+{
+    if (ckpt_shard_check(f, "fuzz.shard", m, -1) != COH_OK)
+        return;
+    for (size_t i = 0; i < coh_st_count(f); i++) {
+        const coh_st_tensor *t = coh_st_at(f, i);
+        ckpt_box b;
+        if (ckpt_piece_parse(m, t->name, &b) != COH_OK)
+            abort();
+        int64_t n = t->ndim == 2 ? t->shape[0] * t->shape[1] : t->shape[0];
+        if (n != (b.r1 - b.r0) * (b.c1 - b.c0))
+            abort();
+        check_name(m, t->name);
+    }
 }
 
 /* Open the commit and read its first elements: the pieces' files do not exist (a clean
@@ -58,8 +78,10 @@ static void commit(const coh_st_file *f)
         return;
     const coh_gpt_config *c = ckpt_src_config(s);
     size_t n = coh_gpt_param_count(c);
-    if (ckpt_src_read(s, CKPT_W, 0, n < 64 ? n : 64, buf) == COH_OK && ckpt_is_sharded(f))
-        abort(); /* the pieces cannot have been read */
+    for (int w = CKPT_W; w <= CKPT_V; w++)
+        if (ckpt_src_read(s, (ckpt_what)w, 0, n < 64 ? n : 64, buf) == COH_OK &&
+            ckpt_is_sharded(f))
+            abort(); /* the pieces cannot have been read */
     if (ckpt_src_read(s, CKPT_W, n, 1, buf) == COH_OK) /* past the model */
         abort();
     ckpt_src_close(s);
@@ -73,13 +95,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         strategy(data + 1, size - 1);
         return 0;
     }
+    const coh_gpt_config c = {.layers = 2, .heads = 2, .dim = 8, .vocab = 256, .seq = 8};
+    ckpt_model m;
+    if (ckpt_model_init(&m, &c) != COH_OK)
+        abort();
     coh_st_file *f;
-    if (coh_st_open_memory(data + 1, size - 1, "fuzz.ckpt", &f) != COH_OK)
-        return 0;
-    if (data[0] == 1)
-        shard(f);
-    else
-        commit(f);
-    coh_st_close(f);
+    if (data[0] == 2)
+        piece_name(&m, data + 1, size - 1);
+    else if (coh_st_open_memory(data + 1, size - 1, "fuzz.ckpt", &f) == COH_OK) {
+        if (data[0] == 1)
+            shard(&m, f);
+        else
+            commit(f);
+        coh_st_close(f);
+    }
+    ckpt_model_free(&m);
     return 0;
 }

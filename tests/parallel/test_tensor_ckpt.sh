@@ -23,7 +23,8 @@ par_noise --micro-batch 1 --grad-accum 8
     "${mb2[@]}" --stop-at 6 --save "$work/ck" >"$work/save.out" 2>&1 ||
     fail "(2, 2, 2) save: $(tail -3 "$work/save.out")"
 [ -e "$work/ck" ] && [ -e "$work/ck.state6" ] || fail "checkpoint files missing: $(ls "$work")"
-# sharded: the commit holds the index, each rank's file less than the model; the export holds
+# sharded: the commit holds the index, each rank's file less than the model (its weights'
+# pieces: HF-named boxes, moments apart) and all of them the model once; the export holds
 # whole tensors, the model's shapes, not a shard's
 "$cohort" export "$work/ck" -o "$work/ck.plain" || fail "export of the (2, 2, 2) checkpoint"
 "$py" - "$work/ck" $V $C <<'PY' || fail "checkpoint shapes"
@@ -34,12 +35,16 @@ def header(path):
     return json.loads(f.read(n))
 V, C = int(sys.argv[2]), int(sys.argv[3])
 commit = header(sys.argv[1])
-if commit["__metadata__"].get("layout") != "shards" or "weight_index" not in commit:
+if commit["__metadata__"].get("layout") != "shards" or "index" not in commit["__metadata__"]:
     print("the commit file is not the sharded layout's"); sys.exit(1)
 whole = sum(v["shape"][0] * (v["shape"][1] if len(v["shape"]) > 1 else 1)
             for k, v in header(sys.argv[1] + ".plain").items() if k != "__metadata__")
 files = glob.glob(sys.argv[1] + ".shard6-*-of-8")
-sizes = [header(p)["weights"]["shape"][0] for p in files if "weights" in header(p)]
+def numel(t):
+    return t["shape"][0] * (t["shape"][1] if len(t["shape"]) > 1 else 1)
+sizes = [sum(numel(t) for k, t in header(p).items() if k != "__metadata__" and
+             not k.split("[")[0].endswith((".exp_avg", ".exp_avg_sq"))) for p in files]
+sizes = [n for n in sizes if n]
 if not sizes or max(sizes) >= whole or sum(sizes) != whole:
     print("rank files' weights %s of the model's %d: not its slices" % (sizes, whole)); sys.exit(1)
 print("rank files' weights %s, the model's %d" % (sizes, whole))

@@ -16,6 +16,11 @@
 /* Largest header accepted (the reference implementation's limit). */
 #define ST_MAX_HEADER 100000000ull
 
+/* The header's metadata pairs (the checksum's included), in file order, for readers that look
+ * many keys up (coh_st_meta_get is a linear search). */
+size_t st_meta_count(const coh_st_file *f);
+const coh_st_meta *st_meta_at(const coh_st_file *f, size_t i);
+
 /* CRC-32C (Castagnoli) continued from crc (start with 0). */
 uint32_t crc32c(uint32_t crc, const void *data, size_t n);
 

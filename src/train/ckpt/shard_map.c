@@ -1,5 +1,5 @@
-/* shard_map.c: where a rank's slices lie in the whole model's arena (runs), the names of a
- * sharded checkpoint's files and the parsing of one rank's file. */
+/* shard_map.c: where a rank's slices lie in the whole model's arena (runs), what a save holds
+ * (ckpt_save_bytes), the names of a sharded checkpoint's files and the check of one rank's. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,41 +54,104 @@ static coh_status tensor_runs(ckpt_runs *rs, const coh_tensor_info *lt, const co
     return st;
 }
 
+coh_status ckpt_runs_add_tensor(ckpt_runs *rs, const coh_gpt_config *c, int i, int tp_rank,
+                                size_t lb, size_t le, long long shift, int skip_rep)
+{
+    coh_tensor_info lt, ft;
+    coh_tensor_shard s;
+    coh_gpt_tensor(c, i, &lt);
+    if (c->tp <= 1)
+        return push(rs, lt.offset, lt.offset, lt.numel, lb, le, shift);
+    if (lt.offset >= le || lt.offset + lt.numel <= lb)
+        return COH_OK;
+    coh_gpt_config whole = *c;
+    whole.tp = 1;
+    coh_gpt_tensor(&whole, i, &ft);
+    coh_status st = coh_gpt_tensor_shard(c, i, tp_rank, &s);
+    if (st || (skip_rep && s.replicated))
+        return st;
+    return tensor_runs(rs, &lt, &ft, &s, lb, le, shift);
+}
+
 coh_status ckpt_runs_add(ckpt_runs *rs, const coh_gpt_config *c, int tp_rank, size_t lb,
                          size_t le, long long shift, int skip_rep)
 {
     if (c->tp <= 1)
         return push(rs, lb, lb, le - lb, lb, le, shift);
-    coh_gpt_config whole = *c;
-    whole.tp = 1;
     coh_status st = COH_OK;
-    for (int i = 0; !st && i < coh_gpt_tensor_count(c); i++) {
-        coh_tensor_info lt, ft;
-        coh_tensor_shard s;
-        coh_gpt_tensor(c, i, &lt);
-        if (lt.offset >= le || lt.offset + lt.numel <= lb)
-            continue;
-        coh_gpt_tensor(&whole, i, &ft);
-        if (!(st = coh_gpt_tensor_shard(c, i, tp_rank, &s)) && !(skip_rep && s.replicated))
-            st = tensor_runs(rs, &lt, &ft, &s, lb, le, shift);
-    }
+    for (int i = 0; !st && i < coh_gpt_tensor_count(c); i++)
+        st = ckpt_runs_add_tensor(rs, c, i, tp_rank, lb, le, shift, skip_rep);
     return st;
+}
+
+/* A tensor's segments in a shard of c: 3 for attention's q/k/v, else 1. */
+static int segments(const coh_gpt_config *c, int i)
+{
+    coh_tensor_shard s;
+    return c->tp > 1 && !coh_gpt_tensor_shard(c, i, 0, &s) && !s.replicated ? s.nseg : 1;
+}
+
+uint64_t ckpt_pieces_bound(const coh_gpt_config *c)
+{
+    uint64_t n = 0;
+    for (int i = 0; i < coh_gpt_tensor_count(c); i++)
+        n += (uint64_t)segments(c, i); /* a tensor whole in a rank's range: a piece a segment */
+    /* a rank's ranges (a ZeRO chunk of each bucket: whole layers, the embeddings, the final
+     * LayerNorm, a pipeline's wte) cut at most the tensors at their two ends, each into at most
+     * a partial row, whole rows and a partial row per segment */
+    return n + 6 * (uint64_t)(c->tp > 1 ? 3 : 1) * ((uint64_t)c->layers + 3);
+}
+
+static int digits(uint64_t v)
+{
+    int d = 1;
+    while (v >= 10) {
+        v /= 10;
+        d++;
+    }
+    return d;
+}
+
+/* The longest piece name and box text of model c. */
+static void name_bounds(const coh_gpt_config *c, uint64_t *name, uint64_t *box)
+{
+    coh_gpt_config w = *c;
+    w.tp = 1;
+    size_t hf = 0, big = 0;
+    for (int i = 0; i < coh_gpt_tensor_count(&w); i++) {
+        coh_tensor_info t;
+        coh_gpt_tensor(&w, i, &t);
+        size_t n = strlen(t.name);
+        hf = n > hf ? n : hf;
+        big = t.shape[0] > big ? t.shape[0] : big;
+        big = t.shape[1] > big ? t.shape[1] : big;
+    }
+    *box = 4 + 4 * (uint64_t)digits(big);          /* "a:b,c:d" */
+    *name = hf + strlen(".exp_avg_sq") + 2 + *box; /* "<hf><state>[<box>]" */
 }
 
 uint64_t ckpt_save_bytes(const coh_gpt_config *c, int world)
 {
-    uint64_t runs = 1;
+    uint64_t runs = 64, name, box;
     for (int i = 0; c->tp > 1 && i < coh_gpt_tensor_count(c); i++) {
         coh_tensor_shard s;
         if (!coh_gpt_tensor_shard(c, i, 0, &s) && !s.replicated && s.seg * s.nseg != s.full_cols)
-            runs += s.rows * (uint64_t)s.nseg; /* column-parallel: a run per row and segment */
-        else
-            runs++;
+            runs = s.rows * (uint64_t)s.nseg > runs ? s.rows * (uint64_t)s.nseg : runs;
     }
-    /* weights and moments: each run listed, its range in the file (two int64) and the index's
-     * row of it (three) */
-    return ST_STREAM_BUF + CKPT_ATOMIC_BUF + 2 * runs * (sizeof(ckpt_run) + 16) +
-           2 * runs * 24 * (uint64_t)(world > 1 ? world : 1);
+    name_bounds(c, &name, &box);
+    /* a tensor of the file: its piece (twice: the list grows by doubling), name and box (the
+     * metadata's value), its safetensors entry, metadata entry and offset, the name checks'
+     * map (name and metadata key) and its header text (tensor and metadata entries, 96 bytes of
+     * fields), twice (the text grows by doubling) */
+    uint64_t file = 2 * sizeof(ckpt_piece) + name + box + sizeof(coh_st_tensor) +
+                    sizeof(coh_st_meta) + 8 + 2 * (name + 32) + 2 * (2 * name + box + 96);
+    /* an entry of the index on the rank that commits: received (5 int64) and its text (file
+     * name of 48 bytes, piece name, box and 16 bytes of punctuation) in the metadata and,
+     * escaped, in the header, twice (doubling) */
+    uint64_t idx = 40 + 3 * (48 + name + box + 16) + (48 + name + box + 16);
+    uint64_t pieces = 3 * ckpt_pieces_bound(c); /* weights, exp_avg, exp_avg_sq */
+    return ST_STREAM_BUF + CKPT_ATOMIC_BUF + 2 * runs * sizeof(ckpt_run) + pieces * file +
+           pieces * idx * (uint64_t)(world > 1 ? world : 1);
 }
 
 void ckpt_shard_name(char *b, size_t cap, const char *path, long step, int r, int n)
@@ -102,139 +165,49 @@ int ckpt_is_sharded(const coh_st_file *f)
     return l && !strcmp(l, "shards");
 }
 
-void ckpt_shard_free(ckpt_shard *s)
+/* Piece t of file `name`: its name, dtype, shape and the metadata's box for it (meta: the
+ * metadata's keys to their values' positions). */
+static coh_status check_piece(const coh_st_file *f, const char *name, const ckpt_model *m,
+                              const coh_st_tensor *t, const strmap *meta)
 {
-    free(s->w);
-    free(s->m);
-    free(s->woff);
-    free(s->moff);
-    *s = (ckpt_shard){0};
-}
-
-static int cmp_begin(const void *a, const void *b)
-{
-    const int64_t *x = a, *y = b;
-    return x[0] < y[0] ? -1 : x[0] > y[0];
-}
-
-/* Ranges (k x 2) checked inside nparams; *sorted receives them sorted by begin with each
- * range's element offset in the file's tensor ((begin, end, offset) rows, k x 3 in *sorted),
- * *total their length. Overlaps are refused. */
-static coh_status sort_ranges(const int64_t *r, int64_t k, size_t nparams, const char *name,
-                              int64_t **sorted, int64_t *total)
-{
-    int64_t *s = malloc((size_t)(k ? k : 1) * 3 * sizeof *s), off = 0;
-    if (!s)
-        return coh_errf(COH_ERR_NOMEM, "out of memory reading '%s'", name);
-    for (int64_t i = 0; i < k; i++) {
-        if (r[2 * i] < 0 || r[2 * i + 1] <= r[2 * i] || (uint64_t)r[2 * i + 1] > nparams) {
-            free(s);
-            return coh_errf(COH_ERR_INVALID, "checkpoint file '%s': range '[%lld, %lld)' is "
-                            "empty or outside the model's %zu parameters", name,
-                            (long long)r[2 * i], (long long)r[2 * i + 1], nparams);
-        }
-        s[3 * i] = r[2 * i];
-        s[3 * i + 1] = r[2 * i + 1];
-        s[3 * i + 2] = off;
-        off += r[2 * i + 1] - r[2 * i];
-    }
-    qsort(s, (size_t)k, 3 * sizeof *s, cmp_begin);
-    for (int64_t i = 1; i < k; i++)
-        if (s[3 * i] < s[3 * i - 2]) {
-            int64_t b = s[3 * i];
-            free(s);
-            return coh_errf(COH_ERR_INVALID, "checkpoint file '%s': ranges overlap at element "
-                            "'%lld'", name, (long long)b);
-        }
-    *sorted = s;
-    *total = off;
+    ckpt_box b;
+    char box[CKPT_NAME_MAX];
+    coh_status st = ckpt_piece_parse(m, t->name, &b);
+    if (st)
+        return coh_err_prefix(st, "checkpoint file '%s'", name);
+    int two = m->t[b.tensor].ndim == 2;
+    if (t->ndim != (two ? 2 : 1) || t->shape[0] != (two ? b.r1 - b.r0 : b.c1 - b.c0) ||
+        (two && t->shape[1] != b.c1 - b.c0) ||
+        !(t->dtype == COH_ST_F32 || (b.what == CKPT_W && t->dtype == COH_ST_BF16)))
+        return coh_errf(COH_ERR_INVALID, "checkpoint file '%s': piece '%s' is not an %s tensor "
+                        "of its box's shape", name, t->name,
+                        b.what == CKPT_W ? "F32 or BF16" : "F32");
+    const int64_t *k = strmap_get(meta, t->name, strlen(t->name));
+    const coh_st_meta *mv = k ? st_meta_at(f, (size_t)*k) : NULL;
+    ckpt_box_text(m, &b, box, sizeof box);
+    if (!mv || strcmp(mv->value, box))
+        return coh_errf(COH_ERR_INVALID, "checkpoint file '%s': its metadata gives piece '%s' "
+                        "the box '%s', expected '%s'", name, t->name, mv ? mv->value : "",
+                        box);
     return COH_OK;
 }
 
-/* A 1-d tensor `tname` of `len` elements in one of the dtypes allowed (bf16 only for weights). */
-static coh_status vector(const coh_st_file *f, const char *name, const char *tname, int64_t len,
-                         int bf16_ok, const coh_st_tensor **out)
+coh_status ckpt_shard_check(const coh_st_file *f, const char *name, const ckpt_model *m,
+                            long step)
 {
-    const coh_st_tensor *t = coh_st_find(f, tname);
-    if (!t || t->ndim != 1 || t->shape[0] != len ||
-        !(t->dtype == COH_ST_F32 || (bf16_ok && t->dtype == COH_ST_BF16)))
-        return coh_errf(COH_ERR_INVALID, "checkpoint file '%s': no 1-d tensor '%s' of %lld %s "
-                        "values for its ranges", name, tname, (long long)len,
-                        bf16_ok ? "F32 or BF16" : "F32");
-    *out = t;
-    return COH_OK;
-}
-
-/* The (k, 2) ranges `rname` and their values' tensors, when the file has them. */
-static coh_status part(const coh_st_file *f, const char *name, size_t nparams, const char *rname,
-                       int64_t **sorted, int64_t *k)
-{
-    const coh_st_tensor *t = coh_st_find(f, rname);
-    *k = 0;
-    *sorted = NULL;
-    if (!t)
-        return COH_OK;
-    if (t->dtype != COH_ST_I64 || t->ndim != 2 || t->shape[1] != 2 || t->shape[0] < 1 ||
-        t->shape[0] > (1 << 26))
-        return coh_errf(COH_ERR_INVALID, "checkpoint file '%s': '%s' is not an (n, 2) I64 "
-                        "tensor", name, rname);
-    int64_t *r = malloc((size_t)t->shape[0] * 2 * sizeof *r), total;
-    coh_status st = r ? coh_st_read(f, rname, COH_ST_I64, 2, t->shape, r)
-                      : coh_errf(COH_ERR_NOMEM, "out of memory reading '%s'", name);
-    if (!st)
-        st = sort_ranges(r, t->shape[0], nparams, name, sorted, &total);
-    free(r);
-    if (!st)
-        *k = t->shape[0];
-    return st;
-}
-
-/* Split (begin, end, offset) rows into the struct's arrays (begin/end pairs and offsets). */
-static coh_status split(int64_t *rows, int64_t k, int64_t **be, int64_t **off)
-{
-    *be = malloc((size_t)(k ? k : 1) * 2 * sizeof **be);
-    *off = malloc((size_t)(k ? k : 1) * sizeof **off);
-    if (!*be || !*off)
-        return coh_errf(COH_ERR_NOMEM, "out of memory reading a checkpoint's ranges");
-    for (int64_t i = 0; i < k; i++) {
-        (*be)[2 * i] = rows[3 * i];
-        (*be)[2 * i + 1] = rows[3 * i + 1];
-        (*off)[i] = rows[3 * i + 2];
-    }
-    return COH_OK;
-}
-
-static int64_t total_of(const int64_t *be, int64_t k)
-{
-    int64_t t = 0;
-    for (int64_t i = 0; i < k; i++)
-        t += be[2 * i + 1] - be[2 * i];
-    return t;
-}
-
-coh_status ckpt_shard_parse(const coh_st_file *f, const char *name, size_t nparams, long step,
-                            ckpt_shard *out)
-{
-    *out = (ckpt_shard){0};
     const char *ms = coh_st_meta_get(f, "step");
     if (step >= 0 && (!ms || atol(ms) != step))
         return coh_errf(COH_ERR_MISMATCH, "checkpoint file '%s' is not of step %ld", name, step);
-    int64_t *w = NULL, *m = NULL;
-    coh_status st = part(f, name, nparams, "weight_ranges", &w, &out->kw);
-    if (!st)
-        st = part(f, name, nparams, "ranges", &m, &out->km);
-    if (!st)
-        st = split(w, out->kw, &out->w, &out->woff);
-    if (!st)
-        st = split(m, out->km, &out->m, &out->moff);
-    free(w);
-    free(m);
-    if (!st && out->kw)
-        st = vector(f, name, "weights", total_of(out->w, out->kw), 1, &out->weights);
-    if (!st && out->km && !(st = vector(f, name, "adamw.m", total_of(out->m, out->km), 0,
-                                        &out->adam_m)))
-        st = vector(f, name, "adamw.v", total_of(out->m, out->km), 0, &out->adam_v);
-    if (st)
-        ckpt_shard_free(out);
+    strmap meta;
+    strmap_init(&meta);
+    coh_status st = COH_OK;
+    for (size_t i = 0; !st && i < st_meta_count(f); i++) {
+        const coh_st_meta *e = st_meta_at(f, i);
+        if (strmap_put(&meta, e->key, strlen(e->key), (int64_t)i))
+            st = coh_errf(COH_ERR_NOMEM, "out of memory reading '%s'", name);
+    }
+    for (size_t i = 0; !st && i < coh_st_count(f); i++)
+        st = check_piece(f, name, m, coh_st_at(f, i), &meta);
+    strmap_release(&meta);
     return st;
 }

@@ -333,6 +333,16 @@ const char *coh_st_meta_get(const coh_st_file *f, const char *key)
     return NULL;
 }
 
+size_t st_meta_count(const coh_st_file *f)
+{
+    return f->nmeta;
+}
+
+const coh_st_meta *st_meta_at(const coh_st_file *f, size_t i)
+{
+    return i < f->nmeta ? &f->meta[i] : NULL;
+}
+
 int coh_st_has_checksum(const coh_st_file *f)
 {
     return f->has_checksum;
