@@ -9,14 +9,10 @@
 #include "train/backend/backend.h"
 #include "train/ckpt/ckpt_int.h"
 #include "train/ckpt/dev_io.h"
+#include "train/ckpt/shard.h"
 
-/* Floats of the host buffer a bf16 save rounds through (64 KiB). */
-#define DEV_ROUND_FLOATS ((size_t)16384)
-
-typedef struct dev_fill {
-    const coh_st_tensor *t;
-    float *tmp; /* DEV_ROUND_FLOATS */
-} dev_fill;
+/* Floats a bf16 copy out rounds at a time, through a buffer on the stack (8 KiB). */
+#define DEV_ROUND_FLOATS ((size_t)2048)
 
 void ckpt_round_bf16(uint16_t *dst, const float *src, size_t n)
 {
@@ -28,23 +24,26 @@ void ckpt_round_bf16(uint16_t *dst, const float *src, size_t n)
     }
 }
 
+void ckpt_from_device(void *buf, const float *src, size_t n, int bf16)
+{
+    const coh_backend *be = coh_backend_current();
+    if (!bf16) {
+        be->copy(buf, src, n * sizeof *src, COH_COPY_D2H);
+        return;
+    }
+    float tmp[DEV_ROUND_FLOATS];
+    for (size_t done = 0; done < n; done += DEV_ROUND_FLOATS) {
+        size_t m = n - done < DEV_ROUND_FLOATS ? n - done : DEV_ROUND_FLOATS;
+        be->copy(tmp, src + done, m * sizeof *src, COH_COPY_D2H);
+        ckpt_round_bf16((uint16_t *)buf + done, tmp, m);
+    }
+}
+
 static coh_status fill_from_device(void *ctx, size_t i, uint64_t at, void *buf, size_t n)
 {
-    const dev_fill *d = ctx;
-    const coh_st_tensor *t = &d->t[i];
-    const coh_backend *be = coh_backend_current();
-    if (t->dtype == COH_ST_F32) {
-        be->copy(buf, (const char *)t->data + at, n, COH_COPY_D2H);
-        return COH_OK;
-    }
-    /* BF16 from the f32 source: element at / 2 on, n / 2 of them */
-    const float *src = (const float *)t->data + at / 2;
-    uint16_t *out = buf;
-    for (size_t done = 0, k = n / 2; done < k; done += DEV_ROUND_FLOATS) {
-        size_t m = k - done < DEV_ROUND_FLOATS ? k - done : DEV_ROUND_FLOATS;
-        be->copy(d->tmp, src + done, m * sizeof *src, COH_COPY_D2H);
-        ckpt_round_bf16(out + done, d->tmp, m);
-    }
+    const coh_st_tensor *t = &((const coh_st_tensor *)ctx)[i];
+    int bf16 = t->dtype == COH_ST_BF16; /* 2 bytes per element of the f32 source, else 4 */
+    ckpt_from_device(buf, (const float *)t->data + at / (bf16 ? 2 : 4), n / (bf16 ? 2 : 4), bf16);
     return COH_OK;
 }
 
@@ -56,12 +55,8 @@ coh_status ckpt_save_device(const char *path, const coh_st_tensor *tensors, size
             return coh_errf(COH_ERR_INVALID, "cannot save '%s': tensor '%s' in %s from device "
                             "memory: F32 or BF16", path, tensors[i].name,
                             coh_st_dtype_name(tensors[i].dtype));
-    dev_fill d = {tensors, malloc(DEV_ROUND_FLOATS * sizeof(float))};
-    if (!d.tmp)
-        return coh_errf(COH_ERR_NOMEM, "cannot save '%s': out of memory", path);
-    coh_status st = st_save_stream(path, tensors, ntensors, meta, nmeta, fill_from_device, &d);
-    free(d.tmp);
-    return st;
+    return st_save_stream(path, tensors, ntensors, meta, nmeta, fill_from_device,
+                          (void *)tensors);
 }
 
 coh_status ckpt_read_device(const coh_st_file *f, const char *name, int ndim,
@@ -83,5 +78,25 @@ coh_status ckpt_read_device(const coh_st_file *f, const char *name, int ndim,
     if (!(st = coh_st_read(f, name, COH_ST_F32, ndim, shape, host)))
         be->copy(dst, host, numel * sizeof *host, COH_COPY_H2D);
     free(host);
+    return st;
+}
+
+/* Floats a load stages on the host at a time (256 KiB). */
+#define DEV_STAGE_FLOATS ((size_t)65536)
+
+coh_status ckpt_src_read_runs(ckpt_src *s, ckpt_what w, const ckpt_runs *rs, float *base)
+{
+    float *tmp = malloc(DEV_STAGE_FLOATS * sizeof *tmp);
+    if (!tmp)
+        return coh_errf(COH_ERR_NOMEM, "out of memory staging a checkpoint read");
+    const coh_backend *be = coh_backend_current();
+    coh_status st = COH_OK;
+    for (size_t i = 0; !st && i < rs->n; i++)
+        for (size_t at = 0; !st && at < rs->r[i].len; at += DEV_STAGE_FLOATS) {
+            size_t m = rs->r[i].len - at < DEV_STAGE_FLOATS ? rs->r[i].len - at : DEV_STAGE_FLOATS;
+            if (!(st = ckpt_src_read(s, w, rs->r[i].whole + at, m, tmp)))
+                be->copy(base + rs->r[i].src + at, tmp, m * sizeof *tmp, COH_COPY_H2D);
+        }
+    free(tmp);
     return st;
 }

@@ -19,6 +19,8 @@ coh_status ckpt_read_device(const coh_st_file *f, const char *name, int ndim,
 coh_status ckpt_state_save_device(const char *path, const coh_train_state *state,
                                   const coh_st_tensor *tensors, size_t ntensors,
                                   const coh_st_meta *meta, size_t nmeta);
+/* n floats of device memory src into host buf: as they are, or (bf16) rounded to n bf16. */
+void ckpt_from_device(void *buf, const float *src, size_t n, int bf16);
 /* f32 -> bf16, nearest even, on the host (the CPU backend's rounding). */
 void ckpt_round_bf16(uint16_t *dst, const float *src, size_t n);
 

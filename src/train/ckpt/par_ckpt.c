@@ -17,6 +17,7 @@
 #include "cohort/train_ckpt.h"
 #include "train/ckpt/ckpt_int.h"
 #include "train/ckpt/commit.h"
+#include "train/ckpt/dev_io.h"
 #include "train/ckpt/gpt_ckpt_int.h"
 #include "train/ckpt/shard.h"
 #include "train/parallel/par_trainer_int.h"
@@ -113,8 +114,8 @@ static const ckpt_piece *piece_at(const shard_out *o, size_t i, ckpt_what *w)
     return &o->mo.p[i % o->mo.n];
 }
 
-/* Elements [e0, e0 + n) of piece p (row-major in its box) from `from` into buf, in bf16 when
- * asked (the save's own rounding). */
+/* Elements [e0, e0 + n) of piece p (row-major in its box) from `from` (device memory: the
+ * rank's arena or moments) into host buf, in bf16 when asked (the save's own rounding). */
 static void copy_piece(const ckpt_piece *p, const float *from, size_t e0, size_t n, void *buf,
                        int bf16)
 {
@@ -125,10 +126,8 @@ static void copy_piece(const ckpt_piece *p, const float *from, size_t e0, size_t
         size_t row = (e0 + done) / width, col = (e0 + done) % width, k = width - col;
         k = k < n - done ? k : n - done;
         const float *src = from + p->src + row * p->stride + col;
-        if (bf16)
-            coh_backend_current()->to_bf16((gpt_bf16 *)buf + done, src, k);
-        else
-            memcpy((float *)buf + done, src, k * sizeof(float));
+        ckpt_from_device(bf16 ? (void *)((uint16_t *)buf + done) : (void *)((float *)buf + done),
+                         src, k, bf16);
         done += k;
     }
 }

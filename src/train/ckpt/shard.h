@@ -122,7 +122,8 @@ const coh_gpt_config *ckpt_src_config(const ckpt_src *s);
 /* Elements [whole, whole + len) of the whole arena's weights or moments into dst (f32).
  * COH_ERR_INVALID when the checkpoint does not hold all of them, naming the missing box. */
 coh_status ckpt_src_read(ckpt_src *s, ckpt_what w, size_t whole, size_t len, float *dst);
-/* Every run into base + run.src. */
+/* ckpt_src_read (into host memory); every run into base + run.src, base in device memory
+ * (a rank's arena or moments), staged through a bounded host buffer (dev_io.c). */
 coh_status ckpt_src_read_runs(ckpt_src *s, ckpt_what w, const ckpt_runs *rs, float *base);
 void ckpt_src_close(ckpt_src *s); /* NULL-safe */
 

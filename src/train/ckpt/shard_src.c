@@ -424,10 +424,3 @@ coh_status ckpt_src_read(ckpt_src *s, ckpt_what w, size_t whole, size_t len, flo
     return s->sharded ? read_sharded(s, w, whole, len, dst) : read_pair(s, w, whole, len, dst);
 }
 
-coh_status ckpt_src_read_runs(ckpt_src *s, ckpt_what w, const ckpt_runs *rs, float *base)
-{
-    coh_status st = COH_OK;
-    for (size_t i = 0; !st && i < rs->n; i++)
-        st = ckpt_src_read(s, w, rs->r[i].whole, rs->r[i].len, base + rs->r[i].src);
-    return st;
-}
