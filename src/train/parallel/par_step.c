@@ -70,9 +70,8 @@ static coh_status train_step(coh_par_trainer *t, coh_batch_fn next, void *ctx,
 {
     const coh_trainer_config *c = &t->cfg.train;
     double loss, t0 = par_now_us(), tp0 = coh_gpt_tp_comm_seconds(t->model);
-    /* dp: device 0 replicates, gathers and reduces over its device threads (par_dp.c) */
-    coh_status st = t->threads ? par_dp_forward_backward(t, next, ctx, &loss)
-                               : par_forward_backward(t, next, ctx, &loss);
+    /* every strategy's, dp's devices included (their replicate and reduce are its hooks) */
+    coh_status st = par_forward_backward(t, next, ctx, &loss);
     t->tp_step_s = coh_gpt_tp_comm_seconds(t->model) - tp0;
     if (st)
         return st;
