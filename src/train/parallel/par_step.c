@@ -5,20 +5,6 @@
 
 #include "train/parallel/par_trainer_int.h"
 
-/* Forward of one evaluation micro-batch (scale 0: no backward). */
-static coh_status micro_step(coh_par_trainer *t, float scale, float *loss)
-{
-    const coh_trainer_config *c = &t->cfg.train;
-    par_reset_sequence(t, scale > 0.0f);
-    t->err = COH_OK;
-    coh_status st = coh_gpt_step(t->model, t->batch_in, t->batch_tg, c->batch, c->seq, scale, loss);
-    if (!st)
-        st = t->err;
-    if (!st && t->ndp > 1)
-        st = par_grad_collect(t, 1);
-    return st;
-}
-
 static void max_into(coh_model_state_bytes *peak, const coh_model_state_bytes *m)
 {
     if (m->params > peak->params)
@@ -105,29 +91,17 @@ coh_status coh_par_trainer_step(coh_par_trainer *t, coh_batch_fn next, void *ctx
     return st;
 }
 
-/* One evaluation micro-batch (forward only); *sum gets its loss. */
-static coh_status eval_batch(coh_par_trainer *t, coh_batch_fn next, void *ctx, double *sum)
-{
-    if (t->pipe)
-        return par_pipe_eval_batch(t, next, ctx, sum);
-    float l = 0.0f;
-    coh_status st = next(ctx, t->batch_in, t->batch_tg);
-    if (!st)
-        st = micro_step(t, 0.0f, &l);
-    *sum += l;
-    return st;
-}
-
-/* The mean loss over n micro-batches, on every rank: the last stage's summed over the pipeline
- * (the others add 0), averaged over dp. */
+/* The mean loss over n micro-batches, on every rank, each forward only through the executor's
+ * evaluation list (pp = 1: the one forward; dp: device 0 alone): the last stage's summed over
+ * the pipeline (the others add 0), averaged over dp. */
 coh_status coh_par_trainer_eval(coh_par_trainer *t, coh_batch_fn next, void *ctx, long n,
                                 double *loss)
 {
     double sum = 0.0;
     coh_status st = COH_OK;
     for (long k = 0; !st && k < n; k++)
-        st = eval_batch(t, next, ctx, &sum);
-    coh_status fl = t->pipe ? par_pipe_drain(t) : COH_OK;
+        st = par_pipe_eval_batch(t, next, ctx, &sum);
+    coh_status fl = par_pipe_drain(t); /* the sends still in flight (none with one stage) */
     if (!st)
         st = fl;
     *loss = n > 0 ? sum / (double)n : 0.0;

@@ -70,7 +70,6 @@ struct coh_par_trainer {
     uint16_t *g16;         /* --grad-reduce-dtype bf16: the buckets' bf16 copies in flight (n;
                               DDP/ZeRO-1 in the transport's arena when it has room) */
     int g16_shm;           /* g16 came from coh_comm_alloc */
-    int32_t *batch_in, *batch_tg; /* one micro-batch (B, T), filled by the batch callback */
     size_t n;
     par_bucket *bk;        /* in backward order: bk[0] holds the last layers */
     int nbk;
@@ -233,8 +232,9 @@ int par_pipe_count_slots(const coh_pipe_action *a, int n, int m);
  * embedding over its group, what the hooks have in flight over dp); *loss the step's mean over
  * the pipeline. next NULL: a dp replica, reading its rows of device 0's batches. */
 coh_status par_forward_backward(coh_par_trainer *t, coh_batch_fn next, void *ctx, double *loss);
-/* One evaluation micro-batch through the stage (forward only); the last stage adds its loss to
- * *loss. par_pipe_drain after the last: the sends still in flight. */
+/* One evaluation micro-batch through the stage (forward only; every pp, dp's device 0 alone);
+ * the last stage adds its loss to *loss. par_pipe_drain after the last: the sends still in
+ * flight. */
 coh_status par_pipe_eval_batch(coh_par_trainer *t, coh_batch_fn next, void *ctx, double *loss);
 coh_status par_pipe_drain(coh_par_trainer *t);
 /* The group of the stages holding a copy of the tied wte (NULL: none). */

@@ -495,9 +495,9 @@ coh_status par_pipe_setup_model(const par_pipe *pp, coh_gpt *model, int recomput
 
 /* A dp device's compute failure is held for its micro-batch's reduce, which every device takes
  * so that none waits for one that failed; without devices it stops the list at once. */
-static coh_status device_keeps(par_pipe *pp, coh_status st)
+static coh_status device_keeps(par_pipe *pp, const par_dp_dev *dev, coh_status st)
 {
-    if (!st || !pp->dev)
+    if (!st || !dev)
         return st;
     pp->dev_st = st;
     return COH_OK;
@@ -516,6 +516,7 @@ static coh_status run_list(coh_par_trainer *t, const coh_pipe_action *a, int n, 
     int B = c->batch, T = c->seq;
     size_t stride = (size_t)pp->ndev * pp->bt; /* a micro-batch, every device's rows */
     size_t btc = pp->msg;
+    par_dp_dev *dev = scale > 0.0f ? pp->dev : NULL; /* dp evaluates on device 0 alone */
     coh_status st = COH_OK;
     recv_begin(pp, a, n, btc);
     for (int i = 0; !st && i < n; i++) {
@@ -542,15 +543,16 @@ static coh_status run_list(coh_par_trainer *t, const coh_pipe_action *a, int n, 
             float l = 0.0f;
             int slot = scale > 0.0f ? slot_take(pp, a[i].mb) : 0;
             size_t row = (size_t)mb * stride + pp->row0;
-            if (pp->dev && (st = par_dp_replicate(pp->dev, a[i].mb)))
+            if (dev && (st = par_dp_replicate(dev, a[i].mb)))
                 break;
             if (k == 0)
                 par_reset_sequence(t, scale > 0.0f);
-            st = device_keeps(pp, coh_gpt_shards_forward(t->model, slot, lo, hi,
-                                                         chunk_ends(pp, k), hlo, hhi,
-                                                         pp->tok + row, pp->xbuf, pp->tgt + row,
-                                                         B, T, scale, pp->ybuf, &l));
-            if (chunk_loss(pp, k) && !pp->dev) /* dp's is the reduce's, over every device */
+            st = device_keeps(pp, dev, coh_gpt_shards_forward(t->model, slot, lo, hi,
+                                                              chunk_ends(pp, k), hlo, hhi,
+                                                              pp->tok + row, pp->xbuf,
+                                                              pp->tgt + row, B, T, scale,
+                                                              pp->ybuf, &l));
+            if (chunk_loss(pp, k) && !dev) /* dp's is the reduce's, over every device */
                 *loss += l;
             pp->busy_us += par_now_us() - t0;
             trace_compute(t, "F", a[i].mb, k, t0);
@@ -558,16 +560,17 @@ static coh_status run_list(coh_par_trainer *t, const coh_pipe_action *a, int n, 
         }
         case COH_PIPE_BACKWARD:
             if (!pp->dev_st) /* a device whose forward failed still takes the reduce */
-                st = device_keeps(pp, coh_gpt_shards_backward(t->model, pp->slot_of[a[i].mb],
-                                                              lo, hi, chunk_ends(pp, k), hlo,
-                                                              hhi, pp->xbuf, B, T, pp->ybuf));
+                st = device_keeps(pp, dev,
+                                  coh_gpt_shards_backward(t->model, pp->slot_of[a[i].mb], lo, hi,
+                                                          chunk_ends(pp, k), hlo, hhi, pp->xbuf,
+                                                          B, T, pp->ybuf));
             pp->chunks_live[a[i].mb]--;
             pp->busy_us += par_now_us() - t0;
             trace_compute(t, "B", a[i].mb, k, t0);
             if (!st && k == 0 && t->zero_stage >= 2) /* its own chunks kept before the next */
                 st = par_grad_collect(t, 1);
-            if (!st && pp->dev)
-                st = par_dp_reduce(pp->dev, pp->slot_of[a[i].mb], pp->dev_st, loss);
+            if (!st && dev)
+                st = par_dp_reduce(dev, pp->slot_of[a[i].mb], pp->dev_st, loss);
             break;
         }
         if (!st && t->err)
@@ -652,12 +655,12 @@ coh_status par_forward_backward(coh_par_trainer *t, coh_batch_fn next, void *ctx
 
 coh_status par_pipe_eval_batch(coh_par_trainer *t, coh_batch_fn next, void *ctx, double *loss)
 {
-    par_pipe *pp = t->pipe;
+    par_pipe *pp = t->exec;
     coh_status st = read_batches(t, next, ctx, 1);
     return st ? st : run_list(t, pp->eval_acts, pp->neval, 0, 0.0f, loss);
 }
 
-coh_status par_pipe_drain(coh_par_trainer *t) { return pipe_flush(t->pipe); }
+coh_status par_pipe_drain(coh_par_trainer *t) { return pipe_flush(t->exec); }
 
 void par_pipe_describe(const par_pipe *pp, char *buf, size_t cap)
 {
