@@ -105,7 +105,7 @@ coh_status coh_par_trainer_eval(coh_par_trainer *t, coh_batch_fn next, void *ctx
     if (!st)
         st = fl;
     *loss = n > 0 ? sum / (double)n : 0.0;
-    if (!st && t->mesh->pp > 1)
+    if (!st) /* as the step's loss: over the stages (one stage: itself alone) */
         st = coh_allreduce(t->mesh->pp_comm, loss, loss, 1, COH_F64, COH_SUM);
     if (!st && t->ndp > 1)
         st = coh_allreduce(t->dp, loss, loss, 1, COH_F64, COH_AVG);
@@ -132,11 +132,8 @@ coh_status par_gather_own(coh_par_trainer *t, float *out)
 {
     if (t->zero_stage == 3)
         return gather_zero3(t, out);
-    if (!t->pipe) {
-        t->be->copy(out, t->params, t->n * sizeof *out, COH_COPY_D2H);
-        return COH_OK;
-    }
-    const coh_pipe_stage *lay = par_pipe_layout(t->pipe);
+    /* the stage's ranges (one stage: the whole arena), summed over the stages */
+    const coh_pipe_stage *lay = par_pipe_layout(t->exec);
     memset(out, 0, t->n * sizeof *out);
     for (int k = 0; k < lay->nranges; k++)
         if (!(lay->tied_copy && lay->begin[k] == 0))
@@ -163,8 +160,7 @@ coh_status coh_par_trainer_gather_params(coh_par_trainer *t, float *out)
 
 void coh_par_trainer_params_loaded(coh_par_trainer *t)
 {
-    if (t->pipe)
-        par_pipe_keep_own(t, t->params);
+    par_pipe_keep_own(t, t->params); /* one stage keeps everything */
     if (t->zero_stage == 3)
         par_release_params(t);
 }

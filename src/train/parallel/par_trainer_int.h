@@ -179,7 +179,8 @@ int par_pipe_slots(const par_pipe *pp);
  * whole; their logits kept for the backward unless `recompute`. */
 coh_status par_pipe_setup_model(const par_pipe *pp, coh_gpt *model, int recompute);
 const coh_pipe_stage *par_pipe_layout(const par_pipe *pp);
-/* Zero and give back the pages of every parameter this stage does not hold (after a full load). */
+/* Zero and give back the pages of every parameter this stage does not hold (after a full load;
+ * one stage holds them all). */
 void par_pipe_keep_own(coh_par_trainer *t, float *params);
 /* pipe_layout.c: the estimated compute of a model chunk, in any one unit: per block, and what
  * the first virtual stage (embeddings) and the last (final LayerNorm, LM head, loss) add. */

@@ -421,7 +421,7 @@ const coh_pipe_stage *par_pipe_layout(const par_pipe *pp) { return &pp->layout; 
 
 void par_pipe_keep_own(coh_par_trainer *t, float *params)
 {
-    const coh_pipe_stage *lay = &t->pipe->layout;
+    const coh_pipe_stage *lay = &t->exec->layout;
     size_t kept = 0, n = coh_gpt_param_count(&t->cfg.train.model), away = 0;
     for (int k = 0; k <= lay->nranges; k++) { /* give back what other stages hold */
         size_t e = k < lay->nranges ? lay->begin[k] : n;
@@ -430,9 +430,9 @@ void par_pipe_keep_own(coh_par_trainer *t, float *params)
         kept = k < lay->nranges ? lay->end[k] : n;
     }
     /* their parameters, and their gradients, which this stage never writes, are not held */
-    if (!t->pipe->others_away)
+    if (!t->exec->others_away)
         coh_dev_forget(t->be, 2 * away * sizeof(float));
-    t->pipe->others_away = 1;
+    t->exec->others_away = 1;
 }
 
 /* ---- the step ------------------------------------------------------------------------------ */
