@@ -3,6 +3,8 @@
  * (schedule.c) run with sends and receives on threads of their own, the hooks seeing each
  * micro-batch (dp buckets started during the last one's backward), the tied embedding's
  * gradient summed between the first and last stage, and the loss reduced over the pipeline.
+ * Strategy dp's devices run it too, each on its thread: the device hooks (par_dp.c) replicate
+ * before each forward and reduce after each backward of their one-stage list.
  *
  * Point to point runs on two-rank communicators, one per direction of each neighbouring pair:
  * the sender thread uses the ones this rank sends on, the receiver thread the ones it receives
