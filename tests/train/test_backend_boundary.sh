@@ -79,7 +79,8 @@ done < <(grep -nE '\b(for|while) \(' "$step")
 
 # ---- strategy dp's devices: tensors move through the transport or the backend, never by the
 # strategy's own copies or loops (its objects: no CPU backend symbol, kernel or mem* call; its
-# sources: no loop over elements, which index with size_t) ----
+# sources: no loop over elements, which index with size_t), and each device's micro-steps run
+# in the one executor (its objects call no forward or backward of the engine) ----
 dp_srcs=("$src"/src/train/parallel/dp.c "$src"/src/train/parallel/par_dp.c)
 for o in $(objs_of "${dp_srcs[@]}"); do
     name=${o#"$obj"/}
@@ -90,6 +91,9 @@ for o in $(objs_of "${dp_srcs[@]}"); do
     [ -z "$hits" ] || bad "$name calls CPU backend functions directly:" $hits
     kern=$(echo "$und" | grep -E '^(cblas_|dnnl_|GOMP_|omp_|__kmpc_|_mm|__svml|mem(cpy|move|set)$|__mem(cpy|move|set)_chk)' || true)
     [ -z "$kern" ] || bad "$name copies tensors or calls kernels itself:" $kern
+    # the devices' forward and backward are the step's executor's (pipe_exec.c), not a loop here
+    eng=$(echo "$und" | grep -E '^coh_gpt_(step|(shards|stage|chunk)_(forward|backward))$' || true)
+    [ -z "$eng" ] || bad "$name runs the engine's forward or backward itself:" $eng
 done
 for f in "${dp_srcs[@]}"; do
     grep -nE '\bfor \(size_t|\bmem(cpy|move|set)\b' "$f" | sed "s|^|FAIL ${f#"$src"/}:|" | grep . && fail=1

@@ -1,17 +1,21 @@
 /* par_dp.c: strategy dp (torch.nn.DataParallel's design) inside the parallel trainer: every
- * device is a rank that is a thread of this process, over the thread transport. Device 0 is the
+ * device is a rank that is a thread of this process, over the thread transport, and runs the
+ * step's executor (par_forward_backward, pipe_exec.c) on its one-stage action list like any
+ * rank; this file adds the two things DataParallel does around each micro-batch, as the list's
+ * device hooks: replicate before its forward and reduce after its backward. Device 0 is the
  * trainer's own model and optimizer on the caller's thread; the trainer's step (par_step.c)
- * runs around this file's forward and backward as it does for ddp, so clipping, the schedule,
- * AdamW on device 0 alone, evaluation, checkpoints and memory figures are the trainer's.
+ * runs around the executor as it does for ddp, so clipping, the schedule, AdamW on device 0
+ * alone, evaluation, checkpoints and memory figures are the trainer's.
  *
- *   device 0 (caller)                       devices 1..n-1 (own threads)
- *   next() -> global micro-batch (n*B rows)
- *   go ------------------------------------> (wake)
- *   broadcast params from 0 (replicate: device 0 copies them into every replica)
- *   forward + backward on rows 0..B-1       zero grads, forward + backward on rows d*B..
- *   reduce [loss sum, failed] to 0 (gather)
- *   reduce grads to 0 (device 0 adds every replica's, in device order)
- *   (repeat per micro-step; then the trainer clips and updates on device 0)
+ *   device 0 (caller)                       devices 1..n-1 (own threads, a replica each)
+ *   next() -> the step's global micro-batches (n*B rows each)
+ *   replicate mb 0: go ---------------------> (wake) par_forward_backward on the same list
+ *   for each micro-batch of the list:
+ *     replicate: broadcast params from 0    (and zero a replica's gradients)
+ *     forward + backward on rows 0..B-1     forward + backward on rows d*B..
+ *     reduce: [loss sum, failed] summed to every device, gradients to 0 (device 0 adds every
+ *             replica's, in device order)
+ *   (then the trainer clips and updates on device 0)
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -22,63 +26,33 @@
 
 #define DP_COLLECTIVE_TIMEOUT_S 3600.0
 
-typedef struct dp_dev {
+struct par_dp_dev {
     par_dp *dp;
     int id;
     pthread_t th;
     int started;
     coh_comm *comm;      /* rank `id` of the device group */
-    coh_gpt *g;          /* device 0: the trainer's model; others: a replica */
+    coh_par_trainer *t;  /* device 0: the trainer; others: a replica's rank of its own */
+    coh_comm *self;      /* a replica's one-rank world (its mesh's) */
     int threads_seen;
-    coh_status st;
+    coh_status st;       /* this step's compute failure, published by the reduce */
     char err[256];
-} dp_dev;
+};
 
 struct par_dp {
-    const coh_backend *be;
-    int n, B, T;
-    float grad_scale;       /* of each device's mean loss: 1 / (n * accum) */
-    dp_dev *dev;            /* (n) */
-    int32_t *gin, *gtg;     /* (n*B, T) host: the global micro-batch; device d reads rows d*B.. */
-    double total;           /* device 0: the last micro-step's loss summed over every token */
+    int n;
+    double tokens;          /* of one global micro-batch: n * B * T */
+    par_dp_dev *dev;        /* (n) */
     pthread_mutex_t mu;
     pthread_cond_t go;
-    unsigned long gen;      /* bumped for each micro-step the devices run */
+    unsigned long gen;      /* bumped for each step the devices run */
     int quit;
 };
 
-/* One micro-step of one device, every collective taken whatever happened before it so that no
- * device waits for one that failed: replicate, forward and backward on its rows (the token ids
- * stay on the host, where the engine reads them for every strategy), gather, reduce. */
-static coh_status device_micro(dp_dev *d)
-{
-    par_dp *dp = d->dp;
-    size_t np, bt = (size_t)dp->B * dp->T;
-    float *p = coh_gpt_params(d->g, &np), *gr = coh_gpt_grads(d->g, NULL);
-    d->threads_seen = coh_get_threads();
-    coh_status cst = coh_broadcast(d->comm, p, np, COH_F32, 0);
-    if (d->id) /* a fresh replica in DataParallel has no gradients */
-        coh_gpt_zero_grad(d->g);
-    float mean;
-    d->st = cst ? cst : coh_gpt_step(d->g, dp->gin + d->id * bt, dp->gtg + d->id * bt, dp->B,
-                                     dp->T, dp->grad_scale, &mean);
-    if (d->st)
-        snprintf(d->err, sizeof d->err, "%s", coh_last_error());
-    double mine[2] = {d->st ? 0.0 : dp->be->sum(d->g->slot[0].losses, bt), d->st != 0}, all[2];
-    if (!cst)
-        cst = coh_reduce(d->comm, mine, all, 2, COH_F64, COH_SUM, 0);
-    if (!cst)
-        cst = coh_reduce(d->comm, gr, gr, np, COH_F32, COH_SUM, 0);
-    if (!cst && d->id == 0) {
-        dp->total = all[0];
-        cst = all[1] > 0 ? COH_ERR_INVALID : COH_OK; /* which device: the caller looks */
-    }
-    return cst;
-}
-
+/* The devices' threads wait for a step, then run the executor on the batches device 0 read. */
 static void *device_main(void *arg)
 {
-    dp_dev *d = arg;
+    par_dp_dev *d = arg;
     par_dp *dp = d->dp;
     /* OpenMP's thread count is per thread: this one runs its ops on itself only */
     coh_set_threads(1);
@@ -91,30 +65,113 @@ static void *device_main(void *arg)
             break;
         seen = dp->gen;
         pthread_mutex_unlock(&dp->mu);
-        coh_status st = device_micro(d);
-        if (st && !d->st) { /* a transport failure: the device's own error stands first */
-            d->st = st;
-            snprintf(d->err, sizeof d->err, "%s", coh_last_error());
-        }
+        /* a failure reaches device 0 through the reduce (or as its own transport error) */
+        double loss;
+        (void)par_forward_backward(d->t, NULL, NULL, &loss);
         pthread_mutex_lock(&dp->mu);
     }
     pthread_mutex_unlock(&dp->mu);
     return NULL;
 }
 
+coh_status par_dp_replicate(par_dp_dev *d, int mb)
+{
+    par_dp *dp = d->dp;
+    if (mb == 0) {
+        d->st = COH_OK;
+        if (d->id == 0) { /* the batches are read: every device runs the step's list */
+            pthread_mutex_lock(&dp->mu);
+            dp->gen++;
+            pthread_cond_broadcast(&dp->go);
+            pthread_mutex_unlock(&dp->mu);
+        }
+    }
+    d->threads_seen = coh_get_threads();
+    size_t np;
+    float *p = coh_gpt_params(d->t->model, &np);
+    coh_status st = coh_broadcast(d->comm, p, np, COH_F32, 0);
+    /* a fresh replica in DataParallel has no gradients (the executor zeroed the first's) */
+    if (!st && d->id && mb > 0)
+        coh_gpt_zero_grad(d->t->model);
+    return st;
+}
+
+coh_status par_dp_reduce(par_dp_dev *d, int slot, coh_status computed, double *loss)
+{
+    par_dp *dp = d->dp;
+    coh_gpt *g = d->t->model;
+    size_t np, bt = (size_t)d->t->cfg.train.batch * d->t->cfg.train.seq;
+    float *gr = coh_gpt_grads(g, &np);
+    if (computed) {
+        d->st = computed;
+        snprintf(d->err, sizeof d->err, "%s", coh_last_error());
+    }
+    /* every device learns whether one failed, so all stop after the same micro-batch */
+    double mine[2] = {computed ? 0.0 : d->t->be->sum(g->slot[slot].losses, bt), computed != 0};
+    double all[2];
+    coh_status st = coh_allreduce(d->comm, mine, all, 2, COH_F64, COH_SUM);
+    if (st)
+        return st;
+    if (all[1] > 0) { /* device 0 names the first that failed: the barrier published its st */
+        for (int i = 0; d->id == 0 && i < dp->n; i++)
+            if (dp->dev[i].st)
+                return coh_errf(dp->dev[i].st, "dp device %d: %s", i, dp->dev[i].err);
+        return coh_errf(COH_ERR_INVALID, "another dp device failed");
+    }
+    if ((st = coh_reduce(d->comm, gr, gr, np, COH_F32, COH_SUM, 0)))
+        return st;
+    *loss += (float)(all[0] / dp->tokens); /* the mean over every device's tokens */
+    return COH_OK;
+}
+
+/* A replica: its own model and a one-rank mesh of its own, so the executor sees a rank. */
+static coh_status make_replica(par_dp_dev *d, const coh_par_trainer *t)
+{
+    const coh_trainer_config *c = &t->cfg.train;
+    coh_par_trainer *r = calloc(1, sizeof *r);
+    if (!(d->t = r))
+        return coh_errf(COH_ERR_NOMEM, "out of memory for dp device %d", d->id);
+    r->cfg = t->cfg;
+    r->be = t->be;
+    r->ndp = r->ndev = 1;
+    r->seq = calloc(2 * (size_t)c->model.layers + 4, sizeof *r->seq);
+    if (!r->seq)
+        return coh_errf(COH_ERR_NOMEM, "out of memory for dp device %d", d->id);
+    coh_status st = coh_comm_create_self(&d->self);
+    if (!st)
+        st = coh_mesh_create(d->self, 1, 1, 1, &r->mesh);
+    if (!st && (st = coh_gpt_create(&c->model, c->batch, c->seq, &r->model)))
+        return coh_err_prefix(st, "dp replica");
+    if (st)
+        return st;
+    r->params = coh_gpt_params(r->model, &r->n);
+    r->grads = coh_gpt_grads(r->model, NULL);
+    return par_pipe_create(r, &r->exec);
+}
+
+static void destroy_replica(par_dp_dev *d)
+{
+    coh_par_trainer *r = d->t;
+    if (!r)
+        return;
+    par_pipe_destroy(r->exec);
+    coh_gpt_destroy(r->model);
+    coh_mesh_destroy(r->mesh);
+    coh_comm_destroy(d->self);
+    free(r->seq);
+    free(r);
+}
+
 static coh_status add_device(par_dp *dp, coh_par_trainer *t, int i)
 {
-    dp_dev *d = &dp->dev[i];
+    par_dp_dev *d = &dp->dev[i];
     d->dp = dp;
     d->id = i;
-    if (i == 0) {
-        d->g = t->model;
-        return COH_OK;
-    }
-    const coh_trainer_config *c = &t->cfg.train;
-    coh_status st = coh_gpt_create(&c->model, c->batch, c->seq, &d->g);
-    if (st)
-        return coh_err_prefix(st, "dp replica");
+    coh_status st = i == 0 ? (d->t = t, COH_OK) : make_replica(d, t);
+    if (!st) /* device 0's executor holds the batches; the others read their rows of them */
+        st = par_pipe_set_device(d->t->exec, d, i, dp->n, t->exec);
+    if (st || i == 0)
+        return st;
     if (pthread_create(&d->th, NULL, device_main, d))
         return coh_errf(COH_ERR_SYSTEM, "cannot start the thread of dp device %d", i);
     d->started = 1;
@@ -152,23 +209,16 @@ coh_status par_dp_build(coh_par_trainer *t)
         return coh_errf(COH_ERR_NOMEM, "out of memory allocating the dp devices");
     }
     t->threads = dp;
-    dp->be = t->be;
     dp->n = n;
-    dp->B = c->batch;
-    dp->T = c->seq;
-    dp->grad_scale = 1.0f / ((float)n * (float)c->accum);
+    dp->tokens = (double)n * c->batch * c->seq;
     pthread_mutex_init(&dp->mu, NULL);
     pthread_cond_init(&dp->go, NULL);
-    size_t gbt = (size_t)n * c->batch * c->seq;
-    dp->gin = malloc(gbt * sizeof *dp->gin);
-    dp->gtg = malloc(gbt * sizeof *dp->gtg);
     coh_comm **comms = calloc((size_t)n, sizeof *comms);
     /* a collective waits for the slowest device's forward and backward, which a loaded machine
      * may stretch far; threads of this process cannot be lost, so the deadline only catches a
      * device left out of a collective */
-    coh_status st = dp->gin && dp->gtg && comms
-                        ? coh_comm_create_threads(n, DP_COLLECTIVE_TIMEOUT_S, comms)
-                        : coh_errf(COH_ERR_NOMEM, "out of memory allocating the dp batch");
+    coh_status st = comms ? coh_comm_create_threads(n, DP_COLLECTIVE_TIMEOUT_S, comms)
+                          : coh_errf(COH_ERR_NOMEM, "out of memory allocating the dp devices");
     for (int i = 0; !st && i < n; i++)
         dp->dev[i].comm = comms[i];
     free(comms);
@@ -188,54 +238,22 @@ void par_dp_destroy(par_dp *dp)
     pthread_cond_broadcast(&dp->go);
     pthread_mutex_unlock(&dp->mu);
     for (int i = 0; i < dp->n; i++) {
-        dp_dev *d = &dp->dev[i];
+        par_dp_dev *d = &dp->dev[i];
         if (d->started)
             pthread_join(d->th, NULL);
         if (i)
-            coh_gpt_destroy(d->g);
+            destroy_replica(d);
         coh_comm_destroy(d->comm);
     }
     pthread_cond_destroy(&dp->go);
     pthread_mutex_destroy(&dp->mu);
     free(dp->dev);
-    free(dp->gin);
-    free(dp->gtg);
     free(dp);
-}
-
-/* Every device's micro-step, device 0's on the calling thread; the first failing device named. */
-static coh_status run_devices(par_dp *dp)
-{
-    pthread_mutex_lock(&dp->mu);
-    dp->gen++;
-    pthread_cond_broadcast(&dp->go);
-    pthread_mutex_unlock(&dp->mu);
-    coh_status st = device_micro(&dp->dev[0]);
-    for (int i = 0; st && i < dp->n; i++) /* the reduce's barrier published every d->st */
-        if (dp->dev[i].st)
-            return coh_errf(dp->dev[i].st, "dp device %d: %s", i, dp->dev[i].err);
-    return st;
-}
-
-coh_status par_dp_forward_backward(coh_par_trainer *t, coh_batch_fn next, void *ctx,
-                                   double *loss)
-{
-    par_dp *dp = t->threads;
-    double all = (double)dp->n * dp->B * dp->T, sum = 0.0;
-    coh_gpt_zero_grad(t->model); /* device 0 accumulates over the micro-steps */
-    for (int k = 0; k < t->cfg.train.accum; k++) {
-        coh_status st = next(ctx, dp->gin, dp->gtg);
-        if (st || (st = run_devices(dp)))
-            return st;
-        sum += (float)(dp->total / all);
-    }
-    *loss = sum / t->cfg.train.accum;
-    return COH_OK;
 }
 
 coh_gpt *par_dp_device_model(const par_dp *dp, int d)
 {
-    return dp && d >= 0 && d < dp->n ? dp->dev[d].g : NULL;
+    return dp && d >= 0 && d < dp->n && dp->dev[d].t ? dp->dev[d].t->model : NULL;
 }
 
 int par_dp_device_threads(const par_dp *dp, int d)

@@ -5,20 +5,6 @@
 
 #include "train/parallel/par_trainer_int.h"
 
-/* Forward of one evaluation micro-batch (scale 0: no backward). */
-static coh_status micro_step(coh_par_trainer *t, float scale, float *loss)
-{
-    const coh_trainer_config *c = &t->cfg.train;
-    par_reset_sequence(t, scale > 0.0f);
-    t->err = COH_OK;
-    coh_status st = coh_gpt_step(t->model, t->batch_in, t->batch_tg, c->batch, c->seq, scale, loss);
-    if (!st)
-        st = t->err;
-    if (!st && t->ndp > 1)
-        st = par_grad_collect(t, 1);
-    return st;
-}
-
 static void max_into(coh_model_state_bytes *peak, const coh_model_state_bytes *m)
 {
     if (m->params > peak->params)
@@ -70,9 +56,8 @@ static coh_status train_step(coh_par_trainer *t, coh_batch_fn next, void *ctx,
 {
     const coh_trainer_config *c = &t->cfg.train;
     double loss, t0 = par_now_us(), tp0 = coh_gpt_tp_comm_seconds(t->model);
-    /* dp: device 0 replicates, gathers and reduces over its device threads (par_dp.c) */
-    coh_status st = t->threads ? par_dp_forward_backward(t, next, ctx, &loss)
-                               : par_forward_backward(t, next, ctx, &loss);
+    /* every strategy's, dp's devices included (their replicate and reduce are its hooks) */
+    coh_status st = par_forward_backward(t, next, ctx, &loss);
     t->tp_step_s = coh_gpt_tp_comm_seconds(t->model) - tp0;
     if (st)
         return st;
@@ -106,33 +91,21 @@ coh_status coh_par_trainer_step(coh_par_trainer *t, coh_batch_fn next, void *ctx
     return st;
 }
 
-/* One evaluation micro-batch (forward only); *sum gets its loss. */
-static coh_status eval_batch(coh_par_trainer *t, coh_batch_fn next, void *ctx, double *sum)
-{
-    if (t->pipe)
-        return par_pipe_eval_batch(t, next, ctx, sum);
-    float l = 0.0f;
-    coh_status st = next(ctx, t->batch_in, t->batch_tg);
-    if (!st)
-        st = micro_step(t, 0.0f, &l);
-    *sum += l;
-    return st;
-}
-
-/* The mean loss over n micro-batches, on every rank: the last stage's summed over the pipeline
- * (the others add 0), averaged over dp. */
+/* The mean loss over n micro-batches, on every rank, each forward only through the executor's
+ * evaluation list (pp = 1: the one forward; dp: device 0 alone): the last stage's summed over
+ * the pipeline (the others add 0), averaged over dp. */
 coh_status coh_par_trainer_eval(coh_par_trainer *t, coh_batch_fn next, void *ctx, long n,
                                 double *loss)
 {
     double sum = 0.0;
     coh_status st = COH_OK;
     for (long k = 0; !st && k < n; k++)
-        st = eval_batch(t, next, ctx, &sum);
-    coh_status fl = t->pipe ? par_pipe_drain(t) : COH_OK;
+        st = par_pipe_eval_batch(t, next, ctx, &sum);
+    coh_status fl = par_pipe_drain(t); /* the sends still in flight (none with one stage) */
     if (!st)
         st = fl;
     *loss = n > 0 ? sum / (double)n : 0.0;
-    if (!st && t->mesh->pp > 1)
+    if (!st) /* as the step's loss: over the stages (one stage: itself alone) */
         st = coh_allreduce(t->mesh->pp_comm, loss, loss, 1, COH_F64, COH_SUM);
     if (!st && t->ndp > 1)
         st = coh_allreduce(t->dp, loss, loss, 1, COH_F64, COH_AVG);
@@ -159,11 +132,8 @@ coh_status par_gather_own(coh_par_trainer *t, float *out)
 {
     if (t->zero_stage == 3)
         return gather_zero3(t, out);
-    if (!t->pipe) {
-        t->be->copy(out, t->params, t->n * sizeof *out, COH_COPY_D2H);
-        return COH_OK;
-    }
-    const coh_pipe_stage *lay = par_pipe_layout(t->pipe);
+    /* the stage's ranges (one stage: the whole arena), summed over the stages */
+    const coh_pipe_stage *lay = par_pipe_layout(t->exec);
     memset(out, 0, t->n * sizeof *out);
     for (int k = 0; k < lay->nranges; k++)
         if (!(lay->tied_copy && lay->begin[k] == 0))
@@ -190,8 +160,7 @@ coh_status coh_par_trainer_gather_params(coh_par_trainer *t, float *out)
 
 void coh_par_trainer_params_loaded(coh_par_trainer *t)
 {
-    if (t->pipe)
-        par_pipe_keep_own(t, t->params);
+    par_pipe_keep_own(t, t->params); /* one stage keeps everything */
     if (t->zero_stage == 3)
         par_release_params(t);
 }

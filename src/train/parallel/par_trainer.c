@@ -77,12 +77,9 @@ static coh_status alloc_state(coh_par_trainer *t)
     t->seq = calloc(2 * (size_t)L + 4, sizeof *t->seq);
     t->t_need = calloc((size_t)L + 2, sizeof *t->t_need);
     t->need_ev = calloc((size_t)L + 2, sizeof *t->need_ev);
-    size_t bt = (size_t)t->cfg.train.batch * (size_t)t->cfg.train.seq;
-    t->batch_in = malloc(bt * sizeof *t->batch_in);
-    t->batch_tg = malloc(bt * sizeof *t->batch_tg);
     if (t->zero_stage >= 2 && t->cfg.train.accum > 1)
         t->gacc = coh_dev_alloc(t->be, t->own_total * sizeof(float));
-    if (!t->seq || !t->t_need || !t->need_ev || !t->batch_in || !t->batch_tg ||
+    if (!t->seq || !t->t_need || !t->need_ev ||
         (t->zero_stage >= 2 && t->cfg.train.accum > 1 && !t->gacc))
         return coh_errf(COH_ERR_NOMEM, "out of memory allocating the parallel trainer");
     return COH_OK;
@@ -284,8 +281,6 @@ void coh_par_trainer_destroy(coh_par_trainer *t)
     free(t->bk);
     free(t->bucket_of);
     coh_dev_free(t->be, t->gacc);
-    free(t->batch_in);
-    free(t->batch_tg);
     free(t->seq);
     free(t->t_need);
     free(t->need_ev);

@@ -28,6 +28,7 @@
 
 typedef struct par_trace par_trace;
 typedef struct par_dp par_dp;
+typedef struct par_dp_dev par_dp_dev;
 
 /* Elements of the token embedding in the arena of c (a tensor-parallel shard's vocabulary rows). */
 static inline size_t par_wte_size(const coh_gpt_config *c)
@@ -69,7 +70,6 @@ struct coh_par_trainer {
     uint16_t *g16;         /* --grad-reduce-dtype bf16: the buckets' bf16 copies in flight (n;
                               DDP/ZeRO-1 in the transport's arena when it has room) */
     int g16_shm;           /* g16 came from coh_comm_alloc */
-    int32_t *batch_in, *batch_tg; /* one micro-batch (B, T), filled by the batch callback */
     size_t n;
     par_bucket *bk;        /* in backward order: bk[0] holds the last layers */
     int nbk;
@@ -140,16 +140,21 @@ double par_clip(coh_par_trainer *t);
 coh_status par_find_replicated(coh_par_trainer *t);
 
 /* par_dp.c: strategy dp. After the rank's own model and optimizer are built (device 0): the
- * replicas, their threads and the thread group joining them (t->threads, t->ndev). */
+ * replicas (each a one-rank trainer of its own running the executor), their threads and the
+ * thread group joining them (t->threads, t->ndev). */
 coh_status par_dp_build(coh_par_trainer *t);
 /* What strategy dp cannot run: a device count outside 1..COH_DP_MAX_DEVICES, several ranks (its
  * devices are threads of one), tp, pp, a trace. */
 coh_status par_dp_check(const coh_par_config *c, const coh_mesh *m);
 void par_dp_destroy(par_dp *dp); /* NULL-safe */
-/* The micro-steps of one step on every device: device 0's gradients end as the sum over every
- * device and micro-step, *loss the mean over every token. */
-coh_status par_dp_forward_backward(coh_par_trainer *t, coh_batch_fn next, void *ctx,
-                                   double *loss);
+/* The executor's device hooks (pipe_exec.c, one-stage lists). Before micro-batch mb's forward:
+ * device 0 wakes the others at mb 0 (the step's batches are read), then the parameters are
+ * broadcast from device 0 and a replica's gradients zeroed. After its backward, with the
+ * device's compute status: whether any device failed and the summed loss reach every device
+ * (all stop after the same micro-batch; device 0 names the first that failed), the gradients
+ * are summed into device 0's, and *loss gets the micro-batch's mean over every device's tokens. */
+coh_status par_dp_replicate(par_dp_dev *d, int mb);
+coh_status par_dp_reduce(par_dp_dev *d, int slot, coh_status computed, double *loss);
 /* Device d's model (0: the trainer's) and the OpenMP threads its last micro-step ran with (0
  * before one); NULL / 0 for d out of range. */
 coh_gpt *par_dp_device_model(const par_dp *dp, int d);
@@ -165,13 +170,17 @@ coh_status par_gather_own(coh_par_trainer *t, float *out);
 /* Receives the pipeline's receiver thread may hold at once, the one being read included. */
 #define PIPE_RECV_DEPTH 3
 coh_status par_pipe_create(coh_par_trainer *t, par_pipe **out); /* *out set even on failure */
+/* Strategy dp: the executor runs device id of n with dev's hooks; each micro-batch holds every
+ * device's rows, read by device 0's executor (first, set before the others) and shared. */
+coh_status par_pipe_set_device(par_pipe *pp, par_dp_dev *dev, int id, int n, par_pipe *first);
 void par_pipe_destroy(par_pipe *pp);
 int par_pipe_slots(const par_pipe *pp);
 /* The model's head shards for this stage (after coh_gpt_set_slots): nothing with the head
  * whole; their logits kept for the backward unless `recompute`. */
 coh_status par_pipe_setup_model(const par_pipe *pp, coh_gpt *model, int recompute);
 const coh_pipe_stage *par_pipe_layout(const par_pipe *pp);
-/* Zero and give back the pages of every parameter this stage does not hold (after a full load). */
+/* Zero and give back the pages of every parameter this stage does not hold (after a full load;
+ * one stage holds them all). */
 void par_pipe_keep_own(coh_par_trainer *t, float *params);
 /* pipe_layout.c: the estimated compute of a model chunk, in any one unit: per block, and what
  * the first virtual stage (embeddings) and the last (final LayerNorm, LM head, loss) add. */
@@ -219,12 +228,14 @@ void par_pipe_split_chain(const coh_gpt_config *c, int T, const coh_pipe_shape *
 /* The activation slots a stage's list needs: the most micro-batches with a chunk forwarded and
  * not yet backwarded (-1 out of memory). */
 int par_pipe_count_slots(const coh_pipe_action *a, int n, int m);
-/* The step's forward and backward for any (dp, pp, tp): this rank's action list run over the
- * step's micro-batches, then the gradients reduced (the tied embedding over its group, what
- * the hooks have in flight over dp); *loss the step's mean over the pipeline. */
+/* The step's forward and backward for any (dp, pp, tp) and strategy dp's every device: this
+ * rank's action list run over the step's micro-batches, then the gradients reduced (the tied
+ * embedding over its group, what the hooks have in flight over dp); *loss the step's mean over
+ * the pipeline. next NULL: a dp replica, reading its rows of device 0's batches. */
 coh_status par_forward_backward(coh_par_trainer *t, coh_batch_fn next, void *ctx, double *loss);
-/* One evaluation micro-batch through the stage (forward only); the last stage adds its loss to
- * *loss. par_pipe_drain after the last: the sends still in flight. */
+/* One evaluation micro-batch through the stage (forward only; every pp, dp's device 0 alone);
+ * the last stage adds its loss to *loss. par_pipe_drain after the last: the sends still in
+ * flight. */
 coh_status par_pipe_eval_batch(coh_par_trainer *t, coh_batch_fn next, void *ctx, double *loss);
 coh_status par_pipe_drain(coh_par_trainer *t);
 /* The group of the stages holding a copy of the tied wte (NULL: none). */

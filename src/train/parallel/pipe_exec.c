@@ -3,6 +3,8 @@
  * (schedule.c) run with sends and receives on threads of their own, the hooks seeing each
  * micro-batch (dp buckets started during the last one's backward), the tied embedding's
  * gradient summed between the first and last stage, and the loss reduced over the pipeline.
+ * Strategy dp's devices run it too, each on its thread: the device hooks (par_dp.c) replicate
+ * before each forward and reduce after each backward of their one-stage list.
  *
  * Point to point runs on two-rank communicators, one per direction of each neighbouring pair:
  * the sender thread uses the ones this rank sends on, the receiver thread the ones it receives
@@ -45,7 +47,16 @@ struct par_pipe {
     coh_comm **owned;         /* every 2-rank communicator this rank belongs to */
     int nowned;
     coh_comm *embed;          /* stages 0 and p - 1 (the tied wte), NULL when p == 1 */
-    int32_t *tok, *tgt;       /* (m, B*T) this step's micro-batches */
+    int32_t *tok, *tgt;       /* (m, ndev*B*T) this step's micro-batches */
+    /* strategy dp (par_dp.c): each micro-batch holds every device's rows, device 0's executor
+     * reads them and the others read theirs from it; the device's replicate and reduce run
+     * before each forward and after each backward */
+    par_dp_dev *dev;          /* NULL: no devices (every strategy but dp) */
+    int ndev;                 /* devices sharing a micro-batch (1 without dp) */
+    size_t bt;                /* tokens of one device's micro-batch (B*T) */
+    size_t row0;              /* this device's first token of a micro-batch */
+    int tok_shared;           /* tok, tgt are device 0's */
+    coh_status dev_st;        /* a device's compute failure, held for its micro-batch's reduce */
     float *xbuf, *ybuf;       /* (B*T*C) the receive being read (a ring buffer), and to send */
     pthread_t thread;
     pthread_mutex_t mu;
@@ -283,6 +294,7 @@ coh_status par_pipe_create(coh_par_trainer *t, par_pipe **out)
     pp->stage = mesh->pp_rank;
     pp->v = c->par.schedule == COH_SCHED_INTERLEAVED && pp->p > 1 ? c->par.virtual_stages : 1;
     pp->m = c->train.accum;
+    pp->ndev = 1;
     pp->L = c->train.model.layers;
     /* one stage: forward and backward of each micro-batch in turn, nothing sent */
     pp->shape = (coh_pipe_shape){pp->p > 1 ? c->par.schedule : COH_SCHED_NAIVE, pp->p, pp->m,
@@ -303,6 +315,7 @@ coh_status par_pipe_create(coh_par_trainer *t, par_pipe **out)
         return st;
     pp->nslots = par_pipe_count_slots(pp->acts, pp->nacts, pp->m);
     size_t bt = (size_t)c->train.batch * c->train.seq, btc = bt * (size_t)c->train.model.dim;
+    pp->bt = bt;
     /* this rank's rows (its share with sequence parallelism, so a tp group sends each
      * activation once, split), and the head shards' statistics */
     pp->msg = (c->train.model.sp && c->train.model.tp > 1 ? btc / (size_t)c->train.model.tp
@@ -376,10 +389,33 @@ void par_pipe_destroy(par_pipe *pp)
     free(pp->eval_acts);
     free(pp->slot_of);
     free(pp->chunks_live);
-    free(pp->tok);
-    free(pp->tgt);
+    if (!pp->tok_shared) {
+        free(pp->tok);
+        free(pp->tgt);
+    }
     free(pp->ybuf);
     free(pp);
+}
+
+coh_status par_pipe_set_device(par_pipe *pp, par_dp_dev *dev, int id, int n, par_pipe *first)
+{
+    size_t stride = (size_t)n * pp->bt;
+    pp->dev = dev;
+    pp->ndev = n;
+    pp->row0 = (size_t)id * pp->bt;
+    free(pp->tok);
+    free(pp->tgt);
+    pp->tok = pp->tgt = NULL;
+    if (id > 0) { /* device 0's, set before */
+        pp->tok = first->tok;
+        pp->tgt = first->tgt;
+        pp->tok_shared = 1;
+        return COH_OK;
+    }
+    pp->tok = malloc((size_t)pp->m * stride * sizeof *pp->tok);
+    pp->tgt = malloc((size_t)pp->m * stride * sizeof *pp->tgt);
+    return pp->tok && pp->tgt ? COH_OK
+                              : coh_errf(COH_ERR_NOMEM, "out of memory for the dp batches");
 }
 
 int par_pipe_slots(const par_pipe *pp) { return pp->nslots; }
@@ -387,7 +423,7 @@ const coh_pipe_stage *par_pipe_layout(const par_pipe *pp) { return &pp->layout; 
 
 void par_pipe_keep_own(coh_par_trainer *t, float *params)
 {
-    const coh_pipe_stage *lay = &t->pipe->layout;
+    const coh_pipe_stage *lay = &t->exec->layout;
     size_t kept = 0, n = coh_gpt_param_count(&t->cfg.train.model), away = 0;
     for (int k = 0; k <= lay->nranges; k++) { /* give back what other stages hold */
         size_t e = k < lay->nranges ? lay->begin[k] : n;
@@ -396,9 +432,9 @@ void par_pipe_keep_own(coh_par_trainer *t, float *params)
         kept = k < lay->nranges ? lay->end[k] : n;
     }
     /* their parameters, and their gradients, which this stage never writes, are not held */
-    if (!t->pipe->others_away)
+    if (!t->exec->others_away)
         coh_dev_forget(t->be, 2 * away * sizeof(float));
-    t->pipe->others_away = 1;
+    t->exec->others_away = 1;
 }
 
 /* ---- the step ------------------------------------------------------------------------------ */
@@ -459,6 +495,16 @@ coh_status par_pipe_setup_model(const par_pipe *pp, coh_gpt *model, int recomput
     return coh_gpt_set_head_shards(model, lay->head_shards, held, !recompute);
 }
 
+/* A dp device's compute failure is held for its micro-batch's reduce, which every device takes
+ * so that none waits for one that failed; without devices it stops the list at once. */
+static coh_status device_keeps(par_pipe *pp, const par_dp_dev *dev, coh_status st)
+{
+    if (!st || !dev)
+        return st;
+    pp->dev_st = st;
+    return COH_OK;
+}
+
 /* Run one action list over micro-batches (train: forward with the gradient's scale, then
  * backward; eval: forward only). *loss: the last stage's summed micro-batch losses. The hooks
  * see the micro-batch: the grad hook communicates on the last one's backward (every one's under
@@ -470,8 +516,9 @@ static coh_status run_list(coh_par_trainer *t, const coh_pipe_action *a, int n, 
     par_pipe *pp = t->exec;
     const coh_trainer_config *c = &t->cfg.train;
     int B = c->batch, T = c->seq;
-    size_t bt = (size_t)B * T;
+    size_t stride = (size_t)pp->ndev * pp->bt; /* a micro-batch, every device's rows */
     size_t btc = pp->msg;
+    par_dp_dev *dev = scale > 0.0f ? pp->dev : NULL; /* dp evaluates on device 0 alone */
     coh_status st = COH_OK;
     recv_begin(pp, a, n, btc);
     for (int i = 0; !st && i < n; i++) {
@@ -497,25 +544,35 @@ static coh_status run_list(coh_par_trainer *t, const coh_pipe_action *a, int n, 
         case COH_PIPE_FORWARD: {
             float l = 0.0f;
             int slot = scale > 0.0f ? slot_take(pp, a[i].mb) : 0;
+            size_t row = (size_t)mb * stride + pp->row0;
+            if (dev && (st = par_dp_replicate(dev, a[i].mb)))
+                break;
             if (k == 0)
                 par_reset_sequence(t, scale > 0.0f);
-            st = coh_gpt_shards_forward(t->model, slot, lo, hi, chunk_ends(pp, k), hlo, hhi,
-                                        pp->tok + (size_t)mb * bt, pp->xbuf,
-                                        pp->tgt + (size_t)mb * bt, B, T, scale, pp->ybuf, &l);
-            if (chunk_loss(pp, k))
+            st = device_keeps(pp, dev, coh_gpt_shards_forward(t->model, slot, lo, hi,
+                                                              chunk_ends(pp, k), hlo, hhi,
+                                                              pp->tok + row, pp->xbuf,
+                                                              pp->tgt + row, B, T, scale,
+                                                              pp->ybuf, &l));
+            if (chunk_loss(pp, k) && !dev) /* dp's is the reduce's, over every device */
                 *loss += l;
             pp->busy_us += par_now_us() - t0;
             trace_compute(t, "F", a[i].mb, k, t0);
             break;
         }
         case COH_PIPE_BACKWARD:
-            st = coh_gpt_shards_backward(t->model, pp->slot_of[a[i].mb], lo, hi,
-                                         chunk_ends(pp, k), hlo, hhi, pp->xbuf, B, T, pp->ybuf);
+            if (!pp->dev_st) /* a device whose forward failed still takes the reduce */
+                st = device_keeps(pp, dev,
+                                  coh_gpt_shards_backward(t->model, pp->slot_of[a[i].mb], lo, hi,
+                                                          chunk_ends(pp, k), hlo, hhi, pp->xbuf,
+                                                          B, T, pp->ybuf));
             pp->chunks_live[a[i].mb]--;
             pp->busy_us += par_now_us() - t0;
             trace_compute(t, "B", a[i].mb, k, t0);
             if (!st && k == 0 && t->zero_stage >= 2) /* its own chunks kept before the next */
                 st = par_grad_collect(t, 1);
+            if (!st && dev)
+                st = par_dp_reduce(dev, pp->slot_of[a[i].mb], pp->dev_st, loss);
             break;
         }
         if (!st && t->err)
@@ -547,10 +604,10 @@ static coh_status reduce_grads(coh_par_trainer *t)
 static coh_status read_batches(coh_par_trainer *t, coh_batch_fn next, void *ctx, int count)
 {
     par_pipe *pp = t->exec;
-    size_t bt = (size_t)t->cfg.train.batch * t->cfg.train.seq;
+    size_t stride = (size_t)pp->ndev * pp->bt; /* dp: the devices' rows of each, together */
     coh_status st = COH_OK;
     for (int k = 0; !st && k < count; k++)
-        st = next(ctx, pp->tok + (size_t)k * bt, pp->tgt + (size_t)k * bt);
+        st = next(ctx, pp->tok + (size_t)k * stride, pp->tgt + (size_t)k * stride);
     return st;
 }
 
@@ -575,11 +632,14 @@ coh_status par_forward_backward(coh_par_trainer *t, coh_batch_fn next, void *ctx
     zero_grads(t);
     memset(pp->chunks_live, 0, (size_t)pp->m * sizeof *pp->chunks_live);
     double sum = 0.0;
-    coh_status st = read_batches(t, next, ctx, pp->m);
+    /* next NULL: a dp replica, whose rows device 0's executor has read */
+    coh_status st = next ? read_batches(t, next, ctx, pp->m) : COH_OK;
     pp->busy_us = pp->idle_us = 0.0;
+    pp->dev_st = COH_OK;
     t->err = COH_OK;
+    /* each device's mean loss weighs 1 / (devices * micro-batches) */
     if (!st)
-        st = run_list(t, pp->acts, pp->nacts, 0, 1.0f / (float)pp->m, &sum);
+        st = run_list(t, pp->acts, pp->nacts, 0, 1.0f / ((float)pp->ndev * (float)pp->m), &sum);
     double t0 = par_now_us();
     coh_status fl = pipe_flush(pp);
     pp->idle_us += par_now_us() - t0;
@@ -597,12 +657,12 @@ coh_status par_forward_backward(coh_par_trainer *t, coh_batch_fn next, void *ctx
 
 coh_status par_pipe_eval_batch(coh_par_trainer *t, coh_batch_fn next, void *ctx, double *loss)
 {
-    par_pipe *pp = t->pipe;
+    par_pipe *pp = t->exec;
     coh_status st = read_batches(t, next, ctx, 1);
     return st ? st : run_list(t, pp->eval_acts, pp->neval, 0, 0.0f, loss);
 }
 
-coh_status par_pipe_drain(coh_par_trainer *t) { return pipe_flush(t->pipe); }
+coh_status par_pipe_drain(coh_par_trainer *t) { return pipe_flush(t->exec); }
 
 void par_pipe_describe(const par_pipe *pp, char *buf, size_t cap)
 {

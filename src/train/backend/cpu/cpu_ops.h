@@ -105,9 +105,11 @@ static inline float gpt_expf(float x)
 }
 
 /* Vectorised variants of hot loops are compiled for several ISAs and picked at load time, so
- * the build stays portable (no -march=native). */
+ * the build stays portable (no -march=native). Not under the sanitizers: an instrumented
+ * resolver runs at relocation, before the sanitizer's runtime (ThreadSanitizer crashes there). */
 #if defined(__x86_64__) && defined(__has_attribute)
-#if __has_attribute(target_clones) && !defined(__SANITIZE_ADDRESS__)
+#if __has_attribute(target_clones) && !defined(__SANITIZE_ADDRESS__) && \
+    !defined(__SANITIZE_THREAD__)
 /* Feature names, not arch= (which dispatches on the CPU model and misses AMD's AVX-512). */
 #define GPT_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
