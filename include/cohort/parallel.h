@@ -66,7 +66,8 @@ typedef struct coh_par_memory {
     uint64_t gathered;     /* ZeRO-3: other ranks' chunks of parameters present at the peak */
     uint64_t grad_buckets; /* ZeRO-2/3: other ranks' chunks of gradients not yet reduced, there */
     uint64_t comm;         /* peers' shared-arena gradient pieces this rank reduces (DDP, ZeRO-1)
-                              and the transport's staging buffers */
+                              and the transport's staging and channel buffers of the groups it
+                              communicates over (dp, tp; a stage's links and tied embedding) */
     uint64_t save;         /* with train.saves: what a checkpoint's save holds besides the state
                               (its stream and write buffers, its slices' lists) */
     uint64_t total;        /* peak resident growth over the process before the model existed */
@@ -229,7 +230,8 @@ char *coh_pipe_stage_blocks(const coh_pipe_stage *st, char *buf, size_t cap);
 
 /* What one rank of pipeline stage `stage` holds: the model state of its arena ranges (fp32
  * parameters, gradients, AdamW m and v) and its engine buffers, with one activation slot per
- * micro-batch its schedule keeps in flight (GPipe m, 1F1B p - stage, ...). Its total is at
+ * micro-batch its schedule keeps in flight (GPipe m, 1F1B p - stage, ...), and the transport's
+ * memory of its links and groups (comm). Its total is at
  * least the whole model's fp32 parameters, which the seeded initialisation writes before the
  * stage gives back the pages of the others. Pure apart from reading the thread count.
  * COH_ERR_INVALID as coh_par_pipe_stage. */

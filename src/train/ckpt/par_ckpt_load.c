@@ -92,6 +92,36 @@ static coh_status resume_from(coh_par_trainer *t, const char *path, const coh_st
     return st;
 }
 
+/* The layout before sharded saves kept ZeRO's and the pipeline's moments in .zero files named by
+ * the state's metadata: its weights still load (eval, --init-from, export), it does not resume. */
+static coh_status refuse_old_layout(const coh_st_file *sf, const char *path)
+{
+    if (!coh_st_meta_get(sf, "zero_index"))
+        return COH_OK;
+    return coh_errf(COH_ERR_INVALID, "checkpoint '%s' is in the layout before sharded saves "
+                    "(its optimizer state is in .zero files): it cannot be resumed; "
+                    "--init-from, eval and export still read its weights", path);
+}
+
+/* The engine's own pair, read by the engine, once its state is known not to be the older
+ * layout's (whose state holds no moments: the engine would only say that it lacks them). */
+static coh_status resume_engine(coh_par_trainer *t, const coh_st_file *f, const char *path,
+                                coh_loader_pos *data, int *threads)
+{
+    char sp[4200];
+    coh_st_file *sf;
+    if (!gpt_state_path_of(f, path, sp, sizeof sp) && !coh_st_open(sp, &sf)) {
+        coh_status st = refuse_old_layout(sf, path);
+        coh_st_close(sf);
+        if (st)
+            return st;
+    }
+    coh_err_clear(); /* a state that does not open: the engine says why */
+    coh_status st = coh_trainer_resume(t->base, path, data, threads);
+    coh_par_trainer_params_loaded(t);
+    return st;
+}
+
 coh_status coh_par_trainer_resume(coh_par_trainer *t, const char *path, coh_loader_pos *data,
                                   int *threads)
 {
@@ -102,22 +132,15 @@ coh_status coh_par_trainer_resume(coh_par_trainer *t, const char *path, coh_load
     if (st)
         return st;
     if (!ckpt_is_sharded(f) && t->zero_stage == 0 && !t->pipe && t->mesh->tp == 1) {
-        coh_st_close(f); /* the engine's own pair, read by the engine */
-        st = coh_trainer_resume(t->base, path, data, threads);
-        coh_par_trainer_params_loaded(t);
+        st = resume_engine(t, f, path, data, threads);
+        coh_st_close(f);
         return st;
     }
     if ((st = gpt_state_path_of(f, path, sp, sizeof sp)) || (st = coh_state_open(sp, &s, &sf))) {
         coh_st_close(f);
         return st;
     }
-    /* the layout before sharded saves kept ZeRO's and the pipeline's moments in .zero files
-     * named by this state's metadata: its weights still load (eval, --init-from, export) */
-    if (coh_st_meta_get(sf, "zero_index"))
-        st = coh_errf(COH_ERR_INVALID, "checkpoint '%s' is in the layout before sharded saves "
-                      "(its optimizer state is in .zero files): it cannot be resumed; "
-                      "--init-from, eval and export still read its weights", path);
-    else
+    if (!(st = refuse_old_layout(sf, path)))
         st = resume_from(t, path, f, sp, sf, (long)s.step);
     if (!st) {
         const char *thr = coh_st_meta_get(sf, "threads");

@@ -11,6 +11,40 @@
 /* The shared-memory transport's default staging halves (COHORT_SHM_STAGE): two per rank, and a
  * rank's collectives outside the arena pass through every rank's halves. */
 #define STAGE_HALF ((uint64_t)256 << 10)
+/* Its channel buffer per ordered pair of a communicator (CHAN_BYTES in shm.c). */
+#define CHAN_BUF ((uint64_t)64 << 10)
+#define PAGE ((uint64_t)4096)
+
+static uint64_t pages(uint64_t bytes) { return (bytes + PAGE - 1) / PAGE * PAGE; }
+
+/* What the collectives of one communicator of n ranks touch of the shm transport's segment
+ * (shm.c: every member has two staging halves, used by alternate rounds), when the largest
+ * payload any of them moves on private buffers is `bytes`: the one-phase and staged algorithms
+ * (shm_allreduce.c, shm_copy.c, shm_reduce_scatter.c) write a rank's pieces into its current
+ * half and read every member's, so every member's two halves are resident in every member as
+ * far as min(bytes, half) reaches; the cross-memory-attach path touches only the rank's own two
+ * halves, which this bounds (whether ranks may use it is the kernel's ptrace rules' call). */
+static uint64_t group_staging(int n, uint64_t bytes)
+{
+    uint64_t reach = pages(bytes) < STAGE_HALF ? pages(bytes) : STAGE_HALF;
+    return n > 1 ? 2 * reach * (uint64_t)n : 0;
+}
+
+/* The scalar reductions over a communicator (loss, gradient norm, the trainer's checks): the
+ * one-phase path's first page of every member's two halves. */
+static uint64_t group_scalars(int n) { return n > 1 ? 2 * PAGE * (uint64_t)n : 0; }
+
+/* The tensor-parallel group (tensor_parallel.c): its largest collective is the all-reduce of a
+ * block's (B T, C) output (with sequence parallelism the all-gather and reduce-scatter of the same
+ * rows), and the check of the replicated tensors at the end moves at most the position
+ * embedding (the largest of them) in pieces of a staging half. */
+static uint64_t tp_staging(const coh_par_config *c)
+{
+    const coh_gpt_config *g = &c->train.model;
+    uint64_t btc = (uint64_t)c->train.batch * (uint64_t)c->train.seq * (uint64_t)g->dim;
+    uint64_t wpe = (uint64_t)g->seq * (uint64_t)g->dim;
+    return group_staging(c->par.tp, 4 * (btc > wpe ? btc : wpe));
+}
 
 static uint64_t not_own(const par_bucket *b)
 {
@@ -132,7 +166,8 @@ static void fill(const coh_par_config *c, int zero, int dp, const par_bucket *bk
     if (dp > 1) /* bf16: DDP/ZeRO-1 reduce the bf16 copy in place (2 bytes a parameter) */
         out->comm = (zero < 2 ? peer_pieces(bk, nbk, dp, b16 ? 2 : 4) + (b16 ? 2 * n : 0)
                               : (b16 ? bf16_in_flight(bk, nbk) : 0)) +
-                    2 * STAGE_HALF * (uint64_t)dp;
+                    group_staging(dp, STAGE_HALF);
+    out->comm += tp_staging(c) + group_scalars(dp * c->par.tp); /* and the world's */
 }
 
 coh_status coh_par_memory_estimate(const coh_par_config *cfg, int dp, int rank,
@@ -186,6 +221,53 @@ coh_status coh_par_memory_estimate(const coh_par_config *cfg, int dp, int rank,
     out->total = s->params + s->grads + s->optim + out->engine + out->gathered +
                  out->grad_buckets + out->comm + out->save;
     return COH_OK;
+}
+
+/* The pipeline links stage s is in (make_links, pipe_exec.c): a two-rank communicator per
+ * direction of each neighbouring pair, around the ring when chunks wrap. */
+static int stage_links(int p, int v, int s)
+{
+    int pairs = v > 1 ? p : p - 1, n = 0;
+    for (int i = 0; i < pairs; i++)
+        n += s == i || s == (i + 1) % p ? 2 : 0;
+    return n;
+}
+
+/* The stages in the tied embedding's group (make_links): the first and each holding a head
+ * shard; the head whole is on the last stage. */
+static int embed_members(const coh_par_config *c, const coh_pipe_stage *lay)
+{
+    if (lay->head_shards <= 1)
+        return 2;
+    int n = 0;
+    for (int s = 0; s < c->par.pp; s++) {
+        coh_pipe_stage o;
+        if (coh_par_pipe_stage(c, s, &o) == COH_OK && (s == 0 || o.head))
+            n++;
+    }
+    return n;
+}
+
+/* What a pipeline stage's communicators touch of the shm transport (shm.c): its links, each a
+ * message of `msg` bytes at a time through the pair's channel buffer, which sender and receiver
+ * both touch (a message larger than the channel goes by cross-memory attach where the kernel
+ * allows it: then none, which this bounds); the tied embedding's group (its gradient's
+ * all-reduce, pipe_exec.c, and the end's check of the copies, replicas.c); the stage's dp
+ * replicas (its gradients reduced from private memory by the bucket hooks, the ZeRO-1 updates
+ * gathered; never in place in the arena); its tp group; and the scalar reductions over the
+ * pipeline and the world. */
+static uint64_t stage_transport(const coh_par_config *c, const coh_pipe_stage *lay, int stage,
+                                uint64_t msg)
+{
+    const coh_gpt_config *g = &c->train.model;
+    int pp = c->par.pp, dp = c->par.dp, tp = c->par.tp;
+    uint64_t links = (uint64_t)stage_links(pp, lay->chunks, stage) *
+                     pages(msg < CHAN_BUF ? msg : CHAN_BUF);
+    uint64_t embed = stage == 0 || lay->head
+                         ? group_staging(embed_members(c, lay), 4 * (uint64_t)par_wte_size(g))
+                         : 0;
+    return links + embed + group_staging(dp, 4 * (uint64_t)lay->params) + tp_staging(c) +
+           group_scalars(pp) + group_scalars(dp * pp * tp);
 }
 
 coh_status coh_par_memory_estimate_stage(const coh_par_config *cfg, int stage,
@@ -272,8 +354,9 @@ coh_status coh_par_memory_estimate_stage(const coh_par_config *cfg, int stage,
     }
     out->activation_slots = slots;
     out->save = c->train.saves ? ckpt_save_bytes(g, c->par.dp * c->par.pp * c->par.tp) : 0;
+    out->comm = stage_transport(c, &lay, stage, 4 * msg);
     out->total = out->state.params + out->state.grads + out->state.optim + out->engine +
-                 out->save;
+                 out->comm + out->save;
     /* the seeded initialisation writes the whole arena's parameters before the stage gives back
      * the pages of the others: a stage lighter than that (the head alone) peaks there */
     uint64_t init = 4 * (uint64_t)coh_gpt_param_count(g);
