@@ -157,6 +157,11 @@ static void engine_json(const est_request *r, const engine_view *v, const coh_pa
     coh_jw_finish(&w);
 }
 
+static uint64_t stage_free(uint64_t engine, uint64_t listed)
+{
+    return engine > listed ? engine - listed : 0;
+}
+
 static void engine_text(const est_request *r, const engine_view *v, const coh_par_config *pc,
                         uint64_t formula, const coh_estimate *e)
 {
@@ -182,12 +187,21 @@ static void engine_text(const est_request *r, const engine_view *v, const coh_pa
         {"parameters", pb->state.params}, {"gradients", pb->state.grads}, {"AdamW m and v", pb->state.optim},
         {"activations", tm->activations}, {"activation grads", tm->act_grads},
         {"logits chunk", tm->logits}, {"attention", tm->attention * (uint64_t)v->threads},
-        {"token buffers", pb->engine - (tm->total - 4 * tm->params)},
+        {"token buffers", stage_free(pb->engine, tm->total - 4 * tm->params)},
         {"gathered layers", pb->gathered}, {"gradient buckets", pb->grad_buckets},
         {"communication", pb->comm}, {"checkpoint save", pb->save}, {"total", pb->total}};
-    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+    /* A pipeline stage's engine buffers are its own chunks' (the breakdown above is the whole
+     * model's), so a stage shows them as one row. */
+    int stage = pc->par.pp > 1;
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        if (stage && i >= 3 && i <= 7) {
+            if (i == 3)
+                printf("  %-18s %14s\n", "engine buffers", est_fmt(pb->engine, r->si, a, sizeof a));
+            continue;
+        }
         if (rows[i].v || strcmp(rows[i].name, "checkpoint save")) /* with --save only */
             printf("  %-18s %14s\n", rows[i].name, est_fmt(rows[i].v, r->si, a, sizeof a));
+    }
     printf("\npublished model for the same run (fp32, no dropout): %s total, activations %s\n",
            est_fmt(formula, r->si, a, sizeof a),
            est_fmt(e->per_device.activations_bytes, r->si, b, sizeof b));

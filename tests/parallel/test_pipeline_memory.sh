@@ -17,6 +17,20 @@ for s in gpipe 1f1b; do
     "$cohort" run --nproc-per-node 2 "$cohort" train "${run[@]}" --pp 2 --schedule $s \
         --metrics "$work/$s.jsonl" >"$work/$s.out" 2>&1 || fail "$s: $(tail -3 "$work/$s.out")"
 done
+# the text table of a stage: its rows add up to its total (a row once underflowed to 16 EiB)
+"$cohort" estimate --engine cohort "${shape[@]}" --threads 1 --micro-batch 2 --grad-accum 8 \
+    --pp 2 >"$work/est.txt" 2>&1 || fail "estimate text: $(cat "$work/est.txt")"
+"$py" - "$work/est.txt" <<'PY' && echo "ok   the estimate's text rows of a stage add up to its total" ||
+import re, sys
+unit = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40, "PiB": 2**50, "EiB": 2**60}
+text = open(sys.argv[1]).read().split("holds at its peak:")[1].split("\n\n")[0]
+rows = {m.group(1): float(m.group(2)) * unit[m.group(3)]
+        for m in re.finditer(r"^  (\S[^\d]*?)\s+([\d.]+) (\S+)$", text, re.M)}
+total = rows.pop("total")
+assert all(v <= total for v in rows.values()), rows
+assert abs(sum(rows.values()) - total) <= 0.01 * total, (sum(rows.values()), total, rows)
+PY
+    fail "the estimate's text rows: $(cat "$work/est.txt")"
 "$py" - "$work" "$rss" <<'PY' || fail "memory figures"
 import json, sys
 work, rss, ok, grown = sys.argv[1], sys.argv[2] == "1", True, {}
