@@ -94,8 +94,8 @@ void ckpt_pieces_free(ckpt_pieces *ps);
 /* Bytes a save of a rank of model c (one shard's config) holds besides the model's state: the
  * stream and write buffers, one tensor's runs, its pieces (weights and moments, names and
  * header) and, on the rank that commits (counted for every rank: an upper bound), the index
- * of the `world` ranks' pieces. */
-uint64_t ckpt_save_bytes(const coh_gpt_config *c, int world);
+ * of every piece of the checkpoint of a dp x pp x c->tp mesh. */
+uint64_t ckpt_save_bytes(const coh_gpt_config *c, int dp, int pp);
 /* The most pieces of one kind (weights, or moments) a rank of model c writes. */
 uint64_t ckpt_pieces_bound(const coh_gpt_config *c);
 

@@ -91,16 +91,24 @@ static int segments(const coh_gpt_config *c, int i)
     return c->tp > 1 && !coh_gpt_tensor_shard(c, i, 0, &s) && !s.replicated ? s.nseg : 1;
 }
 
-uint64_t ckpt_pieces_bound(const coh_gpt_config *c)
+/* Pieces of whole segments: a tensor whole in a rank's range is a piece a segment. */
+static uint64_t segment_pieces(const coh_gpt_config *c)
 {
     uint64_t n = 0;
     for (int i = 0; i < coh_gpt_tensor_count(c); i++)
-        n += (uint64_t)segments(c, i); /* a tensor whole in a rank's range: a piece a segment */
-    /* a rank's ranges (a ZeRO chunk of each bucket: whole layers, the embeddings, the final
-     * LayerNorm, a pipeline's wte) cut at most the tensors at their two ends, each into at most
-     * a partial row, whole rows and a partial row per segment */
-    return n + 6 * (uint64_t)(c->tp > 1 ? 3 : 1) * ((uint64_t)c->layers + 3);
+        n += (uint64_t)segments(c, i);
+    return n;
 }
+
+/* The pieces a rank's range boundaries add: its ranges (a ZeRO chunk of each bucket: whole
+ * layers, the embeddings, the final LayerNorm, a pipeline's wte) cut at most the tensors at
+ * their two ends, each into at most a partial row, whole rows and a partial row per segment. */
+static uint64_t cut_pieces(const coh_gpt_config *c)
+{
+    return 6 * (uint64_t)(c->tp > 1 ? 3 : 1) * ((uint64_t)c->layers + 3);
+}
+
+uint64_t ckpt_pieces_bound(const coh_gpt_config *c) { return segment_pieces(c) + cut_pieces(c); }
 
 static int digits(uint64_t v)
 {
@@ -130,7 +138,7 @@ static void name_bounds(const coh_gpt_config *c, uint64_t *name, uint64_t *box)
     *name = hf + strlen(".exp_avg_sq") + 2 + *box; /* "<hf><state>[<box>]" */
 }
 
-uint64_t ckpt_save_bytes(const coh_gpt_config *c, int world)
+uint64_t ckpt_save_bytes(const coh_gpt_config *c, int dp, int pp)
 {
     uint64_t runs = 64, name, box;
     for (int i = 0; c->tp > 1 && i < coh_gpt_tensor_count(c); i++) {
@@ -150,8 +158,18 @@ uint64_t ckpt_save_bytes(const coh_gpt_config *c, int world)
      * escaped, in the header, twice (doubling) */
     uint64_t idx = 40 + 3 * (48 + name + box + 16) + (48 + name + box + 16);
     uint64_t pieces = 3 * ckpt_pieces_bound(c); /* weights, exp_avg, exp_avg_sq */
+    /* the index lists every piece of the checkpoint once: each segment of every tp shard's
+     * tensors is written once whatever the mesh (dp replicas skip the weights, stages hold
+     * their own tensors), and the dp ranks' ranges cut them: a bucket (at most a stage's layers
+     * + 3) split dp ways has dp - 1 inner ends, each cutting one tensor into at most 3 more
+     * pieces a segment (3 segments: the attention's q, k, v), in each stage and tp shard */
+    uint64_t tp = (uint64_t)(c->tp > 1 ? c->tp : 1), P = (uint64_t)(pp > 1 ? pp : 1);
+    uint64_t stage_layers = ((uint64_t)c->layers + P - 1) / P;
+    uint64_t cuts = tp * P * (uint64_t)(dp > 1 ? dp - 1 : 0) * (stage_layers + 3) * 3 *
+                    (c->tp > 1 ? 3 : 1);
+    uint64_t all = 3 * (tp * segment_pieces(c) + cuts);
     return ST_STREAM_BUF + CKPT_ATOMIC_BUF + 2 * runs * sizeof(ckpt_run) + pieces * file +
-           pieces * idx * (uint64_t)(world > 1 ? world : 1);
+           all * idx;
 }
 
 void ckpt_shard_name(char *b, size_t cap, const char *path, long step, int r, int n)

@@ -217,7 +217,7 @@ coh_status coh_par_memory_estimate(const coh_par_config *cfg, int dp, int rank,
                                                         c->train.seq);
     }
     const coh_model_state_bytes *s = &out->state;
-    out->save = c->train.saves ? ckpt_save_bytes(&c->train.model, dp * c->par.tp) : 0;
+    out->save = c->train.saves ? ckpt_save_bytes(&c->train.model, dp, 1) : 0;
     out->total = s->params + s->grads + s->optim + out->engine + out->gathered +
                  out->grad_buckets + out->comm + out->save;
     return COH_OK;
@@ -353,7 +353,7 @@ coh_status coh_par_memory_estimate_stage(const coh_par_config *cfg, int stage,
                        coh_train_memory_bf16_acts_saved(g, c->train.batch, c->train.seq);
     }
     out->activation_slots = slots;
-    out->save = c->train.saves ? ckpt_save_bytes(g, c->par.dp * c->par.pp * c->par.tp) : 0;
+    out->save = c->train.saves ? ckpt_save_bytes(g, c->par.dp, c->par.pp) : 0;
     out->comm = stage_transport(c, &lay, stage, 4 * msg);
     out->total = out->state.params + out->state.grads + out->state.optim + out->engine +
                  out->comm + out->save;
