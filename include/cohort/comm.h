@@ -48,7 +48,7 @@ typedef struct coh_comm_req coh_comm_req;
 
 /* Which transport carries the world communicator. AUTO picks MPI when the job was started by
  * mpirun (OMPI_COMM_WORLD_* set) or COHORT_COMM=mpi, and shared memory otherwise. */
-typedef enum coh_comm_kind { COH_COMM_AUTO = 0, COH_COMM_SHM, COH_COMM_MPI } coh_comm_kind;
+typedef enum coh_comm_kind { COH_COMM_AUTO = 0, COH_COMM_SHM, COH_COMM_MPI, COH_COMM_TCP } coh_comm_kind;
 
 /* Create the world communicator from the environment the launcher set: RANK, WORLD_SIZE,
  * LOCAL_RANK, LOCAL_WORLD_SIZE, COHORT_JOB_ID, COHORT_RESTART_COUNT (or, under mpirun,
