@@ -353,7 +353,7 @@ static coh_status missing(const char *want, int size, const int *fd, const int *
     for (int r = 0; r < size && k < sizeof list - 16; r++)
         if (want[r] && fd[r] < 0)
             k += (size_t)snprintf(list + k, sizeof list - k, "%s%d", k ? ", " : "", world[r]);
-    return coh_errf(COH_ERR_TIMEOUT, "tcp transport: rank %s never connected (waited %g s)",
+    return coh_errf(COH_ERR_TIMEOUT, "tcp transport: rank %s never joined (waited %g s)",
                     list, timeout);
 }
 

@@ -110,6 +110,19 @@ static coh_status master_of(tcp_addr *m)
     return resolve(host, &m->ip);
 }
 
+/* Rank 0 gave up waiting: the ranks that did join learn who never did (a table header with
+ * n = -1 - that rank) instead of waiting out their own deadline. */
+static void abort_joined(tcp *t)
+{
+    int32_t hdr[2] = {(int32_t)TCP_MAGIC, -1};
+    for (int r = 1; r < t->size; r++)
+        if (t->fd[r] < 0 && hdr[1] == -1)
+            hdr[1] = -1 - r;
+    for (int r = 1; r < t->size; r++)
+        if (t->fd[r] >= 0)
+            (void)tcp_io_full(t->fd[r], hdr, sizeof hdr, 1, coh_now_s() + 1);
+}
+
 /* Rank 0: every rank's join, then the table to each. */
 static coh_status rendezvous_root(tcp *t, const tcp_addr *master, double deadline)
 {
@@ -122,6 +135,8 @@ static coh_status rendezvous_root(tcp *t, const tcp_addr *master, double deadlin
     if (!st)
         st = tcp_accept_group(t->gid, want, t->size, t->fd, t->world, deadline);
     free(want);
+    if (st == COH_ERR_TIMEOUT)
+        abort_joined(t);
     t->addr[0] = me;
     for (int r = 1; r < t->size && !st; r++) {
         tcp_join j;
@@ -169,12 +184,19 @@ static coh_status rendezvous_rank(tcp *t, const tcp_addr *master, double deadlin
     if (!tab)
         return coh_errf(COH_ERR_NOMEM, "out of memory");
     int rc = tcp_io_full(t->fd[0], &j, sizeof j, 1, deadline);
-    if (!rc)
-        rc = tcp_io_full(t->fd[0], tab, bytes, 0, deadline);
-    if (rc)
+    int32_t hdr[2] = {0, 0};
+    if (!rc) /* rank 0 gives up at the same deadline: its word comes first */
+        rc = tcp_io_full(t->fd[0], hdr, sizeof hdr, 0, deadline + 5);
+    if (!rc && hdr[1] < 0 && hdr[1] >= -TCP_TABLE_MAX)
+        st = coh_errf(COH_ERR_TIMEOUT, "tcp transport: rank %d never joined (rank 0 waited "
+                      "%g s)", -1 - hdr[1], t->timeout);
+    memcpy(tab, hdr, sizeof hdr);
+    if (!rc && !st)
+        rc = tcp_io_full(t->fd[0], tab + sizeof hdr, bytes - sizeof hdr, 0, deadline + 5);
+    if (!st && rc)
         st = coh_errf(rc == -2 ? COH_ERR_TIMEOUT : COH_ERR_PEER_LOST, "tcp transport: rank 0 "
                       "%s before it sent the table of addresses", rc == -2 ? "went silent" : "died");
-    else if (tcp_table_parse(tab, bytes, t->size, t->addr, why, sizeof why))
+    else if (!st && tcp_table_parse(tab, bytes, t->size, t->addr, why, sizeof why))
         st = coh_errf(COH_ERR_INVALID, "tcp transport: bad table of addresses from rank 0: %s",
                       why);
     free(tab);
