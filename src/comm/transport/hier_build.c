@@ -258,7 +258,7 @@ coh_status coh_hier_wrap(double timeout_s, int rank, int size, const coh_transpo
     hier_describe(h, d, sizeof d);
     if (st || !h->node) {
         if (!st)
-            coh_debug("comm: flat mpi transport: %s", d);
+            coh_debug("comm: flat %s transport: %s", h->mpi->name, d);
         h->flat = NULL; /* still the caller's */
         hier_destroy(h);
         return st;
