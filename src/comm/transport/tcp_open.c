@@ -24,6 +24,8 @@ tcp *tcp_new(int rank, int size, uint64_t gid, double timeout)
     t->gid = gid;
     t->timeout = timeout;
     t->fd = malloc(sizeof *t->fd * (size_t)size);
+    for (int r = 0; t->fd && r < size; r++)
+        t->fd[r] = -1;
     t->world = calloc((size_t)size, sizeof *t->world);
     t->addr = calloc((size_t)size, sizeof *t->addr);
     t->fps = calloc((size_t)size, sizeof *t->fps);
@@ -32,8 +34,6 @@ tcp *tcp_new(int rank, int size, uint64_t gid, double timeout)
         tcp_free(t);
         return NULL;
     }
-    for (int r = 0; r < size; r++)
-        t->fd[r] = -1;
     return t;
 }
 
@@ -124,10 +124,14 @@ static void abort_joined(tcp *t)
 }
 
 /* Rank 0: every rank's join, then the table to each. */
-static coh_status rendezvous_root(tcp *t, const tcp_addr *master, double deadline)
+static coh_status rendezvous_root(tcp *t, const tcp_addr *master, int spans, double deadline)
 {
     tcp_addr me;
-    coh_status st = tcp_listener(master->ip, ntohs(master->port), &me);
+    /* a host name that resolves to loopback here (Debian's 127.0.1.1) but to this machine's
+     * address elsewhere: listen on every interface */
+    int loop = (ntohl(master->ip) >> 24) == 127;
+    coh_status st = tcp_listener(loop && spans ? htonl(INADDR_ANY) : master->ip,
+                                 ntohs(master->port), &me);
     char *want = calloc((size_t)t->size, 1);
     if (!want)
         return coh_errf(COH_ERR_NOMEM, "out of memory");
@@ -137,6 +141,10 @@ static coh_status rendezvous_root(tcp *t, const tcp_addr *master, double deadlin
     free(want);
     if (st == COH_ERR_TIMEOUT)
         abort_joined(t);
+    struct sockaddr_in sa; /* where rank 1 reached this rank: others reach it there too */
+    socklen_t sl = sizeof sa;
+    if (!st && getsockname(t->fd[1], (struct sockaddr *)&sa, &sl) == 0)
+        me.ip = sa.sin_addr.s_addr;
     t->addr[0] = me;
     for (int r = 1; r < t->size && !st; r++) {
         tcp_join j;
@@ -220,7 +228,8 @@ coh_status coh_tcp_open(const coh_comm_env *env, void **self)
     for (int r = 0; r < t->size; r++)
         t->world[r] = r;
     double deadline = coh_now_s() + env->timeout_s;
-    st = t->rank == 0 ? rendezvous_root(t, &master, deadline)
+    int spans = env->nnodes > 1 || env->local_size != env->size;
+    st = t->rank == 0 ? rendezvous_root(t, &master, spans, deadline)
                       : rendezvous_rank(t, &master, deadline);
     if (!st)
         st = tcp_mesh(t, deadline);
