@@ -63,12 +63,28 @@ static const char *what_of(const coh_op *op, char *buf, size_t n)
     return buf;
 }
 
+/* Other ranks whose connections are closed too, " ; rank 3 died too" each: a survivor that saw
+ * the first death may exit before this rank looks, and both are then gone. */
+static void also_dead(tcp *t, int first, char *buf, size_t n)
+{
+    size_t k = 0;
+    buf[0] = '\0';
+    for (int r = 0; r < t->size && k < n - 32; r++) {
+        struct pollfd p = {t->fd[r], POLLRDHUP, 0};
+        if (r == t->rank || r == first || poll(&p, 1, 0) != 1 ||
+            !(p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+            continue;
+        k += (size_t)snprintf(buf + k, n - k, "; rank %d died too", t->world[r]);
+    }
+}
+
 static coh_status lost(tcp *t, const coh_op *op, int peer, int err)
 {
-    char d[160];
-    t->broken = coh_errf(COH_ERR_PEER_LOST, "%s on rank %d: rank %d died (its connection %s)",
+    char d[160], more[160];
+    also_dead(t, peer, more, sizeof more);
+    t->broken = coh_errf(COH_ERR_PEER_LOST, "%s on rank %d: rank %d died (its connection %s)%s",
                          what_of(op, d, sizeof d), t->world[t->rank], t->world[peer],
-                         err ? strerror(err) : "closed");
+                         err ? strerror(err) : "closed", more);
     return t->broken;
 }
 
