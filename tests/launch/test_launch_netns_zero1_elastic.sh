@@ -12,7 +12,7 @@
 unset COHORT_JOB_TOKEN COHORT_COMM
 why=$(netns_can_run)
 [ -z "$why" ] || { echo "SKIP elastic zero1 on three nodes: $why"; exit 77; }
-trap 'netns_down; [ -n "${KEEP:-}" ] && cp -r "$work" /tmp/tcp_keep; rm -rf "$work"' EXIT
+trap 'netns_down; rm -rf "$work"' EXIT
 chmod 755 "$work"
 par_prepare
 par_model 256 2 2 32 32
