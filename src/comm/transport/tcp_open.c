@@ -203,7 +203,8 @@ static coh_status rendezvous_rank(tcp *t, const tcp_addr *master, double deadlin
         rc = tcp_io_full(t->fd[0], tab + sizeof hdr, bytes - sizeof hdr, 0, deadline + 5);
     if (!st && rc)
         st = coh_errf(rc == -2 ? COH_ERR_TIMEOUT : COH_ERR_PEER_LOST, "tcp transport: rank 0 "
-                      "%s before it sent the table of addresses", rc == -2 ? "went silent" : "died");
+                      "%s before it sent the table of addresses",
+                      rc == -2 ? "went silent" : "died");
     else if (!st && tcp_table_parse(tab, bytes, t->size, t->addr, why, sizeof why))
         st = coh_errf(COH_ERR_INVALID, "tcp transport: bad table of addresses from rank 0: %s",
                       why);
