@@ -46,7 +46,7 @@ static void usage(FILE *f)
             "  --warmup N         untimed iterations per size (default 5)\n"
             "  --buffers KIND     arena (default: buffers in the transport's shared memory)\n"
             "                     or plain (malloc)\n"
-            "  --comm KIND        auto (default), shm or mpi\n"
+            "  --comm KIND        auto (default), shm, mpi or tcp\n"
             "  --json             one JSON object per row instead of the table\n\n"
             "size is the message in bytes as in nccl-tests (all-gather: the gathered buffer;\n"
             "reduce-scatter and all-to-all: the send buffer). busbw = algbw x 2(n-1)/n for\n"

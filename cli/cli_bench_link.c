@@ -40,7 +40,7 @@ static void usage(FILE *f)
             "  --step-factor F      size multiplier between rows (default 4)\n"
             "  --iters N            timed round trips per size (default 5; the median counts)\n"
             "  --warmup N           untimed round trips per size (default 1)\n"
-            "  --comm KIND          auto (default), shm or mpi\n"
+            "  --comm KIND          auto (default), shm, mpi or tcp\n"
             "  --calibration FILE   merge the link into FILE, a calibration file from 'cohort\n"
             "                       bench gemm', as \"inter_node\" (the ranks must run on two\n"
             "                       hosts; rank 0 reads and writes FILE); everything else in\n"

@@ -20,11 +20,12 @@ int bench_sweep_option(const char *cmd, int ch, const char *arg, bench_sweep *s)
     case BENCH_ITERS: return cli_parse_int(cmd, "--iters", arg, 1, 1000000, &s->iters);
     case BENCH_WARMUP: return cli_parse_int(cmd, "--warmup", arg, 0, 1000000, &s->warmup);
     case BENCH_COMM:
-        if (strcmp(arg, "auto") && strcmp(arg, "shm") && strcmp(arg, "mpi"))
-            return cli_usage_error(cmd, "invalid --comm '%s': expected auto, shm or mpi", arg),
-                   0;
+        if (strcmp(arg, "auto") && strcmp(arg, "shm") && strcmp(arg, "mpi") && strcmp(arg, "tcp"))
+            return cli_usage_error(cmd, "invalid --comm '%s': expected auto, shm, mpi or tcp",
+                                   arg), 0;
         s->kind = !strcmp(arg, "mpi") ? COH_COMM_MPI
-                  : !strcmp(arg, "shm") ? COH_COMM_SHM : COH_COMM_AUTO;
+                  : !strcmp(arg, "shm") ? COH_COMM_SHM
+                  : !strcmp(arg, "tcp") ? COH_COMM_TCP : COH_COMM_AUTO;
         return 1;
     default: return -1;
     }

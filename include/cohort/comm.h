@@ -46,16 +46,22 @@ void coh_dtype_set(void *p, size_t i, coh_dtype t, double v);
 typedef struct coh_comm coh_comm;
 typedef struct coh_comm_req coh_comm_req;
 
-/* Which transport carries the world communicator. AUTO picks MPI when the job was started by
- * mpirun (OMPI_COMM_WORLD_* set) or COHORT_COMM=mpi, and shared memory otherwise. */
-typedef enum coh_comm_kind { COH_COMM_AUTO = 0, COH_COMM_SHM, COH_COMM_MPI } coh_comm_kind;
+/* Which transport carries the world communicator. AUTO follows COHORT_COMM (shm, mpi, tcp);
+ * unset or auto: MPI when an MPI launcher started the job (mpirun, PMI, srun across nodes), TCP
+ * when cohort run or torchrun spread it over nodes, shared memory otherwise (docs/comm.md). */
+typedef enum coh_comm_kind {
+    COH_COMM_AUTO = 0,
+    COH_COMM_SHM,
+    COH_COMM_MPI,
+    COH_COMM_TCP
+} coh_comm_kind;
 
 /* Create the world communicator from the environment the launcher set: RANK, WORLD_SIZE,
  * LOCAL_RANK, LOCAL_WORLD_SIZE, COHORT_JOB_ID, COHORT_RESTART_COUNT (or, under mpirun,
  * OMPI_COMM_WORLD_*). Every rank must call it. Operations time out after COHORT_COMM_TIMEOUT
  * seconds (default 300). Errors: COH_ERR_INVALID for a missing or malformed variable (named),
- * COH_ERR_UNSUPPORTED when the ranks span nodes and MPI is unavailable, COH_ERR_TIMEOUT when
- * peers do not join in time. The caller owns *out (coh_comm_destroy). */
+ * COH_ERR_UNSUPPORTED when the ranks span nodes and shared memory is forced or MPI
+ * unavailable, COH_ERR_TIMEOUT when peers do not join in time. The caller owns *out (coh_comm_destroy). */
 coh_status coh_comm_create(coh_comm_kind kind, coh_comm **out);
 
 /* A communicator of one rank, for single-process runs (every collective is a copy). */

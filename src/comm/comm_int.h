@@ -145,5 +145,10 @@ coh_status coh_mpi_load(double timeout_s, int pmi, const coh_transport_ops **ops
 coh_status coh_hier_wrap(double timeout_s, int rank, int size, const coh_transport_ops **ops,
                          void **self);
 extern const coh_transport_ops coh_hier_ops;
+/* The TCP transport (transport/tcp*.c): rendezvous at MASTER_ADDR, a full mesh of connections
+ * authenticated with COHORT_COMM_KEY; for jobs that `cohort run` or torchrun spread over
+ * nodes. */
+coh_status coh_tcp_open(const coh_comm_env *env, void **self);
+extern const coh_transport_ops coh_tcp_ops;
 
 #endif

@@ -33,21 +33,43 @@ coh_status coh_comm_wrap(const coh_transport_ops *ops, void *tp, int rank, int s
     return COH_OK;
 }
 
-/* COHORT_COMM=auto picks MPI when an MPI launcher started the job, or when srun started one
- * that spans nodes (shared memory reaches one node only). */
-static coh_status want_mpi(coh_comm_kind kind, const coh_comm_env *env, int *mpi)
+/* Which transport carries the world. COHORT_COMM=shm|mpi|tcp forces one; auto (the default)
+ * picks MPI when an MPI launcher started the job, or when srun started one that spans nodes;
+ * TCP when `cohort run` or torchrun started a job that spans nodes (its rendezvous is theirs:
+ * MASTER_ADDR); shared memory (or self for one rank) otherwise. */
+static coh_status pick(coh_comm_kind kind, const coh_comm_env *env, coh_comm_kind *out)
 {
     const char *s = getenv("COHORT_COMM");
-    *mpi = kind == COH_COMM_MPI;
+    *out = kind;
     if (kind != COH_COMM_AUTO)
         return COH_OK;
-    if (s && strcmp(s, "mpi") && strcmp(s, "shm") && strcmp(s, "auto"))
-        return coh_errf(COH_ERR_INVALID, "invalid COHORT_COMM '%s': expected shm, mpi or auto", s);
-    int spans = env->local_size != env->size;
+    if (s && strcmp(s, "mpi") && strcmp(s, "shm") && strcmp(s, "tcp") && strcmp(s, "auto"))
+        return coh_errf(COH_ERR_INVALID, "invalid COHORT_COMM '%s': expected shm, mpi, tcp or "
+                        "auto", s);
+    if (s && strcmp(s, "auto")) {
+        *out = !strcmp(s, "mpi") ? COH_COMM_MPI : !strcmp(s, "tcp") ? COH_COMM_TCP : COH_COMM_SHM;
+        return COH_OK;
+    }
+    int spans = env->local_size != env->size || env->nnodes > 1;
     int mpi_launcher = env->launcher == COH_LAUNCHER_OPENMPI || env->launcher == COH_LAUNCHER_PMI ||
                        (env->launcher == COH_LAUNCHER_SLURM && spans);
-    *mpi = (s && !strcmp(s, "mpi")) || ((!s || !strcmp(s, "auto")) && mpi_launcher);
+    int tcp_launcher = env->launcher == COH_LAUNCHER_COHORT ||
+                       env->launcher == COH_LAUNCHER_TORCHRUN;
+    *out = mpi_launcher ? COH_COMM_MPI : spans && tcp_launcher ? COH_COMM_TCP : COH_COMM_SHM;
     return COH_OK;
+}
+
+/* TCP between nodes, wrapped by the hierarchy (shared memory inside each node) when ranks
+ * share nodes. */
+static coh_status open_tcp(const coh_comm_env *env, const coh_transport_ops **ops, void **tp)
+{
+    coh_status st = coh_tcp_open(env, tp);
+    if (st)
+        return st;
+    *ops = &coh_tcp_ops;
+    if ((st = coh_hier_wrap(env->timeout_s, env->rank, env->size, ops, tp)))
+        (*ops)->destroy(*tp);
+    return st;
 }
 
 /* An MPI library that does not know the launcher initialises alone (rank 0 of 1): refuse that
@@ -86,25 +108,28 @@ coh_status coh_comm_create(coh_comm_kind kind, coh_comm **out)
 {
     *out = NULL;
     coh_comm_env env;
-    int mpi;
+    coh_comm_kind which;
     coh_status st;
-    if ((st = coh_comm_env_read(&env)) || (st = want_mpi(kind, &env, &mpi)))
+    if ((st = coh_comm_env_read(&env)) || (st = pick(kind, &env, &which)))
         return st;
     const coh_transport_ops *ops;
     void *tp;
     int rank = env.rank, size = env.size;
-    if (mpi) {
+    if (which == COH_COMM_MPI) {
         if ((st = open_mpi(&env, &ops, &tp, &rank, &size)))
             return st;
     } else if (env.size == 1) {
         ops = &coh_self_ops;
         if ((st = coh_self_open(&tp)))
             return st;
+    } else if (which == COH_COMM_TCP) {
+        if ((st = open_tcp(&env, &ops, &tp)))
+            return st;
     } else if (env.nnodes > 1 || env.local_size != env.size) {
         const char *forced = getenv("COHORT_COMM");
         return coh_errf(COH_ERR_UNSUPPORTED,
                         "the job spans %d nodes but shared memory reaches one node%s: start it "
-                        "with mpirun or srun, or set COHORT_COMM=mpi",
+                        "with cohort run, torchrun, mpirun or srun, or set COHORT_COMM=tcp or mpi",
                         env.nnodes > 1 ? env.nnodes : 2,
                         forced && !strcmp(forced, "shm") ? " (COHORT_COMM=shm forces it)" : "");
     } else if (!env.job[0]) {

@@ -246,7 +246,8 @@ static coh_status start_worker(agent *a, worker *w)
         (st = stream_init(&w->err, pe[0], shown ? 2 : 0, le, "", 1)))
         return st;
     worker_ids id = {w->rank, w->local_rank, a->world, a->nproc, a->node_rank, a->nnodes,
-                     a->attempt, a->o->max_restarts, a->master_port, a->o->master_addr,
+                     a->attempt, a->o->max_restarts, a->master_port, agent_comm_port(a),
+                     a->comm_key[0] ? a->comm_key : NULL, a->o->master_addr,
                      a->run_id, a->o->role ? a->o->role : "default", (long)getpid(),
                      a->plan.threads, shown ? stderr_columns(a, w) : -1};
     int owned = 0;
@@ -352,6 +353,15 @@ static void free_workers(agent *a)
     }
 }
 
+int agent_comm_port(const agent *a)
+{
+    int ctl = a->o->control_port > 0 ? a->o->control_port : a->master_port + 1;
+    int p = a->master_port + 2;
+    while (p == ctl || p == a->master_port || p > 65535)
+        p = p > 65535 ? 1024 : p + 1;
+    return p;
+}
+
 coh_status agent_attempt(agent *a)
 {
     a->stopping = a->killed = a->remote_stop = a->end_sent = 0;
@@ -367,8 +377,8 @@ coh_status agent_attempt(agent *a)
         w->pid = -1;
         w->out.fd = w->err.fd = w->out.log_fd = w->err.log_fd = w->exec_fd = -1;
     }
-    coh_status st = COH_OK;
     char why[512] = "";
+    coh_status st = auth_comm_key(a);
     for (int i = 0; i < a->nproc && st == COH_OK; i++)
         if ((st = start_worker(a, &a->w[i])))
             snprintf(why, sizeof why, "rank %d: %s", a->w[i].rank, coh_last_error());

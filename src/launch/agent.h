@@ -102,6 +102,7 @@ typedef struct agent {
     char exit_desc[300];
     char cmd_line[512]; /* others: node 0's START or EXIT, kept for ctl_after_attempt */
     ctl_key key;
+    char comm_key[CTL_MAC_HEX + 1]; /* this attempt's key of the tcp transport (auth_comm_key) */
     int elastic;        /* --nnodes MIN:MAX */
     int lfd;            /* node 0, elastic: the control port stays open for late nodes */
     pending *pend;      /* node 0, elastic: connections in their handshake during a round */
@@ -110,6 +111,15 @@ typedef struct agent {
     char refused_desc[160];
     double ctl_timeout_s; /* COHORT_CONTROL_TIMEOUT: a launcher silent this long is lost */
 } agent;
+
+/* The tcp transport's port: MASTER_PORT + 2 (+1 is the control channel's), never the control
+ * port itself. */
+int agent_comm_port(const agent *a);
+/* This attempt's key of the workers' data connections: HMAC of the job secret over the run id
+ * and attempt; with no secret a random one when this launcher starts every rank (one node),
+ * else the HMAC under the empty key (anyone can compute it: trusted networks, as the control
+ * channel). */
+coh_status auth_comm_key(agent *a);
 
 /* agent.c */
 coh_status agent_attempt(agent *a);         /* run one attempt to its end */

@@ -167,3 +167,20 @@ int auth_mac_equal(const char *x, const char *y)
     return strlen(x) == CTL_MAC_HEX && strlen(y) == CTL_MAC_HEX &&
            CRYPTO_memcmp(x, y, CTL_MAC_HEX) == 0;
 }
+
+coh_status auth_comm_key(agent *a)
+{
+    if (!a->key.given && a->nnodes == 1 && !a->elastic) {
+        char n1[CTL_NONCE_HEX + 1], n2[CTL_NONCE_HEX + 1];
+        coh_status st = auth_nonce(n1);
+        if (!st)
+            st = auth_nonce(n2);
+        if (!st)
+            snprintf(a->comm_key, sizeof a->comm_key, "%s%s", n1, n2);
+        return st;
+    }
+    char att[32];
+    snprintf(att, sizeof att, "%d", a->attempt);
+    auth_mac_hex(a->key.k, a->key.len, "comm", a->run_id, att, a->comm_key);
+    return COH_OK;
+}

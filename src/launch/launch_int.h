@@ -62,6 +62,8 @@ void cpu_plan_free(cpu_plan *p);
 typedef struct worker_ids {
     int rank, local_rank, world, local_world, node_rank, nnodes, attempt, max_restarts;
     int master_port;
+    int comm_port;        /* where the tcp transport's rank 0 listens (COHORT_COMM_PORT) */
+    const char *comm_key; /* the attempt's key of data connections, hex (COHORT_COMM_KEY) */
     const char *master_addr, *run_id, *role;
     long launcher_pid;
     int threads; /* 0: leave OMP/OpenBLAS alone */

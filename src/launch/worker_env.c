@@ -147,6 +147,7 @@ static const char *const contract[] = {
     "TORCHELASTIC_USE_AGENT_STORE", "COHORT_JOB_ID", "COHORT_RESTART_COUNT", "COHORT_RANK",
     "COHORT_WORLD_SIZE", "COHORT_LOCAL_RANK", "COHORT_LOCAL_WORLD_SIZE", "COHORT_NODE_RANK",
     "COHORT_NNODES", "COHORT_LAUNCHER_PID", "COHORT_STDERR_TTY", "COHORT_STDERR_COLUMNS",
+    "COHORT_COMM_PORT", "COHORT_COMM_KEY",
     "COHORT_JOB_TOKEN" /* the job secret is the launchers': workers need not see it */, NULL};
 
 static int name_is(const char *entry, const char *name)
@@ -214,6 +215,9 @@ static int contract_vars(const worker_ids *id, char **v)
     v[k++] = fmt_int("COHORT_NODE_RANK", id->node_rank);
     v[k++] = fmt_int("COHORT_NNODES", id->nnodes);
     v[k++] = fmt_int("COHORT_LAUNCHER_PID", id->launcher_pid);
+    v[k++] = fmt_int("COHORT_COMM_PORT", id->comm_port);
+    if (id->comm_key) /* readable by this user only (/proc/PID/environ), as shm segments */
+        v[k++] = fmt_var("COHORT_COMM_KEY", id->comm_key);
     /* what the worker writes to stderr reaches a terminal (a progress line may be drawn: the
      * launcher passes lines ended by '\r' on as they come) */
     if (id->stderr_cols >= 0)

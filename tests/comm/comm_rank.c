@@ -14,6 +14,9 @@
  *   mismatch    the last rank calls with another count, then another type: MISMATCH on all
  *   silent      the last rank never calls: the others time out naming it
  *   absent      the last rank exits before joining: the others' create times out naming it
+ *   digest      every op on values whose sums round (f32, f64, bf16, f16; sum, avg, prod,
+ *               max), then a hash of all results per rank: equal on every transport that
+ *               reduces in rank order (the tcp test compares it with shm's)
  *   isa         no communicator: prints the reduction kernels this process uses (scalar, avx2,
  *               avx512), COHORT_COMM_ISA applied; a kernel the cpu lacks gives the best it has
  * Exit 0 when every check on this rank passed. */
@@ -268,6 +271,66 @@ static int mode_silent(coh_comm *c, int rank, int n)
     return 0;
 }
 
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ ((const unsigned char *)p)[i]) * 1099511628211ull;
+    return h;
+}
+
+/* Values in [0.1, 2) that differ per rank and element, in type t. */
+static void digest_fill(void *buf, size_t count, coh_dtype t, int rank)
+{
+    for (size_t i = 0; i < count; i++) {
+        double v = 0.1 + (double)((rank * 7919 + (long)i * 104729) % 1901) / 1000.0;
+        if (t == COH_F64)
+            ((double *)buf)[i] = v / 3.0;
+        else if (t == COH_F32)
+            ((float *)buf)[i] = (float)(v / 3.0);
+        else {
+            float f = (float)(v / 3.0);
+            coh_from_f32((char *)buf + i * coh_dtype_size(t), &f, 1, t);
+        }
+    }
+}
+
+static int mode_digest(coh_comm *c, int rank, int n)
+{
+    static const coh_dtype types[] = {COH_F32, COH_F64, COH_BF16, COH_F16};
+    static const coh_redop ops[] = {COH_SUM, COH_AVG, COH_PROD, COH_MAX};
+    size_t count = 4099, all = count * (size_t)n;
+    char *in = malloc(all * 8), *out = malloc(all * 8);
+    uint64_t h = 1469598103934665603ull;
+    for (int ti = 0; ti < 4; ti++) {
+        coh_dtype t = types[ti];
+        size_t esz = coh_dtype_size(t);
+        digest_fill(in, all, t, rank);
+        for (int oi = 0; oi < 4; oi++) {
+            coh_redop op = ops[oi];
+            EXPECT(coh_allreduce(c, in, out, count, t, op) == COH_OK, "%s", coh_last_error());
+            h = fnv(h, out, count * esz);
+            EXPECT(coh_reduce(c, in, out, count, t, op, n - 1) == COH_OK, "%s", coh_last_error());
+            if (rank == n - 1)
+                h = fnv(h, out, count * esz);
+            EXPECT(coh_reduce_scatter(c, in, out, count, t, op) == COH_OK, "%s",
+                   coh_last_error());
+            h = fnv(h, out, count * esz);
+        }
+        EXPECT(coh_allgather(c, in, out, count, t) == COH_OK, "%s", coh_last_error());
+        h = fnv(h, out, all * esz);
+        EXPECT(coh_alltoall(c, in, out, count / (size_t)n, t) == COH_OK, "%s", coh_last_error());
+        h = fnv(h, out, count / (size_t)n * (size_t)n * esz);
+        memcpy(out, in, count * esz);
+        EXPECT(coh_broadcast(c, out, count, t, n / 2) == COH_OK, "%s", coh_last_error());
+        h = fnv(h, out, count * esz);
+    }
+    printf("rank %d digest %016llx\n", rank, (unsigned long long)h);
+
+    free(in);
+    free(out);
+    return 0;
+}
+
 static int mode_absent(void)
 {
     int rank = atoi(getenv("RANK") ? getenv("RANK") : "0");
@@ -323,6 +386,8 @@ int main(int argc, char **argv)
         mode_mismatch(c, rank, n);
     else if (!strcmp(mode, "silent"))
         mode_silent(c, rank, n);
+    else if (!strcmp(mode, "digest"))
+        mode_digest(c, rank, n);
     else {
         fprintf(stderr, "comm_rank: unknown mode '%s'\n", mode);
         bad++;

@@ -6,56 +6,6 @@
 # remain in /dev/shm after any of them.
 . "$(dirname "$0")/comm_lib.sh"
 
-kill_test() {
-    local n=$1 pidfile="$comm_tmp/kill.pid" log="$comm_tmp/kill.log"
-    rm -f "$pidfile"
-    new_job
-    launch "$n" "$rank_bin" kill "$pidfile" >"$log" 2>&1 &
-    job_fresh=0
-    local spawner=$!
-    if ! wait_pid_file "$pidfile" "$spawner"; then
-        # ranks ignore SIGTERM in this mode: kill them (the launcher then ends); survivors would
-        # give up after 120 s by themselves
-        for _ in $(seq 25); do
-            pkill -9 -f "$rank_bin kill $pidfile" || break
-            sleep 0.2
-        done
-        wait "$spawner"
-        echo "FAIL kill -9 on $n ranks: the last rank never wrote its pid"
-        cat "$log"
-        fails=$((fails + 1))
-        return
-    fi
-    sleep 0.3
-    local t0
-    t0=$(date +%s.%N)
-    kill -9 "$(cat "$pidfile")"
-    wait "$spawner"
-    local lost
-    lost=$(grep -c "peer lost at" "$log")
-    if [ "$lost" -ne $((n - 1)) ]; then
-        echo "FAIL kill -9 on $n ranks: $lost of $((n - 1)) survivors reported the lost peer"
-        cat "$log"
-        fails=$((fails + 1))
-    elif ! grep -c "kill passed" "$log" | grep -qx $((n - 1)); then
-        echo "FAIL kill -9 on $n ranks: a survivor failed its checks"
-        cat "$log"
-        fails=$((fails + 1))
-    else
-        local worst
-        worst=$(sed -n 's/.*peer lost at \([0-9.]*\).*/\1/p' "$log" |
-                awk -v t0="$t0" 'BEGIN{m=0} {d=$1-t0; if (d>m) m=d} END{printf "%.3f", m}')
-        if awk -v w="$worst" 'BEGIN{exit !(w < 1.0)}'; then
-            echo "ok   kill -9 on $n ranks: every survivor reported it within ${worst} s"
-        else
-            echo "FAIL kill -9 on $n ranks: the slowest survivor took ${worst} s"
-            fails=$((fails + 1))
-        fi
-    fi
-    check_no_shm "kill -9 on $n ranks"
-    rm -f "$pidfile"
-}
-
 kill_test 2
 kill_test 4
 kill_test 8

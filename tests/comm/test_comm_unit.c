@@ -238,10 +238,19 @@ static void test_env_errors(void)
     setenv("COHORT_JOB_ID", "job1", 1);
     setenv("LOCAL_WORLD_SIZE", "1", 1);
     CHECK_FAILS(coh_comm_create(COH_COMM_SHM, &c), COH_ERR_UNSUPPORTED, "spans 2 nodes");
+    /* auto: torchrun spreading ranks over nodes means tcp, whose rendezvous is MASTER_ADDR */
+    CHECK_FAILS(coh_comm_create(COH_COMM_AUTO, &c), COH_ERR_INVALID,
+                "tcp transport: MASTER_ADDR is not set");
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    setenv("MASTER_PORT", "65534", 1);
+    CHECK_FAILS(coh_comm_create(COH_COMM_AUTO, &c), COH_ERR_INVALID,
+                "invalid MASTER_PORT '65534': expected a port 1..65533");
+    unsetenv("MASTER_ADDR");
+    unsetenv("MASTER_PORT");
     clear_env();
     setenv("COHORT_COMM", "nccl", 1);
     CHECK_FAILS(coh_comm_create(COH_COMM_AUTO, &c), COH_ERR_INVALID,
-                "invalid COHORT_COMM 'nccl': expected shm, mpi or auto");
+                "invalid COHORT_COMM 'nccl': expected shm, mpi, tcp or auto");
     clear_env();
     CHECK(c == NULL);
     CHECK_OK(coh_comm_create(COH_COMM_AUTO, &c)); /* no launcher: a one-rank communicator */

@@ -258,16 +258,17 @@ coh_status coh_hier_wrap(double timeout_s, int rank, int size, const coh_transpo
     hier_describe(h, d, sizeof d);
     if (st || !h->node) {
         if (!st)
-            coh_debug("comm: flat mpi transport: %s", d);
+            coh_debug("comm: flat %s transport: %s", h->mpi->name, d);
         h->flat = NULL; /* still the caller's */
         hier_destroy(h);
         return st;
     }
     char mt[48];
-    coh_debug("comm: hierarchical transport: %s; all-reduce %s; broadcast across nodes, then "
-              "inside them%s%s", d,
-              h->equal ? "as shm reduce-scatter, mpi all-reduce of shards, shm all-gather"
-                       : "as shm reduce to node leaders, mpi all-reduce, shm broadcast",
+    coh_debug("comm: hierarchical transport: %s; all-reduce %s%s%s; broadcast across nodes, "
+              "then inside them%s%s", d,
+              h->equal ? "as shm reduce-scatter, " : "as shm reduce to node leaders, ",
+              h->mpi->name,
+              h->equal ? " all-reduce of shards, shm all-gather" : " all-reduce, shm broadcast",
               h->equal ? "; all-gather and reduce-scatter in two steps from " : "",
               h->equal ? hier_min_text(h->split_min, mt, sizeof mt) : "");
     *ops = &coh_hier_ops;
