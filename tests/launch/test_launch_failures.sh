@@ -257,5 +257,27 @@ wait $launcher 2>/dev/null
 pids=$(cat "$T"/gw.* "$T"/gg.*)
 all_gone $pids || fail "processes outlived the launcher after its guard was restarted: $(for p in $pids; do alive $p && ps -o pid=,cmd= -p $p; done)"
 
+# 12. The root cause is the first worker to die, even when another died too before the launcher
+# woke (a loaded machine): with the launcher stopped, rank 1 is killed, then rank 0; the summary
+# names rank 1.
+zombie() { grep -qE '^[0-9]+ \(.*\) Z' "/proc/$1/stat" 2>/dev/null; }
+rm -f "$T"/z.*
+"$C" run -n 2 sh -c 'echo $$ > '"$T"'/z.$RANK; exec sleep '$LONG 2>"$T/e12" &
+launcher=$!
+if wait_files 2 "$T/z.*"; then
+    kill -STOP $launcher
+    kill -9 "$(cat "$T/z.1")"
+    for _ in $(seq 1200); do zombie "$(cat "$T/z.1")" && break; sleep 0.05; done
+    kill -9 "$(cat "$T/z.0")"
+    for _ in $(seq 1200); do zombie "$(cat "$T/z.0")" && break; sleep 0.05; done
+    kill -CONT $launcher
+else
+    fail "first-death job: workers did not start"
+fi
+wait $launcher
+rc=$?
+[ $rc -eq 137 ] && grep -qF "job failed: rank 1 was killed by SIGKILL" "$T/e12" ||
+    fail "rank 1 died first, rank 0 next: launcher exited $rc, summary: $(cat "$T/e12")"
+
 [ $failures -eq 0 ] && echo "all launch failure checks passed"
 exit $((failures > 0))
