@@ -28,10 +28,11 @@ launch() {
     "$cohort" run --standalone --nproc-per-node "$n" --run-id "$job" --prefix '' -- "$@"
 }
 
-# No segment of the last job may remain, whatever happened to its ranks.
+# No segment of the last job may remain, whatever happened to its ranks. (The job's segments
+# are cohort-USER-JOB-rRESTART...: "-r" ends the id, so that job ctest1-2 is not ctest1-23.)
 check_no_shm() {
     local left
-    left=$(ls /dev/shm 2>/dev/null | grep -F "cohort-$user-$job" || true)
+    left=$(ls /dev/shm 2>/dev/null | grep -F "cohort-$user-$job-r" || true)
     if [ -n "$left" ]; then
         echo "FAIL: left in /dev/shm after $1: $left"
         fails=$((fails + 1))

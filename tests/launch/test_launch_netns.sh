@@ -105,7 +105,7 @@ else
 fi
 
 # 3. a worker killed on node 1: both launchers exit 137 (128 + SIGKILL) naming rank 3
-worker='echo $$ > '"$work"'/n.$RANK; exec sleep 60'
+worker='echo $$ > '"$work"'/n.$RANK; exec sleep 600'
 start_job() {
     rm -f "$work"/n.*
     P=$(free_port)
@@ -115,7 +115,7 @@ start_job() {
     netns_node 1 "$cohort" run --nnodes 2 --node-rank 1 -n 2 --master-addr "$NETNS_SUBNET.1" \
         --master-port "$P" --join-timeout 60 --grace 1 sh -c "$worker" 2>"$work/k1.err" &
     node1=$!
-    for _ in $(seq 300); do [ "$(ls "$work"/n.* 2>/dev/null | wc -l)" -eq 4 ] && return 0; sleep 0.05; done
+    for _ in $(seq 2400); do [ "$(ls "$work"/n.* 2>/dev/null | wc -l)" -eq 4 ] && return 0; sleep 0.05; done
     return 1
 }
 # the pid of rank R as seen from this machine's pid namespace: the worker wrote its own pid, and
