@@ -64,6 +64,8 @@ kill_test 8
 for n in 2 5; do
     expect_ok "mismatch on $n ranks" "$n" "$rank_bin" mismatch
 done
-COHORT_COMM_TIMEOUT=1 expect_ok "silent rank on 3 ranks" 3 "$rank_bin" silent
-COHORT_COMM_TIMEOUT=1 expect_ok "absent rank on 3 ranks" 3 "$rank_bin" absent
+# a 1 s timeout bounds the create too: the ranks start it together (comm_rank's DIR)
+mkdir "$comm_tmp/silent" "$comm_tmp/absent"
+COHORT_COMM_TIMEOUT=1 expect_ok "silent rank on 3 ranks" 3 "$rank_bin" silent "$comm_tmp/silent"
+COHORT_COMM_TIMEOUT=1 expect_ok "absent rank on 3 ranks" 3 "$rank_bin" absent "$comm_tmp/absent"
 finish
