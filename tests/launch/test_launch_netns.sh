@@ -148,7 +148,9 @@ if start_job; then
     f0=$fails
     for p in $(ip netns pids "${netns_ids[1]}"); do kill -9 "$p" 2>/dev/null; done
     wait $node1 2>/dev/null
-    timeout 60 tail --pid=$launcher -f /dev/null
+    # node 0 sees its connection to node 1 end: 60 s, or its workers (sleeping 600 s) hold it
+    timeout 60 tail --pid=$launcher -f /dev/null ||
+        { fail "node 1 killed: node 0's launcher still runs after 60 s: $(cat "$work/k0.err")"; kill -9 $launcher; }
     wait $launcher
     rc0=$?
     launcher=
