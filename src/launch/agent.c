@@ -119,39 +119,45 @@ static void watch_guard(agent *a)
              "process group(s)", how, (long)a->g.pid, groups);
 }
 
-/* Reap whichever workers have exited; the first bad exit starts the teardown. */
+/* Reap worker w if it has exited; the first bad exit starts the teardown. */
+static void reap_worker(agent *a, worker *w)
+{
+    int st;
+    if (w->pid <= 0 || waitpid(w->pid, &st, WNOHANG) != w->pid)
+        return;
+    w->status = st;
+    int bad = !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    if (bad && !a->stopping && !a->fail.valid) {
+        /* Its last words may still sit in the pipe: read what is there now. */
+        for (int k = 0; k < 64 && w->err.fd >= 0; k++) { /* bounded: strays may write on */
+            struct pollfd p = {.fd = w->err.fd, .events = POLLIN};
+            if (poll(&p, 1, 0) <= 0 || stream_pump(&w->err) != 0)
+                break;
+        }
+        record_worker_failure(a, w);
+        a->fail.ntail = stream_tail(&w->err, a->fail.tail, LAUNCH_TAIL_LINES);
+        pid_t pg = w->pid;
+        w->pid = -1;
+        kill(-pg, SIGKILL); /* its own children go with it */
+        agent_stop(a, SIGTERM);
+        ctl_local_failure(a);
+        return;
+    }
+    kill(-w->pid, SIGKILL); /* strays left in the group of an exited worker */
+    w->pid = -1;
+}
+
+/* Reap whichever workers have exited, the first to die first: when a worker's death makes
+ * another fail before this wakes (a loaded machine), the root cause is still the first. */
 static void reap(agent *a)
 {
     watch_guard(a);
-    for (int i = 0; i < a->nproc; i++) {
-        worker *w = &a->w[i];
-        if (w->pid <= 0)
-            continue;
-        int st;
-        pid_t r = waitpid(w->pid, &st, WNOHANG);
-        if (r != w->pid)
-            continue;
-        w->status = st;
-        int bad = !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-        if (bad && !a->stopping && !a->fail.valid) {
-            /* Its last words may still sit in the pipe: read what is there now. */
-            for (int k = 0; k < 64 && w->err.fd >= 0; k++) { /* bounded: strays may write on */
-                struct pollfd p = {.fd = w->err.fd, .events = POLLIN};
-                if (poll(&p, 1, 0) <= 0 || stream_pump(&w->err) != 0)
-                    break;
-            }
-            record_worker_failure(a, w);
-            a->fail.ntail = stream_tail(&w->err, a->fail.tail, LAUNCH_TAIL_LINES);
-            pid_t pg = w->pid;
-            w->pid = -1;
-            kill(-pg, SIGKILL); /* its own children go with it */
-            agent_stop(a, SIGTERM);
-            ctl_local_failure(a);
-            continue;
-        }
-        kill(-w->pid, SIGKILL); /* strays left in the group of an exited worker */
-        w->pid = -1;
-    }
+    for (int i = 0; i < a->nproc && a->first_exit > 0; i++)
+        if (a->w[i].pid == (pid_t)a->first_exit)
+            reap_worker(a, &a->w[i]);
+    a->first_exit = 0;
+    for (int i = 0; i < a->nproc; i++)
+        reap_worker(a, &a->w[i]);
 }
 
 static void on_signal(agent *a)
@@ -159,8 +165,11 @@ static void on_signal(agent *a)
     struct signalfd_siginfo si;
     while (read(a->sigfd, &si, sizeof si) == (ssize_t)sizeof si) {
         int sig = (int)si.ssi_signo;
-        if (sig == SIGCHLD)
-            continue; /* reap() runs after every wakeup */
+        if (sig == SIGCHLD) { /* reap() runs after every wakeup */
+            if (a->first_exit == 0)
+                a->first_exit = (long)si.ssi_pid;
+            continue;
+        }
         char name[32];
         sig_name(sig, name, sizeof name);
         if (a->interrupts++ > 0) {

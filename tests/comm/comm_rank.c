@@ -12,8 +12,10 @@
  *               survivors must fail with PEER_LOST naming it (prints the wall time), and fail
  *               after 120 s if it never died
  *   mismatch    the last rank calls with another count, then another type: MISMATCH on all
- *   silent      the last rank never calls: the others time out naming it
- *   absent      the last rank exits before joining: the others' create times out naming it
+ *   silent [DIR]  the last rank never calls: the others time out naming it
+ *   absent [DIR]  the last rank exits before joining: the others' create times out naming it
+ *               (with DIR, the ranks of `cohort run` start their create together: see
+ *               start_together)
  *   digest      every op on values whose sums round (f32, f64, bf16, f16; sum, avg, prod,
  *               max), then a hash of all results per rank: equal on every transport that
  *               reduces in rank order (the tcp test compares it with shm's)
@@ -331,6 +333,34 @@ static int mode_digest(coh_comm *c, int rank, int n)
     return 0;
 }
 
+/* DIR: every rank touches DIR/ready.RANK and waits (up to 100 s) until WORLD_SIZE of them
+ * exist. The silent and absent modes run with a 1 s COHORT_COMM_TIMEOUT, which also bounds the
+ * create: a rank a loaded machine started a second late would be the one named, not the last. */
+static int start_together(const char *dir)
+{
+    int rank = atoi(getenv("RANK") ? getenv("RANK") : "0");
+    int n = atoi(getenv("WORLD_SIZE") ? getenv("WORLD_SIZE") : "1");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/ready.%d", dir, rank);
+    FILE *f = fopen(path, "w");
+    if (!f || fclose(f) != 0) {
+        fprintf(stderr, "comm_rank: cannot create '%s'\n", path);
+        return 1;
+    }
+    for (int i = 0; i < 10000; i++) {
+        int k = 0;
+        for (int r = 0; r < n; r++) {
+            snprintf(path, sizeof path, "%s/ready.%d", dir, r);
+            k += access(path, F_OK) == 0;
+        }
+        if (k == n)
+            return 0;
+        usleep(10000);
+    }
+    fprintf(stderr, "comm_rank: rank %d: not all %d ranks started within 100 s\n", rank, n);
+    return 1;
+}
+
 static int mode_absent(void)
 {
     int rank = atoi(getenv("RANK") ? getenv("RANK") : "0");
@@ -351,6 +381,8 @@ static int mode_absent(void)
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "sweep";
+    if ((!strcmp(mode, "absent") || !strcmp(mode, "silent")) && argc > 2 && start_together(argv[2]))
+        return 1;
     if (!strcmp(mode, "absent"))
         return mode_absent();
     if (!strcmp(mode, "isa"))

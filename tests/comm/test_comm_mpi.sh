@@ -7,7 +7,10 @@ command -v mpirun >/dev/null && [ -f "$build/libcohort_mpi.so" ] || {
     echo "skipped: mpirun or libcohort_mpi.so missing"
     exit 77
 }
+# waiting ranks yield the cpu (mpirun passes OMPI_MCA_* on): more ranks than cores, beside
+# another test (ctest -j2), busy-polled a third more cpu time
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_mpi_yield_when_idle=1
 launch() {
     local n=$1
     shift

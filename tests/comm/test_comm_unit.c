@@ -323,7 +323,7 @@ static void test_shm_segment(void)
     CHECK(pthread_create(&th, NULL, open_rank0, &oa) == 0);
     struct stat st;
     int seen = 0;
-    for (int i = 0; i < 1000 && !seen; i++) {
+    for (int i = 0; i < 20000 && !seen; i++) { /* a loaded machine may start the thread late */
         seen = stat(path, &st) == 0;
         if (!seen)
             usleep(1000);

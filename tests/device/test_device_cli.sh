@@ -172,7 +172,7 @@ holder() { # holder NAME: pick 2 devices and keep them until $tmp/go exists
 }
 holder a & pa=$!
 holder b & pb=$!
-for _ in $(seq 200); do [ -e "$tmp/a" ] && [ -e "$tmp/b" ] && break; sleep 0.05; done
+for _ in $(seq 2000); do [ -e "$tmp/a" ] && [ -e "$tmp/b" ] && break; sleep 0.05; done # up to 100 s: a loaded machine
 a=$(cat "$tmp/a" 2>/dev/null); b=$(cat "$tmp/b" 2>/dev/null)
 "$COHORT_PYTHON" -c "
 a=set('$a'.split(',')); b=set('$b'.split(','))

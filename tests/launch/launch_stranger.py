@@ -2,8 +2,9 @@
 MODE HOST PORT [ARG]: nosecret (a well-formed handshake under the empty key, i.e. without the
 job's secret), wrongnn (the same with --nnodes 3), replay FILE (a HELLO captured from a real
 launcher, sent against a fresh challenge), big (a 1 MiB line), silent (connects, says nothing);
-capture PORT FILE (plays node 0 to a real launcher and keeps its HELLO). Prints how long node 0
-took to close the connection after the stranger's last word (or its connect, when silent)."""
+capture PORT FILE (plays node 0 to a real launcher and keeps its HELLO; FILE.ready says it
+listens). Prints "MODE: connected" once connected, then how long node 0 took to close the
+connection after the stranger's last word (or its connect, when silent)."""
 import hashlib
 import hmac
 import os
@@ -37,7 +38,7 @@ def wait_closed(s, t0):
 
 
 def connect(host, port):
-    for _ in range(400):
+    for _ in range(1200):  # node 0 may take long to come up on a loaded machine
         try:
             return socket.create_connection((host, port), timeout=60)
         except OSError:
@@ -52,12 +53,14 @@ def main():
         ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         ls.bind((host, port))
         ls.listen(1)
+        open(sys.argv[4] + ".ready", "w").close()
         c, _ = ls.accept()
         c.sendall(b"CHAL " + os.urandom(16).hex().encode() + b"\n")
         open(sys.argv[4], "w").write(read_line(c) + "\n")
         return
     s = connect(host, port)
     t0 = time.monotonic()
+    print(f"{mode}: connected", flush=True)
     if mode == "silent":
         print(f"{mode}: closed after {wait_closed(s, t0):.3f} s", flush=True)
         return

@@ -117,8 +117,8 @@ netns_up_bridge() {
 netns_cut() { ip -n "$netns_br" link set "${netns_br%sw}b$1" down; }
 netns_mend() { ip -n "$netns_br" link set "${netns_br%sw}b$1" up; }
 
-# netns_shape RATE: both ends of the link rate-shaped to RATE (tc's units: 10gbit, 1gbit), or
-# "none" for no qdisc of ours.
+# netns_shape RATE: both ends of the link rate-shaped to RATE (tc's units: 10gbit, 1gbit,
+# 100mbit), or "none" for no qdisc of ours.
 netns_shape() {
     local k dev burst
     for k in 0 1; do
@@ -128,7 +128,11 @@ netns_shape() {
             continue
         fi
         # a burst of a millisecond at the rate (at least 64 KiB), 50 ms of queue
-        burst=$(("${1%gbit}" * 125000))
+        case $1 in
+        *gbit) burst=$(("${1%gbit}" * 125000)) ;;
+        *mbit) burst=$(("${1%mbit}" * 125)) ;;
+        *) echo "netns_shape: rate '$1': expected Ngbit or Nmbit" >&2; return 1 ;;
+        esac
         [ "$burst" -lt 65536 ] && burst=65536
         ip netns exec "${netns_ids[$k]}" tc qdisc replace dev "$dev" root tbf rate "$1" \
             burst "$burst" latency 50ms || return 1

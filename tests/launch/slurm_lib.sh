@@ -80,12 +80,12 @@ EOF
     munged -F --force -S "$d/munge.sock" --key-file="$d/munge.key" --log-file="$d/log/munged.log" \
         --pid-file="$d/run/munged.pid" --seed-file="$d/munged.seed" >"$d/log/munged.out" 2>&1 &
     slurm_pids+=($!)
-    for _ in $(seq 50); do [ -S "$d/munge.sock" ] && break; sleep 0.1; done
+    for _ in $(seq 600); do [ -S "$d/munge.sock" ] && break; sleep 0.1; done
     slurmctld -D -i -f "$SLURM_CONF" >"$d/log/slurmctld.out" 2>&1 &
     slurm_pids+=($!)
     slurmd -D -f "$SLURM_CONF" >"$d/log/slurmd.out" 2>&1 &
     slurm_pids+=($!)
-    for _ in $(seq 150); do
+    for _ in $(seq 600); do # up to 120 s: a loaded machine
         sinfo -h -o %t 2>/dev/null | grep -qE '^(idle|mix|alloc)' && return 0
         sleep 0.2
     done

@@ -65,9 +65,9 @@ PORTFILE=$T/port
 import socket, sys, time
 s = socket.socket(); s.bind(('0.0.0.0', 0)); s.listen(1)
 open(sys.argv[1], 'w').write(str(s.getsockname()[1])); sys.stdout.close()
-time.sleep(30)" "$PORTFILE" &
+time.sleep(300)" "$PORTFILE" &
 holder=$!
-for _ in $(seq 100); do [ -s "$PORTFILE" ] && break; sleep 0.05; done
+for _ in $(seq 2000); do [ -s "$PORTFILE" ] && break; sleep 0.05; done
 expect_usage "master port '$(cat "$PORTFILE")' is already in use" --master-port "$(cat "$PORTFILE")" sh -c "touch $T/started"
 kill $holder 2>/dev/null
 wait $holder 2>/dev/null

@@ -38,11 +38,12 @@ expect "rocm auto" "$(run_env amd.json HIP_VISIBLE_DEVICES --accelerator rocm -n
 out=$(COHORT_INVENTORY=$INV/four_a100.json "$C" run --prefix '' --accelerator cpu --devices 3 sh -c 'echo "$RANK=${CUDA_VISIBLE_DEVICES-unset}"' | sort | tr '\n' ' ')
 expect "--accelerator cpu --devices 3" "$out" "0=unset 1=unset 2=unset "
 
-# --pick: two jobs at once get disjoint devices, held while they run.
+# --pick: two jobs at once get disjoint devices, held while they run. The first job runs until
+# told (at most 120 s), whatever the load: the checks below need its devices held.
 COHORT_INVENTORY=$INV/four_a100.json "$C" run --prefix '' --pick 2 sh -c \
-    'echo "$CUDA_VISIBLE_DEVICES" > '"$T"'/a.$RANK; i=0; while [ ! -e '"$T"'/b.done ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done' &
+    'echo "$CUDA_VISIBLE_DEVICES" > '"$T"'/a.$RANK; i=0; while [ ! -e '"$T"'/b.done ] && [ $i -lt 2400 ]; do sleep 0.05; i=$((i+1)); done' &
 a=$!
-for _ in $(seq 200); do [ -s "$T/a.1" ] && break; sleep 0.05; done
+for _ in $(seq 2000); do [ -s "$T/a.0" ] && [ -s "$T/a.1" ] && break; sleep 0.05; done
 COHORT_INVENTORY=$INV/four_a100.json "$C" run --prefix '' --pick 2 sh -c 'echo "$CUDA_VISIBLE_DEVICES"' >"$T/b" || fail "second --pick job failed"
 # While the first job holds 2 of the 4, a job wanting 3 cannot start (and starts nothing).
 rm -f "$T/started"

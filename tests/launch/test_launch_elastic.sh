@@ -17,49 +17,64 @@ PY=/usr/bin/python3
 free_port() { "$PY" -c 'import random
 lo = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
 print(random.randrange(20000, min(lo, 29000) - 2))'; }
-# until N lines match REGEX in the files of GLOB (expanded each time; at most 20 s)
+# until N lines match REGEX in the files of GLOB (expanded each time; at most 120 s: three
+# launchers joining on a loaded machine)
 wait_lines() {
     local n=$1 re=$2 glob=$3
-    for _ in $(seq 400); do
+    for _ in $(seq 2400); do
         [ "$(cat $glob 2>/dev/null | grep -cE "$re")" -ge "$n" ] && return 0
         sleep 0.05
     done
     return 1
 }
 now() { date +%s.%N; }
+# until FILE holds a line matching REGEX (at most 100 s)
+wait_grep() { for _ in $(seq 2000); do grep -q "$2" "$1" && return 0; sleep 0.05; done; return 1; }
+# a live process, not a zombie
+alive() { [ -e "/proc/$1" ] && ! grep -qE '^[0-9]+ \(.*\) Z' "/proc/$1/stat" 2>/dev/null; }
 # Each worker logs "attempt world rank node nnodes" to $T/log.$ID; attempt 0 runs until stopped,
 # attempt 1's rank 1 fails once $T/fail1 exists, attempt 2 succeeds.
 w='echo "$TORCHELASTIC_RESTART_COUNT $WORLD_SIZE $RANK $GROUP_RANK $GROUP_WORLD_SIZE" >> '"$T"'/log.$ID
 echo $$ > '"$T"'/pid.$ID
 case $TORCHELASTIC_RESTART_COUNT in
-0) exec sleep 60 ;;
-1) if [ "$RANK" = 1 ]; then while [ ! -e '"$T"'/fail1 ]; do sleep 0.05; done; exit 1; fi; exec sleep 60 ;;
+0) exec sleep 600 ;;
+1) if [ "$RANK" = 1 ]; then while [ ! -e '"$T"'/fail1 ]; do sleep 0.05; done; exit 1; fi; exec sleep 600 ;;
 esac'
 P=$(free_port)
 node() { # ID RANK: one launcher of the elastic job (exec: $! is its pid), stderr in $T/err.ID
     ID=$1 exec "$C" run --nnodes 2:3 --node-rank "$2" --master-port "$P" --max-restarts "$MAXR" \
         --join-timeout 30 --grace 1 sh -c "$w" 2>"$T/err.$1"
 }
+# start3 FUNCTION: the three launchers, node 0's last. An elastic node 0 starts the round 2 s
+# (SETTLE_S) after the second node joined: were a loaded machine to start b's launcher later
+# than that, the round would start on 2 nodes. Nodes a and b say they have no secret once they
+# are up, then retry their connection every 0.1 s: node 0 comes after both did, and both join at
+# once.
+start3() {
+    rm -f "$T"/err.*
+    "$1" a 1 &
+    na=$!
+    "$1" b 1 &
+    nb=$!
+    wait_grep "$T/err.a" "no job secret" && wait_grep "$T/err.b" "no job secret" ||
+        fail "launchers a and b did not start: $(cat "$T"/err.*)"
+    "$1" n0 0 &
+    n0=$!
+}
 MAXR=3
-node n0 0 &
-n0=$!
-node a 1 &
-na=$!
-node b 1 &
-nb=$!
+start3 node
 wait_lines 3 "^0 3 " "$T/log.*" || fail "the first round did not start on 3 nodes: $(cat "$T"/log.* "$T"/err.n0)"
 bpid=$(cat "$T/pid.b")
 t0=$(now)
 kill -9 $nb
 wait_lines 2 "^1 2 " "$T/log.n0 $T/log.a" || fail "no second round on 2 nodes: $(cat "$T"/log.* "$T"/err.n0)"
 t1=$(now)
-sleep 0.3
-[ -e "/proc/$bpid" ] && ! grep -qE '^[0-9]+ \(.*\) Z' "/proc/$bpid/stat" 2>/dev/null &&
-    fail "a worker of the killed node outlived it"
+# the killed node's guard ends its worker (which would sleep 600 s): wait for that, up to 60 s
+for _ in $(seq 1200); do alive "$bpid" || break; sleep 0.05; done
+alive "$bpid" && fail "a worker of the killed node outlived it"
 node c 1 &
 nc=$!
-for _ in $(seq 200); do grep -q "it enters at the next restart" "$T/err.n0" && break; sleep 0.05; done
-grep -q "it enters at the next restart" "$T/err.n0" || fail "the late node was not taken in: $(cat "$T/err.n0" "$T/err.c")"
+wait_grep "$T/err.n0" "it enters at the next restart" || fail "the late node was not taken in: $(cat "$T/err.n0" "$T/err.c")"
 [ -e "$T/log.c" ] && fail "the late node's workers started before the next restart"
 # strangers at the control port during the round: closed and named, the round goes on
 "$PY" -c 'import socket, sys, time
@@ -97,12 +112,7 @@ restart=$("$PY" -c "import sys; print('%.2f' % (float(sys.argv[2]) - float(sys.a
 rm -f "$T"/log.* "$T"/pid.* "$T/fail1"
 P=$(free_port)
 MAXR=1
-node n0 0 &
-n0=$!
-node a 1 &
-na=$!
-node b 1 &
-nb=$!
+start3 node
 wait_lines 3 "^0 3 " "$T/log.*" || fail "max-restarts job: no first round: $(cat "$T"/err.n0)"
 kill -9 $nb
 wait_lines 2 "^1 2 " "$T/log.n0 $T/log.a" || fail "max-restarts job: no second round"
@@ -126,13 +136,9 @@ if "$PY" -c "import torch" 2>/dev/null; then
         ID=$1 STEP_SLEEP=0.2 exec "$C" run --nnodes 2:3 --node-rank "$2" --master-port "$P" --max-restarts 1 \
             --join-timeout 60 --grace 1 "$PY" "$script" "$T/job.pt" 30 >"$T/out.$1" 2>"$T/err.$1"
     }
-    ddp n0 0 &
-    n0=$!
-    ddp a 1 &
-    na=$!
-    ddp b 1 &
-    nb=$!
-    for _ in $(seq 1200); do [ -e "$T/job.pt" ] && break; sleep 0.05; done
+    start3 ddp
+    # mid-training: a checkpoint exists (about 30 x 0.2 s of training are left)
+    for _ in $(seq 3600); do [ -e "$T/job.pt" ] && break; sleep 0.05; done
     sleep 1
     kill -9 $nb
     wait $n0

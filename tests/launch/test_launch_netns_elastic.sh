@@ -35,12 +35,17 @@ launcher_of() {
             [ "$(cat "/proc/$(awk '{print $4}' "/proc/$p/stat")/comm" 2>/dev/null)" != cohort ] && echo "$p"
     done
 }
-ddp 0 n0 &
-p0=$!
+# node 0 last, once nodes 1 and 2 are up (they say they have no secret, then retry their
+# connection every 0.1 s): an elastic node 0 starts the round 2 s after the second node joined,
+# and a third launcher started late by a loaded machine would miss it
 ddp 1 a &
 pa=$!
 ddp 2 b &
 pb=$!
+wait_for 100 grep -q "no job secret" "$work/err.a" && wait_for 100 grep -q "no job secret" "$work/err.b" ||
+    fail "the launchers of nodes 1 and 2 did not start: $(tail -n 3 "$work"/err.*)"
+ddp 0 n0 &
+p0=$!
 wait_for 120 started 0 3 3 || fail "the first round did not start on 3 nodes: $(tail -n 3 "$work"/err.*)"
 wait_for 60 test -e "$work/job.pt" || fail "no checkpoint from the first round"
 sleep 0.5

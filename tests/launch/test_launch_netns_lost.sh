@@ -41,15 +41,20 @@ node() { # K ID NNODES: a launcher on node K (netns), stderr in $work/err.ID
 lines() { [ "$(cat $2 2>/dev/null | grep -cE "$3")" -ge "$1" ]; }
 alive() { kill -0 "$1" 2>/dev/null; }
 
-# 1. elastic: node 2 cut off mid-round; the job goes on with nodes 0 and 1
+# 1. elastic: node 2 cut off mid-round; the job goes on with nodes 0 and 1. Node 0 starts the
+# round 2 s after the second node joined: it starts after nodes 1 and 2 are up (they say they
+# have no secret, then retry their connection every 0.1 s), so that both join at once, however
+# slowly a loaded machine started them.
 P=$(free_port)
-node 0 n0 2:3 &
-p0=$!
 node 1 a 2:3 &
 pa=$!
 node 2 b 2:3 &
 pb=$!
-wait_for 30 lines 3 "$work/log.*" '^0 3 ' || fail "the first round did not start on 3 nodes: $(cat "$work"/err.*)"
+wait_for 100 grep -q "no job secret" "$work/err.a" && wait_for 100 grep -q "no job secret" "$work/err.b" ||
+    fail "the launchers of nodes 1 and 2 did not start: $(cat "$work"/err.*)"
+node 0 n0 2:3 &
+p0=$!
+wait_for 120 lines 3 "$work/log.*" '^0 3 ' || fail "the first round did not start on 3 nodes: $(cat "$work"/err.*)"
 bworker=$(cat "$work/pid.b")
 t0=$(now)
 netns_cut 2
@@ -90,7 +95,7 @@ node 0 s0 2 &
 p0=$!
 node 1 s1 2 &
 p1=$!
-wait_for 30 lines 2 "$work/log.*" '^0 2 ' || fail "the static job did not start: $(cat "$work"/err.*)"
+wait_for 120 lines 2 "$work/log.*" '^0 2 ' || fail "the static job did not start: $(cat "$work"/err.*)"
 t0=$(now)
 netns_cut 1
 wait_for $BOUND eval '! alive $p0' && t_end=$(now) || fail "node 0 did not end within $BOUND s: $(cat "$work/err.s0")"

@@ -29,16 +29,19 @@ rc=$?
 out=$(COHORT_JOB_TOKEN=$(cat "$work/tokA") "$cohort" run --prefix '' sh -c 'echo "${COHORT_JOB_TOKEN:-unset}"' 2>/dev/null)
 [ "$out" = unset ] && echo "ok   COHORT_JOB_TOKEN is not passed on to the workers" || fail "a worker saw COHORT_JOB_TOKEN: $out"
 
-# 2. two launchers with different secrets refuse each other, exit 2 on both sides
+# 2. two launchers with different secrets refuse each other, exit 2 on both sides. Node 0 waits
+# out its join timeout (3 s) for a launcher with its secret; node 1 starts first and retries its
+# connection until node 0 listens, so that even a slow start on a loaded machine falls within
+# those 3 s.
 P=$(free_port)
-"$cohort" run --nnodes 2 --node-rank 0 --master-port "$P" --join-timeout 3 --job-token "$work/tokA" \
-    true 2>"$work/d0.err" &
+"$cohort" run --nnodes 2 --node-rank 1 --master-port "$P" --join-timeout 60 --job-token "$work/tokB" \
+    true 2>"$work/d1.err" &
 launcher=$!
-"$cohort" run --nnodes 2 --node-rank 1 --master-port "$P" --join-timeout 3 --job-token "$work/tokB" \
-    true 2>"$work/d1.err"
-rc1=$?
-wait $launcher
+"$cohort" run --nnodes 2 --node-rank 0 --master-port "$P" --join-timeout 3 --job-token "$work/tokA" \
+    true 2>"$work/d0.err"
 rc0=$?
+wait $launcher
+rc1=$?
 launcher=
 f0=$fails
 [ $rc0 -eq 2 ] && [ $rc1 -eq 2 ] || fail "different secrets: launchers exited $rc0 and $rc1, expected 2 and 2"
@@ -90,23 +93,34 @@ done
 
 # a HELLO captured from a real launcher of the job (it took a stranger for node 0)
 P=$(free_port)
-NETNS_TIMEOUT=30 netns_node 0 "$py" "$src/tests/launch/launch_stranger.py" capture "$M" $((P + 3)) "$work/captured" &
+NETNS_TIMEOUT=120 netns_node 0 "$py" "$src/tests/launch/launch_stranger.py" capture "$M" $((P + 3)) "$work/captured" &
 cap=$!
+wait_file() { for _ in $(seq 2000); do [ -e "$1" ] && return 0; sleep 0.05; done; return 1; }
+wait_file "$work/captured.ready" || fail "the capturing node 0 did not listen"
 NETNS_TIMEOUT=30 netns_node 1 "$cohort" run --nnodes 2 --node-rank 1 -n 2 --master-addr "$M" --master-port "$P" \
     --control-port $((P + 3)) --join-timeout 3 --job-token "$work/tokA" true 2>/dev/null
 wait $cap
 grep -qE "^HELLO 1 2 2 node1 [0-9a-f]{32} [0-9a-f]{64}$" "$work/captured" || fail "no HELLO captured: $(cat "$work/captured")"
 
 # the job again, with strangers at its control port before node 1 comes: two silent ones
-# outlast the handshake deadline (5 s), two more are still connected when node 1 joins
+# outlast the handshake deadline (5 s), two more are still connected when node 1 joins. The
+# test waits for node 0 to close the first two, and for the late two to be connected (node 1
+# then joins well within their 5 s), not for fixed times.
+# count_in N REGEX GLOB: until N lines of the files of GLOB (expanded each time: a background
+# job makes its file when it runs) match REGEX (at most 100 s)
+count_in() {
+    local _
+    for _ in $(seq 2000); do [ "$(cat $3 2>/dev/null | grep -c "$2")" -ge "$1" ] && return 0; sleep 0.05; done
+    return 1
+}
 run_node 0 str --job-token "$work/tokA" &
 launcher=$!
 CP=$((P + 1))
 for m in nosecret wrongnn big silent silent; do stranger "$m" "$M" $CP >"$work/s.$m.$RANDOM" 2>&1 & done
 stranger replay "$M" $CP "$work/captured" >"$work/s.replay" 2>&1 &
-sleep 6
+count_in 2 "no HELLO within" "$work/str0.err" || fail "node 0 did not close the silent strangers: $(cat "$work/str0.err")"
 for m in silent silent; do stranger "$m" "$M" $CP >"$work/s.late-$m.$RANDOM" 2>&1 & done
-sleep 1
+count_in 2 "connected" "$work/s.late-*" || fail "the late strangers did not connect: $(cat "$work"/s.late-*)"
 run_node 1 str --job-token "$work/tokA"
 rc1=$?
 wait $launcher
@@ -124,6 +138,6 @@ closed=$(grep -h "closed a connection to the control port from $NETNS_SUBNET.2:"
 [ "$(grep -c "a line longer than" <<<"$closed")" -eq 1 ] || fail "the 1 MiB line not closed: $closed"
 [ "$(cat "$work"/s.* | grep -c "closed after")" -eq 8 ] || fail "not every stranger saw its connection closed: $(cat "$work"/s.*)"
 [ $fails -eq $f0 ] && echo "ok   8 strangers at node 0's control port, each closed and named in its log; the DDP job on 2 nodes x 2 ends with the losses without strangers ($got)" &&
-    echo "     time to close each stranger: $(cat "$work"/s.* | sort | tr '\n' ';')"
+    echo "     time to close each stranger: $(cat "$work"/s.* | grep "closed after" | sort | tr '\n' ';')"
 [ $fails -eq 0 ] && echo "the job secret holds: strangers cannot stop, stall or join a job"
 exit $((fails > 0))

@@ -121,11 +121,12 @@ rank_pid() {
 
 # kill_at_step METRICS STEP: once the job of $launcher has logged STEP to METRICS, kill -9 its
 # rank 1; sets killed to the step it was killed at (0: it ended first or never got there, after
-# 60 s) and killed_at to the time of the kill.
+# 240 s: a loaded machine, an ASan build; the job ending first ends the wait) and killed_at to
+# the time of the kill.
 kill_at_step() {
     local st pid
     killed=0 killed_at=
-    for _ in $(seq 1 3000); do
+    for _ in $(seq 1 12000); do
         st=$(last_step "$1")
         if [ "${st:-0}" -ge "$2" ]; then
             pid=$(rank_pid "$launcher" 1)

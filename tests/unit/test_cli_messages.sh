@@ -33,7 +33,7 @@ expect() {
 export COHORT_INVENTORY="$inv/four_a100.json"
 "$cohort" pick 2 --reserve -q -- sh -c "echo \$CUDA_VISIBLE_DEVICES >'$work/held.tmp'; mv '$work/held.tmp' '$work/held'; while [ ! -e '$work/go' ]; do sleep 0.05; done" &
 holder=$!
-for _ in $(seq 200); do [ -e "$work/held" ] && break; sleep 0.05; done
+for _ in $(seq 2000); do [ -e "$work/held" ] && break; sleep 0.05; done # up to 100 s: a loaded machine
 held=$(cat "$work/held" 2>/dev/null)
 expect 1 "3 cuda devices requested, 2 usable and free of reservations" \
     "$cohort" pick 3 --reserve -- true
