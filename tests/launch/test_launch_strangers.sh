@@ -4,7 +4,8 @@
 # then on two network namespaces (netns_lib.sh), strangers at node 0's control port while the
 # real two-node job starts (no secret, a replayed captured HELLO, silent sockets past the
 # handshake deadline and while node 1 joins, a 1 MiB line, a HELLO with another --nnodes) are each closed and named in node 0's
-# log, and the PyTorch DDP script of test_launch_ddp.py ends with the losses of a run without
+# log, and the PyTorch DDP script of test_launch_ddp.py, then `cohort train --strategy zero1`
+# (its collectives over the tcp transport across the nodes), end with the losses of a run without
 # strangers. Prints how long node 0 took to close each stranger.
 . "$(dirname "${BASH_SOURCE[0]}")/../parallel/par_lib.sh"
 . "$src/tests/launch/netns_lib.sh"
@@ -64,15 +65,27 @@ netns_up || { fail "namespaces could not be made"; exit 1; }
 tree = ast.parse(open(sys.argv[1]).read())
 print(next(n.value.value for n in tree.body if isinstance(n, ast.Assign) and n.targets[0].id == "SCRIPT"))' \
     "$src/tests/launch/test_launch_ddp.py" > "$work/ddp.py"
+# each worker runs the DDP script, then 10 steps of zero1 on the same 2 x 2 ranks (rank 0
+# writes the metrics file its argument names)
+par_prepare
+par_model 256 2 2 32 32
+{
+    printf '"%s" "%s" || exit $?\n' "$py" "$work/ddp.py"
+    printf 'exec "%s" train' "$cohort"
+    printf " '%s'" "${model[@]}" --strategy zero1 --batch 2 --steps 10 --lr 1e-3 --warmup 2 \
+        --deterministic
+    printf ' --metrics "$1"\n'
+} >"$work/worker.sh"
 M=$NETNS_SUBNET.1
 stranger() { NETNS_TIMEOUT=60 netns_node 1 "$py" "$src/tests/launch/launch_stranger.py" "$@"; }
 run_node() { # K NAME [OPTIONS]: node K's launcher of the 2 x 2 job
     local k=$1 name=$2
     shift 2
     NETNS_TIMEOUT=200 netns_node "$k" "$cohort" run --nnodes 2 --node-rank "$k" -n 2 --master-addr "$M" \
-        --master-port "$P" --join-timeout 60 --grace 1 "$@" "$py" "$work/ddp.py" \
-        >"$work/$name$k.out" 2>"$work/$name$k.err"
+        --master-port "$P" --join-timeout 60 --grace 1 "$@" sh "$work/worker.sh" \
+        "$work/$name-zero1.jsonl" >"$work/$name$k.out" 2>"$work/$name$k.err"
 }
+zero1_losses() { grep -oE '"loss":[^,}]*' "$work/$1-zero1.jsonl" 2>/dev/null | tr '\n' ' '; }
 losses() { sed -nE 's/.*"loss": ([^,]+),.*/\1/p' "$work/$1"0.out "$work/$1"1.out | sort | tr '\n' ' '; }
 
 # a run without strangers and without a secret: one warning line on each node
@@ -87,6 +100,8 @@ launcher=
 [ $rc0 -eq 0 ] && [ $rc1 -eq 0 ] || fail "the job without strangers: exit $rc0 and $rc1: $(tail -n 3 "$work/ref0.err" "$work/ref1.err")"
 ref=$(losses ref)
 [ "$(echo $ref | wc -w)" -eq 4 ] || fail "the job without strangers: losses '$ref'"
+zref=$(zero1_losses ref)
+[ "$(echo $zref | wc -w)" -eq 10 ] || fail "zero1 without strangers: losses '$zref'"
 for k in 0 1; do
     [ "$(grep -c "warning: no job secret" "$work/ref$k.err")" -eq 1 ] || fail "node $k without a secret: not one warning: $(cat "$work/ref$k.err")"
 done
@@ -131,13 +146,15 @@ f0=$fails
 [ $rc0 -eq 0 ] && [ $rc1 -eq 0 ] || fail "the job with strangers: exit $rc0 and $rc1: $(tail -n 5 "$work/str0.err" "$work/str1.err")"
 got=$(losses str)
 [ "$got" = "$ref" ] || fail "the job with strangers: losses '$got', without: '$ref'"
+zgot=$(zero1_losses str)
+[ "$zgot" = "$zref" ] || fail "zero1 with strangers: losses '$zgot', without: '$zref'"
 closed=$(grep -h "closed a connection to the control port from $NETNS_SUBNET.2:" "$work/str0.err")
 [ "$(grep -c "does not prove this job's secret" <<<"$closed")" -eq 3 ] || fail "not 3 strangers refused for the secret (no secret, replay, --nnodes 3): $closed"
 [ "$(grep -c "no HELLO within" <<<"$closed")" -eq 2 ] || fail "not 2 silent strangers closed at the deadline: $closed"
 [ "$(grep -c "every node has joined" <<<"$closed")" -eq 2 ] || fail "not 2 silent strangers closed when node 1 joined: $closed"
 [ "$(grep -c "a line longer than" <<<"$closed")" -eq 1 ] || fail "the 1 MiB line not closed: $closed"
 [ "$(cat "$work"/s.* | grep -c "closed after")" -eq 8 ] || fail "not every stranger saw its connection closed: $(cat "$work"/s.*)"
-[ $fails -eq $f0 ] && echo "ok   8 strangers at node 0's control port, each closed and named in its log; the DDP job on 2 nodes x 2 ends with the losses without strangers ($got)" &&
+[ $fails -eq $f0 ] && echo "ok   8 strangers at node 0's control port, each closed and named in its log; the DDP job on 2 nodes x 2 and zero1 after it end with the losses without strangers ($got; zero1 at step 10: $(echo $zgot | awk '{print $NF}'))" &&
     echo "     time to close each stranger: $(cat "$work"/s.* | grep "closed after" | sort | tr '\n' ';')"
 [ $fails -eq 0 ] && echo "the job secret holds: strangers cannot stop, stall or join a job"
 exit $((fails > 0))
