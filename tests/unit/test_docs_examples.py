@@ -101,6 +101,7 @@ SUBS = [
     (r"\$DATA", "--data '{data}' --steps 2"),
     (r"--inventory four\.json", "--inventory " + os.path.join(SRC, "tests/device/inventories/four_a100.json")),
     (r"--inventory gaudi\.json", "--inventory " + os.path.join(SRC, "tests/device/inventories/gaudi.json")),
+    (r"(?<![\w/])src/train/", lambda m: os.path.join(SRC, "src/train/")),  # run from the repository root
 ]
 
 
