@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # test.sh: builds cohort three ways and runs every test: a release build with -Werror, an
 # ASan+UBSan build of the whole suite, and a short libFuzzer run of every fuzz target.
-# COHORT_FUZZ_SECONDS (default 20) sets the time per fuzzer; 0 skips the fuzz runs. Each target also
+# COHORT_FUZZ_SECONDS (default 15) sets the time per fuzzer; 0 skips the fuzz runs. Each target also
 # replays its corpus as a test in both suites, so a short run here adds coverage, not regression checks.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 jobs=$(nproc 2>/dev/null || echo 2)
-fuzz_seconds=${COHORT_FUZZ_SECONDS:-20}
+fuzz_seconds=${COHORT_FUZZ_SECONDS:-15}
 
 scripts/setup.sh || exit 1
 
