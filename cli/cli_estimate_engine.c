@@ -157,7 +157,8 @@ static void engine_json(const est_request *r, const engine_view *v, const coh_pa
     coh_jw_finish(&w);
 }
 
-static uint64_t stage_free(uint64_t engine, uint64_t listed)
+/* engine - listed, 0 where the listed rows exceed it (a stage against the whole model's rows) */
+static uint64_t less_or_zero(uint64_t engine, uint64_t listed)
 {
     return engine > listed ? engine - listed : 0;
 }
@@ -187,7 +188,7 @@ static void engine_text(const est_request *r, const engine_view *v, const coh_pa
         {"parameters", pb->state.params}, {"gradients", pb->state.grads}, {"AdamW m and v", pb->state.optim},
         {"activations", tm->activations}, {"activation grads", tm->act_grads},
         {"logits chunk", tm->logits}, {"attention", tm->attention * (uint64_t)v->threads},
-        {"token buffers", stage_free(pb->engine, tm->total - 4 * tm->params)},
+        {"token buffers", less_or_zero(pb->engine, tm->total - 4 * tm->params)},
         {"gathered layers", pb->gathered}, {"gradient buckets", pb->grad_buckets},
         {"communication", pb->comm}, {"checkpoint save", pb->save}, {"total", pb->total}};
     /* A pipeline stage's engine buffers are its own chunks' (the breakdown above is the whole
