@@ -12,6 +12,9 @@ int bench_comm(int argc, char **argv);
 extern const char bench_comm_summary[];
 int bench_gemm(int argc, char **argv);
 extern const char bench_gemm_summary[];
+/* `cohort bench gemm --device NAME` (cli_bench_gemm_device.c): out NULL or a calibration
+ * file to write (a GPU only) */
+int bench_gemm_device(const char *device, const char *out, int quick);
 int bench_link(int argc, char **argv);
 extern const char bench_link_summary[];
 

@@ -15,14 +15,19 @@ const char bench_gemm_summary[] = "measure GEMM and memory rates, write a calibr
 static void usage(FILE *f)
 {
     fprintf(f, "usage: cohort bench gemm [--out FILE] [--quick] [--threads-max N]\n"
-               "                         [--link-latency-us US --link-gbytes-per-s GB]\n\n"
+               "                         [--link-latency-us US --link-gbytes-per-s GB]\n"
+               "       cohort bench gemm --device cuda [--out FILE] [--quick]\n\n"
                "Measures sgemm (row-major, 4n x n x n) throughput over sizes, elementwise\n"
                "bandwidth and the cost of one op, for 1 thread and for all cores, and writes\n"
                "them as a calibration file for 'cohort plan --calibration FILE'. The link\n"
                "between ranks comes from 'cohort bench comm' (an α-β fit of its all-reduce\n"
                "times; bench/plan/run.sh does it) or is estimated from the copy bandwidth;\n"
                "the link between nodes from 'cohort bench link --calibration FILE' (one rank\n"
-               "on each of two nodes), which adds it to the file.\n");
+               "on each of two nodes), which adds it to the file.\n\n"
+               "With --device, the device's products are timed through the engine's backend\n"
+               "table (bf16 on a GPU) at square sizes and at transformer layer shapes, each\n"
+               "beside the planner's price for it; on a GPU --out writes its measured GEMM\n"
+               "efficiency, stream bandwidth and op overhead over the matching preset.\n");
 }
 
 int bench_gemm(int argc, char **argv)
@@ -30,8 +35,8 @@ int bench_gemm(int argc, char **argv)
     static const struct option opts[] = {
         {"out", 1, 0, 'o'}, {"quick", 0, 0, 'q'}, {"threads-max", 1, 0, 't'},
         {"link-latency-us", 1, 0, 'l'}, {"link-gbytes-per-s", 1, 0, 'g'},
-        {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
-    const char *out = NULL;
+        {"device", 1, 0, 'd'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    const char *out = NULL, *device = NULL;
     int quick = 0, threads = 0, ch;
     double lat = -1, gb = -1;
     optind = 1;
@@ -40,6 +45,7 @@ int bench_gemm(int argc, char **argv)
         switch (ch) {
         case 'o': out = optarg; break;
         case 'q': quick = 1; break;
+        case 'd': device = optarg; break;
         case 't':
             if (!cli_parse_int("bench gemm", "--threads-max", optarg, 1, 4096, &threads))
                 return CLI_USAGE;
@@ -58,6 +64,12 @@ int bench_gemm(int argc, char **argv)
     }
     if (cli_no_operands("bench gemm", argc, argv))
         return CLI_USAGE;
+    if (device && strcmp(device, "cpu")) {
+        if (threads || lat >= 0 || gb >= 0)
+            return cli_usage_error("bench gemm", "--threads-max and the link flags describe this "
+                                   "machine's CPU: not with --device %s", device);
+        return bench_gemm_device(device, out, quick);
+    }
     if ((lat < 0) != (gb < 0))
         return cli_usage_error("bench gemm", "--link-latency-us and --link-gbytes-per-s go "
                                              "together");

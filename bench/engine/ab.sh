@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ab.sh: cohort train of two builds side by side (A: before a change, B: after), alternating
 # in each round so a slow spell of a shared machine falls on both: single, ddp (2 ranks through
-# cohort run), zero3 (2 ranks), pp 2 1f1b with 8 microbatches, tp 2; one thread a rank. Each
+# cohort run), zero3 (2 ranks), pp 2 1f1b with 8 microbatches, tp 2, and bf16-mixed single where
+# the CPU runs bf16; one thread a rank. Each
 # run's figure is its median tokens/s over the steps after the first; each side keeps its best
 # round; prints B/A per configuration.
 # usage: bench/engine/ab.sh COHORT_A COHORT_B [ROUNDS (default 3)]; env STEPS (default 6)
@@ -16,6 +17,13 @@ model=(--vocab 256 --layers 4 --heads 4 --dim 256 --seq 128 --batch 4 --threads 
        --data "$work/c_train_*.bin" --val-every 1000000)
 configs=("single:1:--strategy single" "ddp:2:--strategy ddp" "zero3:2:--strategy zero3"
          "pp2_1f1b_m8:2:--pp 2 --schedule 1f1b --microbatches 8" "tp2:2:--tp 2")
+# bf16-mixed single where this CPU runs bf16 products (AVX512-BF16 or AMX), else said and left out
+if "$a" train "${model[@]}" --precision bf16-mixed --steps 1 --dry-run >/dev/null 2>&1 &&
+    "$b" train "${model[@]}" --precision bf16-mixed --steps 1 --dry-run >/dev/null 2>&1; then
+    configs+=("single_bf16:1:--strategy single --precision bf16-mixed")
+else
+    echo "bf16-mixed left out: this CPU cannot run bf16 products"
+fi
 median_tps() { # metrics file: median tokens/s of the steps after the first
     python3 -c 'import json,sys
 v=sorted(json.loads(l)["tokens_per_s"] for l in open(sys.argv[1]).read().splitlines()[1:])

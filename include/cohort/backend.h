@@ -34,4 +34,24 @@ void coh_dev_memory_reset_peak(void);
 /* Bytes of the live allocation that starts at p, as the allocator recorded it (0: none). */
 size_t coh_dev_size(const void *p);
 
+/* The device a backend opened, for output: "NVIDIA H100 80GB HBM3 (sm_90, 79.1 GiB, device 0)"
+ * for cuda once opened; "" for the CPU's backends. */
+const char *coh_backend_device_desc(const coh_backend *be);
+
+/* ---- measuring a device through its table (backend_measure.c) ---- */
+/* One product's shape, C (M x N) = A (M x K) B (K x N) row-major, and its measured time. */
+typedef struct coh_gemm_timing {
+    int M, N, K;
+    double seconds; /* the median of 5 rounds, each at least min_s / 5, per product */
+} coh_gemm_timing;
+/* Times each shape's bare product (bf16 operands with fp32 accumulation, or fp32) on the backend
+ * called `name`, on random operands. coh_backend_find's errors, COH_ERR_UNSUPPORTED without bf16
+ * products, COH_ERR_NOMEM, COH_ERR_INVALID for a side below 1, or the device's error. */
+coh_status coh_backend_time_gemms(const char *name, int bf16, coh_gemm_timing *shapes, int n,
+                                  double min_s);
+/* The elementwise stream y += x over n floats (bytes read and written per second) and the time
+ * one small queued op costs (the per-op overhead a model pays on short kernels). */
+coh_status coh_backend_time_stream(const char *name, size_t n, double min_s, double *bytes_per_s,
+                                   double *op_s);
+
 #endif

@@ -124,6 +124,11 @@ coh_status coh_calibration_write(const coh_hw *hw, const char *path);
  * calling process's OpenMP / OpenBLAS thread count and restores the default. */
 coh_status coh_calibration_measure(int quick, int max_threads, coh_hw *out);
 
+/* The planner's price of one product C (M x N) = A (M x K) B (K x N) on hw's first rate row:
+ * half, 2-byte operands (bf16/fp16 on a GPU). What `cohort bench gemm --device` compares its
+ * measurements with. */
+double coh_plan_gemm_seconds(const coh_hw *hw, int half, double M, double N, double K);
+
 /* ---- one configuration ---------------------------------------------------------------------- */
 
 /* The predicted step of one configuration (one optimizer step, global batch of dp x

@@ -113,6 +113,12 @@ double plan_gemm_s(const plan_dev *d, double M, double N, double K, double count
     return fmax(flops / peak, bytes / d->hw->mem_bytes_per_s) + r->op_overhead_s;
 }
 
+double coh_plan_gemm_seconds(const coh_hw *hw, int half, double M, double N, double K)
+{
+    plan_dev d = {.hw = hw, .row = &hw->rates[0], .share = 1, .threads = 1, .half = half};
+    return plan_gemm_s(&d, M, N, K, 1);
+}
+
 double plan_elementwise_s(const plan_dev *d, double bytes)
 {
     return bytes / (d->row->elementwise_bytes_per_s * d->share) + d->row->op_overhead_s;

@@ -222,8 +222,15 @@ double plan_cpu_peak(const coh_hw *hw)
 
 /* ---- calibration ---------------------------------------------------------------------------- */
 
-static const char *const CAL_KEYS[] = {"cohort_calibration", "machine", "cores", "memory_bytes",
-                                       "peak_gflops", "rates", "link", "inter_node", NULL};
+static const char *const CAL_KEYS[] = {"cohort_calibration", "device", "machine", "cores",
+                                       "memory_bytes", "peak_gflops", "rates", "link",
+                                       "inter_node", NULL};
+/* A GPU's file (`cohort bench gemm --device cuda --out`): its preset, and what was measured in
+ * place of the preset's constants. */
+static const char *const GPU_CAL_KEYS[] = {"cohort_calibration", "device", "machine", "gpu",
+                                           NULL};
+static const char *const GPU_KEYS[] = {"preset", "gemm_efficiency", "elementwise_gbytes_per_s",
+                                       "op_overhead_us", "gemm", NULL};
 static const char *const RATE_KEYS[] = {"threads", "gemm", "elementwise_gbytes_per_s",
                                         "op_overhead_us", NULL};
 
@@ -285,9 +292,50 @@ static coh_status parse_rates(const char *file, const json_value *a, coh_hw *out
     return COH_OK;
 }
 
+static coh_status parse_gpu_calibration(const json_value *root, const char *file, coh_hw *out)
+{
+    JSON_TRY(check_keys(file, "(top level)", root, GPU_CAL_KEYS));
+    double version = 0, eff = 0, ew = 0, oh = 0;
+    JSON_TRY(get_num(file, "(top level)", root, "cohort_calibration", 1, 1, 1, 0, &version));
+    const json_value *m = json_get(root, "machine"), *g = json_get(root, "gpu");
+    if (!m || m->type != JSON_STRING)
+        return coh_errf(COH_ERR_INVALID, "%s: machine: missing or not a string", file);
+    if (!g)
+        return coh_errf(COH_ERR_INVALID, "%s: (top level): missing 'gpu'", file);
+    JSON_TRY(check_keys(file, "gpu", g, GPU_KEYS));
+    const json_value *p = json_get(g, "preset");
+    if (!p || p->type != JSON_STRING)
+        return coh_errf(COH_ERR_INVALID, "%s: gpu.preset: missing or not a string", file);
+    coh_status st = coh_hw_preset(p->u.str.chars, out);
+    if (st)
+        return coh_err_prefix(st, "%s: gpu.preset", file);
+    JSON_TRY(get_num(file, "gpu", g, "gemm_efficiency", 1, 0.01, 1.0, 0, &eff));
+    JSON_TRY(get_num(file, "gpu", g, "elementwise_gbytes_per_s", 1, 1, 1e5, 0, &ew));
+    JSON_TRY(get_num(file, "gpu", g, "op_overhead_us", 1, 0, 1e4, 0, &oh));
+    coh_rate_curve curve; /* the squares it was measured on, kept for the record */
+    JSON_TRY(parse_curve(file, "gpu", json_get(g, "gemm"), &curve));
+    snprintf(out->name, sizeof out->name, "%s", m->u.str.chars);
+    snprintf(out->source, sizeof out->source, "calibration %s (measured GEMM efficiency, "
+             "stream and op overhead over the %s preset)", file, p->u.str.chars);
+    out->gemm_efficiency = eff;
+    out->rates[0].elementwise_bytes_per_s = ew * 1e9;
+    out->rates[0].op_overhead_s = oh * 1e-6;
+    return COH_OK;
+}
+
 static coh_status parse_calibration(const json_value *root, const char *file, coh_hw *out)
 {
     memset(out, 0, sizeof *out);
+    const json_value *device = json_get(root, "device");
+    if (device && (device->type != JSON_STRING || (strcmp(device->u.str.chars, "cpu") &&
+                                                   strcmp(device->u.str.chars, "cuda"))))
+        return coh_errf(COH_ERR_INVALID, "%s: device: %s%s%s: valid are \"cpu\" and \"cuda\"",
+                        file, device->type == JSON_STRING ? "'" : "",
+                        device->type == JSON_STRING ? device->u.str.chars
+                                                    : json_type_name(device->type),
+                        device->type == JSON_STRING ? "'" : "");
+    if (device && !strcmp(device->u.str.chars, "cuda"))
+        return parse_gpu_calibration(root, file, out);
     JSON_TRY(check_keys(file, "(top level)", root, CAL_KEYS));
     double version = 0, cores = 0, mem = 0, peak = 0;
     JSON_TRY(get_num(file, "(top level)", root, "cohort_calibration", 1, 1, 1, 0, &version));

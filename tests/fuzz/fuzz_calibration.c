@@ -1,6 +1,8 @@
-/* fuzz_calibration.c: libFuzzer target for planner calibration files: parse or fail with a
- * message; what parses has sorted positive curves and prices a configuration to a finite,
- * positive step time, and with an "inter_node" link also one over 2 nodes of 2 ranks. */
+/* fuzz_calibration.c: libFuzzer target for planner calibration files (a CPU's, and a GPU's from
+ * `cohort bench gemm --device cuda`): parse or fail with a message; what parses has sorted
+ * positive curves (a GPU: a preset with a measured efficiency in (0, 1]) and prices a
+ * configuration to a finite, positive step time, and with an "inter_node" link also one over 2
+ * nodes of 2 ranks. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -18,9 +20,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort(); /* a failure always says why */
         return 0;
     }
-    if (hw.nrates < 1 || hw.nrates > COH_HW_MAX_RATES || hw.cores < 1 || !(hw.peak_flops > 0))
+    if (hw.gpu) { /* a GPU's file: its preset with the measured efficiency, stream, overhead */
+        const coh_device_rates *r = &hw.rates[0];
+        if (hw.nrates != 1 || !(hw.peak_flops > 0) || !(hw.gemm_efficiency > 0) ||
+            hw.gemm_efficiency > 1 || !(r->elementwise_bytes_per_s > 0) ||
+            !(r->op_overhead_s >= 0) || r->gemm.n != 0)
+            abort();
+    } else if (hw.nrates < 1 || hw.nrates > COH_HW_MAX_RATES || hw.cores < 1 ||
+               !(hw.peak_flops > 0)) {
         abort();
-    for (int i = 0; i < hw.nrates; i++) {
+    }
+    for (int i = 0; i < hw.nrates && !hw.gpu; i++) {
         const coh_device_rates *r = &hw.rates[i];
         if (r->gemm.n < 1 || r->gemm.n > COH_RATE_POINTS || !(r->elementwise_bytes_per_s > 0) ||
             (i && r->threads <= hw.rates[i - 1].threads))

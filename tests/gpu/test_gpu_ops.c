@@ -199,6 +199,42 @@ static void case_matmul_bf16(void)
     matmul_case(1, B16P);
 }
 
+/* the bare product of the table, every transpose, strided rows and beta, fp32 and bf16 */
+static void gemm_case(int bf16, double bound)
+{
+    enum { M = 37, NN = 70, K = 45, LD = 80 };
+    size_t e = bf16 ? 2 : 4, nab = (size_t)LD * LD;
+    float *a = rnd(nab, 1), *b = rnd(nab, 1), *c = rnd((size_t)M * LD, 1);
+    gpt_bf16 *a16 = malloc(nab * 2), *b16 = malloc(nab * 2);
+    cpu->to_bf16(a16, a, nab), cpu->to_bf16(b16, b, nab);
+    const void *ha = bf16 ? (const void *)a16 : a, *hb = bf16 ? (const void *)b16 : b;
+    void *da = dput(ha, nab * e), *db = dput(hb, nab * e);
+    float *want = malloc((size_t)M * LD * 4), *dc = dalloc((size_t)M * LD * 4);
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            char name[40];
+            snprintf(name, sizeof name, "gemm%s ta %d tb %d", bf16 ? " bf16" : "", ta, tb);
+            memcpy(want, c, (size_t)M * LD * 4);
+            dev->copy(dc, c, (size_t)M * LD * 4, COH_COPY_H2D);
+            float beta = bf16 ? 1.0f : 0.5f; /* the table's bf16 products take 0 or 1 */
+            CHECK_OK(cpu->gemm(bf16, ta, tb, M, NN, K, ha, LD, hb, LD, beta, want, LD));
+            CHECK_OK(dev->gemm(bf16, ta, tb, M, NN, K, da, LD, db, LD, beta, dc, LD));
+            cmp_dev(name, want, dc, (size_t)M * LD, bound);
+        }
+    CHECK_OK(dev->sync());
+    dfree(da, 0), dfree(db, 0), dfree(dc, 0);
+    free(a), free(b), free(c), free(a16), free(b16), free(want);
+}
+
+static void case_gemm_fp32(void) { gemm_case(0, B32); }
+
+static void case_gemm_bf16(void)
+{
+    if (!bf16_here())
+        SKIP_CASE("bf16 products cannot run on both backends here: %s", coh_last_error());
+    gemm_case(1, B16P);
+}
+
 static void case_attention(void)
 {
     size_t nq = (size_t)N * 3 * C, no = (size_t)N * C, nl = (size_t)B * NH * T;
@@ -326,6 +362,8 @@ int main(void)
     RUN(case_gelu_residual);
     RUN(case_matmul_fp32);
     RUN(case_matmul_bf16);
+    RUN(case_gemm_fp32);
+    RUN(case_gemm_bf16);
     RUN(case_attention);
     RUN(case_head_fp32);
     RUN(case_head_part);

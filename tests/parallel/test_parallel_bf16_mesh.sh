@@ -36,24 +36,37 @@ within() { # NAME LOSS_BOUND: the loss within the bound and the parameters withi
     awk -v e="$(par_param_err "$1")" 'BEGIN { exit !(e != "" && e <= 2e-3) }' ||
         fail "$1: parameter error '$(par_param_err "$1")' beyond 2e-3"
 }
-# bf16_file NAME: $work/NAME.st holds BF16 tensors whose bytes are NAME's final parameters
-# ($work/NAME.bin, the fp32 arena, the file's tensor order) rounded by torch
+# bf16_file NAME: the mesh's own save of $work/NAME.st (an index and one piece per rank since
+# saves are sharded) holds its weights as BF16 (the optimizer's moments stay F32), and those
+# weights, exported to one file, are NAME's final parameters ($work/NAME.bin, the fp32 arena,
+# the file's tensor order) rounded by torch
 bf16_file() {
-    "$py" - "$work/$1.st" "$work/$1.bin" <<'PYEOF' || fail "$1: --save-dtype bf16 file"
+    "$cohort" export "$work/$1.st" -o "$work/$1.one.st" --dtype bf16 >"$work/$1.export.out" 2>&1 ||
+        { fail "$1: cohort export: $(tail -2 "$work/$1.export.out")"; return; }
+    "$py" - "$work/$1.one.st" "$work/$1.bin" "$work/$1.st".shard* <<'PYEOF' || fail "$1: --save-dtype bf16 file"
 import json, struct, sys
 import numpy as np, torch
-raw = open(sys.argv[1], "rb").read()
-n = struct.unpack("<Q", raw[:8])[0]
-hdr = json.loads(raw[8:8 + n])
-hdr.pop("__metadata__", None)
+def header(path):
+    raw = open(path, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    hdr = json.loads(raw[8:8 + n])
+    hdr.pop("__metadata__", None)
+    return raw, n, hdr
+weights = set()
+for piece in sys.argv[3:]:
+    _, _, h = header(piece)
+    weights |= {e["dtype"] for k, e in h.items() if ".exp_avg" not in k}
+raw, n, hdr = header(sys.argv[1])
 dt = {e["dtype"] for e in hdr.values()}
 data = np.frombuffer(raw[8 + n:], dtype="<u2")
 x = np.fromfile(sys.argv[2], dtype="<f4")
 want = torch.from_numpy(x.copy()).to(torch.bfloat16).view(torch.int16).numpy().view("<u2")
-print("%s: %d tensors, dtypes %s, %d values, %d differ from torch's bf16 of the parameters"
-      % (sys.argv[1].split("/")[-1], len(hdr), sorted(dt), data.size,
-         -1 if data.size != want.size else int(np.count_nonzero(data != want))))
-sys.exit(0 if dt == {"BF16"} and data.size == want.size and (data == want).all() else 1)
+print("%s: %d pieces with weights as %s; exported %d tensors, dtypes %s, %d values, %d differ "
+      "from torch's bf16 of the parameters" % (sys.argv[1].split("/")[-1], len(sys.argv) - 3,
+      sorted(weights), len(hdr), sorted(dt), data.size,
+      -1 if data.size != want.size else int(np.count_nonzero(data != want))))
+sys.exit(0 if len(sys.argv) > 3 and weights == {"BF16"} and dt == {"BF16"} and
+         data.size == want.size and (data == want).all() else 1)
 PYEOF
 }
 

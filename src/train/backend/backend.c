@@ -42,6 +42,11 @@ const coh_backend *coh_backend_current(void)
 
 const char *coh_backend_name(const coh_backend *be) { return be ? be->name : "none"; }
 
+const char *coh_backend_device_desc(const coh_backend *be)
+{
+    return be && !strcmp(be->name, "cuda") ? coh_backend_cuda_desc() : "";
+}
+
 /* ---- the counting allocator: a registry of live allocations (tens per rank), so that free
  * needs no size and a device pointer needs no header ---- */
 typedef struct dev_block {

@@ -59,6 +59,9 @@ struct coh_backend {
     void (*copy)(void *dst, const void *src, size_t bytes, coh_copy_kind kind);
     void (*set)(void *dst, int byte, size_t bytes);
     coh_status (*sync)(void);
+    /* bytes of [p, p + bytes) the device holds now: on the CPU the pages resident (pages never
+     * written or given back are not); a GPU holds its allocations whole, given back or not */
+    uint64_t (*resident)(const void *p, size_t bytes);
 
     /* ---- the model's ops ---- */
     void (*encoder_forward)(float *out, const int32_t *tok, const float *wte, const float *wpe,
@@ -123,6 +126,13 @@ struct coh_backend {
     /* bytes of the scratchpad of one product of that shape; prepare: build its kernel now */
     size_t (*gemm_scratch)(int ta, int tb, int M, int N, int K, size_t lda, size_t ldb,
                            size_t ldc, int accumulate, int prepare);
+    /* The bare product the linear layers fuse their epilogues around: C (M x N, fp32, row stride
+     * ldc) = beta C + op(A) op(B), op(A) M x K, op(B) K x N, A and B row-major with row strides
+     * lda, ldb (ta/tb: the stored matrix is the transpose); bf16: A and B are gpt_bf16 with fp32
+     * accumulation and beta 0 or 1 (the CPU's bf16 products take no other), else float. What
+     * `cohort bench gemm --device` times. An error of a queued product may surface at sync. */
+    coh_status (*gemm)(int bf16, int ta, int tb, int M, int N, int K, const void *A, size_t lda,
+                       const void *B, size_t ldb, float beta, float *C, size_t ldc);
 };
 
 /* The CPU backend (cpu/cpu_backend.c). */

@@ -145,26 +145,7 @@ void par_grads_give_back_all(coh_par_trainer *t)
     }
 }
 
-uint64_t par_resident(const float *base, size_t b, size_t e)
+uint64_t par_resident(const coh_backend *be, const float *base, size_t b, size_t e)
 {
-    if (e <= b)
-        return 0;
-    uintptr_t ps = (uintptr_t)sysconf(_SC_PAGESIZE);
-    uintptr_t lo = (uintptr_t)(base + b), hi = (uintptr_t)(base + e);
-    uintptr_t p0 = lo / ps * ps;
-    size_t np = (hi - p0 + ps - 1) / ps;
-    unsigned char *vec = malloc(np);
-    if (!vec || mincore((void *)p0, hi - p0, vec)) {
-        free(vec);
-        return (uint64_t)(hi - lo); /* unknown: count it all */
-    }
-    uint64_t bytes = 0;
-    for (size_t i = 0; i < np; i++) {
-        if (!(vec[i] & 1))
-            continue;
-        uintptr_t a = p0 + i * ps, z = a + ps;
-        bytes += (z < hi ? z : hi) - (a > lo ? a : lo);
-    }
-    free(vec);
-    return bytes;
+    return e > b ? be->resident(base + b, (e - b) * sizeof *base) : 0;
 }

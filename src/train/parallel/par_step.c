@@ -196,17 +196,17 @@ coh_status coh_par_trainer_device_memory(coh_par_trainer *t, int d, coh_model_st
     coh_adamw *o = coh_trainer_optimizer(t->base);
     size_t m;
     const float *mom1 = coh_adamw_m(o, &m), *mom2 = coh_adamw_v(o, NULL);
-    out->optim = d == 0 ? par_resident(mom1, 0, m) + par_resident(mom2, 0, m) : 0;
+    out->optim = d == 0 ? par_resident(t->be, mom1, 0, m) + par_resident(t->be, mom2, 0, m) : 0;
     if (d > 0) { /* dp's replicas (par_dp.c); device 0 is this rank's model */
         coh_gpt *g = par_dp_device_model(t->threads, d);
-        out->params = par_resident(coh_gpt_params(g, NULL), 0, t->n);
-        out->grads = par_resident(coh_gpt_grads(g, NULL), 0, t->n);
+        out->params = par_resident(t->be, coh_gpt_params(g, NULL), 0, t->n);
+        out->grads = par_resident(t->be, coh_gpt_grads(g, NULL), 0, t->n);
         return COH_OK;
     }
-    out->params = par_resident(t->params, 0, t->n);
-    out->grads = par_resident(t->grads, 0, t->n);
+    out->params = par_resident(t->be, t->params, 0, t->n);
+    out->grads = par_resident(t->be, t->grads, 0, t->n);
     if (t->gacc) /* ZeRO-2/3 accumulating: the own chunks summed over micro-batches */
-        out->grads += par_resident(t->gacc, 0, t->own_total);
+        out->grads += par_resident(t->be, t->gacc, 0, t->own_total);
     return COH_OK;
 }
 

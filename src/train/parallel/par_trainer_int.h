@@ -121,7 +121,7 @@ void par_grads_take_back(coh_par_trainer *t, par_bucket *b);
 /* Every bucket's gradients zeroed and given back (ZeRO-2/3 between steps; own chunks too). */
 void par_grads_give_back_all(coh_par_trainer *t);
 /* Bytes of [b, e) of `base` in resident pages. */
-uint64_t par_resident(const float *base, size_t b, size_t e);
+uint64_t par_resident(const coh_backend *be, const float *base, size_t b, size_t e);
 
 /* grad_sync.c */
 void par_grad_hook(void *ctx, int layer, size_t begin, size_t end);

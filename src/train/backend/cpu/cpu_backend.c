@@ -1,6 +1,7 @@
 /* cpu_backend.c: the CPU backend's table: host memory (large buffers mapped, so that pages never
  * written are never resident, and given back with madvise), today's kernels (cpu_ops.h), and
  * the small elementwise, reduction and AdamW loops the model and the optimizer need. */
+#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -179,6 +180,41 @@ static void cpu_from_bf16(float *dst, const gpt_bf16 *src, size_t n)
         dst[i] = gpt_bf16_to_float(src[i]);
 }
 
+/* pages of [p, p + bytes) resident now (mincore), the partial pages at the ends in part */
+static uint64_t cpu_resident(const void *p, size_t bytes)
+{
+    if (!bytes)
+        return 0;
+    uintptr_t ps = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = (uintptr_t)p, hi = lo + bytes, p0 = lo / ps * ps;
+    size_t np = (hi - p0 + ps - 1) / ps;
+    unsigned char *vec = malloc(np);
+    if (!vec || mincore((void *)p0, hi - p0, vec)) {
+        free(vec);
+        return bytes; /* unknown: count it all */
+    }
+    uint64_t held = 0;
+    for (size_t i = 0; i < np; i++) {
+        if (!(vec[i] & 1))
+            continue;
+        uintptr_t a = p0 + i * ps, z = a + ps;
+        held += (z < hi ? z : hi) - (a > lo ? a : lo);
+    }
+    free(vec);
+    return held;
+}
+
+static coh_status cpu_gemm(int bf16, int ta, int tb, int M, int N, int K, const void *A,
+                           size_t lda, const void *B, size_t ldb, float beta, float *C, size_t ldc)
+{
+    if (bf16)
+        return gpt_gemm_bf16(NULL, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+    if (M > 0 && N > 0)
+        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                    M, N, K, 1.0f, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
+    return COH_OK;
+}
+
 static const coh_backend cpu = {
     .name = "cpu",
     .alloc = cpu_alloc,
@@ -187,6 +223,7 @@ static const coh_backend cpu = {
     .copy = cpu_copy,
     .set = cpu_set,
     .sync = cpu_sync,
+    .resident = cpu_resident,
     .encoder_forward = op_encoder_forward,
     .encoder_backward = op_encoder_backward,
     .layernorm_forward = op_layernorm_forward,
@@ -215,6 +252,7 @@ static const coh_backend cpu = {
     .adamw = cpu_adamw,
     .bf16_check = gpt_bf16_check,
     .gemm_scratch = gpt_gemm_bf16_scratch,
+    .gemm = cpu_gemm,
 };
 
 const coh_backend *coh_backend_cpu(void) { return &cpu; }

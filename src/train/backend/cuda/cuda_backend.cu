@@ -275,6 +275,17 @@ static size_t cu_gemm_scratch(int ta, int tb, int M, int N, int K, size_t lda, s
     return 0;
 }
 
+/* device memory is held from cudaMalloc to cudaFree: release only zeroes it */
+static uint64_t cu_resident(const void *p, size_t bytes) { return bytes; }
+
+static coh_status cu_gemm_op(int bf16, int ta, int tb, int M, int N, int K, const void *A,
+                             size_t lda, const void *B, size_t ldb, float beta, float *C,
+                             size_t ldc)
+{
+    cu_gemm(bf16, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+    return COH_OK; /* a cuBLAS error is recorded and reported by sync */
+}
+
 static coh_backend table;
 
 static void fill_table(void)
@@ -286,6 +297,7 @@ static void fill_table(void)
     table.copy = cu_copy;
     table.set = cu_set;
     table.sync = cu_sync;
+    table.resident = cu_resident;
     table.encoder_forward = cu_encoder_forward;
     table.encoder_backward = cu_encoder_backward;
     table.layernorm_forward = cu_layernorm_forward;
@@ -314,6 +326,7 @@ static void fill_table(void)
     table.adamw = cu_adamw;
     table.bf16_check = cu_bf16_check;
     table.gemm_scratch = cu_gemm_scratch;
+    table.gemm = cu_gemm_op;
 }
 
 static coh_status open_device(int device, char *desc, size_t n)

@@ -467,6 +467,31 @@ static size_t g_gemm_scratch(int ta, int tb, int M, int N, int K, size_t lda, si
     return cpu()->gemm_scratch(ta, tb, M, N, K, lda, ldb, ldc, accumulate, prepare);
 }
 
+static uint64_t g_resident(const void *p, size_t bytes)
+{
+    need("resident", "p", p, bytes);
+    return cpu()->resident(p, bytes); /* mincore reads no memory: no need to open it */
+}
+
+/* bytes a row-major operand of `rows` rows of `cols` values spans with row stride ld */
+static size_t span_bytes(size_t rows, size_t cols, size_t ld, size_t elem)
+{
+    return rows && cols ? ((rows - 1) * ld + cols) * elem : 0;
+}
+
+static coh_status g_gemm(int bf16, int ta, int tb, int M, int N, int K, const void *A,
+                         size_t lda, const void *B, size_t ldb, float beta, float *C, size_t ldc)
+{
+    size_t e = bf16 ? sizeof(gpt_bf16) : sizeof(float);
+    need("gemm", "A", A, span_bytes(ta ? K : M, ta ? M : K, lda, e));
+    need("gemm", "B", B, span_bytes(tb ? N : K, tb ? K : N, ldb, e));
+    need("gemm", "C", C, span_bytes(M, N, ldc, sizeof(float)));
+    open_device();
+    coh_status st = cpu()->gemm(bf16, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+    close_device();
+    return st;
+}
+
 static const coh_backend guarded = {
     .name = "cpu-guarded",
     .alloc = g_alloc,
@@ -475,6 +500,7 @@ static const coh_backend guarded = {
     .copy = g_copy,
     .set = g_set,
     .sync = g_sync,
+    .resident = g_resident,
     .encoder_forward = g_encoder_forward,
     .encoder_backward = g_encoder_backward,
     .layernorm_forward = g_layernorm_forward,
@@ -503,6 +529,7 @@ static const coh_backend guarded = {
     .adamw = g_adamw,
     .bf16_check = g_bf16_check,
     .gemm_scratch = g_gemm_scratch,
+    .gemm = g_gemm,
 };
 
 const coh_backend *coh_backend_guarded(void) { return &guarded; }

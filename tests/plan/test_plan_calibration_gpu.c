@@ -1,0 +1,107 @@
+/* test_plan_calibration_gpu.c: a GPU's calibration file (`cohort bench gemm --device cuda
+ * --out`): the file measured on an H100 reads as the h100-sxm preset with its measured GEMM
+ * efficiency, stream bandwidth and op overhead in place of the preset's constants and everything
+ * else (peak, SMs, NVLink, memory) the preset's; the planner's price of a compute-bound product
+ * scales by exactly the ratio of the efficiencies and a stream-bound op by the bandwidths; bad
+ * files are refused naming the key and the value. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "cohort/planner.h"
+
+static void measured_file_reads_over_its_preset(void)
+{
+    const char *src = getenv("COHORT_SOURCE_DIR");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/fuzz/corpus/calibration/gpu_h100_measured.json",
+             src ? src : ".");
+    coh_hw cal, pre;
+    CHECK_OK(coh_calibration_load(path, &cal));
+    CHECK_OK(coh_hw_preset("h100-sxm", &pre));
+    CHECK_INT(cal.gpu, 1);
+    CHECK_STR(cal.name, "NVIDIA H100 80GB HBM3");
+    CHECK(strstr(cal.source, "h100-sxm preset") != NULL);
+    CHECK_NEAR(cal.gemm_efficiency, 0.7209, 1e-9);
+    CHECK_NEAR(cal.rates[0].elementwise_bytes_per_s, 2748.9e9, 1e-9);
+    CHECK_NEAR(cal.rates[0].op_overhead_s, 4.249e-6, 1e-9);
+    /* the rest is the preset's */
+    CHECK(cal.peak_flops == pre.peak_flops && cal.sms == pre.sms &&
+          cal.memory_bytes == pre.memory_bytes && cal.gpus_per_node == pre.gpus_per_node &&
+          cal.intra.bytes_per_s == pre.intra.bytes_per_s &&
+          cal.mem_bytes_per_s == pre.mem_bytes_per_s && cal.precision == pre.precision);
+    /* a large square product is compute-bound: its price less the op overhead scales by the
+     * efficiencies' ratio */
+    double n = 8192, tc = coh_plan_gemm_seconds(&cal, 1, 4 * n, n, n),
+           tp = coh_plan_gemm_seconds(&pre, 1, 4 * n, n, n);
+    CHECK_NEAR((tc - cal.rates[0].op_overhead_s) / (tp - pre.rates[0].op_overhead_s),
+               pre.gemm_efficiency / cal.gemm_efficiency, 1e-9);
+    /* and within its tile and wave quantization (under 2% at this size) of the flops over the
+     * calibrated peak */
+    double ideal = 2 * 4 * n * n * n / (cal.peak_flops * cal.gemm_efficiency);
+    CHECK(tc - cal.rates[0].op_overhead_s >= ideal &&
+          tc - cal.rates[0].op_overhead_s < 1.02 * ideal);
+}
+
+static coh_status parse(const char *text)
+{
+    coh_hw hw;
+    return coh_calibration_parse(text, strlen(text), "g.json", &hw);
+}
+
+#define GOOD_GPU                                                                               \
+    "\"gemm_efficiency\": 0.7, \"elementwise_gbytes_per_s\": 2700, \"op_overhead_us\": 3, "  \
+    "\"gemm\": [[1e6, 1e12], [1e9, 5e14]]"
+
+static void refuses(const char *text, const char *want)
+{
+    coh_status st = parse(text);
+    CHECK(st == COH_ERR_INVALID);
+    if (!strstr(coh_last_error(), want)) {
+        printf("  error '%s' does not name '%s'\n", coh_last_error(), want);
+        CHECK(0);
+    }
+}
+
+static void bad_files(void)
+{
+    char t[1024];
+    snprintf(t, sizeof t, "{\"cohort_calibration\": 1, \"device\": \"cuda\", \"machine\": "
+             "\"m\", \"gpu\": {\"preset\": \"h100-sxm\", " GOOD_GPU "}}");
+    CHECK_OK(parse(t));
+    snprintf(t, sizeof t, "{\"cohort_calibration\": 1, \"device\": \"cuda\", \"machine\": "
+             "\"m\", \"gpu\": {\"preset\": \"h200\", " GOOD_GPU "}}");
+    refuses(t, "h200");
+    snprintf(t, sizeof t, "{\"cohort_calibration\": 1, \"device\": \"cuda\", \"machine\": \"m\", "
+             "\"gpu\": {\"preset\": \"h100-sxm\", \"gemm_efficiency\": 1.5, "
+             "\"elementwise_gbytes_per_s\": 2700, \"op_overhead_us\": 3, \"gemm\": [[1e6, 1e12]]}}");
+    refuses(t, "gemm_efficiency: 1.5");
+    snprintf(t, sizeof t, "{\"cohort_calibration\": 1, \"device\": \"cuda\", \"machine\": \"m\", "
+             "\"cores\": 2, \"gpu\": {\"preset\": \"h100-sxm\", " GOOD_GPU "}}");
+    refuses(t, "cores");
+    snprintf(t, sizeof t, "{\"cohort_calibration\": 1, \"device\": \"cuda\", \"machine\": \"m\"}");
+    refuses(t, "missing 'gpu'");
+    snprintf(t, sizeof t, "{\"cohort_calibration\": 1, \"device\": \"tpu\", \"machine\": \"m\"}");
+    refuses(t, "device: 'tpu'");
+    snprintf(t, sizeof t, "{\"cohort_calibration\": 1, \"device\": \"cuda\", \"machine\": \"m\", "
+             "\"gpu\": {\"preset\": \"h100-sxm\", \"sms\": 9, " GOOD_GPU "}}");
+    refuses(t, "sms");
+    /* a CPU file may say so, and may not carry a GPU's section */
+    snprintf(t, sizeof t, "{\"cohort_calibration\": 1, \"device\": \"cpu\", \"cores\": 2, "
+             "\"rates\": [{\"threads\": 1, \"gemm\": [[1000, 1e9]], "
+             "\"elementwise_gbytes_per_s\": 1}]}");
+    CHECK_OK(parse(t));
+    snprintf(t, sizeof t, "{\"cohort_calibration\": 1, \"cores\": 2, \"gpu\": {}, "
+             "\"rates\": [{\"threads\": 1, \"gemm\": [[1000, 1e9]], "
+             "\"elementwise_gbytes_per_s\": 1}]}");
+    refuses(t, "gpu");
+}
+
+int main(void)
+{
+    RUN(measured_file_reads_over_its_preset);
+    RUN(bad_files);
+    return CHECK_REPORT();
+}
