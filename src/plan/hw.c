@@ -22,10 +22,10 @@
  * (cost.c, from NVIDIA's Matrix Multiplication Background guide). */
 #define GPU_GEMM_EFFICIENCY 0.80
 /* Elementwise kernels (LayerNorm, GELU, bias-dropout-add) stream at this share of HBM
- * bandwidth. Not sourced: the nearest published measurement is a pure read kernel at 88% on
- * an A100 80 GB (1.80 of 2.04 TB/s, Nsight Compute agreeing; NVIDIA developer forum thread
- * "Trouble to Reach Peak Bandwidth of A100"), an upper bound for kernels that also
- * write and reduce; docs/plan.md says what 0.88 would do. */
+ * bandwidth. Measured: cohort's y += x on an H100 SXM5 streams 0.82 of its 3350 GB/s
+ * (bench/gpu/h100_gemm_2026-11-26.txt); published: a pure read kernel at 88% on an A100 80 GB
+ * (NVIDIA developer forum thread "Trouble to Reach Peak Bandwidth of A100"), an upper bound for
+ * kernels that also write and reduce; docs/plan.md. */
 #define GPU_ELEMENTWISE_SHARE 0.80
 /* Host time to launch one kernel, paid per op when kernels are short: "usually between 5-20
  * microseconds" (Holistic Trace Analysis documentation, "CUDA Kernel Launch Statistics");
