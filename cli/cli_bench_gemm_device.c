@@ -50,8 +50,6 @@ static int shapes_for(int quick, int gpu, shape *s)
         snprintf(label, sizeof label, "square %d", d);
         n = add(s, n, label, 4 * d, d, d);
     }
-    if (!gpu && quick)
-        return n;
     for (int i = 0; i < NLAYERS; i++) {
         const layer_case *c = &LAYERS[i];
         int h = c->h, t = c->tp, tok = gpu ? c->tok : 256;
@@ -163,7 +161,7 @@ int bench_gemm_device(const char *device, const char *out, int quick)
     double worst = 1, worst_hi = 1;
     for (int i = 0; i < n; i++) {
         const coh_gemm_timing *x = &s[i].t;
-        printf("%-24s %6d %6d %6d %10.4f %10.3f", s[i].label, x->M, x->N, x->K, x->seconds * 1e3,
+        printf("%-24s %6d %6d %6d %10.4f %10.4g", s[i].label, x->M, x->N, x->K, x->seconds * 1e3,
                tflops(x));
         if (gpu) {
             double p = coh_plan_gemm_seconds(&preset, 1, x->M, x->N, x->K),

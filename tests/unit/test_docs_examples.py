@@ -66,6 +66,8 @@ EXCLUDED = [
     ("plan.md", "--inventory a100x8.json --nodes 4", "an inventory file of the reader's"),
     ("plan.md", "bench gemm --out cal.json [--link", "synopsis"),
     ("plan.md", "cohort plan ... --calibration cal.json", "synopsis (the model left out)"),
+    ("plan.md", "bench gemm --device cuda --out h100.json", "a GPU"),
+    ("plan.md", "cohort plan ... --calibration h100.json", "synopsis (the model left out)"),
     ("plan.md", "--host node0,node1", "two hosts"),
     ("plan.md", "--calibration cal.json --nodes 2", "synopsis over two nodes"),
     ("plan.md", "--micro-batch 4 --grad-accum 2 --measure", "--measure trains every leader: minutes"),

@@ -45,42 +45,37 @@ static int cmp_double(const void *a, const void *b)
 
 #define ROUNDS 5
 
-/* Runs op `reps` times per round after one warm-up, ROUNDS rounds, each closed by a sync; the
- * median round's seconds per op. reps doubles until a round takes min_s / ROUNDS. */
 typedef coh_status (*op_fn)(const coh_backend *be, void *ctx);
 
-static coh_status time_op(const coh_backend *be, op_fn op, void *ctx, double min_s, double *out)
+/* reps runs of op closed by one sync: the seconds they took */
+static coh_status round_of(const coh_backend *be, op_fn op, void *ctx, long reps, double *secs)
 {
-    coh_status st = op(be, ctx);
+    coh_status st = COH_OK;
+    double t0 = coh_now_s();
+    for (long r = 0; r < reps && !st; r++)
+        st = op(be, ctx);
     if (!st)
         st = be->sync();
+    *secs = coh_now_s() - t0;
+    return st;
+}
+
+/* One warm-up run of op, then rounds of `reps` runs each closed by a sync, reps grown until a
+ * round takes min_s / ROUNDS; then ROUNDS rounds: the median round's seconds per op. */
+static coh_status time_op(const coh_backend *be, op_fn op, void *ctx, double min_s, double *out)
+{
+    double t = 0, per[ROUNDS];
+    coh_status st = round_of(be, op, ctx, 1, &t); /* the warm-up */
+    long reps = 1;
+    while (!st && !(st = round_of(be, op, ctx, reps, &t)) && t < min_s / ROUNDS &&
+           reps < (1L << 24))
+        reps *= t > 0 ? (long)fmin(64.0, fmax(2.0, ceil(min_s / ROUNDS / t))) : 64;
+    for (int k = 0; k < ROUNDS && !st; k++) {
+        st = round_of(be, op, ctx, reps, &t);
+        per[k] = t / (double)reps;
+    }
     if (st)
         return st;
-    long reps = 1;
-    for (;;) {
-        double t0 = coh_now_s();
-        for (long r = 0; r < reps && !st; r++)
-            st = op(be, ctx);
-        if (!st)
-            st = be->sync();
-        if (st)
-            return st;
-        double t = coh_now_s() - t0;
-        if (t >= min_s / ROUNDS || reps >= (1L << 24))
-            break;
-        reps *= t > 0 ? (long)fmin(64.0, fmax(2.0, ceil(min_s / ROUNDS / t))) : 64;
-    }
-    double per[ROUNDS];
-    for (int k = 0; k < ROUNDS; k++) {
-        double t0 = coh_now_s();
-        for (long r = 0; r < reps && !st; r++)
-            st = op(be, ctx);
-        if (!st)
-            st = be->sync();
-        if (st)
-            return st;
-        per[k] = (coh_now_s() - t0) / (double)reps;
-    }
     qsort(per, ROUNDS, sizeof per[0], cmp_double);
     *out = per[ROUNDS / 2];
     return COH_OK;
