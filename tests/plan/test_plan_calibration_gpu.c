@@ -65,38 +65,37 @@ static void refuses(const char *text, const char *want)
     }
 }
 
+#define GPU_FILE(extra_top, gpu_body)                                                          \
+    "{\"cohort_calibration\": 1, \"device\": \"cuda\", \"machine\": \"m\", " extra_top       \
+    "\"gpu\": {" gpu_body "}}"
+
 static void bad_files(void)
 {
-    char t[1024];
-    snprintf(t, sizeof t, "{\"cohort_calibration\": 1, \"device\": \"cuda\", \"machine\": "
-             "\"m\", \"gpu\": {\"preset\": \"h100-sxm\", " GOOD_GPU "}}");
-    CHECK_OK(parse(t));
-    snprintf(t, sizeof t, "{\"cohort_calibration\": 1, \"device\": \"cuda\", \"machine\": "
-             "\"m\", \"gpu\": {\"preset\": \"h200\", " GOOD_GPU "}}");
-    refuses(t, "h200");
-    snprintf(t, sizeof t, "{\"cohort_calibration\": 1, \"device\": \"cuda\", \"machine\": \"m\", "
-             "\"gpu\": {\"preset\": \"h100-sxm\", \"gemm_efficiency\": 1.5, "
-             "\"elementwise_gbytes_per_s\": 2700, \"op_overhead_us\": 3, \"gemm\": [[1e6, 1e12]]}}");
-    refuses(t, "gemm_efficiency: 1.5");
-    snprintf(t, sizeof t, "{\"cohort_calibration\": 1, \"device\": \"cuda\", \"machine\": \"m\", "
-             "\"cores\": 2, \"gpu\": {\"preset\": \"h100-sxm\", " GOOD_GPU "}}");
-    refuses(t, "cores");
-    snprintf(t, sizeof t, "{\"cohort_calibration\": 1, \"device\": \"cuda\", \"machine\": \"m\"}");
-    refuses(t, "missing 'gpu'");
-    snprintf(t, sizeof t, "{\"cohort_calibration\": 1, \"device\": \"tpu\", \"machine\": \"m\"}");
-    refuses(t, "device: 'tpu'");
-    snprintf(t, sizeof t, "{\"cohort_calibration\": 1, \"device\": \"cuda\", \"machine\": \"m\", "
-             "\"gpu\": {\"preset\": \"h100-sxm\", \"sms\": 9, " GOOD_GPU "}}");
-    refuses(t, "sms");
-    /* a CPU file may say so, and may not carry a GPU's section */
-    snprintf(t, sizeof t, "{\"cohort_calibration\": 1, \"device\": \"cpu\", \"cores\": 2, "
-             "\"rates\": [{\"threads\": 1, \"gemm\": [[1000, 1e9]], "
-             "\"elementwise_gbytes_per_s\": 1}]}");
-    CHECK_OK(parse(t));
-    snprintf(t, sizeof t, "{\"cohort_calibration\": 1, \"cores\": 2, \"gpu\": {}, "
-             "\"rates\": [{\"threads\": 1, \"gemm\": [[1000, 1e9]], "
-             "\"elementwise_gbytes_per_s\": 1}]}");
-    refuses(t, "gpu");
+    CHECK_OK(parse(GPU_FILE("", "\"preset\": \"h100-sxm\", " GOOD_GPU)));
+    /* each file and what its refusal must name */
+    static const char *const bad[][2] = {
+        {GPU_FILE("", "\"preset\": \"h200\", " GOOD_GPU), "h200"},
+        {GPU_FILE("", "\"preset\": \"h100-sxm\", \"gemm_efficiency\": 1.5, "
+                      "\"elementwise_gbytes_per_s\": 2700, \"op_overhead_us\": 3, "
+                      "\"gemm\": [[1e6, 1e12]]"),
+         "gemm_efficiency: 1.5"},
+        {GPU_FILE("\"cores\": 2, ", "\"preset\": \"h100-sxm\", " GOOD_GPU), "cores"},
+        {"{\"cohort_calibration\": 1, \"device\": \"cuda\", \"machine\": \"m\"}",
+         "missing 'gpu'"},
+        {"{\"cohort_calibration\": 1, \"device\": \"tpu\", \"machine\": \"m\"}",
+         "device: 'tpu'"},
+        {GPU_FILE("", "\"preset\": \"h100-sxm\", \"sms\": 9, " GOOD_GPU), "sms"},
+        /* a CPU file may not carry a GPU's section */
+        {"{\"cohort_calibration\": 1, \"cores\": 2, \"gpu\": {}, \"rates\": [{\"threads\": "
+         "1, \"gemm\": [[1000, 1e9]], \"elementwise_gbytes_per_s\": 1}]}",
+         "gpu"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++)
+        refuses(bad[k][0], bad[k][1]);
+    /* and may say that it is one */
+    CHECK_OK(parse("{\"cohort_calibration\": 1, \"device\": \"cpu\", \"cores\": 2, "
+                   "\"rates\": [{\"threads\": 1, \"gemm\": [[1000, 1e9]], "
+                   "\"elementwise_gbytes_per_s\": 1}]}"));
 }
 
 int main(void)
