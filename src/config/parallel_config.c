@@ -97,11 +97,6 @@ int coh_parallel_config_runnable(const coh_parallel_config *c, char *why, size_t
     else if (c->precision == COH_PREC_FP16_MIXED)
         snprintf(buf, sizeof buf, "--precision %s: cohort's trainer runs fp32 or bf16-mixed "
                  "(fp16 would need loss scaling)", coh_precision_name(c->precision));
-#ifndef COHORT_HAVE_DNNL
-    else if (c->precision == COH_PREC_BF16_MIXED)
-        snprintf(buf, sizeof buf, "--precision bf16-mixed: this build of cohort has no bf16 "
-                 "GEMM (oneDNN was not found: install libdnnl-dev and rebuild)");
-#endif
     else if (c->precision == COH_PREC_BF16_MIXED && c->strategy == COH_STRATEGY_DP)
         snprintf(buf, sizeof buf, "--precision bf16-mixed with --strategy dp: the threaded "
                  "strategy runs fp32; use ddp");

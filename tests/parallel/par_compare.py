@@ -1,5 +1,5 @@
 """par_compare.py: compares a parallel run with the single-device run: the loss at every step and
-every element of the final parameters (usage: par_compare.py [--tensor-l2] REF.jsonl REF.bin
+every element of the final parameters (usage: par_compare.py [--tensor-l2] [--noise N.jsonl N.bin] [--update BEFORE.bin --terms K [--control]] REF.jsonl REF.bin
 RUN.jsonl RUN.bin V C L T). Prints one line of figures, then one "broken: ..." line per bound the run breaks; exit
 0 when every bound holds, 1 when one is broken, 2 when the two runs cannot be compared (a file
 missing or unreadable, another step or parameter count), so that a run which crashed is never
@@ -39,7 +39,22 @@ control's own figure against the reference): the strategies are held to what the
 promise on the machine the test runs on, never to a figure measured on another one. Every bound
 and the control's figures are printed. A real difference still breaks it by orders of magnitude:
 a learning rate 0.1% off moves the same model's tensors by 1.2e-3 (test_tensor_equiv.sh checks
-such a run fails)."""
+such a run fails).
+--update BEFORE.bin --terms K [--control]: one step of each run from the same state (both resumed
+from one checkpoint whose parameters BEFORE.bin holds), for bf16-mixed, where a 30-step trajectory
+cannot tell a reordering from a change of precision (bf16 rounding turns any fp32 reordering into
+steps of 2^-8 on the operands it moves across a rounding boundary, and those compound: one device
+against its own other micro-batch split drifts as far in 30 steps as fp32 against bf16-mixed, 2 to
+8x, on every CPU measured). Within one step from one state the two kinds of difference separate.
+A path that only reorders fp32 sums changes each sum of at most K terms by at most K u (u = 2^-24,
+Higham's gamma_K, relative to the sum of the terms' magnitudes); the few operands that this moves
+across a bf16 rounding boundary move by 2^-8 and carry it downstream, but in one step they reach a
+minority of the elements, so the median element's update error stays within K u. A change of
+precision rounds every operand (2^-9 each): every element moves. The figure asserted is the median
+over all parameters of |du_run - du_ref| / |du_ref| (du: the step's update; the denominator at
+least 1e-3 of its tensor's largest update, so that an element whose update is near zero does not
+divide by it): at most K u, or with --control at least 10 K u (a control run that changed
+precision must lie 10x beyond the bound, or the bound says nothing)."""
 
 NOISE_FACTOR = 2.0
 import json
@@ -118,14 +133,70 @@ def compare_params(pa, pb, names, tol=TOL):
     return worst, l2, need, over
 
 
+def update_error(before, pa, pb, names):
+    """(the median over every parameter of |du_b - du_a| / max(|du_a|, 1e-3 max |du_a| of its
+    tensor), the worst tensor's relative L2 error of its update: (error, tensor))."""
+    rel, l2, off = [], (-1.0, ""), 0
+    for name, k in names:
+        da, db = pa[off:off + k] - before[off:off + k], pb[off:off + k] - before[off:off + k]
+        off += k
+        top = np.abs(da).max()
+        d = np.where(np.isfinite(db), np.abs(db - da), np.inf)
+        rel.append(d / np.maximum(np.abs(da), 1e-3 * top) if top > 0 else np.where(d > 0, np.inf, 0.0))
+        r = float(np.linalg.norm(d) / max(np.linalg.norm(da), 1e-30))
+        if worse(r, l2[0]):
+            l2 = (r, name)
+    return float(np.median(np.concatenate(rel))), l2
+
+
+def update_main(before_path, terms, control, args):
+    """--update: one step of REF and RUN from the parameters in before_path (see the top)."""
+    ref_m, ref_p, run_m, run_p = args[0:4]
+    V, C, L, T = map(int, args[4:8])
+    names = tensors(V, C, L, T)
+    before = np.fromfile(before_path, dtype=np.float32).astype(np.float64)
+    a, pa = read_run(ref_m, ref_p)
+    b, pb = read_run(run_m, run_p)
+    if not (pa.size == pb.size == before.size == sum(k for _, k in names)) or not a or not b:
+        print("parameter or step counts differ: %d, %d, %d; %d and %d steps"
+              % (before.size, pa.size, pb.size, len(a), len(b)))
+        return 2
+    med, (l2, l2_name) = update_error(before, pa, pb, names)
+    bound = terms * 2.0 ** -24
+    loss = abs(b[-1] - a[-1]) / abs(a[-1]) if a[-1] else math.inf
+    print("one step from the same state: loss rel err %.3g; update: median element error %.3g "
+          "of its own update (bound %d x 2^-24 = %.3g%s), worst tensor l2 %.3g (%s)"
+          % (loss, med, terms, bound, ", the control must lie 10x beyond" if control else "", l2,
+             l2_name))
+    if control and not med >= 10 * bound:
+        print("broken: the control's median %.3g is not 10x beyond the bound %.3g: the bound "
+              "cannot tell a change of precision from a reordering" % (med, bound))
+        return 1
+    if not control and not med <= bound:
+        print("broken: update median %.3g beyond %.3g" % (med, bound))
+        return 1
+    return 0
+
+
 def main():
     args = sys.argv[1:]
-    tensor_l2, noise = False, None
-    while args[:1] in (["--tensor-l2"], ["--noise"]):
+    tensor_l2, noise, before, terms, control = False, None, None, 0, False
+    while args[:1] in (["--tensor-l2"], ["--noise"], ["--update"], ["--terms"], ["--control"]):
         if args[0] == "--tensor-l2":
             tensor_l2, args = True, args[1:]
+        elif args[0] == "--control":
+            control, args = True, args[1:]
+        elif args[0] == "--update":
+            before, args = args[1], args[2:]
+        elif args[0] == "--terms":
+            terms, args = int(args[1]), args[2:]
         else:
             noise, args = (args[1], args[2]), args[3:]
+    if before is not None:
+        if terms < 1:
+            print("--update needs --terms K (the longest sum of the step), got %d" % terms)
+            return 2
+        return update_main(before, terms, control, args)
     ref_m, ref_p, run_m, run_p = args[0:4]
     V, C, L, T = map(int, args[4:8])
     names = tensors(V, C, L, T)

@@ -87,6 +87,40 @@ par_train() {
         { fail "$name: $(tail -3 "$work/$name.out")"; return 1; }
 }
 
+# One step from one state (bf16-mixed's discriminating check, par_compare.py --update):
+# par_step_state OPTIONS...: single's state after 10 steps of the model, the checkpoint
+# $work/step10.st and its parameters $work/step10.bin.
+par_step_state() {
+    "$cohort" train "${model[@]}" "$@" --save "$work/step10.st" --stop-at 10 \
+        --dump-params "$work/step10.bin" >"$work/step10.out" 2>&1 ||
+        fail "the state after 10 steps: $(tail -3 "$work/step10.out")"
+}
+# par_one_step NAME RANKS OPTIONS...: step 11 from that state on RANKS ranks (cohort run), its
+# loss and parameters kept as $work/NAME.jsonl and .bin; returns 1 (a failure counted) if it fails.
+par_one_step() {
+    local name=$1 n=$2
+    shift 2
+    "$cohort" run --nproc-per-node "$n" "$cohort" train "${model[@]}" "$@" \
+        --resume "$work/step10.st" --stop-at 11 --metrics "$work/$name.jsonl" \
+        --dump-params "$work/$name.bin" >"$work/$name.out" 2>&1 ||
+        { fail "$name: $(tail -3 "$work/$name.out")"; return 1; }
+}
+# par_step_check NAME REF RUN TERMS [--control]: RUN's step against REF's (both par_one_step)
+# held to TERMS x 2^-24 on the median update error, or (--control) at least 10x beyond it.
+par_step_check() {
+    local name=$1 ref=$2 run=$3 terms=$4
+    shift 4
+    "$py" "$src/tests/parallel/par_compare.py" --update "$work/step10.bin" --terms "$terms" "$@" \
+        "$work/$ref.jsonl" "$work/$ref.bin" "$work/$run.jsonl" "$work/$run.bin" \
+        "$V" "$C" "$L" "$T" >"$work/$run.step" 2>&1 || fail "$name: $(cat "$work/$run.step")"
+    echo "$name: $(cat "$work/$run.step")"
+}
+# same_bits NAME A B: runs A and B ended with the same losses and parameters, bit for bit.
+same_bits() {
+    cmp -s "$work/$2.bin" "$work/$3.bin" && [ "$(losses "$work/$2.jsonl")" = "$(losses "$work/$3.jsonl")" ] &&
+        echo "ok   $1: the same bits" || fail "$1: $2 and $3 differ (they sum in the same order)"
+}
+
 # par_memory_setup: skips the test (exit 77) where the peak resident size cannot be reset, and
 # sets rss=0 under AddressSanitizer, where the resident peak means nothing (shadow memory,
 # quarantine) and only the model state (resident pages of the arenas) is compared; else rss=1.

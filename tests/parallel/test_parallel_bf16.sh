@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # test_parallel_bf16.sh: --precision bf16-mixed end to end: what it refuses; a small model's
 # loss curve over 200 steps stays close to fp32's (the bounds below, and a run with another
-# seed must break them); ddp and zero3 at 2 ranks (under `cohort run`) give single bf16-mixed's
-# loss within 1e-5 relative at every one of 30 steps, and parameters within 2e-3 (relative L2
-# of every tensor), which a change of precision breaks. --grad-reduce-dtype bf16: ddp and zero3
+# seed must break them); ddp and zero3 at 2 ranks (under `cohort run`) against single
+# bf16-mixed: one step from single's state after 10 steps within the reordering bound of
+# par_compare.py --update, which fp32 from the same state must exceed 10x (the discriminating
+# check); 30 steps with the loss within 1e-5 relative or twice one device's own reordering (its
+# other micro-batch split), whichever is larger, and parameters within 2e-3 (relative L2 of every
+# tensor), which fp32 breaks; zero3 gives ddp's bits. --grad-reduce-dtype bf16: ddp and zero3
 # reducing in bf16 agree with each other as fp32 strategies do (1e-5), stay within 1e-4 of the
 # fp32 reduction's loss, and differ from it (the gradients did travel as bf16).
 . "$(dirname "${BASH_SOURCE[0]}")/par_lib.sh"
@@ -24,11 +27,11 @@ expect 2 "--precision fp16-mixed: cohort's trainer runs fp32 or bf16-mixed" \
 expect 2 "--precision bf16-mixed with --strategy dp" \
     "$cohort" train "${model[@]}" --precision bf16-mixed --strategy dp --devices 2
 expect 2 "invalid --precision 'bf17'" "$cohort" train "${model[@]}" --precision bf17
-# a CPU without bf16 instructions (oneDNN told to stop below them): a warning; without AVX-512:
-# a refusal
+# a CPU without bf16 instructions (oneDNN told to stop below them): a warning naming how the
+# products run (oneDNN's emulation on AVX-512, widened fp32 products without it)
 expect 0 "warning: --precision bf16-mixed: this CPU has no bf16 instructions (avx512_bf16)" \
     env ONEDNN_MAX_CPU_ISA=AVX512_CORE "$cohort" train "${model[@]}" --precision bf16-mixed --dry-run
-expect 2 "--precision bf16-mixed: this CPU has no AVX-512, which oneDNN's bf16 matmul needs" \
+expect 0 "its products are emulated (no AVX-512: operands widened to fp32 for OpenBLAS)" \
     env ONEDNN_MAX_CPU_ISA=AVX2 "$cohort" train "${model[@]}" --precision bf16-mixed --dry-run
 expect 2 "invalid --grad-reduce-dtype 'fp16': valid are fp32, bf16" \
     "$cohort" train "${model[@]}" --grad-reduce-dtype fp16
@@ -89,12 +92,31 @@ V=256 C=32 L=2 T=32
 par_model $V $L 2 $C $T
 model+=(--lr 1e-3 --warmup 3 --deterministic --shuffle on --steps 30 --bucket-mb 0.03
         --precision bf16-mixed)
+# One step from one state, the check that tells a reordering from a change of precision
+# (par_compare.py --update): the longest sum of a step has K = 256 terms (the weight gradients'
+# 8 x 32 tokens; the head's 256-token vocabulary; 4C = 128), so the bound is 256 x 2^-24.
+K=256
+par_step_state --batch 8
+par_one_step step-single 1 --batch 8 &&
+    for s in ddp zero3; do
+        par_one_step step-$s 2 --strategy $s --batch 4 &&
+            par_step_check "$s at 2 ranks, one step" step-single step-$s $K
+    done
+par_one_step step-f32 1 --batch 8 --precision fp32 &&
+    par_step_check "fp32 from the same state (the control)" step-single step-f32 $K --control
+
+# 30 steps: the strategies stay as close to single as one device reordering its own sums does
+# (batch 4 x accum 2): bf16 rounding turns any reordering into 2^-8 steps of the operands it
+# moves across a rounding boundary, which compound over the steps, so how far that drifts
+# depends on the CPU's kernels (one device against itself: 3.7e-6 to 1.5e-5 over AMX, AVX512-BF16
+# and widened-fp32 kernels); the loss bound is 1e-5 or twice that floor, whichever is larger.
 "$cohort" train "${model[@]}" --batch 8 --metrics "$work/single.jsonl" \
     --dump-params "$work/single.bin" >"$work/single.out" 2>&1 || fail "single: $(tail -3 "$work/single.out")"
 "$cohort" train "${model[@]}" --batch 4 --accum 2 --metrics "$work/floor.jsonl" \
     --dump-params "$work/floor.bin" >"$work/floor.out" 2>&1 || fail "floor: $(tail -3 "$work/floor.out")"
 par_cmp single floor
 echo "floor (single, batch 4 x accum 2): $(head -1 "$work/floor.cmp")"
+loss_bound=$(awk -v f="$(par_loss_err floor)" 'BEGIN { b = 2 * f; printf "%.3g", (b > 1e-5 ? b : 1e-5) }')
 # The parameters: an operand that an fp32 reordering moves across a bf16 rounding boundary moves
 # by 2^-8, so reordered sums leave bf16-mixed parameters apart by far more than fp32's 1e-5:
 # single's own batch 4 x accum 2 is 1.3e-4 to 4.7e-4 away (per build), ddp and zero3 up to
@@ -109,18 +131,19 @@ for s in ddp zero3; do
     grep -q "bf16-mixed" "$work/$s.out" || fail "$s: no bf16-mixed line"
     par_cmp single $s
     echo "$s at 2 ranks: $(head -1 "$work/$s.cmp")"
-    awk -v e="$(par_loss_err $s)" 'BEGIN { exit !(e != "" && e <= 1e-5) }' ||
-        fail "$s: loss max rel err '$(par_loss_err $s)' beyond 1e-5"
+    awk -v e="$(par_loss_err $s)" -v b="$loss_bound" 'BEGIN { exit !(e != "" && e <= b) }' ||
+        fail "$s: loss max rel err '$(par_loss_err $s)' beyond $loss_bound"
     awk -v e="$(par_param_err $s)" 'BEGIN { exit !(e != "" && e <= 2e-3) }' ||
         fail "$s: parameter error '$(par_param_err $s)' beyond 2e-3"
 done
-# the loss bound tells the precisions apart: fp32 single is not within it
+# ZeRO-3 reduces and gathers what ddp all-reduces, in the same order: ddp's bits
+same_bits "zero3 against ddp, bf16-mixed, 30 steps" ddp zero3
+# the parameter bound tells the precisions apart: fp32 single is not within it (the 30-step loss
+# cannot: fp32 against bf16-mixed is 2-8x the floor, which is why the one-step check above exists)
 "$cohort" train "${model[@]}" --precision fp32 --batch 8 --metrics "$work/f32.jsonl" \
     --dump-params "$work/f32.bin" >"$work/f32.out" 2>&1 || fail "fp32 single"
 par_cmp single f32
 echo "fp32 vs bf16-mixed (must differ): $(head -1 "$work/f32.cmp")"
-awk -v e="$(par_loss_err f32)" 'BEGIN { exit !(e != "" && e > 1e-5) }' ||
-    fail "fp32 and bf16-mixed losses within 1e-5: the bound cannot tell them apart"
 awk -v e="$(par_param_err f32)" 'BEGIN { exit !(e != "" && e > 2e-3) }' ||
     fail "fp32 and bf16-mixed parameters within 2e-3: the bound cannot tell them apart"
 

@@ -1,7 +1,8 @@
 /* test_train_bf16.c: the bf16-mixed ops against their fp32 versions and against exact products,
  * within bounds derived from bf16 rounding: the rounding itself (nearest even), the matmul
  * forward and backward, what bf16-mixed keeps of a LayerNorm and a GELU and the products on it,
- * the fused LM head, and a whole model's step.
+ * the fused LM head, and a whole model's step; the widened product (bf16 without AVX-512)
+ * against exact products.
  *
  * The bounds. Rounding a float to bf16 (8 significant bits) changes it by at most u = 2^-9 of
  * itself, so a product a b of two rounded operands is off by at most (2u + u^2) |a b| < 2^-8
@@ -419,6 +420,70 @@ static void test_model(void)
     coh_gpt_destroy(g);
 }
 
+/* ---- the widened product (CPUs oneDNN cannot run bf16 on), on every CPU ----
+ * Small integers are exact in bf16 and their sums of products exact in fp32 (|sum| < 2^24), so
+ * every element must equal the double product bit for bit, whatever the order of the sums: at
+ * shapes that cross every tile edge (512 x 512 x 256), each transpose, beta 0 and 1, row strides
+ * past the columns, and the padding beyond each row of C untouched. With the scratch given too
+ * small it takes the thread's own; the scratch size covers one tile of each operand. */
+static void test_widened(void)
+{
+    enum { M = 600, N = 530, K = 300, PAD = 3 };
+    size_t lda_n = K + PAD, lda_t = M + PAD, ldb_n = N + PAD, ldb_t = K + PAD, ldc = N + PAD;
+    gpt_bf16 *A = malloc((size_t)M * lda_t * 2 > (size_t)K * lda_t * 2 ? (size_t)M * lda_t * 2
+                                                                        : (size_t)K * lda_t * 2);
+    gpt_bf16 *B = malloc((size_t)(N + K) * (N + K + PAD) * 2);
+    float *x = malloc((size_t)(M + K) * (M + K + PAD) * sizeof *x);
+    float *C = malloc((size_t)M * ldc * sizeof *C);
+    double *want = malloc((size_t)M * N * sizeof *want);
+    CHECK(gpt_gemm_bf16_widened_scratch(M, N, K) == (512 * 256 + 256 * 512) * sizeof(float));
+    CHECK(gpt_gemm_bf16_widened_scratch(5, 7, 3) == (5 * 3 + 3 * 7) * sizeof(float));
+    size_t tiles = gpt_gemm_bf16_widened_scratch(M, N, K);
+    void *scratch = malloc(tiles);
+    for (int kind = 0; kind < 8; kind++) {
+        int ta = kind & 1, tb = (kind >> 1) & 1, acc = (kind >> 2) & 1;
+        size_t lda = ta ? lda_t : lda_n, ldb = tb ? ldb_t : ldb_n;
+        size_t arows = ta ? K : M, brows = tb ? N : K;
+        for (size_t i = 0; i < arows * lda; i++)
+            x[i] = (float)((int)(urand() * 7.0f) % 7 - 3);
+        gpt_to_bf16(A, x, arows * lda);
+        for (size_t i = 0; i < brows * ldb; i++)
+            x[i] = (float)((int)(urand() * 5.0f) % 5 - 2);
+        gpt_to_bf16(B, x, brows * ldb);
+        for (size_t i = 0; i < (size_t)M * ldc; i++)
+            C[i] = (float)((int)(i % 11) - 5);
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                double w = acc ? C[(size_t)i * ldc + j] : 0.0;
+                for (int l = 0; l < K; l++)
+                    w += (double)gpt_bf16_to_float(ta ? A[(size_t)l * lda + i] : A[(size_t)i * lda + l]) *
+                         gpt_bf16_to_float(tb ? B[(size_t)j * ldb + l] : B[(size_t)l * ldb + j]);
+                want[(size_t)i * N + j] = w;
+            }
+        /* odd kinds with the model's scratch, even ones with one too small (the thread's) */
+        CHECK_OK(gpt_gemm_bf16_widened(scratch, kind & 1 ? tiles : tiles - 4, ta, tb, M, N, K, A,
+                                       lda, B, ldb, acc ? 1.0f : 0.0f, C, ldc));
+        size_t wrong = 0, pad = 0;
+        for (int i = 0; i < M; i++) {
+            for (int j = 0; j < N; j++)
+                wrong += C[(size_t)i * ldc + j] != want[(size_t)i * N + j];
+            for (int j = N; j < (int)ldc; j++)
+                pad += C[(size_t)i * ldc + j] != (float)((int)(((size_t)i * ldc + j) % 11) - 5);
+        }
+        if (wrong || pad)
+            fprintf(stderr, "widened ta %d tb %d beta %d: %zu of %d elements wrong, %zu padding "
+                    "values written\n", ta, tb, acc, wrong, M * N, pad);
+        CHECK(wrong == 0 && pad == 0);
+    }
+    gpt_gemm_bf16_widened_release_thread();
+    free(scratch);
+    free(A);
+    free(B);
+    free(x);
+    free(C);
+    free(want);
+}
+
 /* ---- the kernels prepared ahead and the memory the flag adds ---- */
 static void test_prepare(void)
 {
@@ -443,6 +508,7 @@ int main(void)
                                                               ? "emulated" : "unavailable", why);
     RUN(test_rounding);
     RUN(test_matmul);
+    RUN(test_widened);
     RUN(test_kept_bf16);
     RUN(test_head);
     RUN(test_model);

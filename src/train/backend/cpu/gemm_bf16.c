@@ -1,7 +1,7 @@
 /* gemm_bf16.c: bf16 matrix products with fp32 accumulation for bf16-mixed training, through
  * oneDNN's matmul primitive (each shape's primitive created once per thread and kept), and the
- * fp32 -> bf16 rounding of their operands. Without oneDNN (COHORT_HAVE_DNNL unset) every product
- * reports COH_ERR_UNSUPPORTED and the model refuses bf16-mixed at creation. */
+ * fp32 -> bf16 rounding of their operands. Where oneDNN cannot run them (no AVX-512, or built
+ * without oneDNN) the products are widened to fp32 for OpenBLAS (gemm_bf16_widened.c). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -239,13 +239,15 @@ static const char *isa_name(dnnl_cpu_isa_t isa)
     return NULL;
 }
 
-void *gpt_bf16_alloc(size_t bytes)
+/* The ISA oneDNN runs bf16 products on here, or NULL where it cannot (no AVX-512, or no engine):
+ * then the widened products run them (gemm_bf16_widened.c). */
+static const char *onednn_isa(void)
 {
-    size_t n = (bytes + 63) / 64 * 64;
-    return aligned_alloc(64, n ? n : 64);
+    pthread_once(&engine_once, engine_create);
+    return engine_status == dnnl_success ? isa_name(dnnl_get_effective_cpu_isa()) : NULL;
 }
 
-void gpt_bf16_release_thread_scratch(void)
+static void onednn_release_thread(void)
 {
     pthread_once(&cache_once, cache_key_create);
     mm_cache *c = pthread_getspecific(cache_key);
@@ -256,33 +258,17 @@ void gpt_bf16_release_thread_scratch(void)
     }
 }
 
-coh_status gpt_bf16_check(void)
+static coh_status onednn_gemm(const gpt_mm *mm, int ta, int tb, int M, int N, int K,
+                              const gpt_bf16 *A, size_t lda, const gpt_bf16 *B, size_t ldb,
+                              float beta, float *C, size_t ldc)
 {
-    pthread_once(&engine_once, engine_create);
-    if (engine_status != dnnl_success)
-        return coh_errf(COH_ERR_UNSUPPORTED, "bf16-mixed: oneDNN could not create a CPU engine "
-                        "(status %d)", (int)engine_status);
-    if (!isa_name(dnnl_get_effective_cpu_isa()))
-        return coh_errf(COH_ERR_UNSUPPORTED, "bf16-mixed: this CPU has no AVX-512, which "
-                        "oneDNN's bf16 matmul needs; train with --precision fp32");
-    return COH_OK;
-}
-
-coh_status gpt_gemm_bf16(const gpt_mm *mm, int ta, int tb, int M, int N, int K,
-                         const gpt_bf16 *A, size_t lda, const gpt_bf16 *B, size_t ldb,
-                         float beta, float *C, size_t ldc)
-{
-    if (beta != 0.0f && beta != 1.0f)
-        return coh_errf(COH_ERR_INVALID, "bf16 gemm: beta '%g' (0 or 1 only)", beta);
-    coh_status st = gpt_bf16_check();
-    mm_cache *c = st ? NULL : thread_cache();
-    if (st)
-        return st;
+    mm_cache *c = thread_cache();
     if (!c)
         return coh_errf(COH_ERR_NOMEM, "bf16 gemm: out of memory for the thread's primitives");
     mm_key k = {ta != 0, tb != 0, M, N, K, beta != 0.0f, lda, ldb, ldc};
     int i;
-    if ((st = lookup(c, &k, &i)))
+    coh_status st = lookup(c, &k, &i);
+    if (st)
         return st;
     size_t need = dnnl_memory_desc_get_size(&c->scratch_md[i]);
     void *scratch = mm && mm->scratch_bytes >= need ? mm->scratch : NULL;
@@ -339,11 +325,9 @@ static void unmap(void *p, size_t n)
         munmap(p, n);
 }
 
-size_t gpt_gemm_bf16_scratch(int ta, int tb, int M, int N, int K, size_t lda, size_t ldb,
+static size_t onednn_scratch(int ta, int tb, int M, int N, int K, size_t lda, size_t ldb,
                              size_t ldc, int accumulate, int prepare)
 {
-    if (gpt_bf16_check())
-        return 0;
     mm_key k = {ta != 0, tb != 0, M, N, K, accumulate != 0, lda, ldb, ldc};
     dnnl_memory_desc_t md;
     mm_cache *c = prepare ? thread_cache() : NULL;
@@ -359,13 +343,65 @@ size_t gpt_gemm_bf16_scratch(int ta, int tb, int M, int N, int K, size_t lda, si
         void *A = map_zeros(na), *B = map_zeros(nb), *C = map_zeros(nc), *S = map_zeros(ns);
         if (A && B && C && S) {
             gpt_mm tmp = {.scratch = S, .scratch_bytes = ns};
-            gpt_gemm_bf16(&tmp, ta, tb, M, N, K, A, lda, B, ldb, accumulate ? 1.0f : 0.0f, C,
-                          ldc);
+            onednn_gemm(&tmp, ta, tb, M, N, K, A, lda, B, ldb, accumulate ? 1.0f : 0.0f, C, ldc);
         }
         unmap(A, na), unmap(B, nb), unmap(C, nc), unmap(S, ns);
         return bytes;
     }
     return make_primitive(&k, NULL, &md) == dnnl_success ? dnnl_memory_desc_get_size(&md) : 0;
+}
+
+#else /* no oneDNN: every bf16 product is a widened one */
+
+static const char *onednn_isa(void) { return NULL; }
+static void onednn_release_thread(void) {}
+static coh_status onednn_gemm(const gpt_mm *mm, int ta, int tb, int M, int N, int K,
+                              const gpt_bf16 *A, size_t lda, const gpt_bf16 *B, size_t ldb,
+                              float beta, float *C, size_t ldc)
+{
+    return coh_errf(COH_ERR_UNSUPPORTED, "bf16 gemm: this build has no oneDNN");
+}
+static size_t onednn_scratch(int ta, int tb, int M, int N, int K, size_t lda, size_t ldb,
+                             size_t ldc, int accumulate, int prepare)
+{
+    return 0;
+}
+
+#endif
+
+void *gpt_bf16_alloc(size_t bytes)
+{
+    size_t n = (bytes + 63) / 64 * 64;
+    return aligned_alloc(64, n ? n : 64);
+}
+
+void gpt_bf16_release_thread_scratch(void)
+{
+    onednn_release_thread();
+    gpt_gemm_bf16_widened_release_thread();
+}
+
+/* Every CPU runs bf16 products: through oneDNN where it can, widened to fp32 elsewhere. */
+coh_status gpt_bf16_check(void) { return COH_OK; }
+
+coh_status gpt_gemm_bf16(const gpt_mm *mm, int ta, int tb, int M, int N, int K,
+                         const gpt_bf16 *A, size_t lda, const gpt_bf16 *B, size_t ldb,
+                         float beta, float *C, size_t ldc)
+{
+    if (beta != 0.0f && beta != 1.0f)
+        return coh_errf(COH_ERR_INVALID, "bf16 gemm: beta '%g' (0 or 1 only)", beta);
+    if (onednn_isa())
+        return onednn_gemm(mm, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+    return gpt_gemm_bf16_widened(mm ? mm->scratch : NULL, mm ? mm->scratch_bytes : 0, ta, tb, M,
+                                 N, K, A, lda, B, ldb, beta, C, ldc);
+}
+
+size_t gpt_gemm_bf16_scratch(int ta, int tb, int M, int N, int K, size_t lda, size_t ldb,
+                             size_t ldc, int accumulate, int prepare)
+{
+    if (onednn_isa())
+        return onednn_scratch(ta, tb, M, N, K, lda, ldb, ldc, accumulate, prepare);
+    return gpt_gemm_bf16_widened_scratch(M, N, K);
 }
 
 /* A small product of each kind the engine runs (A B, A B^T, A^T B accumulating), checked
@@ -394,9 +430,9 @@ static coh_status self_test(void)
                 for (int l = 0; l < n; l++)
                     want += x[ta ? l * n + i : i * n + l] * y[tb ? j * n + l : l * n + j];
                 if (out[i * n + j] != want)
-                    return coh_errf(COH_ERR_UNSUPPORTED, "bf16-mixed: oneDNN's bf16 product "
-                                    "gave %g for %g (ta %d tb %d at %d,%d)", out[i * n + j],
-                                    want, ta, tb, i, j);
+                    return coh_errf(COH_ERR_UNSUPPORTED, "bf16-mixed: the bf16 product gave %g "
+                                    "for %g (ta %d tb %d at %d,%d)", out[i * n + j], want, ta,
+                                    tb, i, j);
             }
     }
     gpt_bf16_release_thread_scratch();
@@ -405,57 +441,18 @@ static coh_status self_test(void)
 
 coh_bf16_level coh_bf16_support(char *why, size_t cap)
 {
-    coh_status st = gpt_bf16_check();
-    if (!st)
-        st = self_test();
-    const char *isa = st ? NULL : isa_name(dnnl_get_effective_cpu_isa());
-    coh_bf16_level lv = !isa                              ? COH_BF16_UNAVAILABLE
-                        : strstr(isa, "emulated") != NULL ? COH_BF16_EMULATED
-                                                          : COH_BF16_NATIVE;
+    coh_status st = self_test();
+    const char *isa = onednn_isa();
+    coh_bf16_level lv = st                                       ? COH_BF16_UNAVAILABLE
+                        : !isa || strstr(isa, "emulated") != NULL ? COH_BF16_EMULATED
+                                                                  : COH_BF16_NATIVE;
     if (why && cap)
-        snprintf(why, cap, "%s", isa ? isa : coh_last_error());
+        snprintf(why, cap, "%s", st    ? coh_last_error()
+                                 : isa ? isa
+                                       : "no AVX-512: operands widened to fp32 for "
+                                         "OpenBLAS");
     return lv;
 }
-
-#else /* no oneDNN */
-
-void *gpt_bf16_alloc(size_t bytes)
-{
-    size_t n = (bytes + 63) / 64 * 64;
-    return aligned_alloc(64, n ? n : 64);
-}
-
-void gpt_bf16_release_thread_scratch(void) {}
-
-coh_status gpt_bf16_check(void)
-{
-    return coh_errf(COH_ERR_UNSUPPORTED, "bf16-mixed: this build of cohort has no bf16 GEMM "
-                    "(oneDNN was not found: install libdnnl-dev and rebuild); train with "
-                    "--precision fp32");
-}
-
-coh_status gpt_gemm_bf16(const gpt_mm *mm, int ta, int tb, int M, int N, int K,
-                         const gpt_bf16 *A, size_t lda, const gpt_bf16 *B, size_t ldb,
-                         float beta, float *C, size_t ldc)
-{
-    return gpt_bf16_check();
-}
-
-size_t gpt_gemm_bf16_scratch(int ta, int tb, int M, int N, int K, size_t lda, size_t ldb,
-                             size_t ldc, int accumulate, int prepare)
-{
-    return 0;
-}
-
-coh_bf16_level coh_bf16_support(char *why, size_t cap)
-{
-    coh_status st = gpt_bf16_check();
-    if (why && cap)
-        snprintf(why, cap, "%s", st ? coh_last_error() : "");
-    return COH_BF16_UNAVAILABLE;
-}
-
-#endif
 
 double coh_measure_bf16_gemm_flops(int n)
 {

@@ -1,5 +1,6 @@
 /* gemm_bf16.h: the bf16-mixed engine's matrix products: bf16 inputs, fp32 accumulation and fp32
- * outputs through oneDNN's matmul, and fp32 -> bf16 rounding (to nearest even). */
+ * outputs through oneDNN's matmul (or widened to fp32 for OpenBLAS where oneDNN cannot), and
+ * fp32 -> bf16 rounding (to nearest even). */
 #ifndef COHORT_GEMM_BF16_H
 #define COHORT_GEMM_BF16_H
 
@@ -16,8 +17,8 @@ void *gpt_bf16_alloc(size_t bytes);
 /* Frees the scratchpad the calling thread keeps for products no model's scratchpad fits. */
 void gpt_bf16_release_thread_scratch(void);
 
-/* COH_OK when bf16 products can run here (oneDNN built in, a CPU with at least AVX-512);
- * COH_ERR_UNSUPPORTED naming what is missing otherwise. */
+/* COH_OK: every CPU runs bf16 products (oneDNN's where it can, widened ones elsewhere); the
+ * backend table's check, which a GPU backend may refuse. */
 coh_status gpt_bf16_check(void);
 
 /* dst[i] = src[i] rounded to nearest even (NaN stays NaN), over the OpenMP team. */
@@ -36,7 +37,8 @@ float gpt_bf16_to_float(gpt_bf16 h);
 /* C (M x N, fp32, row stride ldc) = beta C + op(A) op(B), op(A) M x K, op(B) K x N; A and B
  * row-major bf16 with row strides lda, ldb (ta/tb: the stored matrix is the transpose). The
  * scratchpad is mm's when it is large enough (mm may be NULL), else one the thread keeps.
- * COH_ERR_UNSUPPORTED when oneDNN is missing or refuses the shape. */
+ * Through oneDNN where it runs bf16 (AVX-512 and up), else gpt_gemm_bf16_widened.
+ * COH_ERR_UNSUPPORTED when oneDNN refuses the shape; COH_ERR_INVALID for beta not 0 or 1. */
 coh_status gpt_gemm_bf16(const gpt_mm *mm, int ta, int tb, int M, int N, int K,
                          const gpt_bf16 *A, size_t lda, const gpt_bf16 *B, size_t ldb,
                          float beta, float *C, size_t ldc);
@@ -47,5 +49,14 @@ coh_status gpt_gemm_bf16(const gpt_mm *mm, int ta, int tb, int M, int N, int K,
  * and run it once on zeros (its code loaded). */
 size_t gpt_gemm_bf16_scratch(int ta, int tb, int M, int N, int K, size_t lda, size_t ldb,
                              size_t ldc, int accumulate, int prepare);
+
+/* The same product with op(A) and op(B) widened to fp32 a tile at a time and multiplied by
+ * OpenBLAS (exact bf16 products, fp32 sums in another order than oneDNN's); its tiles in scratch
+ * when scratch_bytes reach gpt_gemm_bf16_widened_scratch, else in a buffer the thread keeps. */
+coh_status gpt_gemm_bf16_widened(void *scratch, size_t scratch_bytes, int ta, int tb, int M,
+                                 int N, int K, const gpt_bf16 *A, size_t lda, const gpt_bf16 *B,
+                                 size_t ldb, float beta, float *C, size_t ldc);
+size_t gpt_gemm_bf16_widened_scratch(int M, int N, int K);
+void gpt_gemm_bf16_widened_release_thread(void);
 
 #endif
