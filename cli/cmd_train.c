@@ -466,7 +466,7 @@ static int check_config(train_opts *o)
             return cli_usage_error(CMD, "--precision %s", isa); /* "bf16-mixed: ..." */
         if (lv == COH_BF16_EMULATED)
             coh_warn("--precision bf16-mixed: this CPU has no bf16 instructions (avx512_bf16); "
-                     "its products are emulated (%s), slower than --precision fp32", isa);
+                     "its products are emulated (%s), no faster than --precision fp32", isa);
         else
             coh_info("bf16-mixed: products on %s through oneDNN", isa);
     }
