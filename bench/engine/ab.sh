@@ -4,7 +4,12 @@
 # cohort run), zero3 (2 ranks), pp 2 1f1b with 8 microbatches, tp 2, and bf16-mixed single where
 # the CPU runs bf16; one thread a rank. Each
 # run's figure is its median tokens/s over the steps after the first; each side keeps its best
-# round; prints B/A per configuration.
+# round; prints B/A per configuration. Beside it, the CPU seconds of a step (user + system,
+# every rank's, from the launcher's waited-for children; a run of STEPS steps less a run of one
+# step, so that what a build does once at start, such as its sgemm peak probe, is left out): a
+# shared virtual machine's slow spells stretch the wall clock more than the CPU time a run is
+# charged, so the median of A's over B's is a second view where tokens/s spread widely (it
+# leaves out time spent waiting, which tokens/s keeps).
 # usage: bench/engine/ab.sh COHORT_A COHORT_B [ROUNDS (default 3)]; env STEPS (default 6)
 set -euo pipefail
 a=$1 b=$2 rounds=${3:-3} steps=${STEPS:-6}
@@ -29,7 +34,14 @@ median_tps() { # metrics file: median tokens/s of the steps after the first
 v=sorted(json.loads(l)["tokens_per_s"] for l in open(sys.argv[1]).read().splitlines()[1:])
 print(v[len(v)//2] if v else 0)' "$1"
 }
-declare -A best
+cpu_seconds() { # COMMAND...: runs it (output discarded), prints the CPU seconds of it and its children
+    python3 -c 'import resource, subprocess, sys
+subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+r = resource.getrusage(resource.RUSAGE_CHILDREN)
+print("%.3f" % (r.ru_utime + r.ru_stime))' "$@"
+}
+median() { tr ' ' '\n' | grep . | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+declare -A best cpu
 echo "load before: $(uptime)"
 for r in $(seq "$rounds"); do
     for c in "${configs[@]}"; do
@@ -40,12 +52,17 @@ for r in $(seq "$rounds"); do
             bin=$a
             [ "$side" = B ] && bin=$b
             # shellcheck disable=SC2086
-            "$bin" run --nproc-per-node "$n" "$bin" train "${model[@]}" $opts --steps "$steps" \
-                --metrics "$work/m.jsonl" >/dev/null 2>&1
+            s=$(cpu_seconds "$bin" run --nproc-per-node "$n" "$bin" train "${model[@]}" $opts \
+                --steps "$steps" --metrics "$work/m.jsonl")
             t=$(median_tps "$work/m.jsonl")
-            echo "round $r $name $side: $t tokens/s"
+            # shellcheck disable=SC2086
+            s1=$(cpu_seconds "$bin" run --nproc-per-node "$n" "$bin" train "${model[@]}" $opts \
+                --steps 1)
+            s=$(echo "$s $s1 $steps" | awk '{ printf "%.4f", ($1 - $2) / ($3 - 1) }')
+            echo "round $r $name $side: $t tokens/s, $s CPU s a step"
             k="$name.$side"
             best[$k]=$(echo "${best[$k]:-0} $t" | awk '{ print ($2 > $1) ? $2 : $1 }')
+            cpu[$k]="${cpu[$k]:-} $s"
         done
     done
 done
@@ -54,5 +71,11 @@ for c in "${configs[@]}"; do
     name=${c%%:*}
     echo "$name ${best[$name.A]} ${best[$name.B]} $(echo "${best[$name.B]} ${best[$name.A]}" |
         awk '{ printf "%.3f", $1 / $2 }')"
+done
+echo "median CPU seconds of a step: configuration A B A/B (above 1: B used less CPU)"
+for c in "${configs[@]}"; do
+    name=${c%%:*}
+    ca=$(echo "${cpu[$name.A]}" | median) cb=$(echo "${cpu[$name.B]}" | median)
+    echo "$name $ca $cb $(echo "$ca $cb" | awk '{ printf "%.3f", $1 / $2 }')"
 done
 echo "load after: $(uptime)"

@@ -5,6 +5,7 @@
  * fp32 accumulation, as native kernels run it: only the order of the fp32 sums differs, as it
  * differs between oneDNN's AMX and AVX512-BF16 kernels. Slower than fp32 (the widening). */
 #include <cblas.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -14,8 +15,45 @@
  * each value is widened once per 512 outputs it feeds: under 1% of the product's work. */
 enum { TILE_M = 512, TILE_N = 512, TILE_K = 256 };
 
-static __thread float *thread_tiles;
-static __thread size_t thread_tile_bytes;
+/* The tiles of a thread whose caller gave no scratch large enough, freed when the thread ends. */
+typedef struct widened_tiles {
+    float *tiles;
+    size_t bytes;
+} widened_tiles;
+static pthread_key_t tiles_key;
+static pthread_once_t tiles_once = PTHREAD_ONCE_INIT;
+
+static void tiles_free(void *p)
+{
+    widened_tiles *t = p;
+    free(t->tiles);
+    free(t);
+}
+
+static void tiles_key_create(void) { pthread_key_create(&tiles_key, tiles_free); }
+
+/* The calling thread's tiles of at least `need` bytes, or NULL when out of memory. */
+static float *thread_tiles(size_t need)
+{
+    pthread_once(&tiles_once, tiles_key_create);
+    widened_tiles *t = pthread_getspecific(tiles_key);
+    if (!t) {
+        if (!(t = calloc(1, sizeof *t)))
+            return NULL;
+        if (pthread_setspecific(tiles_key, t)) {
+            free(t);
+            return NULL;
+        }
+    }
+    if (t->bytes < need) {
+        free(t->tiles);
+        t->bytes = 0;
+        if (!(t->tiles = malloc(need)))
+            return NULL;
+        t->bytes = need;
+    }
+    return t->tiles;
+}
 
 static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
 
@@ -30,9 +68,13 @@ size_t gpt_gemm_bf16_widened_scratch(int M, int N, int K)
 
 void gpt_gemm_bf16_widened_release_thread(void)
 {
-    free(thread_tiles);
-    thread_tiles = NULL;
-    thread_tile_bytes = 0;
+    pthread_once(&tiles_once, tiles_key_create);
+    widened_tiles *t = pthread_getspecific(tiles_key);
+    if (t) {
+        free(t->tiles);
+        t->tiles = NULL;
+        t->bytes = 0;
+    }
 }
 
 /* rows x cols of the stored matrix src (row stride ld) from (r0, c0), widened into dst
@@ -64,16 +106,9 @@ coh_status gpt_gemm_bf16_widened(void *scratch, size_t scratch_bytes, int ta, in
     }
     size_t need = gpt_gemm_bf16_widened_scratch(M, N, K);
     float *tiles = scratch_bytes >= need ? scratch : NULL;
-    if (!tiles) {
-        if (thread_tile_bytes < need) {
-            gpt_gemm_bf16_widened_release_thread();
-            if (!(thread_tiles = malloc(need)))
-                return coh_errf(COH_ERR_NOMEM, "bf16 gemm: out of memory for %zu bytes of "
-                                "widened tiles", need);
-            thread_tile_bytes = need;
-        }
-        tiles = thread_tiles;
-    }
+    if (!tiles && !(tiles = thread_tiles(need)))
+        return coh_errf(COH_ERR_NOMEM, "bf16 gemm: out of memory for %zu bytes of widened tiles",
+                        need);
     size_t mb_max = min_size((size_t)M, TILE_M), kb_max = min_size((size_t)K, TILE_K);
     float *ta_tile = tiles, *tb_tile = tiles + mb_max * kb_max;
     for (size_t i0 = 0; i0 < (size_t)M; i0 += TILE_M) {
