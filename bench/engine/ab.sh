@@ -34,7 +34,7 @@ median_tps() { # metrics file: median tokens/s of the steps after the first
 v=sorted(json.loads(l)["tokens_per_s"] for l in open(sys.argv[1]).read().splitlines()[1:])
 print(v[len(v)//2] if v else 0)' "$1"
 }
-cpu_seconds() { # COMMAND...: runs it (output discarded), prints the CPU seconds of it and its children
+cpu_seconds() { # COMMAND...: runs it (output discarded); prints its and its children's CPU s
     python3 -c 'import resource, subprocess, sys
 subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 r = resource.getrusage(resource.RUSAGE_CHILDREN)

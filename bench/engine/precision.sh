@@ -33,4 +33,5 @@ for r in $(seq 1 "$rounds"); do
     done
 done
 grep -E "bf16-mixed" "$work/bf16-mixed.out" | head -2
-python3 -c "print('best of %d rounds: fp32 %.0f, bf16-mixed %.0f tokens/s: bf16-mixed / fp32 %.3f' % ($rounds, $best_f, $best_b, $best_b / $best_f))"
+python3 -c "print('best of %d rounds: fp32 %.0f, bf16-mixed %.0f tokens/s: bf16-mixed / fp32 %.3f'
+      % ($rounds, $best_f, $best_b, $best_b / $best_f))"

@@ -1,6 +1,7 @@
 """par_compare.py: compares a parallel run with the single-device run: the loss at every step and
-every element of the final parameters (usage: par_compare.py [--tensor-l2] [--noise N.jsonl N.bin] [--update BEFORE.bin --terms K [--control]] REF.jsonl REF.bin
-RUN.jsonl RUN.bin V C L T). Prints one line of figures, then one "broken: ..." line per bound the run breaks; exit
+every element of the final parameters (usage: par_compare.py [--tensor-l2] [--noise N.jsonl
+N.bin] [--update BEFORE.bin --terms K [--control]] REF.jsonl REF.bin RUN.jsonl RUN.bin V C L T).
+Prints one line of figures, then one "broken: ..." line per bound the run breaks; exit
 0 when every bound holds, 1 when one is broken, 2 when the two runs cannot be compared (a file
 missing or unreadable, another step or parameter count), so that a run which crashed is never
 taken for a run which differs.
@@ -142,7 +143,8 @@ def update_error(before, pa, pb, names):
         off += k
         top = np.abs(da).max()
         d = np.where(np.isfinite(db), np.abs(db - da), np.inf)
-        rel.append(d / np.maximum(np.abs(da), 1e-3 * top) if top > 0 else np.where(d > 0, np.inf, 0.0))
+        rel.append(d / np.maximum(np.abs(da), 1e-3 * top) if top > 0
+                   else np.where(d > 0, np.inf, 0.0))
         r = float(np.linalg.norm(d) / max(np.linalg.norm(da), 1e-30))
         if worse(r, l2[0]):
             l2 = (r, name)

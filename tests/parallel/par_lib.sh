@@ -117,7 +117,8 @@ par_step_check() {
 }
 # same_bits NAME A B: runs A and B ended with the same losses and parameters, bit for bit.
 same_bits() {
-    cmp -s "$work/$2.bin" "$work/$3.bin" && [ "$(losses "$work/$2.jsonl")" = "$(losses "$work/$3.jsonl")" ] &&
+    cmp -s "$work/$2.bin" "$work/$3.bin" &&
+        [ "$(losses "$work/$2.jsonl")" = "$(losses "$work/$3.jsonl")" ] &&
         echo "ok   $1: the same bits" || fail "$1: $2 and $3 differ (they sum in the same order)"
 }
 

@@ -13,9 +13,9 @@
 # row-parallel products (attention and MLP projections: each shard's partial sum rounded to fp32,
 # then summed over the shards) and sums the vocabulary-parallel head's row statistics over the
 # shards; with --sequence-parallel (fp32 activations there) the LayerNorm gradients sum each
-# rank's rows, then over the ranks. --recompute full gives single's bits. Also --save-dtype bf16 from both meshes (their own gather
-# and save paths): a BF16 file whose values are the final fp32 parameters rounded to nearest even
-# (torch's own conversion).
+# rank's rows, then over the ranks. --recompute full gives single's bits. Also --save-dtype bf16
+# from both meshes (their own gather and save paths): a BF16 file whose values are the final fp32
+# parameters rounded to nearest even (torch's own conversion).
 . "$(dirname "${BASH_SOURCE[0]}")/par_lib.sh"
 "$py" -c "import numpy, torch" 2>/dev/null || { echo "numpy or torch missing"; exit 77; }
 

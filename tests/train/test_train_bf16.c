@@ -455,9 +455,11 @@ static void test_widened(void)
         for (int i = 0; i < M; i++)
             for (int j = 0; j < N; j++) {
                 double w = acc ? C[(size_t)i * ldc + j] : 0.0;
-                for (int l = 0; l < K; l++)
-                    w += (double)gpt_bf16_to_float(ta ? A[(size_t)l * lda + i] : A[(size_t)i * lda + l]) *
-                         gpt_bf16_to_float(tb ? B[(size_t)j * ldb + l] : B[(size_t)l * ldb + j]);
+                for (int l = 0; l < K; l++) {
+                    size_t ia = ta ? (size_t)l * lda + i : (size_t)i * lda + l,
+                           ib = tb ? (size_t)j * ldb + l : (size_t)l * ldb + j;
+                    w += (double)gpt_bf16_to_float(A[ia]) * gpt_bf16_to_float(B[ib]);
+                }
                 want[(size_t)i * N + j] = w;
             }
         /* odd kinds with the model's scratch, even ones with one too small (the thread's) */
