@@ -13,13 +13,8 @@
 # usage: bench/engine/ab.sh COHORT_A COHORT_B [ROUNDS (default 3)]; env STEPS (default 6)
 set -euo pipefail
 a=$1 b=$2 rounds=${3:-3} steps=${STEPS:-6}
-root=$(cd "$(dirname "$0")/../.." && pwd)
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cat "$root"/README.md "$root"/docs/*.md > "$work/corpus.txt"
-"$a" prepare --tokenizer byte --documents paragraph --out "$work/c" "$work/corpus.txt" >/dev/null
-model=(--vocab 256 --layers 4 --heads 4 --dim 256 --seq 128 --batch 4 --threads 1
-       --data "$work/c_train_*.bin" --val-every 1000000)
+. "$(dirname "$0")/engine_lib.sh"
+engine_prepare "$a"
 configs=("single:1:--strategy single" "ddp:2:--strategy ddp" "zero3:2:--strategy zero3"
          "pp2_1f1b_m8:2:--pp 2 --schedule 1f1b --microbatches 8" "tp2:2:--tp 2")
 # bf16-mixed single where this CPU runs bf16 products (AVX512-BF16 or AMX), else said and left out
@@ -29,11 +24,6 @@ if "$a" train "${model[@]}" --precision bf16-mixed --steps 1 --dry-run >/dev/nul
 else
     echo "bf16-mixed left out: this CPU cannot run bf16 products"
 fi
-median_tps() { # metrics file: median tokens/s of the steps after the first
-    python3 -c 'import json,sys
-v=sorted(json.loads(l)["tokens_per_s"] for l in open(sys.argv[1]).read().splitlines()[1:])
-print(v[len(v)//2] if v else 0)' "$1"
-}
 cpu_seconds() { # COMMAND...: runs it (output discarded); prints its and its children's CPU s
     python3 -c 'import resource, subprocess, sys
 subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

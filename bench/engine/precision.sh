@@ -7,18 +7,9 @@
 # usage: bench/engine/precision.sh COHORT [ROUNDS (default 3)]; env STEPS (default 8)
 set -euo pipefail
 co=$1 rounds=${2:-3} steps=${STEPS:-8}
-root=$(cd "$(dirname "$0")/../.." && pwd)
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cat "$root"/README.md "$root"/docs/*.md > "$work/corpus.txt"
-"$co" prepare --tokenizer byte --documents paragraph --out "$work/c" "$work/corpus.txt" >/dev/null
-model=(--vocab 256 --layers 4 --heads 4 --dim 256 --seq 128 --batch 4 --threads 1
-       --data "$work/c_train_*.bin" --val-every 1000000 --steps "$steps")
-median_tps() { # metrics file: median tokens/s of the steps after the first
-    python3 -c 'import json,sys
-v=sorted(json.loads(l)["tokens_per_s"] for l in open(sys.argv[1]).read().splitlines()[1:])
-print(v[len(v)//2] if v else 0)' "$1"
-}
+. "$(dirname "$0")/engine_lib.sh"
+engine_prepare "$co"
+model+=(--steps "$steps")
 best_f=0 best_b=0
 for r in $(seq 1 "$rounds"); do
     for p in fp32 bf16-mixed; do

@@ -10,9 +10,18 @@ src=${COHORT_SOURCE_DIR:?run through ctest}
 py=${COHORT_PYTHON:-/usr/bin/python3}
 fail() { echo "FAIL $*"; fails=$((fails + 1)); }
 
-# 1. the table and the fit
+# 1. the table and the fit. On a loaded machine a size's median round trip can come out slower
+# than a larger one's, and bench link then rightly refuses to fit ("times do not grow with the
+# size"): that refusal, and only it, is measured again, up to 3 times
 out=$comm_tmp/link.txt
-if launch 2 "$cohort" bench link --min-bytes 64K --max-bytes 4M --iters 5 >"$out" 2>"$out.err"; then
+for attempt in 1 2 3; do
+    launch 2 "$cohort" bench link --min-bytes 64K --max-bytes 4M --iters 5 >"$out" 2>"$out.err" &&
+        { link_rc=0; break; }
+    link_rc=1
+    grep -q "do not grow with the size" "$out.err" || break
+    echo "bench link: times did not grow with the size (a loaded machine), attempt $attempt"
+done
+if [ $link_rc -eq 0 ]; then
     if "$py" - "$out" <<'PY'; then
 import math, re, sys
 rows, fit = [], None
