@@ -90,7 +90,6 @@ float gpt_bf16_to_float(gpt_bf16 h)
 
 static dnnl_engine_t engine;
 static dnnl_status_t engine_status = dnnl_runtime_error;
-static pthread_once_t engine_once = PTHREAD_ONCE_INIT;
 
 static void engine_create(void) { engine_status = dnnl_engine_create(&engine, dnnl_cpu, 0); }
 
@@ -240,11 +239,20 @@ static const char *isa_name(dnnl_cpu_isa_t isa)
 }
 
 /* The ISA oneDNN runs bf16 products on here, or NULL where it cannot (no AVX-512, or no engine):
- * then the widened products run them (gemm_bf16_widened.c). */
+ * then the widened products run them (gemm_bf16_widened.c). Decided once, with the engine
+ * (oneDNN fixes its ISA at first use), not at every product. */
+static const char *engine_isa;
+static void engine_decide(void)
+{
+    engine_create();
+    engine_isa = engine_status == dnnl_success ? isa_name(dnnl_get_effective_cpu_isa()) : NULL;
+}
+static pthread_once_t isa_once = PTHREAD_ONCE_INIT;
+
 static const char *onednn_isa(void)
 {
-    pthread_once(&engine_once, engine_create);
-    return engine_status == dnnl_success ? isa_name(dnnl_get_effective_cpu_isa()) : NULL;
+    pthread_once(&isa_once, engine_decide);
+    return engine_isa;
 }
 
 static void onednn_release_thread(void)
