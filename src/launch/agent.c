@@ -18,6 +18,7 @@
 #include "cohort/clock.h"
 #include "cohort/log.h"
 #include "launch/agent.h"
+#include "util/proc.h"
 #include "util/strutil.h"
 
 #define DRAIN_S 0.5 /* after the last worker is reaped, how long strays may hold its pipes */
@@ -119,6 +120,55 @@ static void watch_guard(agent *a)
              "process group(s)", how, (long)a->g.pid, groups);
 }
 
+/* w failed: record it as the attempt's failure, with its last words, and start the teardown. */
+static void fail_worker(agent *a, worker *w)
+{
+    /* Its last words may still sit in the pipe: read what is there now. */
+    for (int k = 0; k < 64 && w->err.fd >= 0; k++) { /* bounded: strays may write on */
+        struct pollfd p = {.fd = w->err.fd, .events = POLLIN};
+        if (poll(&p, 1, 0) <= 0 || stream_pump(&w->err) != 0)
+            break;
+    }
+    record_worker_failure(a, w);
+    a->fail.ntail = stream_tail(&w->err, a->fail.tail, LAUNCH_TAIL_LINES);
+    pid_t pg = w->pid;
+    w->pid = -1;
+    kill(-pg, SIGKILL); /* its own children go with it */
+    agent_stop(a, SIGTERM);
+    ctl_local_failure(a);
+}
+
+/* A worker other than w that died before w exited with an error code, killed by a signal: the
+ * root cause, w's exit its consequence (w found its peer dead). Its main thread is already a
+ * zombie while its other threads may still be ending (a large process takes a while): then
+ * waitpid cannot see it yet though its peers can, so wait for its end, at most DYING_S. A
+ * worker reaped here that ended otherwise is only set aside (w stays the root cause). */
+#define DYING_S 2.0
+static worker *killed_first(agent *a, const worker *w)
+{
+    for (int i = 0; i < a->nproc; i++) {
+        worker *v = &a->w[i];
+        if (v == w || v->pid <= 0 || !coh_pid_dead(v->pid))
+            continue;
+        int st = 0;
+        pid_t got = 0;
+        for (double until = coh_now_s() + DYING_S; coh_now_s() < until;) {
+            if ((got = waitpid(v->pid, &st, WNOHANG)) != 0)
+                break;
+            struct timespec ts = {0, 5 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+        if (got != v->pid)
+            continue; /* still ending (or not ours): w stays the root cause */
+        v->status = st;
+        if (WIFSIGNALED(st))
+            return v;
+        kill(-v->pid, SIGKILL); /* strays left in its group */
+        v->pid = -1;
+    }
+    return NULL;
+}
+
 /* Reap worker w if it has exited; the first bad exit starts the teardown. */
 static void reap_worker(agent *a, worker *w)
 {
@@ -128,20 +178,10 @@ static void reap_worker(agent *a, worker *w)
     w->status = st;
     int bad = !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     if (bad && !a->stopping && !a->fail.valid) {
-        /* Its last words may still sit in the pipe: read what is there now. */
-        for (int k = 0; k < 64 && w->err.fd >= 0; k++) { /* bounded: strays may write on */
-            struct pollfd p = {.fd = w->err.fd, .events = POLLIN};
-            if (poll(&p, 1, 0) <= 0 || stream_pump(&w->err) != 0)
-                break;
-        }
-        record_worker_failure(a, w);
-        a->fail.ntail = stream_tail(&w->err, a->fail.tail, LAUNCH_TAIL_LINES);
-        pid_t pg = w->pid;
-        w->pid = -1;
-        kill(-pg, SIGKILL); /* its own children go with it */
-        agent_stop(a, SIGTERM);
-        ctl_local_failure(a);
-        return;
+        worker *root = WIFSIGNALED(st) ? NULL : killed_first(a, w);
+        fail_worker(a, root ? root : w);
+        if (!root)
+            return;
     }
     kill(-w->pid, SIGKILL); /* strays left in the group of an exited worker */
     w->pid = -1;

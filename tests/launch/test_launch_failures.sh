@@ -279,5 +279,20 @@ rc=$?
 [ $rc -eq 137 ] && grep -qF "job failed: rank 1 was killed by SIGKILL" "$T/e12" ||
     fail "rank 1 died first, rank 0 next: launcher exited $rc, summary: $(cat "$T/e12")"
 
+# 13. The same when the first to die cannot be reaped yet: rank 1's main thread ends first (its
+# peers see it dead) and its last thread is killed a second later, as a large process killed by
+# a signal ends on a loaded machine; rank 0, finding it dead, exits 1 in between. The launcher
+# reaps rank 0 first, and still names rank 1.
+SLOW=${COHORT_BUILD_DIR:?}/tests/launch/launch_slow_death
+rm -f "$T/sd.pid"
+timeout -k 5 $HANG "$C" run -n 2 sh -c 'if [ "$RANK" = 1 ]; then exec "$1" "$2"; fi
+while ! grep -qE "^[0-9]+ \(.*\) Z" "/proc/$(cat "$2" 2>/dev/null || echo 0)/stat" 2>/dev/null; do
+    sleep 0.01
+done
+echo "rank 0: rank 1 died"; exit 1' sh "$SLOW" "$T/sd.pid" 2>"$T/e13" >/dev/null
+rc=$?
+[ $rc -eq 137 ] && grep -qF "job failed: rank 1 was killed by SIGKILL" "$T/e13" ||
+    fail "rank 1 died first (reaped last), rank 0 exited 1: launcher exited $rc, summary: $(cat "$T/e13")"
+
 [ $failures -eq 0 ] && echo "all launch failure checks passed"
 exit $((failures > 0))

@@ -16,6 +16,7 @@
 
 #include "cohort/clock.h"
 #include "comm/transport/shm_int.h"
+#include "util/proc.h"
 #include "util/strutil.h"
 
 static void futex_wake_all(_Atomic uint32_t *w)
@@ -43,25 +44,6 @@ void shm_post(shm *s, _Atomic uint32_t *w)
     atomic_fetch_add(w, 1);
     if (atomic_load(&s->ctl->sleepers))
         futex_wake_all(w);
-}
-
-/* A pid that no longer exists, or a zombie nobody reaped yet, is a dead rank. */
-static int pid_dead(int32_t pid)
-{
-    if (pid <= 0)
-        return 0;
-    if (kill(pid, 0) == -1 && errno == ESRCH)
-        return 1;
-    char path[64], buf[256];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return 0;
-    size_t k = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[k] = 0;
-    const char *p = strrchr(buf, ')');
-    return p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
 }
 
 /* Raise the lost flag (first finder wins) and wake every futex word of the segment. */
@@ -125,7 +107,7 @@ static coh_status check_faults(shm *s, int peer, const char *what, double now)
     if (now >= s->next_check) {
         s->next_check = now + 0.1;
         for (int r = 0; r < s->n; r++)
-            if (awaited(s, r, peer) && pid_dead(atomic_load(&shm_slot_of(s, r)->pid))) {
+            if (awaited(s, r, peer) && coh_pid_dead((pid_t)atomic_load(&shm_slot_of(s, r)->pid))) {
                 raise_lost(s, r);
                 return lost_error(s, what);
             }
@@ -262,7 +244,7 @@ coh_status shm_read_failed(shm *s, int peer, int err)
      * already: the dead rank is the cause to report. */
     if (atomic_load(&s->ctl->lost))
         return lost_error(s, "reading a peer's buffer");
-    if (pid_dead(atomic_load(&shm_slot_of(s, peer)->pid)) || err == ESRCH) {
+    if (coh_pid_dead((pid_t)atomic_load(&shm_slot_of(s, peer)->pid)) || err == ESRCH) {
         raise_lost(s, peer);
         return lost_error(s, "reading its buffer");
     }

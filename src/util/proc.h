@@ -1,0 +1,13 @@
+/* proc.h: whether a process is dead as other processes can tell: gone, or a zombie. Internal to
+ * libcohort (the shared-memory transport's liveness checks and the launcher's root cause). */
+#ifndef COHORT_UTIL_PROC_H
+#define COHORT_UTIL_PROC_H
+
+#include <sys/types.h>
+
+/* 1 when pid no longer exists, or when its main thread has exited (state Z or X in
+ * /proc/PID/stat): then the process is dead or dying, though its parent may not be able to
+ * reap it yet (other threads still ending); 0 otherwise, and for pid <= 0. */
+int coh_pid_dead(pid_t pid);
+
+#endif
