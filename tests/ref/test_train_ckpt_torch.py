@@ -1,8 +1,10 @@
 """test_train_ckpt_torch.py: a checkpoint written by `cohort train` loads by its Hugging Face
 GPT-2 names into the PyTorch reference model and gives the loss `cohort eval` prints."""
+import atexit
 import glob
 import json
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -33,6 +35,7 @@ def read_safetensors(path):
 
 def main():
     d = tempfile.mkdtemp(prefix="cohort-ckpt-")
+    atexit.register(shutil.rmtree, d, ignore_errors=True)
     corpus = os.path.join(d, "corpus.txt")
     with open(corpus, "w") as f:
         for p in sorted(glob.glob(os.path.join(SRC, "include", "cohort", "*.h"))):

@@ -5,9 +5,11 @@ the same run saves with the default --save-dtype fp32; the file loads by its Hug
 into the PyTorch reference model and gives the loss `cohort eval` prints for it. A resume from
 it is refused (the master weights are not in it) and --init-from starts from it; bad uses of
 the option are usage errors naming the value."""
+import atexit
 import glob
 import json
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -42,6 +44,7 @@ def read_safetensors(path):
 
 def main():
     d = tempfile.mkdtemp(prefix="cohort-bf16-")
+    atexit.register(shutil.rmtree, d, ignore_errors=True)
     corpus = os.path.join(d, "corpus.txt")
     with open(corpus, "w") as f:
         for p in sorted(glob.glob(os.path.join(SRC, "include", "cohort", "*.h"))):

@@ -1,7 +1,9 @@
 """test_train_torch_ref.py: the C engine's loss, every gradient, and 20 AdamW steps against an
 independent PyTorch GPT-2 (float64) written here, given the same weights and batch."""
+import atexit
 import math
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -19,6 +21,7 @@ REL = 1e-4
 
 def run_tool(mode, steps):
     d = tempfile.mkdtemp(prefix="cohort-ref-")
+    atexit.register(shutil.rmtree, d, ignore_errors=True)
     subprocess.run([TOOL, d, mode, str(steps)], check=True)
     lines = open(os.path.join(d, "manifest.txt")).read().split("\n")
     cfg = [int(v) for v in lines[0].split()[1:]]

@@ -2,10 +2,12 @@
 line redrawn in place with step/total, loss, tokens/s, MFU, elapsed and ETA, in colour unless
 NO_COLOR is set; plain log lines with TERM=dumb and off a terminal (their format unchanged); and
 the same line through `cohort run`, whose launcher passes it on from rank 0."""
+import atexit
 import fcntl
 import os
 import pty
 import re
+import shutil
 import struct
 import subprocess
 import sys
@@ -80,6 +82,7 @@ def check_bar(name, text, color, launcher=False):
 
 def main():
     work = tempfile.mkdtemp()
+    atexit.register(shutil.rmtree, work, ignore_errors=True)
     corpus = os.path.join(work, "corpus.txt")
     with open(corpus, "w") as f:
         for name in ("README.md", "docs/train.md", "docs/parallel.md"):
