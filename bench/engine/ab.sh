@@ -10,7 +10,8 @@
 # shared virtual machine's slow spells stretch the wall clock more than the CPU time a run is
 # charged, so the median of A's over B's is a second view where tokens/s spread widely (it
 # leaves out time spent waiting, which tokens/s keeps).
-# usage: bench/engine/ab.sh COHORT_A COHORT_B [ROUNDS (default 3)]; env STEPS (default 6)
+# usage: bench/engine/ab.sh COHORT_A COHORT_B [ROUNDS (default 3)]; env STEPS (default 6), ONLY
+# (an extended regular expression: only the configurations whose names match it)
 set -euo pipefail
 a=$1 b=$2 rounds=${3:-3} steps=${STEPS:-6}
 . "$(dirname "$0")/engine_lib.sh"
@@ -23,6 +24,14 @@ if "$a" train "${model[@]}" --precision bf16-mixed --steps 1 --dry-run >/dev/nul
     configs+=("single_bf16:1:--strategy single --precision bf16-mixed")
 else
     echo "bf16-mixed left out: this CPU cannot run bf16 products"
+fi
+if [ -n "${ONLY:-}" ]; then
+    kept=()
+    for c in "${configs[@]}"; do
+        if [[ ${c%%:*} =~ ^($ONLY)$ ]]; then kept+=("$c"); fi
+    done
+    [ ${#kept[@]} -gt 0 ] || { echo "ab.sh: ONLY='$ONLY' matches no configuration" >&2; exit 2; }
+    configs=("${kept[@]}")
 fi
 cpu_seconds() { # COMMAND...: runs it (output discarded); prints its and its children's CPU s
     python3 -c 'import resource, subprocess, sys
