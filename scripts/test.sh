@@ -14,12 +14,13 @@ scripts/setup.sh || exit 1
 passed=0
 failed=0
 status=0
+elapsed() { printf '%dm%02ds' $((SECONDS / 60)) $((SECONDS % 60)); } # since the script started
 
 # run_suite NAME BUILD_DIR [CMAKE ARGS...]: configure, build and ctest one configuration.
 run_suite() {
     local name=$1 dir=$2
     shift 2
-    echo "=== $name: configure and build in $dir"
+    echo "=== $name: configure and build in $dir (at $(elapsed))"
     if ! cmake -S "$root" -B "$dir" -DCOHORT_WERROR=ON "$@" >"$dir.configure.log" 2>&1; then
         cat "$dir.configure.log"
         echo "=== $name: configure failed"
@@ -32,7 +33,7 @@ run_suite() {
         status=1
         return
     fi
-    echo "=== $name: tests"
+    echo "=== $name: tests (at $(elapsed))"
     (cd "$dir" && ctest --output-on-failure -j"$jobs") | tee "$dir.ctest.log"
     local line
     line=$(grep -E "tests passed, [0-9]+ tests failed out of [0-9]+" "$dir.ctest.log" | tail -1)
@@ -63,7 +64,8 @@ ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 
 # ---- comm: ThreadSanitizer run of the shared-memory transport, ranks as threads, and of the
 # thread transport (strategy dp's devices) (~20 s) ----
-echo "=== tsan: comm shared-memory and thread transports (test_comm_threads, test_comm_thread_group)"
+echo "=== tsan: comm shared-memory and thread transports (test_comm_threads," \
+     "test_comm_thread_group) (at $(elapsed))"
 if cmake -S "$root" -B build/test-tsan -DCOHORT_TSAN=ON -DCOHORT_WERROR=ON \
         -DCMAKE_BUILD_TYPE=RelWithDebInfo >build/test-tsan.configure.log 2>&1 &&
    cmake --build build/test-tsan -j"$jobs" --target test_comm_threads test_comm_thread_group \
@@ -81,7 +83,7 @@ fi
 # ---- end comm ----
 
 if [ "$fuzz_seconds" -gt 0 ]; then
-    echo "=== fuzz: build with clang and libFuzzer"
+    echo "=== fuzz: build with clang and libFuzzer (at $(elapsed))"
     if CC=clang cmake -S "$root" -B build/test-fuzz -DCOHORT_FUZZ=ON -DCMAKE_BUILD_TYPE=Debug \
             >build/test-fuzz.configure.log 2>&1 &&
        cmake --build build/test-fuzz -j"$jobs" >build/test-fuzz.build.log 2>&1; then
@@ -124,5 +126,5 @@ if [ "$fuzz_seconds" -gt 0 ]; then
     fi
 fi
 
-echo "$passed passed, $failed failed"
+echo "$passed passed, $failed failed (in $(elapsed))"
 exit $status
