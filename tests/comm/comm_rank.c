@@ -11,6 +11,8 @@
  *   kill FILE   all-reduce in a loop; the last rank writes its pid to FILE to be killed;
  *               survivors must fail with PEER_LOST naming it (prints the wall time), and fail
  *               after 120 s if it never died
+ *   leave       ranks 1.. end without a word, 0.5 s apart, while rank 0 is in an all-reduce:
+ *               rank 0 must name every one of them, the first and the later ones alike
  *   mismatch    the last rank calls with another count, then another type: MISMATCH on all
  *   silent [DIR]  the last rank never calls: the others time out naming it
  *   absent [DIR]  the last rank exits before joining: the others' create times out naming it
@@ -190,6 +192,28 @@ static int mode_kill(coh_comm *c, int rank, int n, const char *pidfile)
         }
     }
     free(buf);
+    return 0;
+}
+
+/* Rank 0 sees rank 1's connection end first; the others end later, when rank 0 is already
+ * failing: the message must name them too (the tcp transport waits a little for them). */
+static int mode_leave(coh_comm *c, int rank, int n)
+{
+    if (rank > 0) {
+        long ms = 500L * (rank - 1);
+        nanosleep(&(struct timespec){ms / 1000, ms % 1000 * 1000000L}, NULL);
+        fflush(stdout);
+        _exit(0);
+    }
+    int32_t x = 1, y;
+    coh_status st = coh_allreduce(c, &x, &y, 1, COH_I32, COH_SUM);
+    EXPECT(st == COH_ERR_PEER_LOST, "got %s: %s", coh_status_name(st), coh_last_error());
+    for (int r = 1; r < n; r++) {
+        char want[64];
+        snprintf(want, sizeof want, r == 1 ? "rank %d died" : "rank %d died too", r);
+        EXPECT(strstr(coh_last_error(), want), "message '%s' lacks '%s'", coh_last_error(), want);
+    }
+    printf("rank %d: %s\n", rank, coh_last_error());
     return 0;
 }
 
@@ -414,6 +438,8 @@ int main(int argc, char **argv)
         mode_rounding(c, rank, n);
     else if (!strcmp(mode, "kill") && argc > 2)
         mode_kill(c, rank, n, argv[2]);
+    else if (!strcmp(mode, "leave"))
+        mode_leave(c, rank, n);
     else if (!strcmp(mode, "mismatch"))
         mode_mismatch(c, rank, n);
     else if (!strcmp(mode, "silent"))

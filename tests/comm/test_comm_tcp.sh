@@ -2,7 +2,8 @@
 # test_comm_tcp.sh: the tcp transport (COHORT_COMM=tcp) on one machine: the op sweep on 2 and 4
 # ranks, splits, async ops, rounding, mismatches; every op on values whose sums round gives
 # the shm transport's results bit for bit (a digest of every op, on 2 and 3 ranks); a rank
-# killed with -9 is named by every survivor within 1 s; a silent rank times out by name, an absent one is named as never joined; a rank
+# killed with -9 is named by every survivor; ranks that end one after another are all named by
+# the rank that saw the first; a silent rank times out by name, an absent one is named as never joined; a rank
 # with another COHORT_COMM_KEY is refused by name.
 . "$(dirname "$0")/comm_lib.sh"
 export COHORT_COMM=tcp
@@ -25,6 +26,8 @@ for n in 2 3; do
     fi
 done
 kill_test 3
+# ranks 1 and 2 end 0.5 s apart: rank 0 sees rank 1 end first and must name rank 2 as well
+expect_ok "tcp ranks ending one after another on 3 ranks" 3 "$rank_bin" leave
 COHORT_COMM_TIMEOUT=1 expect_ok "tcp silent rank on 3 ranks" 3 "$rank_bin" silent
 COHORT_COMM_TIMEOUT=2 expect_ok "tcp absent rank on 3 ranks" 3 "$rank_bin" absent
 # Each rank gets its own key: every handshake must fail, naming the refusing rank, no hang.

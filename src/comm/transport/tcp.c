@@ -63,24 +63,58 @@ static const char *what_of(const coh_op *op, char *buf, size_t n)
     return buf;
 }
 
-/* Other ranks whose connections are closed too, " ; rank 3 died too" each: a survivor that saw
- * the first death may exit before this rank looks, and both are then gone. */
+/* How long a survivor that lost a peer waits for its other connections to end too, before it
+ * names the dead. A rank that noticed the death first may end before the dead rank's own
+ * sockets close (a killed process closes them last, after unmapping its memory), and this rank
+ * may see that survivor's connection end first: waiting names the dead rank as well. Every
+ * survivor ends its sending side at once (lost()), so survivors do not wait on each other: the
+ * wait ends when every other connection has ended, and only a peer that neither failed nor
+ * noticed costs the full grace, once, on a job that is failing anyway. */
+#define LOST_GRACE_S 2.0
+
+/* Other ranks whose connections have ended too, "; rank 3 died too" each, waiting for them as
+ * LOST_GRACE_S says. */
 static void also_dead(tcp *t, int first, char *buf, size_t n)
 {
-    size_t k = 0;
     buf[0] = '\0';
-    for (int r = 0; r < t->size && k < n - 32; r++) {
-        struct pollfd p = {t->fd[r], POLLRDHUP, 0};
-        if (r == t->rank || r == first || poll(&p, 1, 0) != 1 ||
-            !(p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
-            continue;
-        k += (size_t)snprintf(buf + k, n - k, "; rank %d died too", t->world[r]);
+    struct pollfd *p = malloc(sizeof *p * (size_t)t->size);
+    int *who = malloc(sizeof *who * (size_t)t->size);
+    char *ended = calloc((size_t)t->size, 1);
+    if (!p || !who || !ended) {
+        free(p), free(who), free(ended);
+        return;
     }
+    double deadline = coh_now_s() + LOST_GRACE_S;
+    for (;;) {
+        int np = 0;
+        for (int r = 0; r < t->size; r++)
+            if (r != t->rank && r != first && !ended[r]) {
+                /* only hang-ups are asked for: a peer still sending does not wake the poll */
+                p[np] = (struct pollfd){t->fd[r], POLLRDHUP, 0};
+                who[np++] = r;
+            }
+        double left = deadline - coh_now_s();
+        if (np == 0 || left <= 0)
+            break;
+        if (poll(p, (nfds_t)np, (int)(left * 1000) + 1) < 0 && errno != EINTR)
+            break;
+        for (int i = 0; i < np; i++)
+            ended[who[i]] |= p[i].revents != 0;
+    }
+    size_t k = 0;
+    for (int r = 0; r < t->size && k < n - 32; r++)
+        if (ended[r])
+            k += (size_t)snprintf(buf + k, n - k, "; rank %d died too", t->world[r]);
+    free(p), free(who), free(ended);
 }
 
 static coh_status lost(tcp *t, const coh_op *op, int peer, int err)
 {
     char d[160], more[160];
+    /* the communicator is broken for good: tell every peer now, by ending what this rank sends */
+    for (int r = 0; r < t->size; r++)
+        if (r != t->rank)
+            shutdown(t->fd[r], SHUT_WR);
     also_dead(t, peer, more, sizeof more);
     t->broken = coh_errf(COH_ERR_PEER_LOST, "%s on rank %d: rank %d died (its connection %s)%s",
                          what_of(op, d, sizeof d), t->world[t->rank], t->world[peer],
