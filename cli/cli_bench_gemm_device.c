@@ -80,26 +80,14 @@ static double tflops(const coh_gemm_timing *t)
 static int write_file(const char *path, const char *machine, const coh_hw *preset,
                       const shape *s, int nsquares, double eff, double stream, double op_s)
 {
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        fprintf(stderr, "cohort bench gemm: cannot write '%s'\n", path);
-        return CLI_FAILED;
+    coh_rate_curve squares = {0};
+    for (int i = 0; i < nsquares && squares.n < COH_RATE_POINTS; i++, squares.n++) {
+        squares.work[squares.n] = (double)s[i].t.M * s[i].t.N * s[i].t.K;
+        squares.flops[squares.n] = tflops(&s[i].t) * 1e12;
     }
-    fprintf(f, "{\"cohort_calibration\": 1, \"device\": \"cuda\", \"machine\": \"");
-    for (const char *c = machine; *c; c++)
-        fprintf(f, *c == '"' || *c == '\\' ? "\\%c" : (unsigned char)*c < 32 ? "?" : "%c", *c);
-    fprintf(f, "\",\n \"gpu\": {\"preset\": \"%s\", \"gemm_efficiency\": %.4f, "
-               "\"elementwise_gbytes_per_s\": %.6g, \"op_overhead_us\": %.4g,\n  \"gemm\": [",
-            preset->name, eff, stream / 1e9, op_s * 1e6);
-    for (int i = 0; i < nsquares; i++)
-        fprintf(f, "%s[%.6g, %.6g]", i ? ", " : "",
-                (double)s[i].t.M * s[i].t.N * s[i].t.K, tflops(&s[i].t) * 1e12);
-    fprintf(f, "]}}\n");
-    if (fclose(f)) {
-        fprintf(stderr, "cohort bench gemm: cannot write '%s'\n", path);
-        return CLI_FAILED;
-    }
-    return CLI_OK;
+    coh_status st = coh_gpu_calibration_write(path, machine, preset->name, eff, stream, op_s,
+                                              &squares);
+    return st ? cli_fail("bench gemm", st) : CLI_OK;
 }
 
 int bench_gemm_device(const char *device, const char *out, int quick)

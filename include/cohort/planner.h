@@ -117,6 +117,13 @@ coh_status coh_calibration_parse(const char *text, size_t len, const char *name,
 coh_status coh_calibration_load(const char *path, coh_hw *out);
 /* Write hw as a calibration file (CPU rates only). COH_ERR_IO. */
 coh_status coh_calibration_write(const coh_hw *hw, const char *path);
+/* Write a GPU's calibration file (`cohort bench gemm --device cuda --out`): the preset the
+ * device matched (COH_ERR_INVALID when there is no such preset), and what was measured in place
+ * of its constants: the large-GEMM efficiency, the stream bandwidth, the cost of one small op,
+ * and the squares they came from (work, FLOP/s), kept for the record. COH_ERR_IO. */
+coh_status coh_gpu_calibration_write(const char *path, const char *machine, const char *preset,
+                                     double gemm_efficiency, double elementwise_bytes_per_s,
+                                     double op_overhead_s, const coh_rate_curve *squares);
 
 /* Measure this machine: sgemm throughput over GEMM sizes, elementwise bandwidth and the cost of
  * one op, for 1 thread and for all cores (max_threads > 0 caps them); the link is estimated

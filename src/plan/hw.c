@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cohort/json_writer.h"
 #include "plan/planner_int.h"
 #include "util/file.h"
 #include "util/json.h"
@@ -398,6 +399,45 @@ coh_status coh_calibration_load(const char *path, coh_hw *out)
     return st;
 }
 
+/* A measured figure as the file keeps it: 6 significant digits (more than any measurement
+ * here holds), so that a file read and written again is the same file although the units
+ * convert (µs to s and back need not give the same double). */
+static void put_num(coh_jw *w, double v)
+{
+    char buf[32];
+    snprintf(buf, sizeof buf, "%.6g", v);
+    coh_jw_double(w, strtod(buf, NULL));
+}
+
+static void put_field(coh_jw *w, const char *key, double v)
+{
+    coh_jw_key(w, key);
+    put_num(w, v);
+}
+
+/* The file's rate curve, [[work, flops], ...]. */
+static void write_curve(coh_jw *w, const coh_rate_curve *c)
+{
+    coh_jw_array_begin(w);
+    for (int k = 0; k < c->n; k++) {
+        coh_jw_array_begin(w);
+        put_num(w, c->work[k]);
+        put_num(w, c->flops[k]);
+        coh_jw_array_end(w);
+    }
+    coh_jw_array_end(w);
+}
+
+/* Ends a calibration file written with w: COH_ERR_IO naming it when it could not be written. */
+static coh_status close_calibration(coh_jw *w, FILE *f, const char *path)
+{
+    coh_jw_finish(w);
+    int bad = ferror(f);
+    if (fclose(f) || bad)
+        return coh_errf(COH_ERR_IO, "cannot write calibration file '%s'", path);
+    return COH_OK;
+}
+
 coh_status coh_calibration_write(const coh_hw *hw, const char *path)
 {
     if (hw->gpu || hw->nrates < 1)
@@ -406,27 +446,68 @@ coh_status coh_calibration_write(const coh_hw *hw, const char *path)
     FILE *f = fopen(path, "w");
     if (!f)
         return coh_errf(COH_ERR_IO, "cannot write calibration file '%s'", path);
-    fprintf(f, "{\"cohort_calibration\": 1, \"machine\": \"");
-    for (const char *c = hw->name; *c; c++)
-        fprintf(f, *c == '"' || *c == '\\' ? "\\%c" : (unsigned char)*c < 32 ? "?" : "%c", *c);
-    fprintf(f, "\", \"cores\": %d, \"memory_bytes\": %llu, \"peak_gflops\": %.6g,\n \"rates\": [",
-            hw->cores, (unsigned long long)hw->memory_bytes, hw->peak_flops / 1e9);
+    coh_jw w;
+    coh_jw_init(&w, f, 1);
+    coh_jw_object_begin(&w);
+    coh_jw_field_int(&w, "cohort_calibration", 1);
+    coh_jw_field_string(&w, "machine", hw->name);
+    coh_jw_field_int(&w, "cores", hw->cores);
+    coh_jw_field_uint(&w, "memory_bytes", hw->memory_bytes);
+    put_field(&w, "peak_gflops", hw->peak_flops / 1e9);
+    coh_jw_key(&w, "rates");
+    coh_jw_array_begin(&w);
     for (int i = 0; i < hw->nrates; i++) {
         const coh_device_rates *r = &hw->rates[i];
-        fprintf(f, "%s\n  {\"threads\": %d, \"elementwise_gbytes_per_s\": %.6g, "
-                   "\"op_overhead_us\": %.6g,\n   \"gemm\": [", i ? "," : "", r->threads,
-                r->elementwise_bytes_per_s / 1e9, r->op_overhead_s * 1e6);
-        for (int k = 0; k < r->gemm.n; k++)
-            fprintf(f, "%s[%.6g, %.6g]", k ? ", " : "", r->gemm.work[k], r->gemm.flops[k]);
-        fprintf(f, "]}");
+        coh_jw_object_begin(&w);
+        coh_jw_field_int(&w, "threads", r->threads);
+        put_field(&w, "elementwise_gbytes_per_s", r->elementwise_bytes_per_s / 1e9);
+        put_field(&w, "op_overhead_us", r->op_overhead_s * 1e6);
+        coh_jw_key(&w, "gemm");
+        write_curve(&w, &r->gemm);
+        coh_jw_object_end(&w);
     }
-    fprintf(f, "],\n \"link\": {\"latency_us\": %.6g, \"gbytes_per_s\": %.6g}",
-            hw->intra.alpha_s * 1e6, hw->intra.bytes_per_s / 1e9);
-    if (hw->inter.bytes_per_s > 0)
-        fprintf(f, ",\n \"inter_node\": {\"latency_us\": %.6g, \"gbytes_per_s\": %.6g}",
-                hw->inter.alpha_s * 1e6, hw->inter.bytes_per_s / 1e9);
-    fprintf(f, "}\n");
-    if (fclose(f))
+    coh_jw_array_end(&w);
+    coh_jw_key(&w, "link");
+    coh_jw_object_begin(&w);
+    put_field(&w, "latency_us", hw->intra.alpha_s * 1e6);
+    put_field(&w, "gbytes_per_s", hw->intra.bytes_per_s / 1e9);
+    coh_jw_object_end(&w);
+    if (hw->inter.bytes_per_s > 0) {
+        coh_jw_key(&w, "inter_node");
+        coh_jw_object_begin(&w);
+        put_field(&w, "latency_us", hw->inter.alpha_s * 1e6);
+        put_field(&w, "gbytes_per_s", hw->inter.bytes_per_s / 1e9);
+        coh_jw_object_end(&w);
+    }
+    coh_jw_object_end(&w);
+    return close_calibration(&w, f, path);
+}
+
+coh_status coh_gpu_calibration_write(const char *path, const char *machine, const char *preset,
+                                     double gemm_efficiency, double elementwise_bytes_per_s,
+                                     double op_overhead_s, const coh_rate_curve *squares)
+{
+    coh_hw check;
+    if (coh_hw_preset(preset, &check))
+        return coh_err_prefix(COH_ERR_INVALID, "a GPU calibration file's preset");
+    FILE *f = fopen(path, "w");
+    if (!f)
         return coh_errf(COH_ERR_IO, "cannot write calibration file '%s'", path);
-    return COH_OK;
+    coh_jw w;
+    coh_jw_init(&w, f, 1);
+    coh_jw_object_begin(&w);
+    coh_jw_field_int(&w, "cohort_calibration", 1);
+    coh_jw_field_string(&w, "device", "cuda");
+    coh_jw_field_string(&w, "machine", machine);
+    coh_jw_key(&w, "gpu");
+    coh_jw_object_begin(&w);
+    coh_jw_field_string(&w, "preset", preset);
+    put_field(&w, "gemm_efficiency", gemm_efficiency);
+    put_field(&w, "elementwise_gbytes_per_s", elementwise_bytes_per_s / 1e9);
+    put_field(&w, "op_overhead_us", op_overhead_s * 1e6);
+    coh_jw_key(&w, "gemm");
+    write_curve(&w, squares);
+    coh_jw_object_end(&w);
+    coh_jw_object_end(&w);
+    return close_calibration(&w, f, path);
 }

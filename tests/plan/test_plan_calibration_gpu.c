@@ -3,11 +3,13 @@
  * efficiency, stream bandwidth and op overhead in place of the preset's constants and everything
  * else (peak, SMs, NVLink, memory) the preset's; the planner's price of a compute-bound product
  * scales by exactly the ratio of the efficiencies and a stream-bound op by the bandwidths; bad
- * files are refused naming the key and the value. */
+ * files are refused naming the key and the value; the writer `cohort bench gemm --device cuda
+ * --out` calls gives back, read again, what it was given (any machine name). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "cohort/planner.h"
@@ -98,9 +100,40 @@ static void bad_files(void)
                    "\"elementwise_gbytes_per_s\": 1}]}"));
 }
 
+/* coh_gpu_calibration_write's file reads back as what was written (to 6 significant digits),
+ * whatever the machine's name holds; a preset the planner lacks and an unwritable path are refused. */
+static void written_file_reads_back(void)
+{
+    char path[] = "/tmp/cohort-gpu-cal-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    close(fd);
+    coh_rate_curve sq = {3, {8388608, 67108864, 2.19902e12}, {1.46603e12, 1.0555812345e13,
+                                                               7.130071234567e14}};
+    const char *machine = "GPU \"quoted\" \\ back\nslash";
+    double eff = 0.72094281234567, ew = 2748.91234567e9, oh = 4.24912345e-6;
+    CHECK_OK(coh_gpu_calibration_write(path, machine, "h100-sxm", eff, ew, oh, &sq));
+    coh_hw cal;
+    CHECK_OK(coh_calibration_load(path, &cal));
+    CHECK_INT(cal.gpu, 1);
+    CHECK_STR(cal.name, machine);
+    /* the file keeps 6 significant digits of each figure, in its units (GB/s, µs) */
+    CHECK(cal.gemm_efficiency == 0.720943);
+    CHECK(cal.rates[0].elementwise_bytes_per_s == 2748.91 * 1e9);
+    CHECK(cal.rates[0].op_overhead_s == 4.24912 * 1e-6);
+    CHECK(strstr(cal.source, "h100-sxm preset") != NULL);
+    CHECK(coh_gpu_calibration_write(path, "m", "h300", eff, ew, oh, &sq) == COH_ERR_INVALID);
+    CHECK(strstr(coh_last_error(), "h300") != NULL);
+    CHECK(coh_gpu_calibration_write("/nonexistent/dir/cal.json", "m", "h100-sxm", eff, ew, oh,
+                                    &sq) == COH_ERR_IO);
+    CHECK(strstr(coh_last_error(), "/nonexistent/dir/cal.json") != NULL);
+    unlink(path);
+}
+
 int main(void)
 {
     RUN(measured_file_reads_over_its_preset);
+    RUN(written_file_reads_back);
     RUN(bad_files);
     return CHECK_REPORT();
 }
