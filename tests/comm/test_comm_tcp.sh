@@ -3,8 +3,8 @@
 # ranks, splits, async ops, rounding, mismatches; every op on values whose sums round gives
 # the shm transport's results bit for bit (a digest of every op, on 2 and 3 ranks); a rank
 # killed with -9 is named by every survivor; ranks that end one after another are all named by
-# the rank that saw the first; a silent rank times out by name, an absent one is named as never joined; a rank
-# with another COHORT_COMM_KEY is refused by name.
+# the rank that saw the first; a silent rank times out by name, an absent one is named as never
+# joined; a rank with another COHORT_COMM_KEY is refused by name.
 . "$(dirname "$0")/comm_lib.sh"
 export COHORT_COMM=tcp
 # the sweep on 2 ranks here, on 4 in reorder's sub-group below; 3 ranks: the digest below

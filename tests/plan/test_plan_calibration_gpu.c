@@ -101,7 +101,8 @@ static void bad_files(void)
 }
 
 /* coh_gpu_calibration_write's file reads back as what was written (to 6 significant digits),
- * whatever the machine's name holds; a preset the planner lacks and an unwritable path are refused. */
+ * whatever the machine's name holds; a preset the planner lacks and an unwritable path are
+ * refused. */
 static void written_file_reads_back(void)
 {
     char path[] = "/tmp/cohort-gpu-cal-XXXXXX";
