@@ -428,6 +428,16 @@ static void write_curve(coh_jw *w, const coh_rate_curve *c)
     coh_jw_array_end(w);
 }
 
+/* A link, {"latency_us": ..., "gbytes_per_s": ...}, under key. */
+static void write_link(coh_jw *w, const char *key, const coh_link *l)
+{
+    coh_jw_key(w, key);
+    coh_jw_object_begin(w);
+    put_field(w, "latency_us", l->alpha_s * 1e6);
+    put_field(w, "gbytes_per_s", l->bytes_per_s / 1e9);
+    coh_jw_object_end(w);
+}
+
 /* Ends a calibration file written with w: COH_ERR_IO naming it when it could not be written. */
 static coh_status close_calibration(coh_jw *w, FILE *f, const char *path)
 {
@@ -467,18 +477,9 @@ coh_status coh_calibration_write(const coh_hw *hw, const char *path)
         coh_jw_object_end(&w);
     }
     coh_jw_array_end(&w);
-    coh_jw_key(&w, "link");
-    coh_jw_object_begin(&w);
-    put_field(&w, "latency_us", hw->intra.alpha_s * 1e6);
-    put_field(&w, "gbytes_per_s", hw->intra.bytes_per_s / 1e9);
-    coh_jw_object_end(&w);
-    if (hw->inter.bytes_per_s > 0) {
-        coh_jw_key(&w, "inter_node");
-        coh_jw_object_begin(&w);
-        put_field(&w, "latency_us", hw->inter.alpha_s * 1e6);
-        put_field(&w, "gbytes_per_s", hw->inter.bytes_per_s / 1e9);
-        coh_jw_object_end(&w);
-    }
+    write_link(&w, "link", &hw->intra);
+    if (hw->inter.bytes_per_s > 0)
+        write_link(&w, "inter_node", &hw->inter);
     coh_jw_object_end(&w);
     return close_calibration(&w, f, path);
 }

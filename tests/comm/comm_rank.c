@@ -202,7 +202,6 @@ static int mode_leave(coh_comm *c, int rank, int n)
     if (rank > 0) {
         long ms = 500L * (rank - 1);
         nanosleep(&(struct timespec){ms / 1000, ms % 1000 * 1000000L}, NULL);
-        fflush(stdout);
         _exit(0);
     }
     int32_t x = 1, y;
