@@ -85,18 +85,63 @@ static void buf_free(tcase *k, void *p)
         free(p);
 }
 
-static void verify(tcase *k, const char *what, const void *got, size_t at, size_t i,
-                   int64_t want)
+/* What element i of a buffer holds: rank `rank`'s input (rank_input) or, with `reduced`, the
+ * reduction over every rank (expect_reduced), at index base + i. */
+typedef struct want {
+    int reduced, rank;
+    coh_redop op;
+    size_t base;
+} want;
+
+static int64_t value(const tcase *k, want w, size_t i)
 {
-    unsigned char exp[8];
-    put_typed(exp, 0, k->t, want);
-    if (!memcmp((const char *)got + at * k->esz, exp, k->esz))
+    return w.reduced ? expect_reduced(w.base + i, w.op, k->t, k->n)
+                     : rank_input(w.rank, w.base + i, w.op, k->t, k->n);
+}
+
+/* rank_input depends on i through i mod 17, 3 and 5 only: every buffer repeats every
+ * PERIOD elements. */
+#define PERIOD 255
+
+/* count values of w in k's type into out: the first PERIOD computed, the rest copied from
+ * them (in doubling blocks, each a whole number of periods). */
+static void encode(const tcase *k, want w, size_t count, void *out)
+{
+    size_t n = count < PERIOD ? count : PERIOD;
+    for (size_t i = 0; i < n; i++)
+        put_typed(out, i, k->t, value(k, w, i));
+    char *o = out;
+    for (size_t done = n; done < count;) {
+        size_t c = done < count - done ? done : count - done;
+        memcpy(o + done * k->esz, o, c * k->esz);
+        done += c;
+    }
+}
+
+/* Elements at..at + count - 1 of got must hold w's values; the first wrong ones are named. */
+static void verify(tcase *k, const char *what, const void *got, size_t at, want w, size_t count)
+{
+    if (!count)
         return;
-    if (k->wrong++ < 5)
-        fprintf(stderr, "rank %d: %s %s count %zu%s%s: element %zu wrong (want %lld)\n", k->rank,
-                what, coh_dtype_name(k->t), k->count, k->inplace ? " in-place" : "",
-                k->arena ? " arena" : "", at, (long long)want);
-    (void)i;
+    char *exp = malloc(count * k->esz);
+    if (!exp) {
+        k->wrong++;
+        fprintf(stderr, "rank %d: no memory to check %s\n", k->rank, what);
+        return;
+    }
+    encode(k, w, count, exp);
+    const char *g = (const char *)got + at * k->esz;
+    if (memcmp(g, exp, count * k->esz)) /* then element by element, to name them */
+        for (size_t i = 0; i < count; i++) {
+            if (!memcmp(g + i * k->esz, exp + i * k->esz, k->esz))
+                continue;
+            if (k->wrong++ < 5)
+                fprintf(stderr, "rank %d: %s %s count %zu%s%s: element %zu wrong (want %lld)\n",
+                        k->rank, what, coh_dtype_name(k->t), k->count,
+                        k->inplace ? " in-place" : "", k->arena ? " arena" : "", at + i,
+                        (long long)value(k, w, i));
+        }
+    free(exp);
 }
 
 static void fail(tcase *k, const char *what, coh_status st)
@@ -109,8 +154,7 @@ static void fail(tcase *k, const char *what, coh_status st)
 
 static void fill(tcase *k, void *p, size_t elems, size_t base, coh_redop op)
 {
-    for (size_t i = 0; i < elems; i++)
-        put_typed(p, i, k->t, rank_input(k->rank, base + i, op, k->t, k->n));
+    encode(k, (want){0, k->rank, op, base}, elems, p);
 }
 
 static void case_allreduce(tcase *k, coh_redop op)
@@ -120,8 +164,8 @@ static void case_allreduce(tcase *k, coh_redop op)
     coh_status st = coh_allreduce(k->c, s, r, k->count, k->t, op);
     if (st)
         fail(k, "allreduce", st);
-    for (size_t i = 0; !st && i < k->count; i++)
-        verify(k, coh_redop_name(op), r, i, i, expect_reduced(i, op, k->t, k->n));
+    if (!st)
+        verify(k, coh_redop_name(op), r, 0, (want){1, 0, op, 0}, k->count);
     if (r != s)
         buf_free(k, r);
     buf_free(k, s);
@@ -134,8 +178,8 @@ static void case_reduce(tcase *k, coh_redop op, int root)
     coh_status st = coh_reduce(k->c, s, k->rank == root ? r : NULL, k->count, k->t, op, root);
     if (st)
         fail(k, "reduce", st);
-    for (size_t i = 0; !st && k->rank == root && i < k->count; i++)
-        verify(k, "reduce", r, i, i, expect_reduced(i, op, k->t, k->n));
+    if (!st && k->rank == root)
+        verify(k, "reduce", r, 0, (want){1, 0, op, 0}, k->count);
     if (r != s)
         buf_free(k, r);
     buf_free(k, s);
@@ -149,8 +193,8 @@ static void case_broadcast(tcase *k, int root)
     coh_status st = coh_broadcast(k->c, b, k->count, k->t, root);
     if (st)
         fail(k, "broadcast", st);
-    for (size_t i = 0; !st && i < k->count; i++)
-        verify(k, "broadcast", b, i, i, rank_input(root, i, COH_SUM, k->t, k->n));
+    if (!st)
+        verify(k, "broadcast", b, 0, (want){0, root, COH_SUM, 0}, k->count);
     buf_free(k, b);
 }
 
@@ -165,8 +209,7 @@ static void case_allgather(tcase *k)
     if (st)
         fail(k, "allgather", st);
     for (size_t b = 0; !st && b < n; b++)
-        for (size_t i = 0; i < cnt; i++)
-            verify(k, "allgather", r, b * cnt + i, i, rank_input((int)b, i, COH_SUM, k->t, k->n));
+        verify(k, "allgather", r, b * cnt, (want){0, (int)b, COH_SUM, 0}, cnt);
     if (!k->inplace)
         buf_free(k, s);
     buf_free(k, r);
@@ -181,9 +224,8 @@ static void case_reduce_scatter(tcase *k, coh_redop op)
     coh_status st = coh_reduce_scatter(k->c, s, r, cnt, k->t, op);
     if (st)
         fail(k, "reduce_scatter", st);
-    for (size_t i = 0; !st && i < cnt; i++)
-        verify(k, "reduce_scatter", r, i, i,
-               expect_reduced((size_t)k->rank * cnt + i, op, k->t, k->n));
+    if (!st)
+        verify(k, "reduce_scatter", r, 0, (want){1, 0, op, (size_t)k->rank * cnt}, cnt);
     if (!k->inplace)
         buf_free(k, r);
     buf_free(k, s);
@@ -199,9 +241,8 @@ static void case_alltoall(tcase *k)
     if (st)
         fail(k, "alltoall", st);
     for (size_t j = 0; !st && j < n; j++)
-        for (size_t i = 0; i < cnt; i++)
-            verify(k, "alltoall", r, j * cnt + i, i,
-                   rank_input((int)j, (size_t)k->rank * cnt + i, COH_SUM, k->t, k->n));
+        verify(k, "alltoall", r, j * cnt, (want){0, (int)j, COH_SUM, (size_t)k->rank * cnt},
+               cnt);
     if (r != s)
         buf_free(k, r);
     buf_free(k, s);
@@ -228,15 +269,33 @@ static void case_p2p(tcase *k)
     }
     if (st)
         fail(k, "send/recv", st);
-    for (size_t i = 0; !st && i < k->count; i++)
-        verify(k, "send/recv", r, i, i, rank_input(from, i, COH_SUM, k->t, k->n));
+    if (!st)
+        verify(k, "send/recv", r, 0, (want){0, from, COH_SUM, 0}, k->count);
     buf_free(k, r);
     buf_free(k, s);
+}
+
+/* encode's premise: every rank's inputs repeat every PERIOD elements. 0 when they do. */
+static int inputs_not_periodic(const tcase *k)
+{
+    for (int t = 0; t < COH_DTYPE_COUNT; t++)
+        for (int op = 0; op < COH_REDOP_COUNT; op++)
+            for (int r = 0; r < k->n; r++)
+                for (size_t i = 0; i < PERIOD; i++)
+                    if (rank_input(r, i, (coh_redop)op, (coh_dtype)t, k->n) !=
+                        rank_input(r, i + PERIOD, (coh_redop)op, (coh_dtype)t, k->n)) {
+                        fprintf(stderr, "rank %d: the inputs do not repeat every %d elements "
+                                "(rank %d, element %zu): the checks' PERIOD is wrong\n",
+                                k->rank, PERIOD, r, i);
+                        return 1;
+                    }
+    return 0;
 }
 
 int run_cases(coh_comm *c, int verbose)
 {
     tcase k = {.c = c, .n = coh_comm_size(c), .rank = coh_comm_rank(c), .verbose = verbose};
+    k.wrong = inputs_not_periodic(&k);
     int ops = 0;
     for (int t = 0; t < COH_DTYPE_COUNT; t++)
         for (size_t z = 0; z < sizeof sizes / sizeof *sizes; z++)
@@ -268,6 +327,7 @@ int run_cases(coh_comm *c, int verbose)
 int run_allreduce_cases(coh_comm *c, const size_t *counts, int ncounts, int verbose)
 {
     tcase k = {.c = c, .n = coh_comm_size(c), .rank = coh_comm_rank(c), .verbose = verbose};
+    k.wrong = inputs_not_periodic(&k);
     int ops = 0;
     for (int t = 0; t < COH_DTYPE_COUNT; t++)
         for (int z = 0; z < ncounts; z++)
