@@ -501,6 +501,8 @@ static coh_status search_rank_counts(const coh_model_desc *m, coh_plan_request *
         stats->too_big += s.too_big;
         stats->simulated += s.simulated;
         stats->pruned += s.pruned;
+        stats->splits_searched += s.splits_searched;
+        stats->splits_reused += s.splits_reused;
         if (st != COH_OK) {
             last = st;
             continue;
@@ -596,6 +598,8 @@ static int search(opts *o, const coh_model_desc *m, const coh_hw *hw)
         coh_jw_field_int(&w, "too_big", stats.too_big);
         coh_jw_field_int(&w, "simulated", stats.simulated);
         coh_jw_field_int(&w, "pruned", stats.pruned);
+        coh_jw_field_int(&w, "splits_searched", stats.splits_searched);
+        coh_jw_field_int(&w, "splits_reused", stats.splits_reused);
         coh_jw_field_double(&w, "seconds", secs);
         coh_jw_object_end(&w);
         coh_jw_key(&w, "configurations");

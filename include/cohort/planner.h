@@ -214,6 +214,8 @@ typedef struct coh_plan_stats {
     long too_big;      /* the estimator says they do not fit */
     long simulated;    /* priced with the simulator */
     long pruned;       /* skipped: their lower bound was above the K-th best */
+    long splits_searched; /* pipeline splits chosen by the trainer's split search */
+    long splits_reused;   /* pipeline splits found already chosen for the same shape */
 } coh_plan_stats;
 
 /* The best `cap` configurations, fastest first (ties broken by less memory, then fewer

@@ -339,12 +339,19 @@ coh_status plan_chunk_costs(const coh_model_desc *m, const coh_parallel_config *
                             .vocab = (int)m->vocab, .seq = (int)seq, .tp = c->tp,
                             .sp = c->sequence_parallel};
         coh_pipe_shape shape = {c->schedule, p, (int)plan_microbatches(c), v};
-        if (shardable) {
-            par_pipe_split_chain(&g, (int)seq, &shape, c->recompute == COH_RECOMPUTE_FULL,
-                                 bounds, &shards);
-        } else {
-            par_pipe_split(&g, (int)seq, &shape, bounds);
-            bounds[u] = L + 1;
+        int recompute = shardable && c->recompute == COH_RECOMPUTE_FULL; /* the chain's only */
+        int key[PLAN_SPLIT_KEY] = {g.layers, g.heads, g.dim, g.vocab, g.seq, g.tp, g.sp,
+                                   (int)shape.kind, p, shape.microbatches, v, shardable,
+                                   recompute};
+        if (!d->splits || !plan_split_memo_get(d->splits, key, u, bounds, &shards)) {
+            if (shardable) {
+                par_pipe_split_chain(&g, (int)seq, &shape, recompute, bounds, &shards);
+            } else {
+                par_pipe_split(&g, (int)seq, &shape, bounds);
+                bounds[u] = L + 1;
+            }
+            if (d->splits)
+                plan_split_memo_put(d->splits, key, u, bounds, shards);
         }
     }
     if (st) {

@@ -115,9 +115,6 @@ static void reasons(const coh_model_desc *m, const coh_hw *hw, coh_plan_result *
     (void)m;
 }
 
-coh_status coh_plan_config_internal(const coh_model_desc *m, const coh_parallel_config *cin,
-                                    const coh_hw *hw, coh_plan_result *out, int want_events,
-                                    plan_step *step_out);
 
 /* The memory of the split the time model priced (the trainer's, plan_chunk_costs), in place of
  * the even split's: the blocks of each stage summed over its chunks; where cohort's trainer runs
@@ -146,9 +143,11 @@ static coh_status memory_of_split(const coh_model_desc *m, const coh_parallel_co
     return st;
 }
 
-coh_status coh_plan_config_internal(const coh_model_desc *m, const coh_parallel_config *cin,
-                                    const coh_hw *hw, coh_plan_result *out, int want_events,
-                                    plan_step *step_out)
+/* One configuration priced: coh_plan_config's work, with the search's remembered splits
+ * (splits may be NULL) and, when want_events, the step's events in *step_out. */
+static coh_status price(const coh_model_desc *m, const coh_parallel_config *cin,
+                        const coh_hw *hw, plan_split_memo *splits, coh_plan_result *out,
+                        int want_events, plan_step *step_out)
 {
     memset(out, 0, sizeof *out);
     if (m->arch == COH_ARCH_COUNTS)
@@ -170,6 +169,7 @@ coh_status coh_plan_config_internal(const coh_model_desc *m, const coh_parallel_
     plan_dev d;
     if ((st = plan_dev_for(hw, &c, &d)))
         return st;
+    d.splits = splits;
     int u = c.pp * c.virtual_stages;
     plan_chunk *chunk = calloc((size_t)u, sizeof *chunk);
     if (!chunk)
@@ -210,7 +210,7 @@ coh_status coh_plan_config_internal(const coh_model_desc *m, const coh_parallel_
 coh_status coh_plan_config(const coh_model_desc *m, const coh_parallel_config *c,
                            const coh_hw *hw, coh_plan_result *out)
 {
-    return coh_plan_config_internal(m, c, hw, out, 0, NULL);
+    return price(m, c, hw, NULL, out, 0, NULL);
 }
 
 coh_status coh_plan_trace(const coh_model_desc *m, const coh_parallel_config *c,
@@ -218,7 +218,7 @@ coh_status coh_plan_trace(const coh_model_desc *m, const coh_parallel_config *c,
 {
     coh_plan_result r;
     plan_step step;
-    coh_status st = coh_plan_config_internal(m, c, hw, &r, 1, &step);
+    coh_status st = price(m, c, hw, NULL, &r, 1, &step);
     if (st)
         return st;
     FILE *f = fopen(path, "w");
@@ -283,6 +283,7 @@ typedef struct search {
     coh_plan_stats *stats;
     cand *cands;
     size_t n, cap;
+    plan_split_memo *splits; /* shared by every configuration priced (NULL: none) */
 } search;
 
 /* A lower bound of the step: the devices' average compute, which the busiest stage cannot
@@ -467,7 +468,7 @@ static coh_status best_of(search *S, coh_plan_result *out, int cap, int *count)
             break;
         }
         coh_plan_result r;
-        st = coh_plan_config(S->m, &S->cands[i].c, S->hw, &r);
+        st = price(S->m, &S->cands[i].c, S->hw, S->splits, &r, 0, NULL);
         if (st)
             break;
         if (!r.fits) { /* the even split fitted (push), the trainer's split does not */
@@ -498,7 +499,7 @@ static coh_status best_of(search *S, coh_plan_result *out, int cap, int *count)
  * every leader alike), each keeping the median of its measurements; then every plan is priced
  * again from the refined costs and the list sorted again. */
 static coh_status measure_leaders_again(const coh_model_desc *m, const coh_hw *hw,
-                                        coh_plan_result *best, int n)
+                                        plan_split_memo *splits, coh_plan_result *best, int n)
 {
     int lead = 0;
     while (lead < n && best[lead].step_s <= best[0].step_s * (1.0 + LEADER_MARGIN))
@@ -508,11 +509,11 @@ static coh_status measure_leaders_again(const coh_model_desc *m, const coh_hw *h
     for (int round = 0; round < LEADER_ROUNDS && lead > 1 && !st; round++) {
         plan_engine_next_round(hw);
         for (int i = 0; i < lead && !st; i++)
-            st = coh_plan_config(m, &best[i].config, hw, &r);
+            st = price(m, &best[i].config, hw, splits, &r, 0, NULL);
     }
     plan_engine_stop_rounds(hw);
     for (int i = 0; i < n && !st; i++) { /* priced again, then inserted in order */
-        if ((st = coh_plan_config(m, &best[i].config, hw, &r)))
+        if ((st = price(m, &best[i].config, hw, splits, &r, 0, NULL)))
             break;
         int at = i;
         while (at > 0 && better(&r, &best[at - 1])) {
@@ -558,10 +559,11 @@ coh_status coh_plan_search(const coh_model_desc *m, const coh_plan_request *req,
                             "nodes is known: give the inventory's \"links\": {\"inter_node\": "
                             "...} or --link-inter", req->devices, req->devices / gpn);
     }
-    search S = {m, req, hw, stats, NULL, 0, 0};
+    search S = {m, req, hw, stats, NULL, 0, 0, plan_split_memo_new()};
     coh_status st = enumerate(&S);
     if (!st && S.n == 0) {
         free(S.cands);
+        plan_split_memo_free(S.splits);
         return coh_errf(COH_ERR_INVALID, "no configuration of %d devices fits %s per device "
                         "(%ld considered: %ld too big, %ld invalid)", req->devices,
                         hw->memory_bytes ? "the memory" : "", stats->considered,
@@ -574,7 +576,7 @@ coh_status coh_plan_search(const coh_model_desc *m, const coh_plan_request *req,
     if (!st)
         st = best_of(&S, best, keep, &n);
     if (!st && hw->engine)
-        st = measure_leaders_again(m, hw, best, n);
+        st = measure_leaders_again(m, hw, S.splits, best, n);
     if (best != out) {
         n = n < cap ? n : cap;
         if (!st)
@@ -582,6 +584,8 @@ coh_status coh_plan_search(const coh_model_desc *m, const coh_plan_request *req,
         free(best);
     }
     free(S.cands);
+    plan_split_memo_counts(S.splits, &stats->splits_searched, &stats->splits_reused);
+    plan_split_memo_free(S.splits);
     *count = st ? 0 : n;
     return st;
 }

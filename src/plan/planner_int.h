@@ -6,6 +6,20 @@
 #include "cohort/pipeline.h"
 #include "cohort/planner.h"
 
+/* The trainer's pipeline split of each shape, remembered over one search (split_memo.c). A key
+ * is PLAN_SPLIT_KEY ints naming everything the split depends on (plan_chunk_costs builds it). */
+#define PLAN_SPLIT_KEY 13
+typedef struct plan_split_memo plan_split_memo;
+plan_split_memo *plan_split_memo_new(void); /* NULL when out of memory: nothing is remembered */
+void plan_split_memo_free(plan_split_memo *memo);
+/* 1 and the split (bounds[0..u], *shards) when key's is remembered; else 0 (counted searched). */
+int plan_split_memo_get(plan_split_memo *memo, const int *key, int u, int *bounds, int *shards);
+/* Remembers key's split; quietly not when out of memory. */
+void plan_split_memo_put(plan_split_memo *memo, const int *key, int u, const int *bounds,
+                         int shards);
+/* The lookups that missed (the split searched) and that found it. */
+void plan_split_memo_counts(const plan_split_memo *memo, long *searched, long *reused);
+
 /* The rates one rank gets in a configuration: a CPU row for its threads (shared when the ranks
  * of a node outnumber its cores), or the GPU roofline. */
 typedef struct plan_dev {
@@ -17,6 +31,7 @@ typedef struct plan_dev {
     int saturated;     /* CPU: the ranks' threads fill the cores, so communication (done by
                           the transport's progress thread on those cores) cannot overlap */
     int ranks;         /* CPU: ranks sharing the cores (measured costs run that many at once) */
+    plan_split_memo *splits; /* the search's remembered splits, or NULL */
 } plan_dev;
 
 /* The engine's measured costs at one rank's shape (engine_costs.c). */
