@@ -26,6 +26,9 @@ typedef struct train_opts {
     int world;                 /* ranks of the job, from the launcher's environment (a dry run:
                                   or from --world, --nodes x --gpus-per-node) */
     long dry_world;            /* --world N (--dry-run only) */
+    double peak_gflops;        /* --peak-gflops, else COHORT_PEAK_GFLOPS: the peak MFU is taken
+                                  against; 0: measured at start */
+    const char *peak_origin;   /* which of the two gave it */
 } train_opts;
 
 /* The options of the commands that run a checkpoint (`cohort eval`, `cohort generate`). */

@@ -256,10 +256,16 @@ static coh_status loop(run *r)
             return st;
         if (lead && mfu > 1 && !r->mfu_warned) {
             r->mfu_warned = 1;
-            coh_warn("mfu reads %.0f%% against the sgemm peak measured at start (%.1f GFLOP/s), "
-                     "so that peak was low (other work on the machine while it was measured): "
-                     "mfu is shown as n/a where it reads above 100%%", mfu * 100,
-                     r->peak_flops * 1e-9);
+            if (o->peak_gflops > 0)
+                coh_warn("mfu reads %.0f%% against the peak given (%g GFLOP/s, %s), so that "
+                         "peak is low: mfu is shown as n/a where it reads above 100%%",
+                         mfu * 100, o->peak_gflops, o->peak_origin);
+            else
+                coh_warn("mfu reads %.0f%% against the %s peak measured at start (%.1f GFLOP/s), "
+                         "so that peak was low (other work on the machine while it was "
+                         "measured): mfu is shown as n/a where it reads above 100%%", mfu * 100,
+                         o->cfg.par.precision == COH_PREC_BF16_MIXED ? "bf16 GEMM" : "sgemm",
+                         r->peak_flops * 1e-9);
         }
         if (lead) {
             write_metrics(r, &s, tps, mfu, val);
@@ -286,13 +292,40 @@ static const char *resume_path(const train_opts *o)
     return o->save;
 }
 
+/* The peak MFU is taken against: given (--peak-gflops, COHORT_PEAK_GFLOPS), else measured
+ * here, before the model exists (so that the probe's buffers are not in training's resident
+ * peak), by rank 0 alone: only rank 0 reports MFU, and probes of every rank at once would share
+ * the cores and each read low. 0 on the other ranks. */
+static double peak_flops(const train_opts *o)
+{
+    if (o->peak_gflops > 0)
+        return o->peak_gflops * 1e9;
+    coh_launch_env env;
+    if (!coh_launch_env_read(&env) && env.rank > 0)
+        return 0;
+    return o->cfg.par.precision == COH_PREC_BF16_MIXED ? coh_measure_bf16_gemm_flops(1024)
+                                                         : coh_measure_sgemm_flops(1024);
+}
+
+/* "sgemm peak 61.2 GFLOP/s" measured, "peak 100 GFLOP/s (--peak-gflops)" given, "MFU against
+ * rank 0's peak" on the other ranks. */
+static void peak_text(const train_opts *o, double flops, char *buf, size_t cap)
+{
+    if (o->peak_gflops > 0)
+        snprintf(buf, cap, "peak %g GFLOP/s (%s)", o->peak_gflops, o->peak_origin);
+    else if (flops > 0)
+        snprintf(buf, cap, "%s peak %.1f GFLOP/s",
+                 o->cfg.par.precision == COH_PREC_BF16_MIXED ? "bf16 GEMM" : "sgemm",
+                 flops * 1e-9);
+    else
+        snprintf(buf, cap, "MFU against rank 0's peak");
+}
+
 int cli_train_run(const train_opts *o)
 {
     run r = {.o = o, .tty = progress_kind(), .threads = coh_get_threads(),
              .resume = resume_path(o)};
-    /* before the model exists, so its buffers are not in training's resident peak */
-    r.peak_flops = o->cfg.par.precision == COH_PREC_BF16_MIXED ? coh_measure_bf16_gemm_flops(1024)
-                                                                : coh_measure_sgemm_flops(1024);
+    r.peak_flops = peak_flops(o);
     coh_status st = setup(&r);
     if (!st && o->metrics && (r.par.rank == 0 || r.par.world_size == 1) &&
         !(r.metrics = fopen(o->metrics, r.resume ? "a" : "w")))
@@ -301,10 +334,11 @@ int cli_train_run(const train_opts *o)
         r.first_step = coh_trainer_get_step(r.t);
         r.last_step = o->stop_at && o->stop_at < o->tc.steps ? o->stop_at : o->tc.steps;
         r.flops_per_token = coh_gpt_flops_per_token(&o->tc.model, o->tc.seq);
-        coh_info("device %s; blas kernel %s, %d threads (%s), sgemm peak %.1f GFLOP/s; %llu "
-                 "training tokens", coh_backend_name(coh_backend_current()), coh_blas_kernel(),
-                 r.threads, o->cfg.threads > 0 ? "--threads" : coh_threads_origin(),
-                 r.peak_flops * 1e-9,
+        char peak[96];
+        peak_text(o, r.peak_flops, peak, sizeof peak);
+        coh_info("device %s; blas kernel %s, %d threads (%s), %s; %llu training tokens",
+                 coh_backend_name(coh_backend_current()), coh_blas_kernel(), r.threads,
+                 o->cfg.threads > 0 ? "--threads" : coh_threads_origin(), peak,
                  (unsigned long long)coh_loader_tokens(r.train));
         cli_par_print_start(o, &r.par, r.pt);
         r.t_start = coh_now_s();

@@ -23,6 +23,9 @@
 const char cmd_train_summary[] = "train a GPT-2 model on token shards";
 
 static const char *const CMD = "train";
+/* --peak-gflops and COHORT_PEAK_GFLOPS: a thousandth of a GFLOP/s to an EFLOP/s */
+#define PEAK_MIN 1e-3
+#define PEAK_MAX 1e9
 
 static void help(void)
 {
@@ -70,6 +73,9 @@ static void help(void)
            "                        peak and start RSS, predicted growth as 'cohort estimate\n"
            "                        --engine cohort' predicts it; strategy dp adds what each\n"
            "                        device holds)\n"
+           "  --peak-gflops G       a rank's peak GFLOP/s in the run's precision, which MFU is\n"
+           "                        taken against (default: COHORT_PEAK_GFLOPS, else measured\n"
+           "                        at start by rank 0: a GEMM on its threads for 0.4 s)\n"
            "  --log-every N         plain log line interval when not on a terminal (default 10)\n"
            "  --val-every N         validate every N steps and at the end (default 100)\n"
            "  --val-batches N       validation batches (default 10)\n"
@@ -91,7 +97,7 @@ enum {
     O_INIT = 256, O_DATA, O_VAL, O_SHUFFLE, O_STEPS, O_LR, O_MINLR, O_WARMUP, O_WD, O_CLIP, O_SEED,
     O_DET, O_METRICS, O_LOGEVERY, O_VALEVERY, O_VALBATCHES, O_SAVE, O_SAVEEVERY, O_RESUME,
     O_STOPAT, O_TOKENIZER, O_BLASINFO, O_TRACE, O_DUMP, O_DEVICES, O_DRYRUN, O_JSON,
-    O_STAGELAYERS, O_SAVEDTYPE, O_DEVICE, O_WORLD
+    O_STAGELAYERS, O_SAVEDTYPE, O_DEVICE, O_WORLD, O_PEAK
 };
 
 static const struct option own_options[] = {
@@ -111,7 +117,7 @@ static const struct option own_options[] = {
     {"dry-run", 0, 0, O_DRYRUN},      {"json", 0, 0, O_JSON},
     {"stage-layers", 1, 0, O_STAGELAYERS}, {"save-dtype", 1, 0, O_SAVEDTYPE},
     {"device", 1, 0, O_DEVICE},
-    {"world", 1, 0, O_WORLD},
+    {"world", 1, 0, O_WORLD},         {"peak-gflops", 1, 0, O_PEAK},
     {0, 0, 0, 0},
 };
 
@@ -172,6 +178,9 @@ static int parse_value(void *ctx, int c, const char *name, const char *a)
         return 1;
     case O_RESUME: o->resume = a; return 1;
     case O_STOPAT: return cli_parse_long(CMD, "--stop-at", a, 1, BIG, &o->stop_at);
+    case O_PEAK:
+        o->peak_origin = "--peak-gflops";
+        return cli_parse_double(CMD, "--peak-gflops", a, PEAK_MIN, PEAK_MAX, &o->peak_gflops);
     case O_TOKENIZER: o->tokenizer = a; return 1;
     case O_BLASINFO: o->blas_info = 1; return 1;
     case O_TRACE: o->trace = a; return 1;
@@ -269,6 +278,13 @@ static int parse(train_opts *o, int argc, char **argv)
         return rc;
     if (o->blas_info)
         return 0;
+    const char *peak = getenv("COHORT_PEAK_GFLOPS");
+    if (!o->peak_gflops && peak && *peak) {
+        o->peak_origin = "COHORT_PEAK_GFLOPS";
+        if (!cli_parse_double(CMD, "COHORT_PEAK_GFLOPS", peak, PEAK_MIN, PEAK_MAX,
+                              &o->peak_gflops))
+            return CLI_USAGE;
+    }
     if (!o->ndata && !o->dry_run)
         return cli_usage_error(CMD, "missing --data: give at least one training shard");
     if (!o->tc.steps && !o->dry_run)
