@@ -309,16 +309,16 @@ static double peak_flops(const train_opts *o)
 
 /* "sgemm peak 61.2 GFLOP/s" measured, "peak 100 GFLOP/s (--peak-gflops)" given, "MFU against
  * rank 0's peak" on the other ranks. */
-static void peak_text(const train_opts *o, double flops, char *buf, size_t cap)
+static void peak_text(const train_opts *o, double flops, int rank, char *buf, size_t cap)
 {
     if (o->peak_gflops > 0)
         snprintf(buf, cap, "peak %g GFLOP/s (%s)", o->peak_gflops, o->peak_origin);
-    else if (flops > 0)
+    else if (rank > 0)
+        snprintf(buf, cap, "MFU against rank 0's peak");
+    else
         snprintf(buf, cap, "%s peak %.1f GFLOP/s",
                  o->cfg.par.precision == COH_PREC_BF16_MIXED ? "bf16 GEMM" : "sgemm",
                  flops * 1e-9);
-    else
-        snprintf(buf, cap, "MFU against rank 0's peak");
 }
 
 int cli_train_run(const train_opts *o)
@@ -335,7 +335,7 @@ int cli_train_run(const train_opts *o)
         r.last_step = o->stop_at && o->stop_at < o->tc.steps ? o->stop_at : o->tc.steps;
         r.flops_per_token = coh_gpt_flops_per_token(&o->tc.model, o->tc.seq);
         char peak[96];
-        peak_text(o, r.peak_flops, peak, sizeof peak);
+        peak_text(o, r.peak_flops, r.par.rank, peak, sizeof peak);
         coh_info("device %s; blas kernel %s, %d threads (%s), %s; %llu training tokens",
                  coh_backend_name(coh_backend_current()), coh_blas_kernel(), r.threads,
                  o->cfg.threads > 0 ? "--threads" : coh_threads_origin(), peak,
