@@ -115,7 +115,6 @@ static void reasons(const coh_model_desc *m, const coh_hw *hw, coh_plan_result *
     (void)m;
 }
 
-
 /* The memory of the split the time model priced (the trainer's, plan_chunk_costs), in place of
  * the even split's: the blocks of each stage summed over its chunks; where cohort's trainer runs
  * the configuration, the largest of its own per-rank predictions. */
