@@ -99,15 +99,28 @@ static int awaited(shm *s, int r, int peer)
     return !reached(atomic_load(&shm_slot_of(s, r)->arrive), s->arrived);
 }
 
+/* Rank r is lost when its process is dead and, looked at after its death, it still has not
+ * done what this wait needs (moved *w to target, or reached this sync's phase). The looks must
+ * come in that order: an awaited rank may arrive, finish its last op and exit between a look at
+ * its words and a look at its process, and a rank that did so is no fault. A dead rank moves
+ * nothing any more, so the look after its death is final. */
+static int rank_lost(shm *s, int r, int peer, _Atomic uint32_t *w, uint32_t target)
+{
+    if (!awaited(s, r, peer) || !coh_pid_dead((pid_t)atomic_load(&shm_slot_of(s, r)->pid)))
+        return 0;
+    return peer >= 0 ? !reached(atomic_load(w), target) : awaited(s, r, peer);
+}
+
 /* Between sleeps: the lost flag, the deadline, and every 100 ms the awaited peers' pids. */
-static coh_status check_faults(shm *s, int peer, const char *what, double now)
+static coh_status check_faults(shm *s, _Atomic uint32_t *w, uint32_t target, int peer,
+                               const char *what, double now)
 {
     if (atomic_load(&s->ctl->lost))
         return lost_error(s, what);
     if (now >= s->next_check) {
         s->next_check = now + 0.1;
         for (int r = 0; r < s->n; r++)
-            if (awaited(s, r, peer) && coh_pid_dead((pid_t)atomic_load(&shm_slot_of(s, r)->pid))) {
+            if (rank_lost(s, r, peer, w, target)) {
                 raise_lost(s, r);
                 return lost_error(s, what);
             }
@@ -183,7 +196,7 @@ coh_status shm_wait(shm *s, _Atomic uint32_t *w, uint32_t target, int peer, cons
         if (reached(v, target))
             return COH_OK;
         double now = coh_now_s();
-        coh_status st = check_faults(s, peer, what, now);
+        coh_status st = check_faults(s, w, target, peer, what, now);
         if (st)
             return st;
         double slice = s->deadline - now;
