@@ -75,7 +75,8 @@ static int mode_split(coh_comm *c, int rank, int n)
     }
     int64_t one = 1, total = 0; /* the parent still works after the split */
     st = coh_allreduce(c, &one, &total, 1, COH_I64, COH_SUM);
-    EXPECT(st == COH_OK && total == n, "parent sum %lld after split", (long long)total);
+    EXPECT(st == COH_OK && total == n, "parent sum %lld after split, want %d: %s",
+           (long long)total, n, st ? coh_last_error() : "ok");
     coh_comm_destroy(sub);
     return 0;
 }
