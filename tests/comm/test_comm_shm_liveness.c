@@ -1,11 +1,12 @@
 /* test_comm_shm_liveness.c: when a shared-memory rank waits for a peer whose process is dead,
  * it reports the peer lost only if the peer, looked at after its death, has not done what the
  * wait needs. A peer may arrive, finish its last op and exit between the waiter's look at its
- * words and its look at the process (seen on 5 ranks on 2 cores: about one job in 300 failed
- * with "rank 0 died" although rank 0 had passed). This test makes that happen every time: it
- * replaces kill() for the whole executable (this file's definition wins over the C library's
- * when the static library is linked), and the probe of the peer's process first does what the
- * peer would have done (arrive, or post) and then answers that the process is gone. */
+ * words and its look at the process (seen on 5 ranks on 2 cores beside other work: one job in
+ * several hundred failed with "rank 0 died" although rank 0 had passed). This test makes that
+ * happen every time: it replaces kill() for the whole executable (this file's definition wins
+ * over the C library's when the static library is linked), and the probe of the peer's process
+ * first does what the peer would have done (arrive, or post) and then answers that the process
+ * is gone. */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -54,7 +55,8 @@ static int open_pair(shm **r0, shm **r1, int tag)
     opened o[2];
     pthread_t th;
     for (int r = 0; r < 2; r++) {
-        o[r] = (opened){.env = {.rank = r, .size = 2, .local_size = 2, .nnodes = 1, .timeout_s = 10}};
+        o[r] = (opened){
+            .env = {.rank = r, .size = 2, .local_size = 2, .nnodes = 1, .timeout_s = 10}};
         snprintf(o[r].env.job, sizeof o[r].env.job, "live%d-%d", (int)getpid(), tag);
     }
     CHECK(pthread_create(&th, NULL, open_rank, &o[0]) == 0);
