@@ -120,12 +120,24 @@ start_job() {
 }
 # the pid of rank R as seen from this machine's pid namespace: the worker wrote its own pid, and
 # the namespaces here are network, UTS and mount only, so it is the same
-# (a zombie is gone: this machine's init may not reap the orphans of a killed launcher)
+# (a zombie is gone: this machine's init may not reap the orphans of a killed launcher). The
+# state is read once: a pid looked up and then read separately could be reaped in between and
+# read as alive. A killed process takes a moment to end on a loaded machine: wait up to 60 s.
+alive() {
+    local s
+    s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+    [ -n "$s" ] && ! [[ $s =~ ^[0-9]+\ \(.*\)\ Z ]]
+}
 all_gone() {
-    for p in "$@"; do
-        kill -0 "$p" 2>/dev/null && [ "$(ps -o stat= -p "$p" | cut -c1)" != Z ] && return 1
+    local p any
+    for _ in $(seq 1200); do
+        any=0
+        for p in "$@"; do alive "$p" && any=1; done
+        [ $any -eq 0 ] && return 0
+        sleep 0.05
     done
-    return 0
+    for p in "$@"; do alive "$p" && ps -o pid=,stat=,args= -p "$p"; done
+    return 1
 }
 if start_job; then
     f0=$fails
