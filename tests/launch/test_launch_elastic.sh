@@ -31,7 +31,7 @@ now() { date +%s.%N; }
 # until FILE holds a line matching REGEX (at most 100 s)
 wait_grep() { for _ in $(seq 2000); do grep -q "$2" "$1" && return 0; sleep 0.05; done; return 1; }
 # a live process, not a zombie
-alive() { [ -e "/proc/$1" ] && ! grep -qE '^[0-9]+ \(.*\) Z' "/proc/$1/stat" 2>/dev/null; }
+. "$(dirname "${BASH_SOURCE[0]}")/proc_lib.sh"
 # Each worker logs "attempt world rank node nnodes" to $T/log.$ID; attempt 0 runs until stopped,
 # attempt 1's rank 1 fails once $T/fail1 exists, attempt 2 succeeds.
 w='echo "$TORCHELASTIC_RESTART_COUNT $WORLD_SIZE $RANK $GROUP_RANK $GROUP_WORLD_SIZE" >> '"$T"'/log.$ID
@@ -69,9 +69,8 @@ t0=$(now)
 kill -9 $nb
 wait_lines 2 "^1 2 " "$T/log.n0 $T/log.a" || fail "no second round on 2 nodes: $(cat "$T"/log.* "$T"/err.n0)"
 t1=$(now)
-# the killed node's guard ends its worker (which would sleep 600 s): wait for that, up to 60 s
-for _ in $(seq 1200); do alive "$bpid" || break; sleep 0.05; done
-alive "$bpid" && fail "a worker of the killed node outlived it"
+# the killed node's guard ends its worker (which would sleep 600 s)
+all_gone "$bpid" || fail "a worker of the killed node outlived it"
 node c 1 &
 nc=$!
 wait_grep "$T/err.n0" "it enters at the next restart" || fail "the late node was not taken in: $(cat "$T/err.n0" "$T/err.c")"

@@ -24,22 +24,11 @@ os.execvp(sys.argv[1], sys.argv[1:])')
 # A job whose workers were not stopped runs for LONG s; the launcher is killed after HANG s
 # (exit 124/137: a failure) - far above what any loaded machine needs, far below LONG.
 LONG=600 HANG=120
-# alive PID: running and not a zombie.
-alive() { [ -e "/proc/$1" ] && ! grep -qE '^[0-9]+ \(.*\) Z' "/proc/$1/stat" 2>/dev/null; }
+. "$(dirname "${BASH_SOURCE[0]}")/proc_lib.sh"
 # wait_files N GLOB: until N files match (at most 100 s: a loaded machine starts ranks slowly).
 wait_files() {
     for _ in $(seq 2000); do
         [ "$(ls $2 2>/dev/null | wc -l)" -ge "$1" ] && return 0
-        sleep 0.05
-    done
-    return 1
-}
-# all_gone PIDS...: every pid gone (waits up to 60 s: a loaded machine reaps slowly).
-all_gone() {
-    for _ in $(seq 1200); do
-        local any=0
-        for p in "$@"; do alive "$p" && any=1; done
-        [ $any -eq 0 ] && return 0
         sleep 0.05
     done
     return 1
@@ -95,7 +84,7 @@ wait_files 4 "$T/[gw][c.]*" || fail "workers of the launcher-kill job did not st
 kill -9 $launcher
 wait $launcher 2>/dev/null
 pids=$(cat "$T"/w.* "$T"/gc.*)
-all_gone $pids || fail "processes outlived the SIGKILLed launcher: $(for p in $pids; do alive $p && ps -o pid=,cmd= -p $p; done)"
+all_gone $pids || fail "processes outlived the SIGKILLed launcher"
 
 # 4. SIGINT, SIGTERM, SIGHUP and SIGQUIT reach every worker; the launcher exits 128 + signal.
 for sig in INT TERM HUP QUIT; do
@@ -255,7 +244,7 @@ grep -q "started a new guard" "$T/e11b" || fail "guard job 2: no new guard: $(ca
 kill -9 $launcher
 wait $launcher 2>/dev/null
 pids=$(cat "$T"/gw.* "$T"/gg.*)
-all_gone $pids || fail "processes outlived the launcher after its guard was restarted: $(for p in $pids; do alive $p && ps -o pid=,cmd= -p $p; done)"
+all_gone $pids || fail "processes outlived the launcher after its guard was restarted"
 
 # 12. The root cause is the first worker to die, even when another died too before the launcher
 # woke (a loaded machine): with the launcher stopped, rank 1 is killed, then rank 0; the summary

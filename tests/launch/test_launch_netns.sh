@@ -11,6 +11,7 @@
 # Skipped by name without root, iproute2, Open MPI or cohort's MPI plug-in.
 . "$(dirname "${BASH_SOURCE[0]}")/../parallel/par_lib.sh"
 . "$src/tests/launch/netns_lib.sh"
+. "$src/tests/launch/proc_lib.sh"
 netns_skip_unless_mpi
 "$py" -c "import numpy" 2>/dev/null || { echo "SKIP namespaces: numpy missing"; exit 77; }
 trap 'netns_down; [ -n "$launcher" ] && kill -9 "$launcher" 2>/dev/null; rm -rf "$work"' EXIT
@@ -118,27 +119,7 @@ start_job() {
     for _ in $(seq 2400); do [ "$(ls "$work"/n.* 2>/dev/null | wc -l)" -eq 4 ] && return 0; sleep 0.05; done
     return 1
 }
-# the pid of rank R as seen from this machine's pid namespace: the worker wrote its own pid, and
-# the namespaces here are network, UTS and mount only, so it is the same
-# (a zombie is gone: this machine's init may not reap the orphans of a killed launcher). The
-# state is read once: a pid looked up and then read separately could be reaped in between and
-# read as alive. A killed process takes a moment to end on a loaded machine: wait up to 60 s.
-alive() {
-    local s
-    s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
-    [ -n "$s" ] && ! [[ $s =~ ^[0-9]+\ \(.*\)\ Z ]]
-}
-all_gone() {
-    local p any
-    for _ in $(seq 1200); do
-        any=0
-        for p in "$@"; do alive "$p" && any=1; done
-        [ $any -eq 0 ] && return 0
-        sleep 0.05
-    done
-    for p in "$@"; do alive "$p" && ps -o pid=,stat=,args= -p "$p"; done
-    return 1
-}
+# (the pid each worker wrote is the same here: the namespaces are network, UTS and mount only)
 if start_job; then
     f0=$fails
     kill -9 "$(cat "$work/n.3")"

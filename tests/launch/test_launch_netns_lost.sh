@@ -8,6 +8,7 @@
 # by name. Prints the detection and restart times. Skipped by name without root or iproute2.
 . "$(dirname "${BASH_SOURCE[0]}")/../parallel/par_lib.sh"
 . "$src/tests/launch/netns_lib.sh"
+. "$src/tests/launch/proc_lib.sh"
 export COHORT_LOG=info
 unset COHORT_JOB_TOKEN
 
@@ -39,7 +40,6 @@ node() { # K ID NNODES: a launcher on node K (netns), stderr in $work/err.ID
         --join-timeout 30 --grace 1 sh -c "$w" 2>"$work/err.$id"
 }
 lines() { [ "$(cat $2 2>/dev/null | grep -cE "$3")" -ge "$1" ]; }
-alive() { kill -0 "$1" 2>/dev/null; }
 
 # 1. elastic: node 2 cut off mid-round; the job goes on with nodes 0 and 1. Node 0 starts the
 # round 2 s after the second node joined: it starts after nodes 1 and 2 are up (they say they
@@ -77,7 +77,7 @@ grep -qE "node [12]'s launcher \(host node2, $NETNS_SUBNET.3:[0-9]+\) stopped an
     fail "node 0 does not name the lost node: $(cat "$work/err.n0")"
 grep -q "node 0's launcher at $M stopped answering for $TO s" "$work/err.b" ||
     fail "the cut-off node does not name node 0: $(cat "$work/err.b")"
-alive "$bworker" && fail "the cut-off node's worker (pid $bworker) outlived its launcher"
+all_gone "$bworker" || fail "the cut-off node's worker (pid $bworker) outlived its launcher"
 [ "$(grep -c '^0 3 ' "$work/log.n0" "$work/log.a" | cut -d: -f2 | tr '\n' ' ')" = "1 1 " ] &&
     [ "$(cat "$work/log.n0" "$work/log.a" | grep '^1 2 ' | cut -d' ' -f3 | sort | tr '\n' ' ')" = "0 1 " ] ||
     fail "rounds: $(cat "$work/log.n0" "$work/log.a")"
