@@ -75,7 +75,7 @@ rc=$?
 grep -qF "rank 1 was killed by SIGKILL" "$T/e2" || fail "summary lacks the signal: $(cat "$T/e2")"
 grep -qF "grace period of 1 s over: killing the remaining workers" "$T/e2" ||
     fail "rank 0, deaf to SIGTERM, was not killed at the end of the 1 s grace period: $(cat "$T/e2")"
-alive "$(cat "$T/k.0")" && fail "rank 0 survived the teardown"
+all_gone "$(cat "$T/k.0")" || fail "rank 0 survived the teardown"
 
 # 3. SIGKILL of the launcher: no worker, nor a worker's child, stays alive.
 "$C" run -n 2 sh -c 'sleep 60 & echo $! > '"$T"'/gc.$RANK; echo $$ > '"$T"'/w.$RANK; wait' &
