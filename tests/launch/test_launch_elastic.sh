@@ -30,7 +30,7 @@ wait_lines() {
 now() { date +%s.%N; }
 # until FILE holds a line matching REGEX (at most 100 s)
 wait_grep() { for _ in $(seq 2000); do grep -q "$2" "$1" && return 0; sleep 0.05; done; return 1; }
-# a live process, not a zombie
+# alive and all_gone: whether a process still runs (a zombie does not)
 . "$(dirname "${BASH_SOURCE[0]}")/proc_lib.sh"
 # Each worker logs "attempt world rank node nnodes" to $T/log.$ID; attempt 0 runs until stopped,
 # attempt 1's rank 1 fails once $T/fail1 exists, attempt 2 succeeds.

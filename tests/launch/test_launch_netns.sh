@@ -119,7 +119,8 @@ start_job() {
     for _ in $(seq 2400); do [ "$(ls "$work"/n.* 2>/dev/null | wc -l)" -eq 4 ] && return 0; sleep 0.05; done
     return 1
 }
-# (the pid each worker wrote is the same here: the namespaces are network, UTS and mount only)
+# (the pid a worker wrote is its pid here too: the namespaces are network, UTS and mount only,
+# so all_gone can look it up)
 if start_job; then
     f0=$fails
     kill -9 "$(cat "$work/n.3")"
