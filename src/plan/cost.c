@@ -418,22 +418,32 @@ coh_status plan_chunk_costs(const coh_model_desc *m, const coh_parallel_config *
         ch->bwd = head_t[u + k];
         ch->flops = head_t[2 * u + k] + head_t[3 * u + k];
         ch->tp_comm = nb * (bc.tp_fwd + bc.tp_bwd);
-        ch->params = (int64_t)(nb * bp);
+        ch->block_params = bp;
+        ch->bwd_block = bc.bwd + bc.tp_bwd;
+        ch->bwd_top = fmax(0, ch->bwd - nb * ch->bwd_block - (ch->first ? emb_b : 0));
         if (ch->first) {
-            ch->params += (int64_t)vocab_shard;
+            if (p > 1)
+                ch->wte_params = (int64_t)vocab_shard;
+            else
+                ch->embed_params = (int64_t)vocab_shard;
             wte_held[0] = (unsigned char)m->tied; /* a head unit here reads this wte */
             if (m->arch == COH_ARCH_GPT2)
-                ch->params += m->positions * m->dim;
+                ch->embed_params += m->positions * m->dim;
         }
         if (ch->last) {
             if (ch->head_lo == 0)
-                ch->params += (int64_t)(2 * h); /* the final LayerNorm goes with shard 0 */
+                ch->top_params += (int64_t)(2 * h); /* the final LayerNorm goes with shard 0 */
             /* the LM head's weights: a stage holding head units keeps a whole copy of them
              * (tied: of wte, summed with the first stage's) */
-            if ((!m->tied || u > 1) && !wte_held[k % p])
-                ch->params += (int64_t)vocab_shard;
+            if ((!m->tied || u > 1) && !wte_held[k % p]) {
+                if (m->tied)
+                    ch->wte_params += (int64_t)vocab_shard;
+                else
+                    ch->top_params += (int64_t)vocab_shard;
+            }
             wte_held[k % p] = 1;
         }
+        ch->params = (int64_t)(nb * bp) + ch->top_params + ch->embed_params + ch->wte_params;
         if (zero3) {
             /* each block gathered just before use, the next one prefetched while it runs: a
              * gather stalls compute by what the previous block's compute does not cover */

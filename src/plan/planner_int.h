@@ -86,7 +86,21 @@ typedef struct plan_chunk {
     double zero3_exposed;  /* the part of it that stalls compute (inside fwd + bwd) */
     double flops;          /* executed FLOPs (recompute included) */
     int64_t params;        /* this tp rank's parameters of the chunk */
+    /* the chunk's layers as the trainer buckets their gradients (buckets.c), this tp rank's
+     * parameters: each block, the layer after the blocks (the final LayerNorm, with the LM
+     * head's weights where the chunk keeps a copy), the embeddings (first chunk; wte included
+     * without a pipeline), and wte apart (with a pipeline: its own bucket, first chunk or a
+     * copy beside the head) */
+    double block_params;
+    int64_t top_params, embed_params, wte_params;
+    double bwd_top, bwd_block; /* backward until the top layer's gradients are done; a block's */
 } plan_chunk;
+
+/* The values of stage s's gradient buckets over dp (the first `max` into values), in the order
+ * the trainer issues them (buckets.c's plan, as step_sim.c prices them). Returns the count, -1
+ * out of memory. */
+int plan_stage_buckets(const coh_parallel_config *c, const plan_chunk *chunk, int s,
+                       double *values, int max);
 
 /* A CPU's peak for MFU: the best measured GEMM rate of any row, scaled to every core. */
 double plan_cpu_peak(const coh_hw *hw);

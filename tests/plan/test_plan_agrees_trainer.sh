@@ -2,7 +2,9 @@
 # test_plan_agrees_trainer.sh: `cohort plan --explain --json` prices the step `cohort train
 # --dry-run --json` describes, on the same flags, for a table of meshes (dp x pp x tp, ZeRO
 # stages, sequence parallelism, bf16, several nodes): every rank's stage and peers, each stage's
-# blocks and parameters (the trainer's split), the bytes of each collective and send, which
+# blocks and parameters (the trainer's split), the bytes of each collective and send, its
+# gradient buckets over dp one by one in issue order (the trainer's bucket plan: whole layers
+# merged up to 25 MiB, a larger layer alone, ZeRO-3 per layer, a pipeline's wte last), which
 # links they cross, and the memory of each stage (the planner's against the
 # trainer's own prediction, within 1%: the planner prices the trainer's prediction where the
 # trainer runs the configuration). Every row runs on every CPU (bf16-mixed too: widened
@@ -28,6 +30,11 @@ rows=(
     "--dp 2 --pp 2 --strategy ddp --grad-accum 2 --nodes 2 --gpus-per-node 2"
     "--dp 4 --pp 2 --strategy ddp --grad-accum 2 --nodes 4 --gpus-per-node 2"
     "--dp 2 --tp 2 --strategy ddp --precision bf16-mixed --nodes 2 --gpus-per-node 2"
+    # layers of 12.6 M values, each over the 25 MiB bucket: one bucket a layer (and ZeRO-3's
+    # per layer whatever its size), with and without a pipeline
+    "--dim 1024 --heads 8 --dp 2 --strategy ddp --nodes 1 --gpus-per-node 2"
+    "--dim 1024 --heads 8 --dp 2 --strategy zero3 --nodes 2 --gpus-per-node 1"
+    "--dim 1024 --heads 8 --layers 8 --dp 2 --pp 2 --schedule interleaved --virtual-stages 2 --strategy zero1 --grad-accum 4 --nodes 2 --gpus-per-node 2"
     # a GPT-2 vocabulary: the trainer shards the head over the stages
     "--vocab 50257 --dim 128 --seq 128 --pp 2 --schedule interleaved --virtual-stages 2 --grad-accum 2 --nodes 1 --gpus-per-node 2"
 )
@@ -59,6 +66,9 @@ if len(t["stages"]) != len(p["stages"]):
 worst = 0
 for a, b in zip(t["stages"], p["stages"]):
     for k in ("blocks", "params", "links"):
+        if a[k] != b[k]:
+            bad.append("stage %d %s: trainer %s, planner %s" % (a["stage"], k, a[k], b[k]))
+    for k in ("dp_buckets", "dp_bucket_values"):
         if a[k] != b[k]:
             bad.append("stage %d %s: trainer %s, planner %s" % (a["stage"], k, a[k], b[k]))
     for k, v in a["bytes"].items():

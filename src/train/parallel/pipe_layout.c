@@ -728,6 +728,24 @@ coh_status coh_par_stage_traffic(const coh_par_config *c, int stage, coh_par_tra
         out->dp_reduce = lay.params;
         if (coh_strategy_zero_stage(p->strategy) >= 1)
             out->zero_gather = lay.params;
+        /* the buckets the grad hook issues (par_plan_buckets: the whole model without a
+           pipeline) */
+        par_bucket *bk = calloc((size_t)m->layers + 3, sizeof *bk);
+        int *bucket_of = calloc((size_t)m->layers + 2, sizeof *bucket_of);
+        size_t own;
+        if (!bk || !bucket_of) {
+            free(bk);
+            free(bucket_of);
+            return coh_errf(COH_ERR_NOMEM, "out of memory planning gradient buckets");
+        }
+        out->dp_buckets = par_bucket_plan(m, p->pp > 1 ? &lay : NULL,
+                                          coh_strategy_zero_stage(p->strategy), p->dp, 0,
+                                          p->bucket_bytes ? p->bucket_bytes : (size_t)25 << 20,
+                                          bk, bucket_of, &own);
+        for (int i = 0; i < out->dp_buckets && i < COH_PAR_TRAFFIC_BUCKETS; i++)
+            out->dp_bucket[i] = bk[i].end - bk[i].begin;
+        free(bk);
+        free(bucket_of);
     }
     if (p->pp > 1 && (lay.first || lay.head)) /* pipe_exec.c reduce_grads: the embedding group */
         out->embed_allreduce = (size_t)coh_gpt_vocab_per_shard(m) * (size_t)m->dim;
