@@ -17,11 +17,15 @@
  * way per GPU (half the quoted bidirectional figure). The other constants of the GPU model,
  * each named here with its source (docs/plan.md, "Constants of the GPU model"): */
 
-/* Large-GEMM efficiency of peak: cuBLAS bf16 on A100 at 250-260 of 312 TFLOP/s on large square
- * shapes (the figure this model has used since it was written; no NVIDIA document pinned to it
- * yet: docs/plan.md). Smaller and skinnier shapes lose more by tile and wave quantization
- * (cost.c, from NVIDIA's Matrix Multiplication Background guide). */
-#define GPU_GEMM_EFFICIENCY 0.80
+/* Large-GEMM efficiency of peak, per GPU (the preset's gemm_eff below): the best rate a bf16
+ * matmul reaches over a search of large shapes, over the datasheet peak, as published in
+ * "Machine Learning Engineering" (S. Bekman), "Maximum Achievable Matmul FLOPS comparison
+ * table": A100 SXM 271.2 of 312 TFLOP/s (0.869, torch 2.6 with CUDA 12.6), H100 SXM 794.5 of 989
+ * (0.803, torch 2.7 with CUDA 12.6); V100 SXM2, which that table lacks: 83 of 125 TFLOP/s
+ * (0.664) with cuBLAS in mixed precision (Markidis et al., "NVIDIA Tensor Core
+ * Programmability, Performance & Precision", IPDPSW 2018). Smaller and skinnier shapes lose more
+ * by tile and wave quantization (cost.c, from NVIDIA's Matrix Multiplication Background guide);
+ * a calibration file from cohort bench gemm --device cuda replaces it with a measurement. */
 /* Elementwise kernels (LayerNorm, GELU, bias-dropout-add) stream at this share of HBM
  * bandwidth. Measured: cohort's y += x on an H100 SXM5 streams 0.82 of its 3350 GB/s
  * (bench/gpu/h100_gemm_2026-11-26.txt); published: a pure read kernel at 88% on an A100 80 GB
@@ -38,20 +42,20 @@
 
 static const struct preset {
     const char *name, *match, *source;
-    double peak, mem_bw, nvlink;
+    double peak, mem_bw, nvlink, gemm_eff;
     uint64_t mib;
     coh_precision prec;
     int sms; /* the architecture whitepapers: A100 108 SMs (GA100 as shipped), H100 SXM5 132,
                 V100 80 */
 } PRESETS[] = {
     {"a100-80gb", "A100", "NVIDIA A100 datasheet: 312 TFLOP/s bf16 dense, 2039 GB/s HBM2e, NVLink 3 "
-     "600 GB/s (300 each way)", 312e12, 2039e9, 300e9, 81920, COH_PREC_BF16_MIXED, 108},
+     "600 GB/s (300 each way)", 312e12, 2039e9, 300e9, 0.869, 81920, COH_PREC_BF16_MIXED, 108},
     {"a100-40gb", "A100", "NVIDIA A100 datasheet: 312 TFLOP/s bf16 dense, 1555 GB/s HBM2, NVLink 3 "
-     "600 GB/s (300 each way)", 312e12, 1555e9, 300e9, 40960, COH_PREC_BF16_MIXED, 108},
+     "600 GB/s (300 each way)", 312e12, 1555e9, 300e9, 0.869, 40960, COH_PREC_BF16_MIXED, 108},
     {"h100-sxm", "H100", "NVIDIA H100 datasheet: 989 TFLOP/s bf16 dense, 3350 GB/s HBM3, NVLink 4 "
-     "900 GB/s (450 each way)", 989e12, 3350e9, 450e9, 81920, COH_PREC_BF16_MIXED, 132},
+     "900 GB/s (450 each way)", 989e12, 3350e9, 450e9, 0.803, 81920, COH_PREC_BF16_MIXED, 132},
     {"v100-32gb", "V100", "NVIDIA V100 datasheet: 125 TFLOP/s fp16 tensor, 900 GB/s HBM2, NVLink 2 "
-     "300 GB/s (150 each way)", 125e12, 900e9, 150e9, 32768, COH_PREC_FP16_MIXED, 80},
+     "300 GB/s (150 each way)", 125e12, 900e9, 150e9, 0.664, 32768, COH_PREC_FP16_MIXED, 80},
 };
 #define NPRESETS (sizeof PRESETS / sizeof PRESETS[0])
 
@@ -73,7 +77,7 @@ static void fill_preset(const struct preset *p, coh_hw *out)
     out->nodes = 0;
     out->intra.alpha_s = GPU_NVLINK_STEP_S;
     out->intra.bytes_per_s = p->nvlink;
-    out->gemm_efficiency = GPU_GEMM_EFFICIENCY;
+    out->gemm_efficiency = p->gemm_eff;
     out->sms = p->sms;
     out->mem_bytes_per_s = p->mem_bw;
 }
