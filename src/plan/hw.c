@@ -15,7 +15,7 @@
 
 /* Dense (non-sparse) tensor-core peaks and HBM bandwidth from NVIDIA's datasheets; NVLink one
  * way per GPU (half the quoted bidirectional figure). The other constants of the GPU model,
- * each named here with its source (docs/plan.md, "Constants of the GPU model"): */
+ * each named here with its source (docs/plan.md, "GPU presets and their sources"): */
 
 /* Large-GEMM efficiency of peak, per GPU (the preset's gemm_eff below): the best rate a bf16
  * matmul reaches over a search of large shapes, over the datasheet peak, as published in
