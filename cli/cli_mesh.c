@@ -38,9 +38,9 @@ static void stage_json(coh_jw *w, int s, const coh_plan_stage_view *v)
     coh_jw_field_double(w, "embedding_allreduce", v->embed_allreduce_bytes);
     coh_jw_object_end(w);
     coh_jw_field_int(w, "dp_buckets", v->dp_buckets);
-    coh_jw_key(w, "dp_bucket_values"); /* the first COH_PLAN_VIEW_BUCKETS */
+    coh_jw_key(w, "dp_bucket_values"); /* the first COH_BUCKETS_LISTED */
     coh_jw_array_begin(w);
-    for (int i = 0; i < v->dp_buckets && i < COH_PLAN_VIEW_BUCKETS; i++)
+    for (int i = 0; i < v->dp_buckets && i < COH_BUCKETS_LISTED; i++)
         coh_jw_double(w, v->dp_bucket_values[i]);
     coh_jw_array_end(w);
     coh_jw_key(w, "links");

@@ -527,8 +527,7 @@ static coh_status stage_facts(const train_opts *o, int s, int per_node, coh_plan
         .embed_allreduce_bytes = 4.0 * t.embed_allreduce, .next_stage_inter = -1,
         .dp_inter = -1, .tp_inter = -1};
     v->dp_buckets = t.dp_buckets;
-    for (int i = 0; i < t.dp_buckets && i < COH_PLAN_VIEW_BUCKETS && i < COH_PAR_TRAFFIC_BUCKETS;
-         i++)
+    for (int i = 0; i < t.dp_buckets && i < COH_BUCKETS_LISTED; i++)
         v->dp_bucket_values[i] = (double)t.dp_bucket[i];
     long r0 = coh_mesh_rank(p->dp, p->pp, p->tp, 0, s, 0);
     if (s + 1 < p->pp)

@@ -208,7 +208,6 @@ coh_status coh_par_pipe_stage(const coh_par_config *c, int stage, coh_pipe_stage
 /* What one rank of stage `stage` moves in a step, in values (the trainer moves fp32: gpt_tp.c,
  * pipe_exec.c, zero.c), from the trainer's own layout: the dry run prints it and the planner's
  * pricing is checked against it. */
-#define COH_PAR_TRAFFIC_BUCKETS 64
 typedef struct coh_par_traffic {
     size_t pipe_send;      /* one pipeline message of a microbatch: the rank's rows (1/tp of
                               them only with sequence parallelism), with head shards the loss
@@ -221,7 +220,7 @@ typedef struct coh_par_traffic {
     size_t params;         /* the stage's parameters (its tp shard) */
     int blocks;            /* its transformer blocks */
     int dp_buckets;        /* its gradient buckets over dp, in the order backward issues them */
-    size_t dp_bucket[COH_PAR_TRAFFIC_BUCKETS]; /* the first ones' values (buckets.c's plan) */
+    size_t dp_bucket[COH_BUCKETS_LISTED]; /* the first ones' values (buckets.c's plan) */
 } coh_par_traffic;
 
 /* Pure. COH_ERR_INVALID as coh_par_pipe_stage. */

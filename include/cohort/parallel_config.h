@@ -104,6 +104,12 @@ int coh_strategy_zero_stage(coh_strategy s);
 /* The multi-process strategy of ZeRO stage `stage` (0: ddp); COH_STRATEGY_COUNT outside 0..3. */
 coh_strategy coh_strategy_of_zero(int stage);
 
+/* The gradient bucket of DDP and ZeRO in bytes: c->bucket_bytes, 25 MiB when 0. */
+size_t coh_parallel_bucket_bytes(const coh_parallel_config *c);
+/* How many of a stage's gradient buckets the dry runs list, one by one (coh_par_traffic,
+ * coh_plan_stage_view). */
+#define COH_BUCKETS_LISTED 64
+
 /* 1 when cohort's own trainer (`cohort train`) runs c as it is; else 0 with `why` (cap bytes,
  * may be NULL) naming the first option it lacks: "--tp 2: tensor parallelism is not in cohort's
  * trainer yet". The trainer refuses with this message; the estimator and planner label their

@@ -178,7 +178,6 @@ coh_status coh_plan_trace(const coh_model_desc *m, const coh_parallel_config *c,
  * --json`), for checking against the trainer's dry run: the stage's blocks and parameters (the
  * trainer's split), its memory, the bytes of each message, and whether the link priced for
  * each axis crosses nodes (-1: no such axis or peer, 0: inside a node, 1: between nodes). */
-#define COH_PLAN_VIEW_BUCKETS 64
 typedef struct coh_plan_stage_view {
     int blocks;
     int64_t params;
@@ -187,7 +186,7 @@ typedef struct coh_plan_stage_view {
         embed_allreduce_bytes;
     int next_stage_inter, dp_inter, tp_inter;
     int dp_buckets;                            /* gradient buckets over dp, in issue order */
-    double dp_bucket_values[COH_PLAN_VIEW_BUCKETS]; /* the first ones' values */
+    double dp_bucket_values[COH_BUCKETS_LISTED]; /* the first ones' values */
 } coh_plan_stage_view;
 
 /* out[c->pp]. Errors as coh_plan_config. */

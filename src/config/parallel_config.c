@@ -19,6 +19,11 @@ void coh_parallel_config_init(coh_parallel_config *c)
     c->offload = COH_OFFLOAD_NONE;
 }
 
+size_t coh_parallel_bucket_bytes(const coh_parallel_config *c)
+{
+    return c->bucket_bytes ? c->bucket_bytes : (size_t)25 << 20;
+}
+
 static const char *const STRATEGY[COH_STRATEGY_COUNT] = {"single", "dp",    "ddp",
                                                          "zero1",  "zero2", "zero3"};
 static const char *const PRECISION[COH_PREC_COUNT] = {"fp32", "bf16-mixed", "fp16-mixed"};

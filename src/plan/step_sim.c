@@ -115,91 +115,98 @@ typedef struct sync_bucket {
     double values, done;
 } sync_bucket;
 
-/* The trainer's buckets of one chunk (buckets.c, par_bucket_plan), in the order its backward
- * finishes them: whole layers from the last backwards, merged until a bucket holds
+/* The trainer's buckets of stage s's chunk k (buckets.c, par_bucket_plan), in the order its
+ * backward finishes them: whole layers from the last backwards, merged until a bucket holds
  * bucket_bytes / 4 values (ZeRO-3: each layer its own, as it gathers per layer); a layer larger
- * than that is one bucket, never split. A pipeline's wte is not among them: it is the stage's
- * last bucket (stage_wte). Returns the count (at most the chunk's blocks + 2). */
-static int chunk_buckets(const plan_chunk *ch, int zero, double cap_values, sync_bucket *out)
+ * than that is one bucket, never split. With a pipeline the stage's wte (the first stage's, or
+ * the copy a stage keeps beside the LM head) is its last bucket, done with chunk 0. Returns the
+ * count (at most the chunk's blocks + 3). */
+static int chunk_buckets(const coh_parallel_config *c, const plan_chunk *chunk, int v, int s,
+                         int k, sync_bucket *out)
 {
-    int n = 0, nb = ch->hi - ch->lo;
-    double bwd = ch->bwd > 0 ? ch->bwd : 1;
+    const plan_chunk *ch = &chunk[k * c->pp + s];
+    int n = 0, nb = ch->hi - ch->lo, zero = coh_strategy_zero_stage(c->strategy);
+    double cap = (double)coh_parallel_bucket_bytes(c) / 4.0, bwd = ch->bwd > 0 ? ch->bwd : 1;
     for (int i = -1; i <= nb; i++) { /* the top layer, the blocks from the last, embeddings */
-        double v = i < 0 ? (double)ch->top_params
-                         : i < nb ? ch->block_params : (double)ch->embed_params;
+        double val = i < 0 ? (double)ch->top_params
+                           : i < nb ? ch->block_params : (double)ch->embed_params;
         double done = i < 0 ? ch->bwd_top / bwd
                             : i < nb ? (ch->bwd_top + (i + 1) * ch->bwd_block) / bwd : 1;
-        if (v <= 0)
+        if (val <= 0)
             continue;
-        if (!n || zero == 3 || out[n - 1].values >= cap_values)
+        if (!n || zero == 3 || out[n - 1].values >= cap)
             out[n++] = (sync_bucket){0, 0};
-        out[n - 1].values += v;
+        out[n - 1].values += val;
         out[n - 1].done = fmin(done, 1);
     }
+    double wte = 0;
+    for (int j = 0; k == 0 && j < v; j++)
+        wte = fmax(wte, (double)chunk[j * c->pp + s].wte_params);
+    if (wte > 0)
+        out[n++] = (sync_bucket){wte, 1};
     return n;
 }
 
-/* With a pipeline, the values of stage s's wte (the first stage's, or the copy a stage keeps
- * beside the LM head): the trainer puts them last in the stage's buckets, issued after its
- * last chunk's backward. */
-static double stage_wte(const plan_chunk *chunk, int p, int v, int s)
+/* Stage s's buckets, chunk by chunk from the last (the order backward reaches them), into one
+ * array, count[k] of them chunk k's. NULL out of memory; the caller frees it. */
+static sync_bucket *stage_buckets(const coh_parallel_config *c, const plan_chunk *chunk, int s,
+                                  int *count)
 {
-    double w = 0;
+    int v = c->virtual_stages > 1 ? c->virtual_stages : 1, room = 0, n = 0;
     for (int k = 0; k < v; k++)
-        w = fmax(w, (double)chunk[k * p + s].wte_params);
-    return w;
+        room += chunk[k * c->pp + s].hi - chunk[k * c->pp + s].lo + 3;
+    sync_bucket *bk = malloc((size_t)room * sizeof *bk);
+    for (int k = v - 1; bk && k >= 0; k--) {
+        count[k] = chunk_buckets(c, chunk, v, s, k, bk + n);
+        n += count[k];
+    }
+    return bk;
 }
 
 int plan_stage_buckets(const coh_parallel_config *c, const plan_chunk *chunk, int s,
                        double *values, int max)
 {
-    int zero = coh_strategy_zero_stage(c->strategy), n = 0, v = c->virtual_stages;
-    double cap = (c->bucket_bytes ? (double)c->bucket_bytes : 25.0 * 1048576.0) / 4.0;
-    for (int k = (v > 1 ? v : 1) - 1; k >= 0; k--) {
-        const plan_chunk *ch = &chunk[k * c->pp + s];
-        sync_bucket *bk = malloc((size_t)(ch->hi - ch->lo + 3) * sizeof *bk);
-        if (!bk)
-            return -1;
-        int nb = chunk_buckets(ch, zero, cap, bk);
-        for (int i = 0; i < nb; i++, n++)
-            if (n < max)
-                values[n] = bk[i].values;
-        free(bk);
+    int v = c->virtual_stages > 1 ? c->virtual_stages : 1, n = 0;
+    int *count = malloc((size_t)v * sizeof *count);
+    sync_bucket *bk = count ? stage_buckets(c, chunk, s, count) : NULL;
+    if (!bk) {
+        free(count);
+        return -1;
     }
-    double wte = stage_wte(chunk, c->pp, v > 1 ? v : 1, s);
-    if (wte > 0 && n++ < max)
-        values[n - 1] = wte;
+    for (int k = v - 1; k >= 0; k--)
+        for (int i = 0; i < count[k]; i++, n++)
+            if (n < max)
+                values[n] = bk[n].values;
+    free(bk);
+    free(count);
     return n;
 }
 
 /* The stage's data-parallel gradient traffic, on the gradient track, as the trainer issues it
- * (grad_sync.c's hook, for every pp): its buckets issued as backward finishes them (DDP,
- * ZeRO-1: the last microbatch's backward of each of the stage's chunks; ZeRO-2/3: every
- * microbatch's reduce-scatter), one at a time. Returns when the last one ends. */
+ * (grad_sync.c's hook, for every pp): its buckets (stage_buckets, built once) issued as backward
+ * finishes them (DDP, ZeRO-1: the last microbatch's backward of each of the stage's chunks;
+ * ZeRO-2/3: every microbatch's reduce-scatter), one at a time. Returns when the last one ends. */
 static double grad_sync(des *D, const coh_parallel_config *c, const coh_hw *hw, int s,
                         double grad_bytes_per_param, double *comm)
 {
     int zero = coh_strategy_zero_stage(c->strategy), stride = plan_dp_stride(c);
-    double cap = (c->bucket_bytes ? (double)c->bucket_bytes : 25.0 * 1048576.0) / 4.0;
-    double chan = 0, wte;
+    double chan = 0;
+    int *count = malloc((size_t)D->v * sizeof *count);
+    sync_bucket *bk = count ? stage_buckets(c, D->chunk, s, count) : NULL;
+    if (!bk) { /* unpriced rather than wrong: only under memory exhaustion */
+        free(count);
+        return chan;
+    }
     int first_mb = zero >= 2 ? 0 : D->m - 1;
     for (int mb = first_mb; mb < D->m; mb++)
-        for (int k = D->v - 1; k >= 0; k--) {
-            int u = k * D->p + s;
-            const plan_chunk *ch = &D->chunk[u];
-            sync_bucket *bk = malloc((size_t)(ch->hi - ch->lo + 3) * sizeof *bk);
-            if (!bk)
-                return chan; /* unpriced rather than wrong: only under memory exhaustion */
-            int nb = chunk_buckets(ch, zero, cap, bk);
+        for (int k = D->v - 1, b = 0; k >= 0; b += count[k--]) {
             double t0, t1;
             backward_span(D, s, mb, k, &t0, &t1);
             if (zero == 3) /* the backward's parameter gathers share the link */
-                chan = fmax(chan, t0) + ch->zero3_comm / 2;
-            if (k == 0 && (wte = stage_wte(D->chunk, D->p, D->v, s)) > 0)
-                bk[nb++] = (sync_bucket){wte, 1}; /* the stage's last */
-            for (int i = 0; i < nb; i++) {
-                double size = bk[i].values * grad_bytes_per_param;
-                double ready = t0 + (t1 - t0) * bk[i].done;
+                chan = fmax(chan, t0) + D->chunk[k * D->p + s].zero3_comm / 2;
+            for (int i = 0; i < count[k]; i++) {
+                double size = bk[b + i].values * grad_bytes_per_param;
+                double ready = t0 + (t1 - t0) * bk[b + i].done;
                 double cost = zero >= 2 ? plan_reduce_scatter_s(hw, c->dp, stride, size)
                                         : plan_allreduce_s(hw, c->dp, stride, size);
                 double start = fmax(ready, chan);
@@ -212,8 +219,9 @@ static double grad_sync(des *D, const coh_parallel_config *c, const coh_hw *hw, 
                     add_event(D->out, s, 1, name, start, chan);
                 }
             }
-            free(bk);
         }
+    free(bk);
+    free(count);
     return chan;
 }
 

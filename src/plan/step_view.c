@@ -33,7 +33,7 @@ static void messages(const coh_model_desc *m, const coh_parallel_config *c, cons
         v->tp_allreduce_bytes = N * (double)m->dim * wire;
     if (c->dp > 1) {
         v->dp_buckets = plan_stage_buckets(c, chunk, s, v->dp_bucket_values,
-                                           COH_PLAN_VIEW_BUCKETS);
+                                           COH_BUCKETS_LISTED);
         v->dp_reduce_bytes = (double)v->params * plan_grad_bytes(c);
         if (zero >= 1)
             v->zero_gather_bytes = (double)v->params * (zero == 3 ? wire : 4.0);

@@ -194,7 +194,7 @@ coh_status coh_par_memory_estimate(const coh_par_config *cfg, int dp, int rank,
         free(bucket_of);
         return coh_errf(COH_ERR_NOMEM, "out of memory planning gradient buckets");
     }
-    size_t own = 0, bucket = c->par.bucket_bytes ? c->par.bucket_bytes : (size_t)25 << 20;
+    size_t own = 0, bucket = coh_parallel_bucket_bytes(&c->par);
     int nbk = par_bucket_plan(&c->train.model, NULL, zero, dp, rank, bucket, bk, bucket_of, &own);
     fill(c, zero, dp, bk, nbk, bucket_of, own, out);
     free(bk);

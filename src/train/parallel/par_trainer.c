@@ -231,8 +231,7 @@ coh_status coh_par_trainer_create(const coh_par_config *c, coh_mesh *mesh, coh_p
     t->cfg = *c;
     t->be = coh_backend_current();
     coh_par_config_apply(&t->cfg);
-    if (!t->cfg.par.bucket_bytes)
-        t->cfg.par.bucket_bytes = (size_t)25 << 20;
+    t->cfg.par.bucket_bytes = coh_parallel_bucket_bytes(&t->cfg.par);
     t->mesh = mesh;
     t->dp = mesh->dp_comm;
     t->ndp = mesh->dp;

@@ -740,9 +740,9 @@ coh_status coh_par_stage_traffic(const coh_par_config *c, int stage, coh_par_tra
         }
         out->dp_buckets = par_bucket_plan(m, p->pp > 1 ? &lay : NULL,
                                           coh_strategy_zero_stage(p->strategy), p->dp, 0,
-                                          p->bucket_bytes ? p->bucket_bytes : (size_t)25 << 20,
+                                          coh_parallel_bucket_bytes(p),
                                           bk, bucket_of, &own);
-        for (int i = 0; i < out->dp_buckets && i < COH_PAR_TRAFFIC_BUCKETS; i++)
+        for (int i = 0; i < out->dp_buckets && i < COH_BUCKETS_LISTED; i++)
             out->dp_bucket[i] = bk[i].end - bk[i].begin;
         free(bk);
         free(bucket_of);
