@@ -12,7 +12,7 @@ enum {
     C_MODEL = CLI_CONFIG_FIRST, C_LAYERS, C_HEADS, C_DIM, C_VOCAB, C_SEQ, C_FFN, C_DP, C_TP, C_PP,
     C_STRATEGY, C_ZERO, C_MICRO_BATCH, C_BATCH, C_GRAD_ACCUM, C_ACCUM, C_MICROBATCHES, C_SCHEDULE,
     C_VIRTUAL, C_PRECISION, C_RECOMPUTE, C_SEQ_PARALLEL, C_DROPOUT, C_NO_DROPOUT, C_OFFLOAD,
-    C_BUCKET, C_NODES, C_GPN, C_THREADS, C_GRAD_DTYPE, C_END
+    C_BUCKET, C_NODES, C_GPN, C_THREADS, C_GRAD_DTYPE, C_GRAD_SYNC, C_END
 };
 
 static const struct option SHARED[] = {
@@ -43,6 +43,7 @@ static const struct option SHARED[] = {
     {"offload", 1, 0, C_OFFLOAD},
     {"bucket-mb", 1, 0, C_BUCKET},
     {"grad-reduce-dtype", 1, 0, C_GRAD_DTYPE},
+    {"grad-sync", 1, 0, C_GRAD_SYNC},
     {"nodes", 1, 0, C_NODES},
     {"gpus-per-node", 1, 0, C_GPN},
     {"threads", 1, 0, C_THREADS},
@@ -207,6 +208,14 @@ int cli_config_option(const char *cmd, int code, const char *arg, cli_config *c)
         }
         p->grad_reduce_bf16 = !strcmp(arg, "bf16");
         return 1;
+    case C_GRAD_SYNC:
+        if (strcmp(arg, "overlap") && strcmp(arg, "after-backward")) {
+            cli_usage_error(cmd, "invalid --grad-sync '%s': valid are overlap, after-backward",
+                            arg);
+            return 0;
+        }
+        p->grad_sync_after_backward = !strcmp(arg, "after-backward");
+        return 1;
     case C_BUCKET: {
         double mb;
         if (!cli_parse_double(cmd, "--bucket-mb", arg, 1e-3, 1 << 20, &mb))
@@ -298,6 +307,10 @@ void cli_config_help(FILE *f)
           "  --bucket-mb X         gradient bucket size in MiB (25)\n"
           "  --grad-reduce-dtype D fp32 (default) or bf16: the type DDP/ZeRO gradients travel\n"
           "                        in (bf16: summed in fp32, rounded once; half the traffic)\n"
+          "  --grad-sync S         overlap (default: each gradient bucket reduced as backward\n"
+          "                        finishes it) or after-backward (all of them after the\n"
+          "                        whole backward, as Megatron-LM without\n"
+          "                        --overlap-grad-reduce; planned, not trained)\n"
           "  --nodes N --gpus-per-node N   the device count dp x tp x pp must match\n"
           "  --threads N           threads per rank (default OMP_NUM_THREADS, else the cpus\n"
           "                        this process may run on, shared among a launcher's ranks\n"
@@ -324,5 +337,7 @@ void cli_config_json(coh_jw *w, const coh_parallel_config *p, int64_t seq, int64
     coh_jw_key(w, "dropout"); coh_jw_bool(w, p->dropout);
     coh_jw_key(w, "offload"); coh_jw_string(w, coh_offload_name(p->offload));
     coh_jw_key(w, "grad_reduce_dtype"); coh_jw_string(w, p->grad_reduce_bf16 ? "bf16" : "fp32");
+    coh_jw_key(w, "grad_sync");
+    coh_jw_string(w, p->grad_sync_after_backward ? "after-backward" : "overlap");
     coh_jw_object_end(w);
 }

@@ -92,7 +92,19 @@ typedef struct opts {
     const char *config, *inventory, *hw, *cal, *link_intra, *link_inter, *devmem, *trace;
     long global_batch, devices, top;
     int runnable, explain, json, measure, tp_given, pp_given, recompute_given, strategy_given;
+    int micro_batch_given;
+    const char *chosen_by_search; /* the first flag given that the search chooses itself */
+    const char *chosen_value;     /* ... and its value (NULL for a switch) */
 } opts;
+
+/* Shared flags that fix what the search chooses and that it cannot be told to hold: given
+ * without --explain they are refused, not ignored. (--tp, --pp, --recompute, --strategy,
+ * --zero, --precision and --micro-batch it holds; --dropout, --grad-sync, --bucket-mb and
+ * --grad-reduce-dtype it applies to every candidate.) */
+static const char *const SEARCH_CHOOSES[] = {
+    "dp", "grad-accum", "accum", "microbatches", "schedule", "virtual-stages",
+    "sequence-parallel", "offload", "threads",
+};
 
 static int parse_link(const char *opt, const char *s, coh_link *l)
 {
@@ -125,6 +137,12 @@ static int parse_option(void *ctx, int c, const char *name, const char *arg)
         o->pp_given |= !strcmp(name, "pp");
         o->recompute_given |= !strcmp(name, "recompute");
         o->strategy_given |= !strcmp(name, "strategy") || !strcmp(name, "zero");
+        o->micro_batch_given |= !strcmp(name, "micro-batch") || !strcmp(name, "batch");
+        for (size_t i = 0; i < sizeof SEARCH_CHOOSES / sizeof *SEARCH_CHOOSES; i++)
+            if (!o->chosen_by_search && !strcmp(name, SEARCH_CHOOSES[i])) {
+                o->chosen_by_search = SEARCH_CHOOSES[i];
+                o->chosen_value = arg;
+            }
     }
     int shared = cli_config_option(cmd, c, arg, &o->cfg);
     if (shared >= 0)
@@ -289,6 +307,14 @@ static void command_line(const opts *o, const coh_model_desc *m, const coh_hw *h
         ADD(" --recompute %s", coh_recompute_name(c->recompute));
     if (c->sequence_parallel)
         ADD(" --sequence-parallel");
+    if (c->dropout)
+        ADD(" --dropout");
+    if (c->grad_sync_after_backward)
+        ADD(" --grad-sync after-backward");
+    if (c->bucket_bytes)
+        ADD(" --bucket-mb %g", (double)c->bucket_bytes / (1 << 20));
+    if (c->grad_reduce_bf16)
+        ADD(" --grad-reduce-dtype bf16");
     if (c->stage_layers)
         ADD(" --stage-layers %s", c->stage_layers);
     if (c->precision != COH_PREC_FP32)
@@ -545,6 +571,11 @@ static int search(opts *o, const coh_model_desc *m, const coh_hw *hw)
     q.recompute = o->cfg.par.recompute;
     q.fixed_strategy = o->strategy_given;
     q.strategy = o->cfg.par.strategy;
+    q.fixed_micro_batch = o->micro_batch_given ? o->cfg.par.micro_batch : 0;
+    q.dropout = o->cfg.par.dropout;
+    q.grad_sync_after_backward = o->cfg.par.grad_sync_after_backward;
+    q.bucket_bytes = o->cfg.par.bucket_bytes;
+    q.grad_reduce_bf16 = o->cfg.par.grad_reduce_bf16;
     int top = o->top ? (int)o->top : 5;
     coh_plan_result *res = calloc((size_t)top, sizeof *res);
     if (!res)
@@ -682,6 +713,12 @@ int cmd_plan(int argc, char **argv)
         return rc;
     if (!o.explain && !o.global_batch)
         return cli_usage_error(cmd, "--global-batch N is required (sequences per step)");
+    if (!o.explain && o.chosen_by_search)
+        return cli_usage_error(cmd, "--%s%s%s%s fixes what the search chooses: give the whole "
+                               "configuration with --explain to price it, or leave --%s out",
+                               o.chosen_by_search, o.chosen_value ? " '" : "",
+                               o.chosen_value ? o.chosen_value : "", o.chosen_value ? "'" : "",
+                               o.chosen_by_search);
     if (!o.explain && o.cfg.par.stage_layers)
         return cli_usage_error(cmd, "--stage-layers '%s' fixes one configuration's split: use "
                                "it with --explain", o.cfg.par.stage_layers);

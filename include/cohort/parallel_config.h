@@ -77,6 +77,10 @@ typedef struct coh_parallel_config {
     int nodes, gpus_per_node;  /* 0 = not given; when given dp*tp*pp must equal their product */
     int grad_reduce_bf16;      /* 1: DDP/ZeRO gradients travel as bf16 (summed in fp32, rounded
                                   once: half the traffic); 0: fp32 */
+    int grad_sync_after_backward; /* 1: DDP / ZeRO-1 gradients are reduced after the whole
+                                  backward (Megatron-LM's local DDP, and its default without
+                                  --overlap-grad-reduce); 0: each bucket as backward finishes
+                                  it (cohort's trainer, PyTorch DDP) */
 } coh_parallel_config;
 
 /* What `cohort train` runs without options: one device, no ZeRO, micro batch 1, fp32, no

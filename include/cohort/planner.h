@@ -204,10 +204,18 @@ typedef struct coh_plan_request {
     coh_strategy strategy;
     int fixed_recompute;       /* 1: only `recompute` below */
     coh_recompute recompute;
+    int fixed_sequence_parallel; /* 1: only `sequence_parallel` below (a published run's: none
+                                  before Korthikanti et al. 2022) */
+    int sequence_parallel;
     int64_t max_micro_batch;   /* 0: 64 */
     int64_t fixed_micro_batch; /* > 0: only this micro-batch (a published run's) */
     int dropout;               /* 1: the run keeps dropout (its masks priced in every candidate,
                                   memory and time: a published run's) */
+    int grad_sync_after_backward; /* 1: dp gradients reduced after the whole backward in every
+                                  candidate (a published stack's: Megatron-LM's local DDP);
+                                  ZeRO-2/3 then excluded */
+    size_t bucket_bytes;       /* every candidate's gradient bucket; 0: 25 MiB */
+    int grad_reduce_bf16;      /* 1: every candidate's dp gradients travel as bf16 */
 } coh_plan_request;
 
 typedef struct coh_plan_stats {

@@ -122,6 +122,9 @@ int coh_parallel_config_runnable(const coh_parallel_config *c, char *why, size_t
                  "more)");
     else if (c->dropout)
         snprintf(buf, sizeof buf, "--dropout: cohort's GPT has no dropout");
+    else if (c->grad_sync_after_backward)
+        snprintf(buf, sizeof buf, "--grad-sync after-backward: cohort's trainer reduces each "
+                 "gradient bucket as backward finishes it (--grad-sync overlap)");
     if (why && cap)
         snprintf(why, cap, "%s", buf);
     return buf[0] == '\0';

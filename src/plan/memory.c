@@ -107,6 +107,10 @@ static coh_status check_options(const coh_model_desc *m, const coh_parallel_conf
     if (s->offload == COH_OFFLOAD_OPTIMIZER_PARAMS && zero != 3)
         return coh_errf(COH_ERR_INVALID, "parameter offload needs ZeRO stage 3 (got stage %d)",
                         zero);
+    if (s->grad_sync_after_backward && zero >= 2)
+        return coh_errf(COH_ERR_INVALID, "gradient sync after backward with ZeRO stage %d: its "
+                        "reduce-scatters free each micro-batch's gradients as backward makes "
+                        "them (ddp or zero1)", zero);
     if (m->arch == COH_ARCH_GPT2 && s->seq > m->positions)
         return coh_errf(COH_ERR_INVALID,
                         "sequence length %lld exceeds the model's %lld learned positions",

@@ -96,7 +96,9 @@ static void reasons(const coh_model_desc *m, const coh_hw *hw, coh_plan_result *
     if (c->dp > 1) {
         if (zero == 0)
             add_reason(b, cap, "DDP over dp %d: the replica fits (%s of %s) and the gradient "
-                       "all-reduce overlaps backward", c->dp, mem, hw->memory_bytes ? dev : "any");
+                       "all-reduce %s", c->dp, mem, hw->memory_bytes ? dev : "any",
+                       c->grad_sync_after_backward ? "follows the whole backward"
+                                                   : "overlaps backward");
         else
             add_reason(b, cap, "ZeRO-%d over dp %d shards %s to fit %s of %s", zero, c->dp,
                        zero == 1 ? "optimizer state" : zero == 2 ? "optimizer state and gradients"
@@ -370,11 +372,16 @@ static coh_status enumerate_rest(search *S, coh_parallel_config c)
         c.micro_batch = b;
         c.microbatches = per_replica / b;
         c.dropout = q->dropout;
+        c.grad_sync_after_backward = q->grad_sync_after_backward;
+        c.bucket_bytes = q->bucket_bytes;
+        c.grad_reduce_bf16 = q->grad_reduce_bf16;
         for (int r = 0; r < 3; r++) {
             if (q->fixed_recompute && RC[r] != q->recompute)
                 continue;
             c.recompute = RC[r];
             for (int sp = 0; sp <= (c.tp > 1); sp++) {
+                if (q->fixed_sequence_parallel && sp != !!q->sequence_parallel)
+                    continue;
                 c.sequence_parallel = sp;
                 if (c.pp == 1) {
                     c.schedule = COH_SCHED_1F1B;

@@ -185,7 +185,9 @@ int plan_stage_buckets(const coh_parallel_config *c, const plan_chunk *chunk, in
 /* The stage's data-parallel gradient traffic, on the gradient track, as the trainer issues it
  * (grad_sync.c's hook, for every pp): its buckets (stage_buckets, built once) issued as backward
  * finishes them (DDP, ZeRO-1: the last microbatch's backward of each of the stage's chunks;
- * ZeRO-2/3: every microbatch's reduce-scatter), one at a time. Returns when the last one ends. */
+ * ZeRO-2/3: every microbatch's reduce-scatter), one at a time; with --grad-sync after-backward
+ * (DDP, ZeRO-1) all of them once the stage's whole backward is done, as Megatron-LM's local DDP
+ * does. Returns when the last one ends. */
 static double grad_sync(des *D, const coh_parallel_config *c, const coh_hw *hw, int s,
                         double grad_bytes_per_param, double *comm)
 {
@@ -206,7 +208,8 @@ static double grad_sync(des *D, const coh_parallel_config *c, const coh_hw *hw, 
                 chan = fmax(chan, t0) + D->chunk[k * D->p + s].zero3_comm / 2;
             for (int i = 0; i < count[k]; i++) {
                 double size = bk[b + i].values * grad_bytes_per_param;
-                double ready = t0 + (t1 - t0) * bk[b + i].done;
+                double ready = c->grad_sync_after_backward ? D->st[s].finish
+                                                           : t0 + (t1 - t0) * bk[b + i].done;
                 double cost = zero >= 2 ? plan_reduce_scatter_s(hw, c->dp, stride, size)
                                         : plan_allreduce_s(hw, c->dp, stride, size);
                 double start = fmax(ready, chan);

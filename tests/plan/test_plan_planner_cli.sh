@@ -39,6 +39,39 @@ else
     fail=1
 fi
 
+# flags the search holds apply to every candidate, never silently dropped: --micro-batch,
+# --dropout, --grad-sync, --bucket-mb (in each configuration's strategy and launch line)
+if "$COHORT" plan --model gpt2-xl --seq 1024 --global-batch 64 --hw a100-80gb --nodes 2 \
+    --link-inter 25:9.6 --json --top 5 --micro-batch 2 --dropout --grad-sync after-backward \
+    --bucket-mb 50 >"$tmp/h.json"; then
+    "$COHORT_PYTHON" - "$tmp/h.json" <<'PY' || fail=1
+import json, sys
+c = json.load(open(sys.argv[1]))["configurations"]
+assert c
+for x in c:
+    st = x["strategy"]
+    assert st["micro_batch"] == 2 and st["dropout"] and st["grad_sync"] == "after-backward", st
+    assert st["bucket_bytes"] == 50 << 20 and st["zero"] <= 1, st
+    assert "--dropout --grad-sync after-backward --bucket-mb 50" in x["command"], x["command"]
+print("ok   held flags in all %d configurations: %s" % (len(c), c[0]["command"]))
+PY
+else
+    echo "FAIL: search with held flags exited $?"
+    fail=1
+fi
+# ... and those it chooses itself are refused, naming the flag and its value
+for flag in "--schedule gpipe" "--dp 2" "--virtual-stages 2" "--grad-accum 4" "--offload optimizer" \
+    "--threads 2"; do
+    # shellcheck disable=SC2086
+    expect 2 "${flag% *} '${flag#* }' fixes what the search chooses: give the whole configuration \
+with --explain" "${small[@]}" --global-batch 8 --devices 2 $flag
+done
+expect 2 "--sequence-parallel fixes what the search chooses" "${small[@]}" --global-batch 8 \
+    --devices 2 --sequence-parallel
+# after-backward gradient sync: ZeRO-2/3 reduce-scatter every micro-batch, so never with them
+expect 2 "gradient sync after backward with ZeRO stage 3" "${small[@]}" --explain --hw a100-80gb \
+    --dp 2 --zero 3 --grad-sync after-backward
+
 # the memory per device is the estimator's: `cohort estimate` with the top pick's flags agrees
 if "$COHORT" plan --model gpt2-xl --seq 1024 --global-batch 64 --hw a100-80gb --json --top 1 \
     >"$tmp/g.json"; then

@@ -79,6 +79,8 @@ CASES = {
     "--offload": ("disk", None, "none", ("strategy", "offload"), None),
     "--bucket-mb": ("0", "1048577", "1.5", ("strategy", "bucket_bytes"), None),
     "--grad-reduce-dtype": ("fp16", None, "bf16", ("strategy", "grad_reduce_dtype"), None),
+    "--grad-sync": ("sometimes", None, "after-backward", ("strategy", "grad_sync"),
+                    "--grad-sync after-backward: cohort's trainer reduces each gradient bucket"),
     "--nodes": ("x", "65537", ["1", "--gpus-per-node", "1"], ("strategy", "nodes"), None),
     "--gpus-per-node": ("x", "65537", "1", ("strategy", "gpus_per_node"), None),
     "--threads": ("x", "4097", "2", None, None),
@@ -129,6 +131,12 @@ same_refusal("--nodes alone", ["--nodes", "2"], "--nodes 2 needs --gpus-per-node
     run("train", ["--offload", "optimizer"])
 if not (rc_e == rc_t == 2 and e1 == e2 and "needs ZeRO" in e1):
     fail(f"--offload optimizer without ZeRO: estimate rc {rc_e} '{e1}', train rc {rc_t} '{e2}'")
+# after-backward sync has no meaning for ZeRO-2/3 (they reduce-scatter every micro-batch)
+rc_e, _, e1 = run("estimate", ["--zero", "2", "--dp", "2", "--grad-sync", "after-backward"])
+if not (rc_e == 2 and "after backward with ZeRO stage 2" in e1):
+    fail(f"--grad-sync after-backward with zero2: estimate rc {rc_e} '{e1}'")
+else:
+    print(f"ok   --grad-sync after-backward with zero2: estimate refuses: {e1}")
 (rc_e, _, e1), (rc_t, _, e2) = run("estimate", ["--tp", "3"]), run("train", ["--tp", "3"])
 if not (rc_e == rc_t == 2 and e1 == e2 and "does not divide the 4 attention heads" in e1):
     fail(f"--tp 3: estimate rc {rc_e} '{e1}', train rc {rc_t} '{e2}'")
