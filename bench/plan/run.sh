@@ -11,7 +11,9 @@
 # ever slows a run down; even rounds run the configurations in reverse order, so that a slow
 # spell of the machine does not fall on the same ones every round), MAX_LOAD (default
 # 1.5: wait until the 1-minute load is at most this, up to LOAD_WAIT s, default 900), KEEP (a
-# directory to keep the metrics and logs in), ONLY (configurations whose name holds this word).
+# directory to keep the metrics and logs in), ONLY (configurations whose name holds this word),
+# HEAD_TO_HEAD (default 5; 0 skips: rounds in which the pick and the configurations that could be
+# the best run again back to back, judged in pairs; report.py says which).
 # Each configuration is predicted twice: with the engine itself timed at its shapes (`cohort
 # plan --measure`, the prediction the goals are about, and the top pick's) and with compute
 # composed from the GEMM and bandwidth rates alone (for comparison).
@@ -22,6 +24,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-$root/build}" && pwd)
 steps=${STEPS:-10}
 rounds=${ROUNDS:-5}
+head_to_head=${HEAD_TO_HEAD:-5}
 max_load=${MAX_LOAD:-1.5}
 load_wait=${LOAD_WAIT:-900}
 warm=3
@@ -143,7 +146,24 @@ for i, c in enumerate(json.load(open(sys.argv[1]))["configurations"]):
     print("  search's #%d: %.1f ms  %s" % (i + 1, c["step_s"] * 1e3, cmd))
 PY
     for c in "${list[@]}"; do echo "${c%% *}"; done >"$work/names.$shape"
+    for c in "${list[@]}"; do echo "$c"; done >"$work/configs.$shape"
 done
+# train_run SHAPE "NAME RANKS THREADS FLAGS" TAG: one measured run of a configuration, its
+# metrics in m.SHAPE.NAME.TAG.jsonl
+train_run() {
+    local shape=$1 tag=$3 name ranks threads flags
+    read -r name ranks threads flags <<<"$2"
+    declare -n shr="shape_$shape"
+    local launch=()
+    [ "$ranks" = 1 ] || launch=("$cohort" run --nproc-per-node "$ranks" --standalone)
+    # shellcheck disable=SC2086
+    if ! "${launch[@]}" "$cohort" train --threads "$threads" $flags "${shr[@]}" \
+        --data "$work/bytes_train_*.bin" --tokenizer byte --steps "$steps" \
+        --log-every 1000 --metrics "$work/m.$shape.$name.$tag.jsonl" \
+        >"$work/log.$shape.$name.$tag" 2>&1; then
+        echo "$shape $name failed:"; tail -5 "$work/log.$shape.$name.$tag"; exit 1
+    fi
+}
 echo "load before: $(uptime)"
 # Each round predicts every configuration (the engine measured then, under the round's own
 # conditions) just before running it; a configuration's prediction is the smallest over the
@@ -171,52 +191,27 @@ for r in $(seq "$rounds"); do
             [ "$r" != 1 ] || "$cohort" plan "${sh[@]}" --explain --nodes 1 --gpus-per-node "$ranks" \
                 --threads "$threads" $flags --calibration "$work/cal.json" --json \
                 >"$work/rates.$shape.$name.json"
-            launch=()
-            [ "$ranks" = 1 ] || launch=("$cohort" run --nproc-per-node "$ranks" --standalone)
-            # shellcheck disable=SC2086
-            if ! "${launch[@]}" "$cohort" train --threads "$threads" $flags "${sh[@]}" \
-                --data "$work/bytes_train_*.bin" --tokenizer byte --steps "$steps" \
-                --log-every 1000 --metrics "$work/m.$shape.$name.r$r.jsonl" \
-                >"$work/log.$shape.$name.r$r" 2>&1; then
-                echo "$shape $name failed:"; tail -5 "$work/log.$shape.$name.r$r"; exit 1
-            fi
+            train_run "$shape" "$c" "r$r"
         done
     done
 done
 echo "load after: $(uptime)"
 
-/usr/bin/python3 - "$work" "$warm" "$rounds" <<'PY'
-import json, os, statistics, sys
-work, warm, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-for shape in ("small", "large"):
-    rows = []
-    allm = {}
-    names = open(os.path.join(work, "names.%s" % shape)).read().split()
-    pick = open(os.path.join(work, "pick.%s" % shape)).read().strip()
-    for n in names:
-        preds = [json.load(open(os.path.join(work, "pred.%s.%s.r%d.json" % (shape, n, r)))) for r in range(1, rounds + 1)]
-        pred = min(preds, key=lambda p: p["step_s"])
-        rates = json.load(open(os.path.join(work, "rates.%s.%s.json" % (shape, n))))["step_s"]
-        meds = []
-        for r in range(1, rounds + 1):
-            m = [json.loads(l) for l in open(os.path.join(work, "m.%s.%s.r%d.jsonl" % (shape, n, r)))]
-            t = [b["elapsed_s"] - a["elapsed_s"] for a, b in zip(m[warm - 1:], m[warm:])]
-            meds.append(statistics.median(t))
-        meas = min(meds)
-        rows.append((n, pred["step_s"], meas, pred, rates))
-        allm[n] = (meds, [p["step_s"] for p in preds])
-    best = min(rows, key=lambda x: x[2])
-    top = json.load(open(os.path.join(work, "top.%s.json" % shape)))["configurations"][0]
-    print("\nshape %s (%s)" % (shape, "4 x 256, seq 128" if shape == "small" else "8 x 384, seq 256"))
-    print("| configuration | predicted step (ms, best of %d rounds) | per round | measured step (ms, best of %d rounds) | per round | predicted / measured | from rates alone (ms) | rates / measured |" % (rounds, rounds))
-    print("|:---|---:|:---|---:|:---|---:|---:|---:|")
-    for n, p, m, _, ra in rows:
-        err = p / m
-        print("| %s | %.1f | %s | %.1f | %s | %.2f%s | %.1f | %.2f |" % (n, p * 1e3, " / ".join("%.1f" % (x * 1e3) for x in allm[n][1]),
-              m * 1e3, " / ".join("%.1f" % (x * 1e3) for x in allm[n][0]),
-              err, "" if abs(err - 1) <= 0.15 else " (outside 15%)", ra * 1e3, ra / m))
-    tmeas = [m for n, p, m, pr, _ in rows if n == pick][0]
-    print("planner's top pick: %s (%s); measured best: %s at %.1f ms; the pick measured %.1f ms, %.1f%% above the best%s" % (
-        top["command"].split(" --layers")[0], pick, best[0], best[2] * 1e3, tmeas * 1e3, 100 * (tmeas / best[2] - 1),
-        "" if tmeas <= 1.05 * best[2] else " (outside 5%)"))
-PY
+# Head to head: the pick and the configurations that could be the best (report.py contenders)
+# run again, HEAD_TO_HEAD rounds of each once, back to back, the order rotated every round, so
+# that the pick is judged against them in pairs that met the same machine.
+for h in $(seq "$head_to_head"); do
+    wait_load
+    echo "head-to-head round $h at load $(load1) ($(date -u '+%H:%M:%S UTC'))"
+    for shape in small large; do
+        [ "$h" != 1 ] || /usr/bin/python3 "$root/bench/plan/report.py" contenders "$work" "$warm" \
+            "$rounds" "$shape" >"$work/h2h.$shape"
+        mapfile -t race <"$work/h2h.$shape"
+        [ "${#race[@]}" -ge 2 ] || continue
+        for ((i = 0; i < ${#race[@]}; i++)); do
+            train_run "$shape" "${race[(i + h) % ${#race[@]}]}" "h$h"
+        done
+    done
+done
+
+/usr/bin/python3 "$root/bench/plan/report.py" table "$work" "$warm" "$rounds" "$head_to_head"
