@@ -567,6 +567,15 @@ coh_status coh_plan_search(const coh_model_desc *m, const coh_plan_request *req,
     }
     search S = {m, req, hw, stats, NULL, 0, 0, plan_split_memo_new()};
     coh_status st = enumerate(&S);
+    if (!st && S.n == 0 && stats->considered == 0 && req->fixed_micro_batch > 0) {
+        free(S.cands);
+        plan_split_memo_free(S.splits);
+        return coh_errf(COH_ERR_INVALID, "invalid micro-batch '%lld': no configuration of %d "
+                        "devices divides the global batch %lld into micro-batches of it (each "
+                        "data-parallel replica's share must be a multiple of it)",
+                        (long long)req->fixed_micro_batch, req->devices,
+                        (long long)req->global_batch);
+    }
     if (!st && S.n == 0) {
         free(S.cands);
         plan_split_memo_free(S.splits);

@@ -68,6 +68,9 @@ with --explain" "${small[@]}" --global-batch 8 --devices 2 $flag
 done
 expect 2 "--sequence-parallel fixes what the search chooses" "${small[@]}" --global-batch 8 \
     --devices 2 --sequence-parallel
+# a held micro-batch no configuration can take is named, not reported as "nothing fits"
+expect 2 "invalid micro-batch '3': no configuration of 2 devices divides the global batch 8" \
+    "${small[@]}" --global-batch 8 --devices 2 --micro-batch 3 --calibration "$cal/measured.json"
 # after-backward gradient sync: ZeRO-2/3 reduce-scatter every micro-batch, so never with them
 expect 2 "gradient sync after backward with ZeRO stage 3" "${small[@]}" --explain --hw a100-80gb \
     --dp 2 --zero 3 --grad-sync after-backward
