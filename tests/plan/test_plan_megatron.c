@@ -32,6 +32,17 @@ static double megatron_flops(double B, double s, double l, double h, double V)
     return 96.0 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h));
 }
 
+/* The planner's top configuration for q, in *out; 0 when it finds none (a failed check). */
+static int search_top(const coh_model_desc *m, const coh_plan_request *q, const coh_hw *hw,
+                      coh_plan_result *out)
+{
+    int n = 0;
+    coh_plan_stats stats;
+    CHECK_OK(coh_plan_search(m, q, hw, out, 1, &n, &stats));
+    CHECK_INT(n, 1);
+    return n == 1;
+}
+
 /* How a published stack ran what the search does not choose. Megatron-LM as Narayanan et al.
  * and Korthikanti et al. ran it: its own DDP (`--DDP-impl local`, the default), which
  * all-reduces the gradients after the whole forward-backward (megatron/training.py of April
@@ -80,11 +91,7 @@ static double run_tflops_stack(int layers, int dim, int heads, int gpus, int bat
     q.grad_sync_after_backward = k.after_backward;
     q.dropout = 1; /* the paper's model has dropout: its masks are priced in the search */
     coh_plan_result r[1];
-    int n = 0;
-    coh_plan_stats stats;
-    CHECK_OK(coh_plan_search(&m, &q, &hw, r, 1, &n, &stats));
-    CHECK_INT(n, 1);
-    if (n != 1)
+    if (!search_top(&m, &q, &hw, r))
         return 0;
     CHECK_INT(r[0].config.tp, t);
     CHECK_INT(r[0].config.pp, p);
@@ -322,11 +329,7 @@ static double shoeybi_step(int layers, int dim, int heads, int gpus, int t, int 
     q.fixed_sequence_parallel = 1; /* none in 2019 */
     q.grad_sync_after_backward = after_backward;
     coh_plan_result r[1];
-    int n = 0;
-    coh_plan_stats stats;
-    CHECK_OK(coh_plan_search(&m, &q, &hw, r, 1, &n, &stats));
-    CHECK_INT(n, 1);
-    if (n != 1)
+    if (!search_top(&m, &q, &hw, r))
         return 0;
     printf("Megatron 2019 %d layers h %d on %d V100s (t %d, dp %d)%s: step %.3f s, comm %.1f%% "
            "(exposed %.1f%%)\n", layers, dim, gpus, t, r[0].config.dp,
