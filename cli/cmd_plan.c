@@ -93,8 +93,8 @@ typedef struct opts {
     long global_batch, devices, top;
     int runnable, explain, json, measure, tp_given, pp_given, recompute_given, strategy_given;
     int micro_batch_given;
-    const char *chosen_by_search; /* the first flag given that the search chooses itself */
-    const char *chosen_value;     /* ... and its value (NULL for a switch) */
+    char chosen_by_search[64]; /* the first flag given that the search chooses itself, as
+                                  typed: "--schedule 'gpipe'", "--sequence-parallel" */
 } opts;
 
 /* Shared flags that fix what the search chooses and that it cannot be told to hold: given
@@ -139,9 +139,12 @@ static int parse_option(void *ctx, int c, const char *name, const char *arg)
         o->strategy_given |= !strcmp(name, "strategy") || !strcmp(name, "zero");
         o->micro_batch_given |= !strcmp(name, "micro-batch") || !strcmp(name, "batch");
         for (size_t i = 0; i < sizeof SEARCH_CHOOSES / sizeof *SEARCH_CHOOSES; i++)
-            if (!o->chosen_by_search && !strcmp(name, SEARCH_CHOOSES[i])) {
-                o->chosen_by_search = SEARCH_CHOOSES[i];
-                o->chosen_value = arg;
+            if (!o->chosen_by_search[0] && !strcmp(name, SEARCH_CHOOSES[i])) {
+                if (arg)
+                    snprintf(o->chosen_by_search, sizeof o->chosen_by_search, "--%s '%s'", name,
+                             arg);
+                else
+                    snprintf(o->chosen_by_search, sizeof o->chosen_by_search, "--%s", name);
             }
     }
     int shared = cli_config_option(cmd, c, arg, &o->cfg);
@@ -713,11 +716,9 @@ int cmd_plan(int argc, char **argv)
         return rc;
     if (!o.explain && !o.global_batch)
         return cli_usage_error(cmd, "--global-batch N is required (sequences per step)");
-    if (!o.explain && o.chosen_by_search)
-        return cli_usage_error(cmd, "--%s%s%s%s fixes what the search chooses: give the whole "
-                               "configuration with --explain to price it, or leave --%s out",
-                               o.chosen_by_search, o.chosen_value ? " '" : "",
-                               o.chosen_value ? o.chosen_value : "", o.chosen_value ? "'" : "",
+    if (!o.explain && o.chosen_by_search[0])
+        return cli_usage_error(cmd, "%s fixes what the search chooses: give the whole "
+                               "configuration with --explain to price it, or leave it out",
                                o.chosen_by_search);
     if (!o.explain && o.cfg.par.stage_layers)
         return cli_usage_error(cmd, "--stage-layers '%s' fixes one configuration's split: use "

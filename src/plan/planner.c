@@ -366,15 +366,16 @@ static coh_status enumerate_rest(search *S, coh_parallel_config c)
     static const coh_recompute RC[] = {COH_RECOMPUTE_NONE, COH_RECOMPUTE_SELECTIVE,
                                        COH_RECOMPUTE_FULL};
     static const int VS[] = {2, 3, 4, 6, 8};
+    /* what the request holds for every candidate */
+    c.dropout = q->dropout;
+    c.grad_sync_after_backward = q->grad_sync_after_backward;
+    c.bucket_bytes = q->bucket_bytes;
+    c.grad_reduce_bf16 = q->grad_reduce_bf16;
     for (int64_t b = 1; b <= per_replica && b <= max_mb; b++) {
         if (per_replica % b || (q->fixed_micro_batch > 0 && b != q->fixed_micro_batch))
             continue;
         c.micro_batch = b;
         c.microbatches = per_replica / b;
-        c.dropout = q->dropout;
-        c.grad_sync_after_backward = q->grad_sync_after_backward;
-        c.bucket_bytes = q->bucket_bytes;
-        c.grad_reduce_bf16 = q->grad_reduce_bf16;
         for (int r = 0; r < 3; r++) {
             if (q->fixed_recompute && RC[r] != q->recompute)
                 continue;
