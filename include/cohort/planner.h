@@ -204,9 +204,6 @@ typedef struct coh_plan_request {
     coh_strategy strategy;
     int fixed_recompute;       /* 1: only `recompute` below */
     coh_recompute recompute;
-    int fixed_schedule;        /* 1: only `schedule` below when pp > 1 (a published stack's:
-                                  DeepSpeed's pipeline engine has no interleaving) */
-    coh_schedule schedule;
     int fixed_sequence_parallel; /* 1: only `sequence_parallel` below (a published run's: none
                                   before Korthikanti et al. 2022) */
     int sequence_parallel;

@@ -395,8 +395,6 @@ static coh_status enumerate_rest(search *S, coh_parallel_config c)
                 static const coh_schedule SCH[] = {COH_SCHED_1F1B, COH_SCHED_GPIPE,
                                                    COH_SCHED_INTERLEAVED};
                 for (int k = 0; k < 3; k++) {
-                    if (q->fixed_schedule && SCH[k] != q->schedule)
-                        continue;
                     c.schedule = SCH[k];
                     int nv = SCH[k] == COH_SCHED_INTERLEAVED ? 5 : 1;
                     for (int i = 0; i < nv; i++) {
