@@ -446,11 +446,12 @@ static int check_config(train_opts *o)
     const coh_parallel_config *p = &o->cfg.par;
     if (!st && p->stage_layers && p->pp > 1) {
         /* An explicit split is checked below as the trainer runs it: chunks of the embeddings
-         * or the head alone make more chunks than blocks valid, and interleaving needs no
-         * block count divisible by pp x v (docs/pipeline.md). The estimator's rules on the
-         * block count are for the splits it chooses, so they see one that meets them. */
+         * or the head alone make more chunks than blocks valid (docs/pipeline.md). The
+         * estimator's rule, a block in every chunk, is for the splits it chooses, so it sees a
+         * count that meets it. */
         int64_t u = (int64_t)p->pp * (p->schedule == COH_SCHED_INTERLEAVED ? p->virtual_stages : 1);
-        desc.layers = (desc.layers + u - 1) / u * u;
+        if (desc.layers < u)
+            desc.layers = u;
     }
     if (!st)
         st = coh_parallel_config_check(&desc, p);

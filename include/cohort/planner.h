@@ -204,6 +204,8 @@ typedef struct coh_plan_request {
     coh_strategy strategy;
     int fixed_recompute;       /* 1: only `recompute` below */
     coh_recompute recompute;
+    int interleave_divisible;  /* 1: interleaving only where pp x v divides the blocks
+                                  (Megatron-LM's rule: a published stack's) */
     int fixed_sequence_parallel; /* 1: only `sequence_parallel` below (a published run's: none
                                   before Korthikanti et al. 2022) */
     int sequence_parallel;

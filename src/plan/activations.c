@@ -79,7 +79,8 @@ uint64_t coh_activations_per_layer(const coh_model_desc *m, const coh_parallel_c
 }
 
 /* Microbatches whose activations a stage holds at its peak (for the interleaved schedule:
- * model-chunk microbatches, each covering layers / (pp * v) blocks). The naive schedule holds
+ * model-chunk microbatches, each covering one of the stage's v chunks, at most
+ * ceil(stage layers / v) blocks). The naive schedule holds
  * one; GPipe runs every forward first; 1F1B holds pp - stage (Narayanan et al. 2021); the
  * interleaved warm-up is Megatron's (pp - stage - 1) * 2 + (v - 1) * pp, plus the one in
  * progress. */
@@ -109,7 +110,8 @@ uint64_t plan_stage_activations(const coh_model_desc *m, const coh_parallel_conf
     u128 layers = (u128)plan_stage_layers(m, s, stage_layers, stage);
     u128 held = (u128)*in_flight_out;
     u128 total = s->schedule == COH_SCHED_INTERLEAVED && s->pp > 1
-                     ? held * (layers / (u128)s->virtual_stages) * per_layer
+                     ? held * ((layers + (u128)s->virtual_stages - 1) / (u128)s->virtual_stages) *
+                           per_layer
                      : held * layers * per_layer;
     u128 t = (u128)s->tp, T = (u128)s->micro_batch * (u128)plan_seq(m, s), h = (u128)m->dim;
     u128 E = elem_bytes(s);

@@ -66,11 +66,13 @@ static coh_status check_pipeline(const coh_model_desc *m, const coh_parallel_con
                         "the interleaved schedule needs pp >= 2 and virtual stages >= 2 (got pp %d, "
                         "virtual stages %lld)",
                         s->pp, (long long)v);
-    if (m->arch != COH_ARCH_COUNTS && m->layers % ((int64_t)s->pp * v) != 0)
+    /* a block in every chunk; any count of them (Llama 3 405B's 126 blocks on 16 stages): the
+     * trainer's split balances uneven chunks, as for the other schedules */
+    if (m->arch != COH_ARCH_COUNTS && m->layers < (int64_t)s->pp * v)
         return coh_errf(COH_ERR_INVALID,
-                        "the interleaved schedule needs the %lld layers to be divisible by pp %d x "
-                        "virtual stages %lld = %lld",
-                        (long long)m->layers, s->pp, (long long)v, (long long)(s->pp * v));
+                        "the interleaved schedule needs a block in each of its pp %d x virtual "
+                        "stages %lld = %lld chunks: the model has %lld layers",
+                        s->pp, (long long)v, (long long)(s->pp * v), (long long)m->layers);
     if (mb % s->pp != 0)
         return coh_errf(COH_ERR_INVALID,
                         "the interleaved schedule needs the %lld microbatches to be a multiple of "

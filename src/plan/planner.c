@@ -399,9 +399,10 @@ static coh_status enumerate_rest(search *S, coh_parallel_config c)
                     int nv = SCH[k] == COH_SCHED_INTERLEAVED ? 5 : 1;
                     for (int i = 0; i < nv; i++) {
                         c.virtual_stages = SCH[k] == COH_SCHED_INTERLEAVED ? VS[i] : 1;
+                        int64_t u = (int64_t)c.pp * c.virtual_stages;
                         if (c.virtual_stages > 1 &&
-                            ((int64_t)c.pp * c.virtual_stages > S->m->layers ||
-                             c.microbatches % c.pp))
+                            (u > S->m->layers || c.microbatches % c.pp ||
+                             (q->interleave_divisible && S->m->layers % u)))
                             continue;
                         coh_status st = push(S, &c);
                         if (st)

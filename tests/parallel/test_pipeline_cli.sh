@@ -14,7 +14,7 @@ expect 2 "pipeline parallel size 8 is larger than the 4 layers" "$cohort" train 
 expect 2 "tp 1 x pp 2 = 2 does not divide the 3 ranks of this job" run3 --pp 2
 expect 2 "the interleaved schedule needs the 3 microbatches to be a multiple of pp 2" \
     run2 --pp 2 --schedule interleaved --virtual-stages 2 --grad-accum 3
-expect 2 "the interleaved schedule needs the 4 layers to be divisible by pp 2 x virtual stages 4" \
+expect 2 "the interleaved schedule needs a block in each of its pp 2 x virtual stages 4 = 8 chunks: the model has 4 layers" \
     run2 --pp 2 --schedule interleaved --virtual-stages 4 --grad-accum 4
 expect 2 "virtual stages 2 need the interleaved schedule" run2 --pp 2 --virtual-stages 2
 expect 2 "invalid --stage-layers '0-0,2-3': stage 1 is blocks 2-3, but it must start at block 1" \

@@ -77,6 +77,15 @@ static void test_first_stage_totals(void)
     CHECK_OK(coh_estimate_stage(&m, &s, 0, &d));
     CHECK_INT(d.activations_bytes,
               (long long)(sbh * L / t * (34 + k) * (1 + (p - 1) / (p * 2)) + sbh * p / t));
+    /* a block count p v does not divide (94 blocks, p 8, v 4: stage 6 holds 11 in chunks of
+     * 3, 3, 3, 2): each chunk-microbatch held covers up to ceil(11 / 4) = 3 blocks, and the
+     * stage holds Megatron's warm-up (p - s - 1) 2 + (v - 1) p + 1 = 27 of them */
+    coh_model_desc m94;
+    CHECK_OK(coh_model_gpt(94, 12288, 96, 51200, 2048, 0, &m94));
+    s.virtual_stages = 4;
+    CHECK_OK(coh_estimate_stage(&m94, &s, 6, &d));
+    CHECK_INT(d.in_flight, 27);
+    CHECK_INT(d.activations_bytes, 27LL * 3 * (long long)coh_activations_per_layer(&m94, &s));
     /* GPipe holds all m microbatches of its L/p layers */
     s.schedule = COH_SCHED_GPIPE;
     s.virtual_stages = 1;

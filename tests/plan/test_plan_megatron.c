@@ -54,10 +54,13 @@ typedef struct stack {
     coh_recompute recompute;
     int sequence_parallel;  /* fixed: 0 or 1 */
     int after_backward;     /* dp gradients reduced after the whole backward */
+    int interleave_divisible; /* interleaving only where p v divides the blocks, as
+                                 Megatron-LM's megatron/arguments.py requires (its layers a
+                                 multiple of the layers per virtual stage) */
 } stack;
 
-static const stack MEGATRON_2021 = {COH_RECOMPUTE_FULL, 0, 1};
-static const stack DEEPSPEED_ZERO3 = {COH_RECOMPUTE_FULL, 0, 0};
+static const stack MEGATRON_2021 = {COH_RECOMPUTE_FULL, 0, 1, 1};
+static const stack DEEPSPEED_ZERO3 = {COH_RECOMPUTE_FULL, 0, 0, 1};
 
 /* TFLOP/s per GPU the planner predicts for a Megatron run (eq. 3's FLOPs over the priced step):
  * strategy ddp (PTD-P) or zero3, micro-batch mb (0: searched), on stack k; the configuration
@@ -91,6 +94,7 @@ static double run_tflops_stack(int layers, int dim, int heads, int gpus, int bat
     q.fixed_sequence_parallel = 1;
     q.sequence_parallel = k.sequence_parallel;
     q.grad_sync_after_backward = k.after_backward;
+    q.interleave_divisible = k.interleave_divisible;
     q.dropout = 1; /* the paper's model has dropout: its masks are priced in the search */
     coh_plan_result r[1];
     if (!search_top(&m, &q, &hw, r))
@@ -282,7 +286,7 @@ static void test_korthikanti_selective(void)
     double full = run_tflops_stack(105, 20480, 128, 2240, 2240, 8, 35, COH_STRATEGY_DDP, 1,
                                    MEGATRON_2021, NULL);
     double sel = run_tflops_stack(105, 20480, 128, 2240, 2240, 8, 35, COH_STRATEGY_DDP, 1,
-                                  (stack){COH_RECOMPUTE_SELECTIVE, 1, 1}, NULL);
+                                  (stack){COH_RECOMPUTE_SELECTIVE, 1, 1, 1}, NULL);
     /* TFLOP/s of the same FLOP count: their ratio is the ratio of the steps */
     double ours = sel / full, paper = 54.2 / 42.1;
     /* model FLOPs utilization, printed beside the paper's: the model's FLOPs without recompute,
@@ -315,7 +319,7 @@ static void test_mtnlg_scaling(void)
 #ifdef UNDER_ASAN
     SKIP_CASE("too slow under AddressSanitizer (the Release build runs it)");
 #endif
-    static const stack DEEPSPEED_PIPE = {COH_RECOMPUTE_FULL, 0, 1}; /* as Megatron-LM 2021 */
+    static const stack DEEPSPEED_PIPE = {COH_RECOMPUTE_FULL, 0, 1, 1}; /* as Megatron-LM 2021 */
     static const int GPUS[3] = {2240, 2800, 3360};
     static const double PAPER[3] = {126, 121, 113};
     double tf[3];

@@ -173,9 +173,13 @@ static void test_strategy_refusals(void)
     paper_config(&s);
     s.pp = 2;
     s.schedule = COH_SCHED_INTERLEAVED;
-    s.virtual_stages = 4;
+    s.virtual_stages = 8;
     CHECK_FAILS(coh_estimate_memory(&m, &s, &e), COH_ERR_INVALID,
-                "12 layers to be divisible by pp 2 x virtual stages 4 = 8");
+                "needs a block in each of its pp 2 x virtual stages 8 = 16 chunks: the model has "
+                "12 layers");
+    s.virtual_stages = 4; /* 8 chunks of 12 blocks, uneven: valid */
+    s.microbatches = 4;
+    CHECK_OK(coh_estimate_memory(&m, &s, &e));
     paper_config(&s);
     s.offload = COH_OFFLOAD_OPTIMIZER;
     CHECK_FAILS(coh_estimate_memory(&m, &s, &e), COH_ERR_INVALID, "optimizer offload needs ZeRO");
