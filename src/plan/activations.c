@@ -79,11 +79,10 @@ uint64_t coh_activations_per_layer(const coh_model_desc *m, const coh_parallel_c
 }
 
 /* Microbatches whose activations a stage holds at its peak (for the interleaved schedule:
- * model-chunk microbatches, each covering one of the stage's v chunks, at most
- * ceil(stage layers / v) blocks). The naive schedule holds
- * one; GPipe runs every forward first; 1F1B holds pp - stage (Narayanan et al. 2021); the
- * interleaved warm-up is Megatron's (pp - stage - 1) * 2 + (v - 1) * pp, plus the one in
- * progress. */
+ * model-chunk microbatches, each covering one of the stage's v chunks, at most ceil(stage
+ * layers / v) blocks). The naive schedule holds one; GPipe runs every forward first; 1F1B holds
+ * pp - stage (Narayanan et al. 2021); the interleaved warm-up is Megatron's
+ * (pp - stage - 1) * 2 + (v - 1) * pp, plus the one in progress. */
 static int64_t in_flight(const coh_parallel_config *s, int stage)
 {
     int64_t m = plan_microbatches(s), p = s->pp;
