@@ -16,9 +16,15 @@ set(COHORT_PYTHON /usr/bin/python3 CACHE FILEPATH "interpreter with python3-torc
 # COHORT_PEAK_GFLOPS: every `cohort train` of the tests takes this peak for MFU instead of
 # measuring one at start (a GEMM for 0.4 s per process, which was nearly a third of the suites'
 # cpu time); test_train_peak.sh unsets it and tests the measured peak.
+# GOMP_SPINCOUNT: ctest -j runs two tests at once on the same cpus, and two processes that each
+# run an OpenMP team as wide as the machine wait on each other's cores: by default a thread
+# spins 300000 turns at every barrier for a partner that is not running, and two 2-thread
+# trainings of the tests' 4-block model took 263-290 s together against 0.2-0.3 s alone
+# (1000 turns: 2.3 s together, no slower alone; docs/train.md "Threads"). Tests timed out so.
 set(COHORT_TEST_ENV
     "COHORT=$<TARGET_FILE:cohort>"
     "COHORT_PEAK_GFLOPS=1000"
+    "GOMP_SPINCOUNT=1000"
     "COHORT_SOURCE_DIR=${PROJECT_SOURCE_DIR}"
     "COHORT_BUILD_DIR=${PROJECT_BINARY_DIR}"
     "COHORT_DATA_DIR=${COHORT_DATA_DIR}"
