@@ -11,7 +11,7 @@
 
 void cli_engine_setup(int threads)
 {
-    coh_blas_ensure_best_kernel();
+    coh_engine_ensure_environment();
     coh_set_threads(threads);
 }
 

@@ -336,10 +336,11 @@ int cli_train_run(const train_opts *o)
         r.flops_per_token = coh_gpt_flops_per_token(&o->tc.model, o->tc.seq);
         char peak[96];
         peak_text(o, r.peak_flops, r.par.rank, peak, sizeof peak);
-        coh_info("device %s; blas kernel %s, %d threads (%s), %s; %llu training tokens",
+        const char *spin = coh_openmp_spin_text();
+        coh_info("device %s; blas kernel %s, %d threads (%s), %s; %llu training tokens%s%s",
                  coh_backend_name(coh_backend_current()), coh_blas_kernel(), r.threads,
                  o->cfg.threads > 0 ? "--threads" : coh_threads_origin(), peak,
-                 (unsigned long long)coh_loader_tokens(r.train));
+                 (unsigned long long)coh_loader_tokens(r.train), *spin ? "; " : "", spin);
         cli_par_print_start(o, &r.par, r.pt);
         r.t_start = coh_now_s();
         st = loop(&r);

@@ -103,7 +103,7 @@ int main(int argc, char **argv)
         return 2;
     if (coh_strategy_parse(o.strategy, &s))
         return fprintf(stderr, "bench_dp: %s\n", coh_last_error()), 2;
-    coh_blas_ensure_best_kernel();
+    coh_engine_ensure_environment();
     coh_set_threads(o.threads);
     int ndev = s == COH_STRATEGY_DP ? o.devices : 1;
     bench b = {0};

@@ -48,7 +48,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--threads")) threads = v;
         else return fprintf(stderr, "unknown option '%s'\n", argv[i]), 2;
     }
-    coh_blas_ensure_best_kernel();
+    coh_engine_ensure_environment();
     coh_set_threads(threads);
     /* the peak is OpenBLAS's own threaded sgemm; the engine then splits matmuls itself */
     openblas_set_num_threads(coh_get_threads());

@@ -411,12 +411,21 @@ void coh_trainer_set_step(coh_trainer *t, long step); /* after restoring a check
 /* Name of the sgemm kernel OpenBLAS uses ("SkylakeX", "Haswell", "Prescott"...). */
 const char *coh_blas_kernel(void);
 
-/* If OpenBLAS picked a kernel weaker than this CPU supports, re-execute this program once with
- * OPENBLAS_CORETYPE set to the right kernel (OpenBLAS reads it only at load time). Call first
- * thing in a command. Returns normally when nothing needs fixing, when COHORT_BLAS_KEEP=1, or
- * when the re-exec failed (with a warning); in the restarted process it logs the one line that
- * says what was changed. */
-void coh_blas_ensure_best_kernel(void);
+/* Set what the engine's libraries read only at load, by re-executing this program once (call
+ * first thing in a command, before any thread or MPI starts): OPENBLAS_CORETYPE when OpenBLAS
+ * picked a kernel weaker than this CPU supports (not with COHORT_BLAS_KEEP=1), and
+ * GOMP_SPINCOUNT=1000 when libgomp runs the OpenMP threads, other work runs on this process's
+ * cpus at start (or COHORT_SPIN_BOUND=1; =0 never), and the user set neither GOMP_SPINCOUNT nor
+ * OMP_WAIT_POLICY: libgomp's 300000 turns would stall every barrier whose partner thread that
+ * work keeps off a cpu. Not under valgrind, whose tool would not follow the exec. Returns
+ * normally when nothing needs setting or the re-exec failed (with a warning for the kernel); in
+ * the restarted process it logs the one line that says what changed in the kernel. */
+void coh_engine_ensure_environment(void);
+
+/* What the start-up line says of OpenMP's barrier spin and why: "OpenMP barriers spin 1000 turns
+ * (2 runnable threads of other work on these cpus at start; ...)", "OpenMP GOMP_SPINCOUNT=5000
+ * (yours)", ...; "" without libgomp or before coh_engine_ensure_environment. */
+const char *coh_openmp_spin_text(void);
 
 /* Best of a few n x n sgemm runs using every thread, in FLOP/s: the peak MFU is measured against. */
 double coh_measure_sgemm_flops(int n);
