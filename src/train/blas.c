@@ -27,8 +27,9 @@
  * libgomp's wait loop: its own figure for threads that outnumber their cpus with
  * OMP_WAIT_POLICY=active (libgomp's GOMP_SPINCOUNT documentation), microseconds. Its default,
  * 300000 turns, makes a barrier whose partner thread is not running burn a whole time slice: two
- * small trainings each as wide as the machine ran 1000x slower side by side than alone; with the
- * second one bounded, as fast as alone (docs/train.md, "Two jobs on the same CPUs"). */
+ * small trainings each as wide as the machine ran up to 1000x slower side by side than alone,
+ * and 2.0-2.7 s for both instead of up to 281 s with both bounded (docs/train.md, "Two jobs on
+ * the same CPUs"). */
 #define SPIN_TURNS "1000"
 
 const char *coh_blas_kernel(void)
@@ -200,6 +201,8 @@ static int spin_wanted(void)
     }
     const char *force = getenv("COHORT_SPIN_BOUND");
     int forced = force && (!strcmp(force, "0") || !strcmp(force, "1"));
+    if (force && !forced)
+        coh_warn("COHORT_SPIN_BOUND='%s' is neither 0 nor 1: ignored (the cpus are read)", force);
     int others = forced ? force[0] - '0' : others_on_my_cpus();
     if (forced)
         snprintf(spin_reason, sizeof spin_reason, "COHORT_SPIN_BOUND=%s", force);

@@ -113,6 +113,11 @@ static void test_bounds_openmp_spin(void)
     /* valgrind's preload named (a path that does not exist: ld.so ignores it): no restart */
     spin_case("LD_PRELOAD=/nonexistent/vgpreload_core-amd64-linux.so", 1, 300000,
               "not bounded under valgrind");
+    char out[1024], err[16384]; /* a bad COHORT_SPIN_BOUND is named, and the cpus read */
+    CHECK_INT(run_child(self, "-u GOMP_SPINCOUNT -u OMP_WAIT_POLICY COHORT_BLAS_KEEP=1 "
+                        "COHORT_SPIN_BOUND=yes", out, sizeof out, err, sizeof err), 0);
+    CHECK(strstr(err, "COHORT_SPIN_BOUND='yes' is neither 0 nor 1") != NULL);
+    CHECK(strstr(out, "OpenMP barriers spin 1000 turns (") != NULL);
     busy_stop(busy);
     spin_case("COHORT_SPIN_BOUND=1", 2, 1000,
               "OpenMP barriers spin 1000 turns (COHORT_SPIN_BOUND=1; GOMP_SPINCOUNT sets it)");
