@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "cli_bench.h"
 #include "cohort/planner.h"
+#include "cohort/train.h" /* coh_engine_ensure_environment */
 
 const char bench_gemm_summary[] = "measure GEMM and memory rates, write a calibration file";
 
@@ -73,6 +74,7 @@ int bench_gemm(int argc, char **argv)
     if ((lat < 0) != (gb < 0))
         return cli_usage_error("bench gemm", "--link-latency-us and --link-gbytes-per-s go "
                                              "together");
+    coh_engine_ensure_environment(); /* the kernel and spin cohort train runs with */
     coh_hw hw;
     coh_status st = coh_calibration_measure(quick, threads, &hw);
     if (st != COH_OK)

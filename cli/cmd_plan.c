@@ -14,6 +14,7 @@
 #include "cohort/json_writer.h"
 #include "cohort/planner.h"
 #include "cohort/size.h"
+#include "cohort/train.h" /* coh_engine_ensure_environment */
 
 const char cmd_plan_summary[] = "choose the fastest parallel configuration by simulation";
 
@@ -727,6 +728,8 @@ int cmd_plan(int argc, char **argv)
         return cli_usage_error(cmd, "--stage-layers '%s' needs a pipeline (--pp 2 or more)",
                                o.cfg.par.stage_layers);
     coh_hw hw;
+    if (!o.inventory && !o.hw) /* measures this machine: with the kernel and spin train runs */
+        coh_engine_ensure_environment();
     if ((rc = build_hw(&o, &hw)) != CLI_OK)
         return rc;
     node_size(&o.cfg, o.explain, &hw);

@@ -126,6 +126,20 @@ else
     echo "FAIL: bench gemm"; cat "$tmp/b.log"; fail=1
 fi
 
+# what measures this machine does it with the OpenBLAS kernel train runs with: OpenBLAS forced
+# to its weakest kernel, train restarts with the CPU's (the BLAS kernel check), and so must
+# bench gemm and plan, or they price a product several times slower than training runs
+want=$(OPENBLAS_CORETYPE=Prescott "$COHORT" train --blas-info 2>/dev/null)
+for c in "bench gemm --quick --threads-max 1" \
+         "plan ${small[*]} --global-batch 4 --devices 1"; do
+    # shellcheck disable=SC2086 # the command's words
+    got=$(OPENBLAS_CORETYPE=Prescott "$COHORT" $c 2>&1 | grep -o "OpenBLAS [A-Za-z0-9]*)" |
+          head -1)
+    [ -n "$want" ] && [ "$got" = "OpenBLAS $want)" ] &&
+        echo "ok   $c measures with OpenBLAS $want, as train runs" ||
+        { echo "FAIL: $c measured with '$got', train runs '$want'"; fail=1; }
+done
+
 # refusals
 expect 2 "--global-batch N is required" "${small[@]}" --devices 2
 expect 2 "invalid --devices '0'" "${small[@]}" --global-batch 8 --devices 0
