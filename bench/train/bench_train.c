@@ -88,9 +88,11 @@ int main(int argc, char **argv)
     double mfu = tps * coh_gpt_flops_per_token(&cfg, T) / (bf16 ? bf16_peak : peak);
     printf("{\"impl\": \"cohort\", \"precision\": \"%s\", \"kernel\": \"%s\", \"threads\": %d, "
            "\"sgemm_gflops\": %.1f, \"bf16_gemm_gflops\": %.1f, \"tokens_per_s\": %.1f, "
-           "\"mfu\": %.4f, \"step_s\": %.4f, \"loss\": %.4f, \"flops_per_token\": %.0f}\n",
+           "\"mfu\": %.4f, \"step_s\": %.4f, \"loss\": %.4f, \"flops_per_token\": %.0f, "
+           "\"openmp_spin\": \"%s\"}\n",
            bf16 ? "bf16-mixed" : "fp32", coh_blas_kernel(), coh_get_threads(), peak * 1e-9,
-           bf16_peak * 1e-9, tps, mfu, total / steps, loss, coh_gpt_flops_per_token(&cfg, T));
+           bf16_peak * 1e-9, tps, mfu, total / steps, loss, coh_gpt_flops_per_token(&cfg, T),
+           coh_openmp_spin_text());
     free(tok), free(in), free(tg);
     coh_adamw_destroy(o);
     coh_gpt_destroy(g);
