@@ -728,8 +728,8 @@ int cmd_plan(int argc, char **argv)
         return cli_usage_error(cmd, "--stage-layers '%s' needs a pipeline (--pp 2 or more)",
                                o.cfg.par.stage_layers);
     coh_hw hw;
-    if (!o.inventory && !o.hw) /* measures this machine: with the kernel and spin train runs */
-        coh_engine_ensure_environment();
+    if (!o.inventory && !o.hw && (!o.cal || o.measure)) /* measures this machine: with the */
+        coh_engine_ensure_environment();                 /* kernel and spin train runs with */
     if ((rc = build_hw(&o, &hw)) != CLI_OK)
         return rc;
     node_size(&o.cfg, o.explain, &hw);
