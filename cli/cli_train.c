@@ -11,8 +11,8 @@
 
 void cli_engine_setup(int threads)
 {
+    coh_set_threads(threads); /* first: the restart's check weighs this team against the cpus */
     coh_engine_ensure_environment();
-    coh_set_threads(threads);
 }
 
 /* --checkpoint, --heads, --threads: -1 when code is none of them, else as cli_option_fn. */

@@ -414,10 +414,11 @@ const char *coh_blas_kernel(void);
 /* Set what the engine's libraries read only at load, by re-executing this program once (call
  * first thing in a command, before any thread or MPI starts): OPENBLAS_CORETYPE when OpenBLAS
  * picked a kernel weaker than this CPU supports (not with COHORT_BLAS_KEEP=1), and
- * GOMP_SPINCOUNT=1000 when libgomp runs the OpenMP threads, other work runs on this process's
- * cpus at start (or COHORT_SPIN_BOUND=1; =0 never), and the user set neither GOMP_SPINCOUNT nor
- * OMP_WAIT_POLICY: libgomp's 300000 turns would stall every barrier whose partner thread that
- * work keeps off a cpu. Not under valgrind, whose tool would not follow the exec. Returns
+ * GOMP_SPINCOUNT=1000 when libgomp runs the OpenMP threads, the user set neither GOMP_SPINCOUNT
+ * nor OMP_WAIT_POLICY, and this process's cpus are contended: other work runnable on them at
+ * start, or the launcher's local ranks sharing them with more threads (coh_get_threads() each)
+ * than cpus (COHORT_SPIN_BOUND=1 bounds, =0 never). libgomp's 300000 turns would stall every
+ * barrier whose partner thread the other work keeps off a cpu. Not under valgrind, whose tool would not follow the exec. Returns
  * normally when nothing needs setting or the re-exec failed (with a warning for the kernel); in
  * the restarted process it logs the one line that says what changed in the kernel. */
 void coh_engine_ensure_environment(void);

@@ -139,13 +139,24 @@ static int my_runnable_threads(void)
     return n > 0 ? n : 1;
 }
 
-/* Runnable threads of other processes on this process's cpus now: the least of four readings
- * over 6 ms (a job's threads are runnable in every one, a shell's fork in one) of
- * /proc/loadavg's runnable count less this process's own, less what the cpus outside this
- * process's mask can hold, less the threads of the launcher's other ranks that share the mask
- * (their share of it). A reading that misses a job counts as free. */
-static int others_on_my_cpus(void)
+/* Whether other threads will want this process's cpus: 1, with the reason in spin_reason, when
+ * the launcher's local ranks share this process's cpus and their teams (this one's size each,
+ * as they run the same command) outnumber them, or when other work is runnable on them now:
+ * the least of four readings over 6 ms (a job's threads are runnable in every one, a shell's
+ * fork in one) of /proc/loadavg's runnable count less this process's own, less what the cpus
+ * outside this process's mask can hold, less the other local ranks' teams. A reading that
+ * misses a job counts as free. */
+static int cpus_contended(void)
 {
+    coh_cpu_budget b;
+    coh_cpu_budget_read(&b);
+    int mask = b.mask_cpus > 0 ? b.mask_cpus : 1, team = coh_get_threads();
+    int shared = b.local_ranks > 1 && !(b.node_cpus > 0 && mask < b.node_cpus);
+    if (shared && (long)b.local_ranks * team > mask) {
+        snprintf(spin_reason, sizeof spin_reason, "%d local ranks x %d threads on %d cpus",
+                 b.local_ranks, team, mask);
+        return 1;
+    }
     int least = -1;
     for (int k = 0; k < 4; k++) {
         FILE *f = fopen("/proc/loadavg", "r");
@@ -161,20 +172,19 @@ static int others_on_my_cpus(void)
         if (k < 3)
             usleep(2000);
     }
-    coh_cpu_budget b;
-    coh_cpu_budget_read(&b);
-    int mask = b.mask_cpus > 0 ? b.mask_cpus : 1;
     long online = sysconf(_SC_NPROCESSORS_ONLN);
     int outside = online > mask ? (int)online - mask : 0;
-    int siblings = b.local_ranks > 1 && !(b.node_cpus > 0 && mask < b.node_cpus)
-                       ? mask - mask / b.local_ranks : 0;
+    int siblings = shared ? (b.local_ranks - 1) * team : 0;
     int others = least - outside - siblings;
-    return others > 0 ? others : 0;
+    others = others > 0 ? others : 0;
+    snprintf(spin_reason, sizeof spin_reason, "%d runnable thread%s of other work on these cpus "
+             "at start", others, others == 1 ? "" : "s");
+    return others > 0;
 }
 
 /* What the start-up line says of the spin, and whether cohort should set it: 1 when libgomp is
- * here, the user set neither GOMP_SPINCOUNT nor OMP_WAIT_POLICY, and other work runs on this
- * process's cpus now (COHORT_SPIN_BOUND=1: as if it did, =0: as if it did not). */
+ * here, the user set neither GOMP_SPINCOUNT nor OMP_WAIT_POLICY, and this process's cpus are
+ * contended (COHORT_SPIN_BOUND=1: as if they were, =0: as if they were not). */
 static int spin_wanted(void)
 {
     const char *count = getenv("GOMP_SPINCOUNT"), *policy = getenv("OMP_WAIT_POLICY");
@@ -191,15 +201,12 @@ static int spin_wanted(void)
     int forced = force && (!strcmp(force, "0") || !strcmp(force, "1"));
     if (force && !forced)
         coh_warn("COHORT_SPIN_BOUND='%s' is neither 0 nor 1: ignored (the cpus are read)", force);
-    int others = forced ? force[0] - '0' : others_on_my_cpus();
+    int contended = forced ? force[0] == '1' : cpus_contended();
     if (forced)
         snprintf(spin_reason, sizeof spin_reason, "COHORT_SPIN_BOUND=%s", force);
-    else
-        snprintf(spin_reason, sizeof spin_reason, "%d runnable thread%s of other work on these "
-                 "cpus at start", others, others == 1 ? "" : "s");
     snprintf(spin_text, sizeof spin_text, "OpenMP barriers spin libgomp's 300000 turns (%s%s)",
-             spin_reason, others && under_valgrind() ? "; not bounded under valgrind" : "");
-    return others > 0;
+             spin_reason, contended && under_valgrind() ? "; not bounded under valgrind" : "");
+    return contended;
 }
 
 void coh_engine_ensure_environment(void)

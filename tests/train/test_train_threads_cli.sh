@@ -2,7 +2,8 @@
 # test_train_threads_cli.sh: `cohort train`'s default thread count, printed at start with where
 # it came from: every cpu of the affinity mask, 1 under `taskset -c 0`, shared among the ranks
 # mpirun or MPICH's Hydra start on the same cpus and each rank's own cpus when mpirun binds
-# them; OMP_NUM_THREADS and --threads win.
+# them; OMP_NUM_THREADS and --threads win; OpenMP's spin bounded when the local ranks' threads
+# outnumber the cpus they share.
 set -u
 cohort=${COHORT:?}
 src=${COHORT_SOURCE_DIR:?}
@@ -43,6 +44,22 @@ fi
 expect "OMP_NUM_THREADS wins" "3 threads \\(OMP_NUM_THREADS\\)" \
     env OMP_NUM_THREADS=3 "$cohort" train "${model[@]}"
 expect "--threads wins" "1 threads \\(--threads\\)" "$cohort" train "${model[@]}" --threads 1
+
+# local ranks that share the cpus with more threads than cpus (each given them all): OpenMP's
+# barrier spin bounded, since each rank's barriers wait for threads the others keep off a cpu;
+# at their share (the default) it is not bounded for that reason (docs/train.md)
+if [ "$n" -ge 1 ]; then
+    expect "cohort run: 2 local ranks x $n threads" \
+        "OpenMP barriers spin 1000 turns \\(2 local ranks x $n threads on $n cpus" \
+        env -u GOMP_SPINCOUNT "$cohort" run --nproc-per-node 2 "$cohort" train "${model[@]}" \
+        --strategy ddp --threads "$n"
+    if "$cohort" run --nproc-per-node 2 env -u GOMP_SPINCOUNT "$cohort" train "${model[@]}" \
+        --strategy ddp >"$work/out" 2>&1 && ! grep -q "local ranks x" "$work/out"; then
+        echo "ok   cohort run: 2 local ranks at their share: not counted as contended"
+    else
+        fail "2 local ranks at their share: $(grep -E 'OpenMP|error' "$work/out" | head -2)"
+    fi
+fi
 
 if ! command -v mpirun >/dev/null || [ ! -f "${COHORT_BUILD_DIR:-.}/libcohort_mpi.so" ]; then
     skip "mpirun" "mpirun or libcohort_mpi.so missing"
