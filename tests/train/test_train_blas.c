@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -84,6 +85,8 @@ static void busy_start(pid_t pids[2])
 {
     for (int i = 0; i < 2; i++)
         if ((pids[i] = fork()) == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive the test */
+            alarm(120);
             for (volatile unsigned long x = 0;; x++)
                 ;
         }
