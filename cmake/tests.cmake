@@ -20,7 +20,10 @@ set(COHORT_PYTHON /usr/bin/python3 CACHE FILEPATH "interpreter with python3-torc
 # run an OpenMP team as wide as the machine wait on each other's cores: by default a thread
 # spins 300000 turns at every barrier for a partner that is not running, and two 2-thread
 # trainings of the tests' 4-block model took 263-290 s together against 0.2-0.3 s alone
-# (1000 turns: 2.3 s together, no slower alone; docs/train.md "Threads"). Tests timed out so.
+# (1000 turns: 2.3 s together). Tests timed out so. cohort's own commands now bound it when they
+# see other work on their cpus at start, but that is one reading, and the C test programs run
+# OpenMP without that restart: the suites give every test the one value (docs/train.md "Two
+# jobs on the same CPUs").
 set(COHORT_TEST_ENV
     "COHORT=$<TARGET_FILE:cohort>"
     "COHORT_PEAK_GFLOPS=1000"

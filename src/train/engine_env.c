@@ -14,6 +14,7 @@
 #include "cohort/log.h"
 #include "cohort/train.h"
 #include "train/threads.h"
+#include "util/proc.h"
 
 #define REEXEC_ENV "COHORT_BLAS_REEXEC"
 #define SPIN_REEXEC_ENV "COHORT_SPIN_REEXEC"
@@ -122,17 +123,11 @@ static int my_runnable_threads(void)
     int n = 0;
     struct dirent *e;
     while (d && (e = readdir(d))) {
-        char path[300], buf[512];
+        char path[300];
         if (e->d_name[0] == '.')
             continue;
         snprintf(path, sizeof path, "/proc/self/task/%s/stat", e->d_name);
-        FILE *f = fopen(path, "r");
-        size_t len = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-        if (f)
-            fclose(f);
-        buf[len] = 0;
-        const char *paren = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
-        n += paren && paren[1] == ' ' && paren[2] == 'R';
+        n += coh_proc_stat_state(path) == 'R';
     }
     if (d)
         closedir(d);

@@ -1,4 +1,5 @@
-/* proc.c: whether a process is dead as other processes can tell (see proc.h). */
+/* proc.c: whether a process is dead as other processes can tell, and a thread's state (see
+ * proc.h). */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -6,20 +7,27 @@
 
 #include "util/proc.h"
 
-int coh_pid_dead(pid_t pid)
+char coh_proc_stat_state(const char *stat_path)
 {
-    if (pid <= 0)
-        return 0;
-    if (kill(pid, 0) == -1 && errno == ESRCH)
-        return 1;
-    char path[64], buf[256];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
+    char buf[512];
+    FILE *f = fopen(stat_path, "r");
     if (!f)
         return 0;
     size_t k = fread(buf, 1, sizeof buf - 1, f);
     fclose(f);
     buf[k] = 0;
     const char *p = strrchr(buf, ')'); /* the command name may hold anything, ')' too */
-    return p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
+    return p && p[1] == ' ' ? p[2] : 0;
+}
+
+int coh_pid_dead(pid_t pid)
+{
+    if (pid <= 0)
+        return 0;
+    if (kill(pid, 0) == -1 && errno == ESRCH)
+        return 1;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    char state = coh_proc_stat_state(path);
+    return state == 'Z' || state == 'X';
 }
