@@ -19,15 +19,10 @@ static int engine_config(const est_request *r, coh_par_config *pc)
 {
     const coh_model_desc *m = &r->model;
     const coh_parallel_config *s = &r->par;
-    if (m->arch != COH_ARCH_GPT2)
-        return cli_usage_error(cmd, "--engine cohort needs a GPT-2 model shape (--model, "
-                                    "dimensions or a GPT-2 config), got '%s'", m->name);
-    if (!m->tied || m->ffn != 4 * m->dim)
-        return cli_usage_error(cmd, "--engine cohort models GPT-2 with tied embeddings and an "
-                                    "mlp of 4 x dim = %lld (got mlp %lld, %s embeddings)",
-                               (long long)(4 * m->dim), (long long)m->ffn,
-                               m->tied ? "tied" : "untied");
     char why[160];
+    if (!coh_model_trainable(m, why, sizeof why))
+        return cli_usage_error(cmd, "--engine cohort needs a GPT-2 model shape (--model, "
+                                    "dimensions or a GPT-2 config): %s", why);
     if (!coh_parallel_config_runnable(s, why, sizeof why))
         return cli_usage_error(cmd, "--engine cohort prices what cohort train runs: %s", why);
     if (s->strategy == COH_STRATEGY_DP)

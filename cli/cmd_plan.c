@@ -249,11 +249,11 @@ static int build_hw(opts *o, coh_hw *hw)
 
 /* ---- output --------------------------------------------------------------------------------- */
 
+/* The model as cohort train takes it: a preset by name, anything else (a GPT-2 config.json
+ * too: train has no --config) by its dimensions. */
 static void model_flags(const opts *o, const coh_model_desc *m, char *b, size_t cap)
 {
-    if (o->config)
-        snprintf(b, cap, "--config %s", o->config);
-    else if (o->cfg.preset && !(o->cfg.layers || o->cfg.dim || o->cfg.heads || o->cfg.vocab))
+    if (o->cfg.preset && !(o->cfg.layers || o->cfg.dim || o->cfg.heads || o->cfg.vocab))
         snprintf(b, cap, "--model %s", o->cfg.preset);
     else
         snprintf(b, cap, "--layers %lld --dim %lld --heads %lld --vocab %lld", (long long)m->layers,
@@ -275,13 +275,17 @@ static size_t mpirun_hosts(char *b, size_t cap, int nodes, int per)
 /* The exact launch line of a configuration, runnable once the user puts in the placeholders
  * (HOST..., SHARDS, N). Over several nodes cohort train's ranks reach each other only through
  * MPI (docs/cluster.md): the line is Open MPI's mpirun with COHORT_COMM=mpi, never
- * `cohort run --nnodes`, whose ranks talk through one node's shared memory. */
+ * `cohort run --nnodes`, whose ranks talk through one node's shared memory. Empty for a model
+ * cohort train cannot train: no line of it would parse. */
 static void command_line(const opts *o, const coh_model_desc *m, const coh_hw *hw,
                          const coh_plan_result *r, char *b, size_t cap)
 {
     const coh_parallel_config *c = &r->config;
     int n = c->dp * c->tp * c->pp;
     size_t k = 0;
+    b[0] = '\0';
+    if (!coh_model_trainable(m, NULL, 0))
+        return;
 #define ADD(...) k += (size_t)snprintf(b + (k < cap ? k : cap), k < cap ? cap - k : 0, __VA_ARGS__)
     if (n > 1) {
         int per = hw->gpu ? (n < hw->gpus_per_node ? n : hw->gpus_per_node)
@@ -383,7 +387,7 @@ static void json_fields(coh_jw *w, const coh_plan_result *r, const char *command
     coh_jw_field_bool(w, "runnable", r->runnable);
     coh_jw_field_string(w, "missing", r->runnable ? NULL : r->missing);
     coh_jw_field_string(w, "reasons", r->reasons);
-    coh_jw_field_string(w, "command", command);
+    coh_jw_field_string(w, "command", command[0] ? command : NULL);
 }
 
 static void json_result(coh_jw *w, const coh_plan_result *r, const char *command)

@@ -60,6 +60,12 @@ coh_status coh_model_counts(int64_t params, int64_t largest_layer, coh_model_des
 coh_status coh_model_from_hf_json(const char *text, size_t len, coh_model_desc *out);
 coh_status coh_model_from_hf_file(const char *path, coh_model_desc *out);
 
+/* Whether `cohort train` trains this model: its engine is GPT-2 with tied embeddings and an
+ * MLP of 4 x dim, given by shape. Else 0, with `why` (when not NULL) naming what the model has
+ * that the trainer lacks. The one check behind estimate's remedies, `--engine cohort` and the
+ * planner's runnable configurations. */
+int coh_model_trainable(const coh_model_desc *m, char *why, size_t cap);
+
 /* Check the dimensions agree (positive, heads divide dim, kv_heads divide heads, ...). */
 coh_status coh_model_validate(const coh_model_desc *m);
 
@@ -130,7 +136,8 @@ typedef struct coh_remedy {
     char what[160];       /* "--zero 2", "--tp 4 (dp 2 x tp 4 x pp 1 = 8 devices)", ... */
     coh_parallel_config strategy;
     uint64_t total_bytes; /* per device with that change */
-    int runnable;         /* cohort's own trainer runs it today (coh_parallel_config_runnable) */
+    int runnable;         /* cohort's own trainer runs it today (coh_model_trainable and
+                             coh_parallel_config_runnable) */
     char missing[160];    /* else what it lacks, named by option */
 } coh_remedy;
 

@@ -155,7 +155,7 @@ typedef struct coh_plan_result {
     int fits;                  /* memory_bytes <= the hardware's (always 1 without a limit) */
     coh_estimate estimate;     /* the estimator's answer */
     int threads;               /* CPU: threads per rank (`cohort train --threads`); GPU: 0 */
-    int runnable;              /* coh_parallel_config_runnable */
+    int runnable;              /* coh_model_trainable and coh_parallel_config_runnable */
     char missing[160];         /* else what cohort's trainer lacks */
     char reasons[512];         /* one line in the guide's terms */
 } coh_plan_result;

@@ -100,6 +100,25 @@ static coh_status validate_counts(const coh_model_desc *m)
     return COH_OK;
 }
 
+int coh_model_trainable(const coh_model_desc *m, char *why, size_t cap)
+{
+    char buf[320] = "";
+    if (m->arch == COH_ARCH_COUNTS)
+        snprintf(buf, sizeof buf, "a bare parameter count: cohort train needs a GPT-2 shape "
+                 "(--model or --layers/--dim/--heads/--vocab)");
+    else if (m->arch != COH_ARCH_GPT2)
+        snprintf(buf, sizeof buf, "'%s' is a Llama-family model: cohort train trains GPT-2 only",
+                 m->name);
+    else if (!m->tied || m->ffn != 4 * m->dim || m->kv_heads != m->heads ||
+             m->head_dim * m->heads != m->dim)
+        snprintf(buf, sizeof buf, "cohort train's GPT-2 has tied embeddings and an mlp of 4 x dim "
+                 "= %lld (this model: mlp %lld, %s embeddings)", (long long)(4 * m->dim),
+                 (long long)m->ffn, m->tied ? "tied" : "untied");
+    if (why && cap)
+        snprintf(why, cap, "%s", buf);
+    return buf[0] == '\0';
+}
+
 coh_status coh_model_validate(const coh_model_desc *m)
 {
     if (m->arch == COH_ARCH_COUNTS)

@@ -12,6 +12,7 @@
 #include "cohort/size.h"
 #include "plan/plan_int.h"
 #include "plan/planner_int.h"
+#include "util/strutil.h"
 
 #define LEADERS 8            /* with measured costs: the most candidates measured again */
 #define LEADER_MARGIN 0.15   /* ... of those within this much of the best's step */
@@ -199,7 +200,8 @@ static coh_status price(const coh_model_desc *m, const coh_parallel_config *cin,
     double peaks = hw->gpu ? devices : hw->nodes > 1 ? hw->nodes : 1.0;
     out->mfu = out->model_flops / (step.step_s * peaks * hw->peak_flops);
     out->threads = d.threads;
-    out->runnable = coh_parallel_config_runnable(&c, out->missing, sizeof out->missing);
+    out->runnable = coh_model_trainable(m, out->missing, sizeof out->missing) &&
+                    coh_parallel_config_runnable(&c, out->missing, sizeof out->missing);
     reasons(m, hw, out);
     if (step_out)
         *step_out = step;
@@ -277,6 +279,15 @@ typedef struct cand {
     long order;
 } cand;
 
+/* Why configurations were refused, counted by message, so that "nothing fits" names the cause
+ * (tp not dividing the heads, a precision cohort train does not run) rather than memory. */
+#define REFUSAL_KINDS 3
+
+typedef struct refusal {
+    long count;
+    char why[256];
+} refusal;
+
 typedef struct search {
     const coh_model_desc *m;
     const coh_plan_request *req;
@@ -285,6 +296,9 @@ typedef struct search {
     cand *cands;
     size_t n, cap;
     plan_split_memo *splits; /* shared by every configuration priced (NULL: none) */
+    refusal refused[REFUSAL_KINDS];
+    int kinds;
+    long refused_otherwise; /* for a reason past the first REFUSAL_KINDS */
 } search;
 
 /* A lower bound of the step: the devices' average compute, which the busiest stage cannot
@@ -310,20 +324,60 @@ static double lower_bound(const search *S, const coh_parallel_config *c)
            plan_optimizer_s(&d, c, owned);
 }
 
+/* Count a configuration as invalid, under its reason. */
+static void refuse(search *S, const char *why)
+{
+    S->stats->invalid++;
+    for (int i = 0; i < S->kinds; i++)
+        if (!strcmp(S->refused[i].why, why)) {
+            S->refused[i].count++;
+            return;
+        }
+    if (S->kinds == REFUSAL_KINDS) {
+        S->refused_otherwise++;
+        return;
+    }
+    refusal *r = &S->refused[S->kinds++];
+    r->count = 1;
+    snprintf(r->why, sizeof r->why, "%s", why);
+}
+
+/* "; 24 of them: tensor parallel size 3 does not divide ...": the reasons, most first. */
+static void describe_refusals(const search *S, char *buf, size_t cap)
+{
+    size_t n = 0;
+    int done[REFUSAL_KINDS] = {0};
+    buf[0] = '\0';
+    for (int k = 0; k < S->kinds; k++) {
+        int most = -1;
+        for (int i = 0; i < S->kinds; i++)
+            if (!done[i] && (most < 0 || S->refused[i].count > S->refused[most].count))
+                most = i;
+        done[most] = 1;
+        coh_str_append(buf, cap, &n, "; %ld of them: %s", S->refused[most].count,
+                       S->refused[most].why);
+    }
+    if (S->refused_otherwise)
+        coh_str_append(buf, cap, &n, "; %ld for other reasons", S->refused_otherwise);
+}
+
 static coh_status push(search *S, const coh_parallel_config *c)
 {
     S->stats->considered++;
     coh_estimate e;
+    char why[256], runs[160];
     if (coh_parallel_config_check(S->m, c) != COH_OK) {
-        S->stats->invalid++;
+        refuse(S, coh_last_error());
         return COH_OK;
     }
-    if (S->req->runnable_only && !coh_parallel_config_runnable(c, NULL, 0)) {
-        S->stats->invalid++;
+    if (S->req->runnable_only && (!coh_model_trainable(S->m, runs, sizeof runs) ||
+                                  !coh_parallel_config_runnable(c, runs, sizeof runs))) {
+        snprintf(why, sizeof why, "not run by cohort train (--runnable-only): %s", runs);
+        refuse(S, why);
         return COH_OK;
     }
     if (coh_estimate_memory(S->m, c, &e) != COH_OK) {
-        S->stats->invalid++;
+        refuse(S, coh_last_error());
         return COH_OK;
     }
     if (S->hw->memory_bytes && e.per_device.total_bytes > S->hw->memory_bytes) {
@@ -567,7 +621,7 @@ coh_status coh_plan_search(const coh_model_desc *m, const coh_plan_request *req,
                             "nodes is known: give the inventory's \"links\": {\"inter_node\": "
                             "...} or --link-inter", req->devices, req->devices / gpn);
     }
-    search S = {m, req, hw, stats, NULL, 0, 0, plan_split_memo_new()};
+    search S = {m, req, hw, stats, NULL, 0, 0, plan_split_memo_new(), {{0, {0}}}, 0, 0};
     coh_status st = enumerate(&S);
     if (!st && S.n == 0 && stats->considered == 0 && req->fixed_micro_batch > 0) {
         free(S.cands);
@@ -579,12 +633,16 @@ coh_status coh_plan_search(const coh_model_desc *m, const coh_plan_request *req,
                         (long long)req->global_batch);
     }
     if (!st && S.n == 0) {
+        char why[900];
+        describe_refusals(&S, why, sizeof why);
         free(S.cands);
         plan_split_memo_free(S.splits);
-        return coh_errf(COH_ERR_INVALID, "no configuration of %d devices fits %s per device "
-                        "(%ld considered: %ld too big, %ld invalid)", req->devices,
-                        hw->memory_bytes ? "the memory" : "", stats->considered,
-                        stats->too_big, stats->invalid);
+        if (!stats->too_big)
+            return coh_errf(COH_ERR_INVALID, "no valid configuration of %d devices (%ld "
+                            "considered, all invalid%s)", req->devices, stats->considered, why);
+        return coh_errf(COH_ERR_INVALID, "no configuration of %d devices fits the memory per "
+                        "device (%ld considered: %ld too big, %ld invalid%s)", req->devices,
+                        stats->considered, stats->too_big, stats->invalid, why);
     }
     int keep = hw->engine && cap < LEADERS ? LEADERS : cap, n = 0;
     coh_plan_result *best = keep > cap ? calloc((size_t)keep, sizeof *best) : out;

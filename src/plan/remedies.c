@@ -127,15 +127,17 @@ static uint64_t total_of(const coh_model_desc *m, const coh_parallel_config *s)
 }
 
 /* Keep a remedy; when it regroups the devices, say into what. */
-static void record(coh_remedy *out, int cap, int *count, const coh_parallel_config *from,
-                   const coh_parallel_config *s, const char *what, uint64_t total)
+static void record(const coh_model_desc *m, coh_remedy *out, int cap, int *count,
+                   const coh_parallel_config *from, const coh_parallel_config *s,
+                   const char *what, uint64_t total)
 {
     if (*count < cap) {
         coh_remedy *r = &out[*count];
         snprintf(r->what, sizeof r->what, "%s", what);
         r->strategy = *s;
         r->total_bytes = total;
-        r->runnable = coh_parallel_config_runnable(s, r->missing, sizeof r->missing);
+        r->runnable = coh_model_trainable(m, r->missing, sizeof r->missing) &&
+                      coh_parallel_config_runnable(s, r->missing, sizeof r->missing);
         if (s->tp != from->tp || s->pp != from->pp)
             snprintf(r->what + strlen(r->what), sizeof r->what - strlen(r->what),
                      " (dp %d x tp %d x pp %d = %lld devices)", s->dp, s->tp, s->pp,
@@ -197,7 +199,7 @@ static void combined(const coh_model_desc *m, const coh_parallel_config *s, uint
                 prune(m, s, &c, limit);
                 char what[128];
                 describe(s, &c, what, sizeof what);
-                record(out, cap, count, s, &c, what, total_of(m, &c));
+                record(m, out, cap, count, s, &c, what, total_of(m, &c));
                 return;
             }
         }
@@ -220,7 +222,7 @@ coh_status coh_plan_remedies(const coh_model_desc *m, const coh_parallel_config 
         for (int i = 0; i < n; i++) {
             uint64_t t = total_of(m, &cand[i].s);
             if (t <= device_bytes) { /* the smallest setting of this knob that fits */
-                record(out, cap, &found, s, &cand[i].s, cand[i].what, t);
+                record(m, out, cap, &found, s, &cand[i].s, cand[i].what, t);
                 break;
             }
         }

@@ -163,6 +163,11 @@ json_check --engine cohort --layers 4 --heads 8 --dim 512 --vocab 8192 --seq 256
 expect 2 "invalid --bucket-mb 'x': must be a number from 0.001 to 1.04858e+06" --model gpt2 --engine cohort --bucket-mb x
 expect 2 "--precision fp16-mixed: cohort's trainer runs fp32 or bf16-mixed" --model gpt2 --engine cohort --precision fp16-mixed
 expect 2 "--engine cohort needs a GPT-2 model shape" --config "$tmp/llama.json" --engine cohort
+# ... and the remedies' "cohort train runs this" is the same check: no for a Llama
+expect 0 "cohort train: 'llama (config.json)' is a Llama-family model: cohort train trains GPT-2 only" \
+    --config "$tmp/llama.json" --dp 2 --device-memory 24GiB --precision bf16-mixed
+json_check --config "$tmp/llama.json" --dp 2 --device-memory 24GiB --precision bf16-mixed -- \
+    'j["remedies"]' 'not any(r["cohort_train_runs"] for r in j["remedies"])'
 expect 2 "invalid --engine 'deepspeed': valid are cohort" --model gpt2 --engine deepspeed
 
 exit $fail

@@ -100,6 +100,46 @@ else
     echo "FAIL: plan on a100-80gb"; fail=1
 fi
 
+# a config.json goes to cohort train as its own model flags (train has no --config): a GPT-2
+# one's line parses as printed; a Llama one is not runnable by cohort train (no line, and
+# --runnable-only keeps none of it)
+printf '{"model_type":"gpt2","n_layer":12,"n_embd":768,"n_head":12,"n_positions":1024,"vocab_size":50257}' \
+    >"$tmp/gpt2.json"
+printf '{"model_type":"llama","hidden_size":4096,"intermediate_size":11008,"num_attention_heads":32,
+ "num_hidden_layers":32,"vocab_size":32000,"max_position_embeddings":4096}' >"$tmp/llama.json"
+printf 'A few words to train on.\n\nAnd a second paragraph of them.\n' >"$tmp/corpus.txt"
+"$COHORT" prepare --tokenizer byte --documents paragraph --out "$tmp/c" "$tmp/corpus.txt" \
+    >/dev/null || { echo "FAIL: prepare"; fail=1; }
+line=$("$COHORT" plan --config "$tmp/gpt2.json" --global-batch 64 --inventory \
+    "$inv/a100x8_nvlink.json" --runnable-only --json | "$COHORT_PYTHON" -c 'import json, sys
+print(json.load(sys.stdin)["configurations"][0]["command"])')
+train=${line#*cohort train }
+train=${train//SHARDS/$(echo "$tmp"/c_train_*.bin)}
+train=${train//--steps N/--steps 1}
+# shellcheck disable=SC2086 # the line's words, as a shell splits the pasted line
+if [[ $line == *" --layers 12 --dim 768 --heads 12 --vocab 50257 --seq 1024 "* ]] &&
+    "$COHORT" train $train --dry-run --world 8 >"$tmp/dry.out" 2>&1; then
+    echo "ok   a GPT-2 config.json's line parses in cohort train: $line"
+else
+    echo "FAIL: a GPT-2 config.json's line: $line: $(cat "$tmp/dry.out")"
+    fail=1
+fi
+expect 0 "top pick is not runnable by cohort train yet: 'llama (config.json)' is a Llama-family model: cohort train trains GPT-2 only" \
+    --config "$tmp/llama.json" --global-batch 64 --inventory "$inv/a100x8_nvlink.json"
+"$COHORT" plan --config "$tmp/llama.json" --global-batch 64 --inventory "$inv/a100x8_nvlink.json" \
+    --json | "$COHORT_PYTHON" -c 'import json, sys
+c = json.load(sys.stdin)["configurations"]
+assert c and all(not x["runnable"] and x["command"] is None for x in c), c[0]
+print("ok   a Llama config.json: %d configurations, none runnable, no launch line" % len(c))' ||
+    fail=1
+expect 2 "1746 of them: not run by cohort train (--runnable-only): 'llama (config.json)' is a Llama-family model" \
+    --config "$tmp/llama.json" --global-batch 64 --inventory "$inv/a100x8_nvlink.json" --runnable-only
+# nothing valid: the reasons are named and counted, not blamed on memory
+expect 2 "no valid configuration of 3 devices (24 considered, all invalid; 24 of them: tensor parallel size 3 does not divide the 25 attention heads" \
+    --model gpt2-xl --global-batch 8 --hw a100-80gb --devices 3 --tp 3
+expect 2 "612 of them: not run by cohort train (--runnable-only): --precision fp16-mixed" \
+    --model gpt2 --global-batch 8 --hw v100-32gb --devices 8 --runnable-only
+
 # --explain prices what the flags say; --trace writes the simulated timeline
 expect 0 "run it: cohort run --nproc-per-node 2 --standalone cohort train --threads 1 --pp 2 --schedule 1f1b" \
     "${small[@]}" --explain --pp 2 --nodes 1 --gpus-per-node 2 --grad-accum 4 --micro-batch 1 \
