@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "cli_bench.h"
@@ -218,6 +220,35 @@ static coh_status one_size(bench *b, uint64_t bytes, coh_jw *jw)
     return COH_OK;
 }
 
+/* The arena is a shared-memory segment whose pages come into being as they are written: both
+ * buffers of the largest row, on each of `ranks` ranks of this machine, must fit its memory
+ * and (when the segment lives there) the free space of /dev/shm, or writing them would fill
+ * the machine (or fault) instead of failing. */
+static coh_status arena_room(const bench *b, int ranks, int in_dev_shm)
+{
+    uint64_t per_rank = 2 * b->sw.max_bytes, limit = UINT64_MAX;
+    const char *what = "a 64-bit size";
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    if (pages > 0 && page > 0) {
+        limit = (uint64_t)pages * (uint64_t)page;
+        what = "this machine's memory";
+    }
+    struct statvfs v;
+    if (in_dev_shm && statvfs("/dev/shm", &v) == 0 &&
+        (uint64_t)v.f_bavail * v.f_frsize < limit) {
+        limit = (uint64_t)v.f_bavail * v.f_frsize;
+        what = "the free space of /dev/shm";
+    }
+    if (per_rank / 2 == b->sw.max_bytes && per_rank <= limit / (uint64_t)ranks)
+        return COH_OK;
+    char on[48] = "";
+    if (ranks > 1)
+        snprintf(on, sizeof on, " on each of %d ranks", ranks);
+    return coh_errf(COH_ERR_NOMEM, "cannot allocate %llu-byte buffers in the arena: two of "
+                    "them%s are more than %s (%llu bytes)", (unsigned long long)b->sw.max_bytes,
+                    on, what, (unsigned long long)limit);
+}
+
 static int parse_args(bench *b, int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -271,16 +302,24 @@ int bench_comm(int argc, char **argv)
     int rc = parse_args(&b, argc, argv);
     if (rc)
         return rc < 0 ? CLI_OK : rc;
+    coh_status st = COH_OK;
     if (b.arena && !getenv("COHORT_SHM_ARENA")) { /* room for both buffers of the largest row */
+        if ((st = arena_room(&b, 1, 0)))
+            return cli_fail(CMD, st);
         char v[32];
         snprintf(v, sizeof v, "%llu", (unsigned long long)(2 * b.sw.max_bytes + (1 << 20)));
         setenv("COHORT_SHM_ARENA", v, 1);
     }
-    coh_status st = coh_comm_create(b.sw.kind, &b.c);
-    if (st)
+    if ((st = coh_comm_create(b.sw.kind, &b.c)))
         return cli_fail(CMD, st);
     b.n = coh_comm_size(b.c);
     b.rank = coh_comm_rank(b.c);
+    /* every rank of a shared-memory job writes its part of the one segment, before any
+     * collective: each refuses alike, and none waits for another */
+    if (b.arena && !strcmp(coh_comm_transport(b.c), "shm") && (st = arena_room(&b, b.n, 1))) {
+        coh_comm_destroy(b.c);
+        return cli_fail(CMD, st);
+    }
     coh_jw jw;
     if (b.json)
         coh_jw_init(&jw, stdout, 0);

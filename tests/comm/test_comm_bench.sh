@@ -52,6 +52,24 @@ for op in allreduce allgather; do
     done
 done
 
+# Buffers the machine cannot hold fail at once, naming the size, on 1 and 2 ranks alike: the
+# shared arena is sparse, so 2 ranks used to map 4 TiB and write into it until killed.
+for n in 1 2; do
+    out="$comm_tmp/comm_bench.huge.$n"
+    new_job # launch's, under a timeout: the old behaviour ran until killed
+    timeout 10 "$cohort" run --standalone --nproc-per-node "$n" --run-id "$job" --prefix '' -- \
+        "$cohort" bench comm --min-bytes 1T --max-bytes 1T --iters 1 --warmup 0 >"$out" 2>&1
+    rc=$?
+    if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] &&
+        grep -q "cannot allocate 1099511627776-byte buffers in the arena" "$out"; then
+        echo "ok   bench of 1 TiB on $n rank(s) refused"
+    else
+        echo "FAIL bench of 1 TiB on $n rank(s): exit $rc, not refused"; cat "$out"
+        fails=$((fails + 1))
+    fi
+    check_no_shm "bench of 1 TiB on $n rank(s)"
+done
+
 json="$comm_tmp/comm_bench.json"
 launch 2 "$cohort" bench comm --json --min-bytes 64K --max-bytes 64K --iters 2 >"$json" 2>"$json.err"
 if [ "$(wc -l <"$json")" -eq 1 ] && grep -q '"op":"allreduce"' "$json" && grep -q '"wrong":0' "$json"; then

@@ -244,6 +244,14 @@ static coh_status shm_new(int rank, int n, double timeout, const char *name, int
     if (n > 256)
         return coh_errf(COH_ERR_UNSUPPORTED, "shared memory serves at most 256 ranks, not '%d'",
                         n);
+    /* the segment is sparse, so a part no machine of this size can fill would still map, and
+     * writing it would fill the machine instead of failing */
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    if (pages > 0 && page > 0 && arena > (uint64_t)pages * (uint64_t)page)
+        return coh_errf(COH_ERR_INVALID, "invalid COHORT_SHM_ARENA '%s': %llu bytes for each "
+                        "rank is more than this machine's memory (%llu bytes)",
+                        getenv("COHORT_SHM_ARENA"), (unsigned long long)arena,
+                        (unsigned long long)pages * (unsigned long long)page);
     size_t bytes = off_arena(n, half) + arena * (size_t)n;
     shm *s = calloc(1, sizeof *s);
     if (!s)
