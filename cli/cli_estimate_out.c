@@ -112,7 +112,7 @@ static int print_fit(const est_request *r, const coh_estimate *e)
     printf("does not fit: %s short\n", est_fmt(need - r->device_bytes, r->si, c, sizeof c));
     coh_remedy rem[8];
     int n;
-    coh_status st = coh_plan_remedies(&r->model, &r->par, r->device_bytes, rem, 8, &n);
+    coh_status st = coh_plan_remedies(&r->model, &r->par, r->device_bytes, 0, rem, 8, &n);
     if (st != COH_OK)
         return cli_fail(cmd, st);
     if (n == 0)
@@ -175,7 +175,7 @@ static void json_fit(coh_jw *w, const est_request *r, const coh_estimate *e)
     coh_remedy rem[8];
     int n = 0;
     if (!fits)
-        coh_plan_remedies(&r->model, &r->par, r->device_bytes, rem, 8, &n);
+        coh_plan_remedies(&r->model, &r->par, r->device_bytes, 0, rem, 8, &n);
     for (int i = 0; i < n; i++) {
         coh_jw_object_begin(w);
         coh_jw_key(w, "change"); coh_jw_string(w, rem[i].what);

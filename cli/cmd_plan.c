@@ -431,9 +431,9 @@ static int no_fit(const opts *o, const coh_model_desc *m, const coh_hw *hw, int 
     c.precision = o->cfg.par.precision;
     c.microbatches = o->global_batch / devices > 0 ? o->global_batch / devices : 1;
     coh_remedy rem[8];
-    int n = 0;
+    int n = 0, node = hw->gpu || hw->nodes > 1 ? hw->gpus_per_node : 0; /* tp within a node */
     if (hw->memory_bytes &&
-        coh_plan_remedies(m, &c, hw->memory_bytes, rem, 8, &n) == COH_OK && n > 0) {
+        coh_plan_remedies(m, &c, hw->memory_bytes, node, rem, 8, &n) == COH_OK && n > 0) {
         fprintf(stderr, "the estimator's remedies for dp %d, micro-batch 1:\n", devices);
         for (int i = 0; i < n; i++) {
             char b[32];

@@ -143,10 +143,11 @@ typedef struct coh_remedy {
 
 /* The changes that make the estimate fit device_bytes, cheapest knob first (ZeRO stage,
  * selective recompute, tp, pp, full recompute, offload), each at its smallest setting that fits;
- * when no single knob is enough, one combination that turns them up in that order. Fills up to
- * cap entries; *count is how many (0: nothing considered fits). */
+ * when no single knob is enough, one combination that turns them up in that order. tp stays
+ * within a node: at most gpus_per_node (0: s->gpus_per_node when given, else unbounded); pp and
+ * ZeRO do the rest. Fills up to cap entries; *count is how many (0: nothing considered fits). */
 coh_status coh_plan_remedies(const coh_model_desc *m, const coh_parallel_config *s, uint64_t device_bytes,
-                             coh_remedy *out, int cap, int *count);
+                             int gpus_per_node, coh_remedy *out, int cap, int *count);
 
 /* Memory of the first GPU listed in a device inventory file (the device layer's schema:
  * {"gpus": [{"memory_total_mib": 81920, ...}, ...]}), in bytes.

@@ -50,11 +50,12 @@ static int add(candidate *out, int n, const coh_parallel_config *s, const char *
     return n + 1;
 }
 
+/* Degrees of tp (tensor) or pp above the current one, doubling; tp at most tp_max (a node). */
 static int parallel_candidates(const coh_model_desc *m, const coh_parallel_config *s, int tensor,
-                               candidate *out)
+                               int tp_max, candidate *out)
 {
     int n = 0, cur = tensor ? s->tp : s->pp;
-    for (int k = cur * 2; k <= 1024 && n < MAX_CANDIDATES; k *= 2) {
+    for (int k = cur * 2; k <= (tensor ? tp_max : 1024) && n < MAX_CANDIDATES; k *= 2) {
         coh_parallel_config c;
         if (!regroup(s, tensor ? k : s->tp, tensor ? s->pp : k, &c))
             break;
@@ -72,7 +73,8 @@ static int parallel_candidates(const coh_model_desc *m, const coh_parallel_confi
 }
 
 /* Settings of one knob stronger than the current one, weakest first. */
-static int candidates(const coh_model_desc *m, const coh_parallel_config *s, int knob, candidate *out)
+static int candidates(const coh_model_desc *m, const coh_parallel_config *s, int knob, int tp_max,
+                      candidate *out)
 {
     int n = 0;
     coh_parallel_config c = *s;
@@ -96,7 +98,7 @@ static int candidates(const coh_model_desc *m, const coh_parallel_config *s, int
     }
     case KNOB_TP:
     case KNOB_PP:
-        return parallel_candidates(m, s, knob == KNOB_TP, out);
+        return parallel_candidates(m, s, knob == KNOB_TP, tp_max, out);
     default:
         if (s->offload == COH_OFFLOAD_NONE) {
             c.offload = COH_OFFLOAD_OPTIMIZER;
@@ -187,12 +189,12 @@ static void prune(const coh_model_desc *m, const coh_parallel_config *from, coh_
 /* No single knob is enough: turn them up one after another, cheapest first (each to its
  * strongest setting until one fits), then undo what turned out not to be needed. */
 static void combined(const coh_model_desc *m, const coh_parallel_config *s, uint64_t limit,
-                     coh_remedy *out, int cap, int *count)
+                     int tp_max, coh_remedy *out, int cap, int *count)
 {
     coh_parallel_config c = *s;
     for (int knob = 0; knob < KNOB_COUNT; knob++) {
         candidate cand[MAX_CANDIDATES];
-        int n = candidates(m, &c, knob, cand);
+        int n = candidates(m, &c, knob, tp_max, cand);
         for (int i = 0; i < n; i++) {
             if (total_of(m, &cand[i].s) <= limit) {
                 c = cand[i].s;
@@ -209,16 +211,17 @@ static void combined(const coh_model_desc *m, const coh_parallel_config *s, uint
 }
 
 coh_status coh_plan_remedies(const coh_model_desc *m, const coh_parallel_config *s, uint64_t device_bytes,
-                             coh_remedy *out, int cap, int *count)
+                             int gpus_per_node, coh_remedy *out, int cap, int *count)
 {
     int found = 0;
+    int tp_max = gpus_per_node > 0 ? gpus_per_node : s->gpus_per_node > 0 ? s->gpus_per_node : 1024;
     *count = 0;
     coh_status st = coh_parallel_config_check(m, s);
     if (st != COH_OK)
         return st;
     for (int knob = 0; knob < KNOB_COUNT; knob++) {
         candidate cand[MAX_CANDIDATES];
-        int n = candidates(m, s, knob, cand);
+        int n = candidates(m, s, knob, tp_max, cand);
         for (int i = 0; i < n; i++) {
             uint64_t t = total_of(m, &cand[i].s);
             if (t <= device_bytes) { /* the smallest setting of this knob that fits */
@@ -228,7 +231,7 @@ coh_status coh_plan_remedies(const coh_model_desc *m, const coh_parallel_config 
         }
     }
     if (found == 0)
-        combined(m, s, device_bytes, out, cap, &found);
+        combined(m, s, device_bytes, tp_max, out, cap, &found);
     *count = found < cap ? found : cap;
     return COH_OK;
 }

@@ -95,6 +95,10 @@ json_check --model gpt2-xl --dp 4 --device-memory 16GiB -- \
     'all(r["cohort_train_runs"] or "not in cohort" in r["missing"] or "cohort" in r["missing"] for r in j["remedies"])' \
     'all(not r["cohort_train_runs"] for r in j["remedies"] if "--tp" in r["change"] or "--offload" in r["change"])'
 expect 0 "cohort train: runs this today" --model gpt2-xl --dp 4 --device-memory 16GiB
+# tp stays within a node (section 5, and the planner's search): pp and ZeRO do the rest
+json_check --layers 128 --dim 25600 --heads 160 --vocab 51200 --seq 2048 --precision bf16-mixed \
+    --nodes 128 --gpus-per-node 8 --dp 1024 --device-memory 80GiB -- 'j["remedies"]' \
+    'all(int(t) <= 8 for r in j["remedies"] for t in __import__("re").findall(r"--tp (\d+)", r["change"]))'
 expect 0 "cohort train: --offload optimizer+params: cohort's trainer does not offload" --model gpt2-xl --dp 4 --device-memory 16GiB
 
 # Fit verdicts.

@@ -211,7 +211,7 @@ static void test_remedies(void)
     uint64_t limit = (uint64_t)16 << 30;
     coh_remedy r[8];
     int n;
-    CHECK_OK(coh_plan_remedies(&m, &s, limit, r, 8, &n));
+    CHECK_OK(coh_plan_remedies(&m, &s, limit, 0, r, 8, &n));
     CHECK(n >= 2);
     CHECK_STR(r[0].what, "--zero 3"); /* stage 1 and 2 still leave 30 GiB and 22 GiB */
     for (int i = 0; i < n; i++) {
@@ -221,7 +221,7 @@ static void test_remedies(void)
         CHECK(r[i].total_bytes <= limit);
     }
     s.strategy = coh_strategy_of_zero(2);
-    CHECK_OK(coh_plan_remedies(&m, &s, limit, r, 8, &n));
+    CHECK_OK(coh_plan_remedies(&m, &s, limit, 0, r, 8, &n));
     CHECK_STR(r[0].what, "--zero 3");
 }
 
@@ -242,7 +242,7 @@ static void test_combined_remedy(void)
     uint64_t limit = (uint64_t)24 << 30;
     coh_remedy r[8];
     int n;
-    CHECK_OK(coh_plan_remedies(&m, &s, limit, r, 8, &n));
+    CHECK_OK(coh_plan_remedies(&m, &s, limit, 0, r, 8, &n));
     CHECK_INT(n, 1);
     CHECK(r[0].total_bytes <= limit);
     CHECK_STR(r[0].what, "--zero 3 --recompute full --offload optimizer");
@@ -252,7 +252,7 @@ static void test_combined_remedy(void)
     CHECK_OK(coh_estimate_memory(&m, &r[0].strategy, &e));
     CHECK_INT(e.per_device.total_bytes, r[0].total_bytes);
     /* nothing fits a 1 MiB device */
-    CHECK_OK(coh_plan_remedies(&m, &s, 1 << 20, r, 8, &n));
+    CHECK_OK(coh_plan_remedies(&m, &s, 1 << 20, 0, r, 8, &n));
     CHECK_INT(n, 0);
 }
 

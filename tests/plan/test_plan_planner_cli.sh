@@ -198,6 +198,13 @@ expect 0 "inter-node 25.0 GB/s per device, 8 nodes" --model gpt2 --global-batch 
 expect 0 "64 devices" --model gpt2 --hw a100-80gb --nodes 8 --link-inter 25 --explain --tp 4
 expect 1 "remedies" --layers 128 --dim 25600 --heads 160 --vocab 51200 --seq 2048 \
     --global-batch 64 --inventory "$inv/a100x8_nvlink.json"
+# ... whose tp stays within the node the search keeps it in (8 a100-80gb)
+if "$COHORT" plan --layers 128 --dim 25600 --heads 160 --vocab 51200 --seq 2048 --global-batch 64 \
+    --hw a100-80gb --devices 1 2>&1 | grep -E -- "--tp ([0-9]{2,}|9)"; then
+    echo "FAIL: a remedy beyond the node's 8 devices"; fail=1
+else
+    echo "ok   remedies keep tp within the node"
+fi
 expect 2 "unknown hardware preset 'tpu'" --model gpt2 --global-batch 8 --hw tpu
 expect 2 "rates[0].gemm[1]: work 100 not above" "${small[@]}" --global-batch 8 --calibration "$cal/unsorted.json"
 expect 2 "unknown key 'colour'" "${small[@]}" --global-batch 8 --calibration "$cal/unknown_key.json"
