@@ -241,6 +241,14 @@ coh_status plan_estimate_memory_layers(const coh_model_desc *m, const coh_parall
             out->worst_stage = i;
         }
     }
+    /* every sum saturates at 2^64 - 1 rather than wrap: a saturated total is out of range, not
+     * a size */
+    if (out->per_device.total_bytes == UINT64_MAX)
+        return coh_errf(COH_ERR_INVALID, "estimate out of range: %s per device are more than "
+                        "2^64 bytes (--seq %lld, --micro-batch %lld)",
+                        out->per_device.activations_bytes == UINT64_MAX ? "the activations"
+                                                                        : "the bytes",
+                        (long long)out->seq, (long long)s->micro_batch);
     return COH_OK;
 }
 

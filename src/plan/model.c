@@ -221,6 +221,12 @@ coh_status coh_model_count(const coh_model_desc *m, coh_param_count *out)
                                    out->final_norm + out->lm_head));
     out->largest_layer = out->embedding > out->per_layer ? out->embedding : out->per_layer;
     out->largest_module = largest_module(m);
+    if (out->total > (int64_t)1 << 50) /* --params' limit: beyond it, bytes overflow 64 bits */
+        return coh_errf(COH_ERR_INVALID, "model out of range: %.3g parameters (%lld layers, "
+                        "dim %lld, vocabulary %lld) are more than 2^50, the most --params takes",
+                        (double)m->layers * (double)out->per_layer + (double)out->embedding *
+                        (m->tied ? 1 : 2) + (double)out->positions, (long long)m->layers,
+                        (long long)m->dim, (long long)m->vocab);
     return COH_OK;
 }
 

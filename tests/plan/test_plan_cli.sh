@@ -130,6 +130,11 @@ expect 2 "tensor parallel size 5 does not divide the 12 attention heads" --model
 expect 2 "pipeline parallel size 13 is larger than the 12 layers" --model gpt2 --pp 13
 expect 2 "dp 2 x tp 1 x pp 1 = 2 devices does not match 2 node(s) x 8 GPUs per node = 16" \
     --model gpt2 --dp 2 --nodes 2 --gpus-per-node 8
+# sizes past 64 bits are refused, not printed saturated at 16 EiB
+expect 2 "model out of range: 1.2e+18 parameters (100000 layers, dim 1000000, vocabulary 10000000) are more than 2^50" \
+    --layers 100000 --dim 1000000 --heads 1000 --vocab 10000000 --seq 1000000
+expect 2 "estimate out of range: the activations per device are more than 2^64 bytes (--seq 16777216, --micro-batch 1000)" \
+    --layers 2 --dim 64 --heads 64 --vocab 100 --seq 16777216 --micro-batch 1000 --json
 expect 2 "no model" --dp 2
 expect 2 "give only one model" --model gpt2 --params 1e9
 expect 2 "invalid --zero '4'" --model gpt2 --zero 4
