@@ -119,6 +119,8 @@ int coh_model_trainable(const coh_model_desc *m, char *why, size_t cap)
     return buf[0] == '\0';
 }
 
+static coh_status check_total(const coh_model_desc *m);
+
 coh_status coh_model_validate(const coh_model_desc *m)
 {
     if (m->arch == COH_ARCH_COUNTS)
@@ -141,7 +143,7 @@ coh_status coh_model_validate(const coh_model_desc *m)
         return coh_errf(COH_ERR_INVALID,
                         "head count %lld is not divisible by the key/value head count %lld",
                         (long long)m->heads, (long long)m->kv_heads);
-    return COH_OK;
+    return check_total(m);
 }
 
 /* One block's parameters split by how tensor parallelism treats them: `sharded` is divided
@@ -197,18 +199,9 @@ static int64_t largest_module(const coh_model_desc *m)
     return best;
 }
 
-coh_status coh_model_count(const coh_model_desc *m, coh_param_count *out)
+/* The counts of a shape whose dimensions are in range (not COH_ARCH_COUNTS). */
+static void count_shape(const coh_model_desc *m, coh_param_count *out)
 {
-    memset(out, 0, sizeof *out);
-    coh_status st = coh_model_validate(m);
-    if (st != COH_OK)
-        return st;
-    if (m->arch == COH_ARCH_COUNTS) {
-        out->total = m->count_params;
-        out->largest_layer = m->count_largest;
-        out->largest_module = m->count_largest;
-        return COH_OK;
-    }
     int64_t h = m->dim, sharded, replicated;
     layer_parts(m, &sharded, &replicated);
     out->embedding = m->vocab * h;
@@ -221,12 +214,36 @@ coh_status coh_model_count(const coh_model_desc *m, coh_param_count *out)
                                    out->final_norm + out->lm_head));
     out->largest_layer = out->embedding > out->per_layer ? out->embedding : out->per_layer;
     out->largest_module = largest_module(m);
-    if (out->total > (int64_t)1 << 50) /* --params' limit: beyond it, bytes overflow 64 bits */
-        return coh_errf(COH_ERR_INVALID, "model out of range: %.3g parameters (%lld layers, "
-                        "dim %lld, vocabulary %lld) are more than 2^50, the most --params takes",
-                        (double)m->layers * (double)out->per_layer + (double)out->embedding *
-                        (m->tied ? 1 : 2) + (double)out->positions, (long long)m->layers,
-                        (long long)m->dim, (long long)m->vocab);
+}
+
+/* Dimensions each in range can still multiply past what --params takes, and the bytes of
+ * their states past 64 bits: refuse them as --params would. */
+static coh_status check_total(const coh_model_desc *m)
+{
+    coh_param_count c;
+    count_shape(m, &c);
+    if (c.total <= (int64_t)1 << 50)
+        return COH_OK;
+    return coh_errf(COH_ERR_INVALID, "model out of range: %.3g parameters (%lld layers, dim "
+                    "%lld, vocabulary %lld) are more than 2^50, the most --params takes",
+                    (double)m->layers * (double)c.per_layer +
+                        (double)c.embedding * (m->tied ? 1 : 2) + (double)c.positions,
+                    (long long)m->layers, (long long)m->dim, (long long)m->vocab);
+}
+
+coh_status coh_model_count(const coh_model_desc *m, coh_param_count *out)
+{
+    memset(out, 0, sizeof *out);
+    coh_status st = coh_model_validate(m);
+    if (st != COH_OK)
+        return st;
+    if (m->arch == COH_ARCH_COUNTS) {
+        out->total = m->count_params;
+        out->largest_layer = m->count_largest;
+        out->largest_module = m->count_largest;
+        return COH_OK;
+    }
+    count_shape(m, out);
     return COH_OK;
 }
 
