@@ -144,6 +144,18 @@ static int parse_line(coh_metrics *m, long line, const char *s, size_t len, size
         problem(m, line, "step %ld has no 'loss'", st.step);
         goto done;
     }
+    /* values no run writes (a hand edit, a corrupt line: 1e999 reads as infinity): none is
+     * negative, and MFU is a share of the peak (up to 10, so that a peak given too low still
+     * shows); drawn, they would flatten the charts or fill the tables */
+    for (int k = 0; k < 8; k++) {
+        double v = *dst[k], most = dst[k] == &st.mfu ? 10.0 : INFINITY;
+        if (!isnan(v) && !(isfinite(v) && v >= 0 && v <= most)) {
+            problem(m, line, "step %ld: '%s' is %g, expected %s", st.step, KEYS[k], v,
+                    most < INFINITY ? "a share of the peak from 0 to 10" : "a finite number of "
+                                                                          "at least 0");
+            goto done;
+        }
+    }
     if ((mem = json_get(o, "memory"))) {
         coh_metrics_rank *r;
         size_t nr;

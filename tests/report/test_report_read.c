@@ -82,6 +82,30 @@ static void test_metrics_limits(void)
     CHECK_OK(coh_metrics_parse("", 0, &m));
     CHECK_INT(m.lines, 0);
     coh_metrics_release(&m);
+    /* values no run writes are bad lines, named, not drawn: infinity (1e999), negative
+     * tokens or tokens/s, an MFU of 1e300 */
+    static const char ABSURD[] =
+        "{\"step\":1,\"loss\":5.0,\"tokens\":100}\n"
+        "{\"step\":2,\"loss\":1e999,\"tokens\":200}\n"
+        "{\"step\":3,\"loss\":3.0,\"tokens\":-300}\n"
+        "{\"step\":4,\"loss\":4.0,\"tokens\":400,\"tokens_per_s\":-1}\n"
+        "{\"step\":5,\"loss\":4.0,\"tokens\":500,\"mfu\":1e300}\n"
+        "{\"step\":6,\"loss\":3.5,\"tokens\":600,\"mfu\":0.4}\n";
+    CHECK_OK(coh_metrics_parse(ABSURD, sizeof ABSURD - 1, &m));
+    CHECK_INT(m.nsteps, 2);
+    CHECK_INT(m.nproblems, 4);
+    if (m.nproblems == 4) {
+        CHECK_INT(m.problems[0].line, 2);
+        CHECK_STR(m.problems[0].message, "step 2: 'loss' is inf, expected a finite number of at "
+                                         "least 0");
+        CHECK_STR(m.problems[1].message, "step 3: 'tokens' is -300, expected a finite number of "
+                                         "at least 0");
+        CHECK_STR(m.problems[2].message, "step 4: 'tokens_per_s' is -1, expected a finite number "
+                                         "of at least 0");
+        CHECK_STR(m.problems[3].message, "step 5: 'mfu' is 1e+300, expected a share of the peak "
+                                         "from 0 to 10");
+    }
+    coh_metrics_release(&m);
     CHECK(coh_metrics_read("/nonexistent/metrics.jsonl", &m) == COH_ERR_IO);
     CHECK(strstr(coh_last_error(), "/nonexistent/metrics.jsonl") != NULL);
 }
