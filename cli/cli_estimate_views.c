@@ -102,17 +102,19 @@ static void accel_text(const est_request *r, const coh_accel_row *rows)
     printf("Memory usage for loading '%s' (accelerate estimate-memory's formulas)\n", r->model.name);
     printf("  %-8s | %14s | %14s | %18s\n", "dtype", "largest layer", "total size",
            "training using Adam");
+    int known = r->model.arch != COH_ARCH_COUNTS || r->model.count_largest > 0;
     for (int i = 0; i < 4; i++) {
         char a[32], b[32], c[32];
         printf("  %-8s | %14s | %14s | %18s\n", rows[i].dtype,
-               est_fmt(rows[i].largest_layer_bytes, r->si, a, sizeof a),
+               known ? est_fmt(rows[i].largest_layer_bytes, r->si, a, sizeof a) : "unknown",
                est_fmt(rows[i].total_bytes, r->si, b, sizeof b),
                rows[i].training_bytes ? est_fmt(rows[i].training_bytes, r->si, c, sizeof c) : "n/a");
     }
 }
 
-static void accel_json(const coh_accel_row *rows)
+static void accel_json(const est_request *r, const coh_accel_row *rows)
 {
+    int known = r->model.arch != COH_ARCH_COUNTS || r->model.count_largest > 0;
     coh_jw w;
     coh_jw_init(&w, stdout, 1);
     coh_jw_object_begin(&w);
@@ -121,7 +123,11 @@ static void accel_json(const coh_accel_row *rows)
     for (int i = 0; i < 4; i++) {
         coh_jw_object_begin(&w);
         coh_jw_field_string(&w, "dtype", rows[i].dtype);
-        coh_jw_field_uint(&w, "largest_layer_bytes", rows[i].largest_layer_bytes);
+        coh_jw_key(&w, "largest_layer_bytes"); /* null: --params without --largest-layer */
+        if (known)
+            coh_jw_uint(&w, rows[i].largest_layer_bytes);
+        else
+            coh_jw_null(&w);
         coh_jw_field_uint(&w, "total_bytes", rows[i].total_bytes);
         coh_jw_key(&w, "training_bytes");
         if (rows[i].training_bytes)
@@ -141,7 +147,7 @@ int est_print_views(const est_request *r, const coh_estimate *e)
         coh_accel_row rows[4];
         coh_accel_rows(e->counts.total, e->counts.largest_layer, rows);
         if (r->json)
-            accel_json(rows);
+            accel_json(r, rows);
         else
             accel_text(r, rows);
         return CLI_OK;

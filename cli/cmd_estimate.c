@@ -177,6 +177,9 @@ int cmd_estimate(int argc, char **argv)
         return rc;
     if (r.engine && r.view != VIEW_COHORT)
         return cli_usage_error(cmd, "--engine cohort and --view do not combine");
+    if (r.save && !r.engine) /* the published model has no save buffers: it would do nothing */
+        return cli_usage_error(cmd, "--save goes with --engine cohort (it adds cohort train's "
+                                    "save buffers to the trainer's prediction)");
     coh_status st = coh_parallel_config_check(&r.model, &r.par);
     if (st != COH_OK)
         return cli_fail(cmd, st);

@@ -84,6 +84,9 @@ acc=(--params 304715752 --largest-layer 4198400 --view accelerate)
 expect 0 "float32  |      16.02 MiB |       1.14 GiB |           4.54 GiB" "${acc[@]}"
 expect 0 "float16  |       8.01 MiB |     581.20 MiB |           2.27 GiB" "${acc[@]}"
 expect 0 "int4" "${acc[@]}"
+# without --largest-layer the largest layer is not known: said so, not printed as 0 B
+expect 0 "float32 | unknown | 1.14 GiB | 4.54 GiB" --params 304715752 --view accelerate
+json_check --params 304715752 --view accelerate -- 'j["accelerate"][0]["largest_layer_bytes"] is None'
 
 # The default precision is what cohort train runs, and the output says so.
 expect 0 "ZeRO 0, fp32 (what cohort train runs; --precision bf16-mixed for mixed precision)" --model gpt2
@@ -178,5 +181,6 @@ expect 0 "cohort train: 'llama (config.json)' is a Llama-family model: cohort tr
 json_check --config "$tmp/llama.json" --dp 2 --device-memory 24GiB --precision bf16-mixed -- \
     'j["remedies"]' 'not any(r["cohort_train_runs"] for r in j["remedies"])'
 expect 2 "invalid --engine 'deepspeed': valid are cohort" --model gpt2 --engine deepspeed
+expect 2 "--save goes with --engine cohort" --model gpt2 --save
 
 exit $fail
