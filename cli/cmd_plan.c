@@ -412,10 +412,11 @@ static void print_hw(const coh_hw *hw, int devices)
         printf("nodes: %d like it, inter-node link %.4g GB/s (%.4g us)\n", hw->nodes,
                hw->inter.bytes_per_s / 1e9, hw->inter.alpha_s * 1e6);
     if (hw->gpu && hw->inter.bytes_per_s > 0)
-        printf("inter-node %.1f GB/s per device, %d nodes\n", hw->inter.bytes_per_s / 1e9,
-               hw->nodes);
-    printf("rates: %s%s; %d devices\n", hw->source,
-           hw->engine ? ", compute measured on the engine itself" : "", devices);
+        printf("inter-node %.1f GB/s per device, %d node%s\n", hw->inter.bytes_per_s / 1e9,
+               hw->nodes, hw->nodes == 1 ? "" : "s");
+    printf("rates: %s%s; %d device%s\n", hw->source,
+           hw->engine ? ", compute measured on the engine itself" : "", devices,
+           devices == 1 ? "" : "s");
 }
 
 static int no_fit(const opts *o, const coh_model_desc *m, const coh_hw *hw, int devices)
@@ -679,12 +680,16 @@ static int search(opts *o, const coh_model_desc *m, const coh_hw *hw)
         printf("top pick: %s\n", line);
     else {
         printf("top pick is not runnable by cohort train yet: %s\n", res[0].missing);
-        for (int i = 1; i < n; i++)
-            if (res[i].runnable) {
-                command_line(o, m, hw, &res[i], line, sizeof line);
-                printf("best runnable (#%d): %s\n", i + 1, line);
-                break;
-            }
+        int i = 1;
+        while (i < n && !res[i].runnable)
+            i++;
+        if (i < n) {
+            command_line(o, m, hw, &res[i], line, sizeof line);
+            printf("best runnable (#%d): %s\n", i + 1, line);
+        } else if (coh_model_trainable(m, NULL, 0)) {
+            printf("none of the %d listed is runnable by cohort train: --runnable-only "
+                   "searches only what it runs\n", n);
+        }
     }
     free(res);
     return CLI_OK;

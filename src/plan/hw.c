@@ -181,7 +181,11 @@ static coh_status inventory_hw(const json_value *root, const char *path, int nod
         !mib->u.num.is_integer || mib->u.num.integer < 1 || mib->u.num.integer > (1LL << 40))
         return coh_errf(COH_ERR_INVALID, "inventory '%s': gpus[0] needs \"name\" and "
                                          "\"memory_total_mib\" (a positive integer)", path);
-    JSON_TRY(coh_hw_preset_for_gpu(name->u.str.chars, (uint64_t)mib->u.num.integer << 20, out));
+    if (coh_hw_preset_for_gpu(name->u.str.chars, (uint64_t)mib->u.num.integer << 20, out)) {
+        char why[256]; /* a GPU without a preset is bad input in the file, as a bad key is */
+        snprintf(why, sizeof why, "%s", coh_last_error());
+        return coh_errf(COH_ERR_INVALID, "inventory '%s': %s", path, why);
+    }
     out->gpus_per_node = (int)gpus->u.arr.count;
     out->nodes = nodes;
     snprintf(out->source + strlen(out->source), sizeof out->source - strlen(out->source),

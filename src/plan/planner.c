@@ -637,11 +637,13 @@ coh_status coh_plan_search(const coh_model_desc *m, const coh_plan_request *req,
         describe_refusals(&S, why, sizeof why);
         free(S.cands);
         plan_split_memo_free(S.splits);
+        const char *plural = req->devices == 1 ? "" : "s";
         if (!stats->too_big)
-            return coh_errf(COH_ERR_INVALID, "no valid configuration of %d devices (%ld "
-                            "considered, all invalid%s)", req->devices, stats->considered, why);
-        return coh_errf(COH_ERR_INVALID, "no configuration of %d devices fits the memory per "
-                        "device (%ld considered: %ld too big, %ld invalid%s)", req->devices,
+            return coh_errf(COH_ERR_INVALID, "no valid configuration of %d device%s (%ld "
+                            "considered, all invalid%s)", req->devices, plural, stats->considered,
+                            why);
+        return coh_errf(COH_ERR_INVALID, "no configuration of %d device%s fits the memory per "
+                        "device (%ld considered: %ld too big, %ld invalid%s)", req->devices, plural,
                         stats->considered, stats->too_big, stats->invalid, why);
     }
     int keep = hw->engine && cap < LEADERS ? LEADERS : cap, n = 0;

@@ -198,6 +198,16 @@ expect 0 "inter-node 25.0 GB/s per device, 8 nodes" --model gpt2 --global-batch 
 expect 0 "64 devices" --model gpt2 --hw a100-80gb --nodes 8 --link-inter 25 --explain --tp 4
 expect 1 "remedies" --layers 128 --dim 25600 --heads 160 --vocab 51200 --seq 2048 \
     --global-batch 64 --inventory "$inv/a100x8_nvlink.json"
+expect 1 "no configuration of 1 device fits the memory per device" --layers 128 --dim 25600 \
+    --heads 160 --vocab 51200 --seq 2048 --global-batch 64 --hw a100-80gb --devices 1
+if "$COHORT" plan --model gpt2 --global-batch 8 --hw a100-80gb --devices 1 | grep -q "; 1 device$"; then
+    echo "ok   one device, no plural"
+else
+    echo "FAIL: 'rates: ...; 1 device' not printed"; fail=1
+fi
+# the top pick not runnable and none listed either: said, and how to ask for runnable ones
+expect 0 "none of the 5 listed is runnable by cohort train: --runnable-only searches only what it runs" \
+    --model gpt2 --global-batch 8 --hw v100-32gb --devices 8
 # ... whose tp stays within the node the search keeps it in (8 a100-80gb)
 if "$COHORT" plan --layers 128 --dim 25600 --heads 160 --vocab 51200 --seq 2048 --global-batch 64 \
     --hw a100-80gb --devices 1 2>&1 | grep -E -- "--tp ([0-9]{2,}|9)"; then
@@ -206,6 +216,9 @@ else
     echo "ok   remedies keep tp within the node"
 fi
 expect 2 "unknown hardware preset 'tpu'" --model gpt2 --global-batch 8 --hw tpu
+printf '{"gpus":[{"name":"NVIDIA GeForce RTX 4090","memory_total_mib":24564}]}' >"$tmp/rtx.json"
+expect 2 "inventory '$tmp/rtx.json': no preset for the GPU 'NVIDIA GeForce RTX 4090'" \
+    --model gpt2 --global-batch 8 --inventory "$tmp/rtx.json"
 expect 2 "rates[0].gemm[1]: work 100 not above" "${small[@]}" --global-batch 8 --calibration "$cal/unsorted.json"
 expect 2 "unknown key 'colour'" "${small[@]}" --global-batch 8 --calibration "$cal/unknown_key.json"
 expect 1 "cannot read calibration file" "${small[@]}" --global-batch 8 --calibration "$tmp/none.json"
