@@ -19,6 +19,7 @@ extern "C" {
 #define COH_DEV_UUID_MAX 96
 #define COH_DEV_BUSID_MAX 32
 #define COH_DEV_NOTE_MAX 512
+#define COH_INVENTORY_MAX_BYTES (16 << 20) /* an inventory file is read up to this size */
 
 /* ---- inventory: what the machine has ------------------------------------------------------- */
 
@@ -109,8 +110,9 @@ coh_status coh_inventory_probe(coh_inventory **out);
 coh_status coh_inventory_parse(const char *text, size_t len, const char *name,
                                coh_inventory **out);
 
-/* Read and parse an inventory file. Errors: as coh_inventory_parse, plus COH_ERR_IO /
- * COH_ERR_NOT_FOUND naming the path. */
+/* Read and parse an inventory file of at most COH_INVENTORY_MAX_BYTES. Errors: as
+ * coh_inventory_parse, plus COH_ERR_INVALID for a larger file or a directory,
+ * COH_ERR_IO / COH_ERR_NOT_FOUND naming the path. */
 coh_status coh_inventory_load(const char *path, coh_inventory **out);
 
 /* The inventory a command should use: the file `path` when not NULL, else the file named by

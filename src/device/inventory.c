@@ -1,9 +1,11 @@
 /* inventory.c: the inventory file (a machine's accelerators described in JSON), validated with
  * errors that name the JSON path and the bad value; plus inventory lifetime and selection. */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "device/device_int.h"
 #include "util/json.h"
@@ -447,11 +449,22 @@ coh_status coh_inventory_load(const char *path, coh_inventory **out)
     FILE *f = fopen(path, "rb");
     if (!f)
         return coh_errf(COH_ERR_NOT_FOUND, "cannot open inventory file '%s': %m", path);
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        fclose(f);
+        return coh_errf(COH_ERR_INVALID, "cannot read inventory file '%s': it is a directory",
+                        path);
+    }
+    /* Read at most the limit and one byte more, so /dev/zero or a runaway file is refused
+     * instead of filling memory. */
     char *buf = NULL;
     size_t len = 0, cap = 0;
     for (;;) {
         if (len + 4096 > cap) {
-            char *nb = realloc(buf, cap = cap * 2 + 8192);
+            cap = cap * 2 + 8192;
+            if (cap > COH_INVENTORY_MAX_BYTES + 1)
+                cap = COH_INVENTORY_MAX_BYTES + 1;
+            char *nb = realloc(buf, cap);
             if (!nb) {
                 free(buf);
                 fclose(f);
@@ -461,14 +474,19 @@ coh_status coh_inventory_load(const char *path, coh_inventory **out)
         }
         size_t got = fread(buf + len, 1, cap - len, f);
         len += got;
-        if (got == 0)
+        if (got == 0 || len > COH_INVENTORY_MAX_BYTES)
             break;
     }
-    int err = ferror(f);
+    int err = ferror(f) ? errno : 0;
     fclose(f);
     if (err) {
         free(buf);
-        return coh_errf(COH_ERR_IO, "cannot read inventory file '%s'", path);
+        return coh_errf(COH_ERR_IO, "cannot read inventory file '%s': %s", path, strerror(err));
+    }
+    if (len > COH_INVENTORY_MAX_BYTES) {
+        free(buf);
+        return coh_errf(COH_ERR_INVALID, "inventory file '%s' is larger than %d MiB, the most "
+                        "cohort reads", path, COH_INVENTORY_MAX_BYTES >> 20);
     }
     coh_status st = coh_inventory_parse(buf, len, path, out);
     free(buf);

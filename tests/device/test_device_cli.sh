@@ -113,6 +113,16 @@ expect 2 "bad.json: gpus[0].compute_mode: 'shared' is not one of default, exclus
     -- devices --inventory "$tmp/bad.json"
 expect 2 "cannot open inventory file '$tmp/missing.json'" -- devices --inventory "$tmp/missing.json"
 expect 2 "COHORT_INVENTORY: cannot open inventory file" COHORT_INVENTORY="$tmp/missing.json" -- devices
+expect 2 "cannot read inventory file '$tmp': it is a directory" -- devices --inventory "$tmp"
+head -c $((16 * 1024 * 1024 + 1)) /dev/zero | tr '\0' ' ' >"$tmp/huge.json"
+expect 2 "inventory file '$tmp/huge.json' is larger than 16 MiB, the most cohort reads" \
+    -- devices --inventory "$tmp/huge.json"
+rm -f "$tmp/huge.json"
+# An endless file stops at the limit (the memory limit and timeout only keep a regression from
+# hanging the test or filling the machine).
+(ulimit -v 1048576; timeout 60 "$COHORT" devices --inventory /dev/zero) >"$tmp/out" 2>&1
+[ $? -eq 2 ] && grep -qF "inventory file '/dev/zero' is larger than 16 MiB" "$tmp/out" &&
+    echo "ok   /dev/zero stops at the limit" || { echo "FAIL /dev/zero: $(head -c 300 "$tmp/out")"; fail=1; }
 
 # JSON is valid and the human table is aligned.
 "$COHORT" devices --json --inventory "$inv/busy.json" --devices 2 >"$tmp/j" 2>/dev/null &&
