@@ -38,8 +38,14 @@ void cli_table_init(cli_table *t, int ncols, const char *align)
 
 void cli_table_add(cli_table *t, const char *const *cells)
 {
-    if (t->nrows == 65)
-        return;
+    if (t->nrows == t->cap) {
+        int cap = t->cap ? t->cap * 2 : 16;
+        char *(*nc)[10] = realloc(t->cells, (size_t)cap * sizeof *nc);
+        if (!nc)
+            return;
+        t->cells = nc;
+        t->cap = cap;
+    }
     for (int c = 0; c < t->ncols; c++)
         t->cells[t->nrows][c] = strdup(cells[c] ? cells[c] : "");
     t->nrows++;
@@ -75,7 +81,9 @@ void cli_table_free(cli_table *t)
     for (int r = 0; r < t->nrows; r++)
         for (int c = 0; c < t->ncols; c++)
             free(t->cells[r][c]);
-    t->nrows = 0;
+    free(t->cells);
+    t->cells = NULL;
+    t->nrows = t->cap = 0;
 }
 
 void cli_device_label(const coh_visible *v, int l, char *buf, size_t cap)
@@ -114,7 +122,7 @@ void cli_device_table(const coh_inventory *inv, const coh_visible *v, const int 
                           "UTIL", "PROCESSES"};
     cli_table_add(&t, head);
     int rows = only ? nonly : v->count;
-    for (int i = 0; i < rows && i < 64; i++) {
+    for (int i = 0; i < rows; i++) {
         int l = only ? only[i] : i;
         const coh_visible_device *d = &v->dev[l];
         const coh_gpu *g = &inv->gpus[d->gpu];

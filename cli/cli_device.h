@@ -16,11 +16,11 @@ int cli_device_open(const char *cmd, const char *path, coh_inventory **inv);
  * when a variable is malformed (a typo rather than the runtime's documented cut), else CLI_OK. */
 int cli_device_check(const char *cmd, const coh_visible *v);
 
-/* A simple aligned table: add cells row by row, then print. */
+/* A simple aligned table: add cells row by row (as many as there are devices), then print. */
 typedef struct cli_table {
-    int ncols, nrows;
-    char *cells[65][10];
-    const char *align; /* per column: 'l' or 'r' */
+    int ncols, nrows, cap;
+    char *(*cells)[10]; /* cap rows of ncols cells */
+    const char *align;  /* per column: 'l' or 'r' */
 } cli_table;
 void cli_table_init(cli_table *t, int ncols, const char *align);
 void cli_table_add(cli_table *t, const char *const *cells); /* ncols cells; copied */

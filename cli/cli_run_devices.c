@@ -96,17 +96,25 @@ static int bind_each(run_devices *d, const coh_visible *vis, const coh_vis_env *
     if (!d->rank_env)
         return cli_fail("run", COH_ERR_NOMEM);
     d->nrank_env = n;
-    for (int r = 0; r < n; r++) {
+    /* Gaudi's ranks get the whole list: room for every device as a uuid and a comma. */
+    size_t cap = (size_t)n * (COH_DEV_UUID_MAX + 1) + 1;
+    char *value = malloc(cap);
+    if (!value)
+        return cli_fail("run", COH_ERR_NOMEM);
+    int rc = CLI_OK;
+    for (int r = 0; r < n && rc == CLI_OK; r++) {
         const char *var;
-        char value[1024];
-        coh_status st = rank_value(d, vis, env, logical, n, r, &var, value, sizeof value);
-        if (st)
-            return cli_fail("run", st);
+        coh_status st = rank_value(d, vis, env, logical, n, r, &var, value, cap);
+        if (st) {
+            rc = cli_fail("run", st);
+            break;
+        }
         d->rank_env[r] = calloc(2, sizeof(char *));
         if (!d->rank_env[r] || (var && !(d->rank_env[r][0] = var_entry(var, value))))
-            return cli_fail("run", COH_ERR_NOMEM);
+            rc = cli_fail("run", COH_ERR_NOMEM);
     }
-    return CLI_OK;
+    free(value);
+    return rc;
 }
 
 /* Processes without a device selection: --nproc-per-node N, or cpu (one per core); 1 else. */
@@ -145,13 +153,16 @@ static int resolve_devices(run_devices *d, coh_launch_opts *o, coh_accel accel)
     coh_vis_env_from_process(&env);
     coh_selection sel;
     memset(&sel, 0, sizeof sel);
-    int logical[64], n = 0, rc;
-    const char *var = NULL;
-    char value[1024] = "";
+    int rc;
     if (d->pick) {
-        rc = pick_devices(d, accel, &env, &sel.vis, logical, &n);
+        /* coh_pick picks at most 64 devices; sel owns the buffers, as coh_devices_select's. */
+        size_t vcap = 64 * (COH_DEV_UUID_MAX + 1) + 1;
+        sel.logical = calloc(64, sizeof *sel.logical);
+        sel.value = calloc(vcap, 1);
+        rc = !sel.logical || !sel.value ? cli_fail("run", COH_ERR_NOMEM)
+                                        : pick_devices(d, accel, &env, &sel.vis, sel.logical, &sel.n);
         sel.accel = sel.vis.accel;
-        coh_status st = rc ? COH_OK : coh_child_env(d->inv, &sel.vis, &env, logical, n, COH_ID_INDEX, &var, value, sizeof value);
+        coh_status st = rc ? COH_OK : coh_child_env(d->inv, &sel.vis, &env, sel.logical, sel.n, COH_ID_INDEX, &sel.var, sel.value, vcap);
         if (st)
             rc = cli_fail("run", st);
     } else {
@@ -161,11 +172,10 @@ static int resolve_devices(run_devices *d, coh_launch_opts *o, coh_accel accel)
             rc = cli_fail("run", coh_errf(st, "--nproc-per-node gpu: no %s device is visible (see 'cohort devices')", coh_accel_name(accel)));
         else
             rc = st ? cli_fail("run", st) : accel == COH_ACCEL_CPU ? CLI_OK : cli_device_check("run", &sel.vis);
-        n = sel.n;
-        memcpy(logical, sel.logical, sizeof logical);
-        var = sel.var;
-        snprintf(value, sizeof value, "%s", sel.value);
     }
+    int n = sel.n;
+    const int *logical = sel.logical;
+    const char *var = sel.var, *value = sel.value ? sel.value : "";
     if (rc == CLI_OK && d->bind && sel.accel == COH_ACCEL_CPU)
         rc = cli_usage_error("run", "invalid option '--bind-devices': no accelerator selected "
                              "(cpu); bind devices of an accelerator that 'cohort devices' "

@@ -240,9 +240,10 @@ typedef struct coh_device_spec {
  * them for a GPU accelerator is the error. */
 coh_status coh_device_spec_parse(const char *text, coh_device_spec *out);
 
-/* What a spec selects, as logical indices 0..available-1 written to out[] (cap >= 64 or
- * >= available). For COH_ACCEL_CPU the spec is a number of processes: *n_out is that number,
- * "-1"/"auto" meaning `available` (pass the available cores), and out[] gets 0..n-1.
+/* What a spec selects, as logical indices 0..available-1 written to out[] (cap >= available;
+ * a smaller cap keeps the first cap of them). For COH_ACCEL_CPU the spec is a number of
+ * processes: *n_out is that number, "-1"/"auto" meaning `available` (pass the available
+ * cores), and out[] gets 0..n-1.
  * Errors: COH_ERR_INVALID naming the spec and the valid range: nothing selected for a GPU
  * accelerator, a count above `available`, an index >= available, a list for cpu;
  * COH_ERR_NOT_FOUND when a GPU accelerator has no visible device at all. */
@@ -272,9 +273,9 @@ coh_status coh_child_env(const coh_inventory *inv, const coh_visible *vis, const
 typedef struct coh_selection {
     coh_accel accel;      /* resolved: never COH_ACCEL_AUTO */
     int n;                /* devices selected; for cpu the number of processes */
-    int logical[64];      /* logical indices into the visible devices (first 64 for cpu) */
+    int *logical;         /* n logical indices into the visible devices (none for cpu) */
     const char *var;      /* variable to set in the child; NULL for cpu and mps */
-    char value[1024];     /* its value ("" for cpu) */
+    char *value;          /* its value ("" for cpu and mps) */
     coh_visible vis;      /* the visible devices of `accel` */
 } coh_selection;
 

@@ -373,15 +373,24 @@ coh_status coh_devices_select(const coh_inventory *inv, const coh_vis_env *env, 
         out->vis.accel = COH_ACCEL_CPU;
     }
     out->accel = out->vis.accel;
-    if (out->accel == COH_ACCEL_CPU)
-        st = coh_device_spec_resolve(&ds, spec, COH_ACCEL_CPU, inv->cpu.cores_available,
-                                     out->logical, 64, &out->n);
+    /* Sized from what is visible: as many devices as the inventory has, no fixed cap. */
+    int ncap = out->accel == COH_ACCEL_CPU ? 0 : out->vis.count;
+    out->logical = calloc((size_t)ncap + 1, sizeof *out->logical);
+    if (!out->logical)
+        st = coh_errf(COH_ERR_NOMEM, "out of memory");
+    else if (out->accel == COH_ACCEL_CPU)
+        st = coh_device_spec_resolve(&ds, spec, COH_ACCEL_CPU, inv->cpu.cores_available, NULL,
+                                     0, &out->n);
     else
-        st = coh_device_spec_resolve(&ds, spec, out->accel, out->vis.count, out->logical, 64,
+        st = coh_device_spec_resolve(&ds, spec, out->accel, out->vis.count, out->logical, ncap,
                                      &out->n);
+    /* Each device is written as an index or a uuid, at most a uuid and a comma. */
+    size_t vcap = (out->accel == COH_ACCEL_CPU ? 0 : (size_t)out->n) * (COH_DEV_UUID_MAX + 1) + 1;
+    if (st == COH_OK && !(out->value = calloc(vcap, 1)))
+        st = coh_errf(COH_ERR_NOMEM, "out of memory");
     if (st == COH_OK && out->accel != COH_ACCEL_CPU)
         st = coh_child_env(inv, &out->vis, env, out->logical, out->n, COH_ID_INDEX, &out->var,
-                           out->value, sizeof out->value);
+                           out->value, vcap);
     if (st == COH_ERR_NOT_FOUND)
         st = not_available(inv, env, accel);
     if (st != COH_OK)
@@ -394,5 +403,7 @@ void coh_selection_release(coh_selection *s)
     if (!s)
         return;
     coh_visible_release(&s->vis);
+    free(s->logical);
+    free(s->value);
     memset(s, 0, sizeof *s);
 }

@@ -124,6 +124,16 @@ rm -f "$tmp/huge.json"
 [ $? -eq 2 ] && grep -qF "inventory file '/dev/zero' is larger than 16 MiB" "$tmp/out" &&
     echo "ok   /dev/zero stops at the limit" || { echo "FAIL /dev/zero: $(head -c 300 "$tmp/out")"; fail=1; }
 
+# 1024 GPUs: every one is listed and can be selected; no cap at 64.
+expect 0 "cuda:1023" -- devices --inventory "$inv/g1024.json"
+expect 0 "devices '70' = 70 devices:" -- devices --inventory "$inv/g1024.json" --devices 70
+grep -qx "a child process gets CUDA_VISIBLE_DEVICES=$(seq -s, 0 69)" "$tmp/out" &&
+    grep -qF "  cuda:69 " "$tmp/out" && echo "ok   70 of 1024 selected" || { echo "FAIL 70 of 1024"; fail=1; }
+"$COHORT" devices --json --inventory "$inv/g1024.json" --devices -1 >"$tmp/j" 2>/dev/null &&
+    "$COHORT_PYTHON" -c "import json; s=json.load(open('$tmp/j'))['selection']
+assert s['count']==1024 and s['logical_indices']==list(range(1024)) and s['value'].endswith(',1022,1023'), s['count']" &&
+    echo "ok   --devices -1 selects all 1024" || { echo "FAIL --devices -1 with 1024 GPUs"; fail=1; }
+
 # JSON is valid and the human table is aligned.
 "$COHORT" devices --json --inventory "$inv/busy.json" --devices 2 >"$tmp/j" 2>/dev/null &&
     "$COHORT_PYTHON" -c "import json; d=json.load(open('$tmp/j')); assert d['selection']['value']=='0,1', d['selection']" &&
