@@ -151,6 +151,7 @@ static int resolve_devices(run_devices *d, coh_launch_opts *o, coh_accel accel)
 {
     coh_vis_env env;
     coh_vis_env_from_process(&env);
+    env.one_device_per_worker = d->bind; /* each rank gets its own device */
     coh_selection sel;
     memset(&sel, 0, sizeof sel);
     int rc;

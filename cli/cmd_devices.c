@@ -179,6 +179,7 @@ static void json_visible(coh_jw *w, const coh_inventory *inv, const coh_visible 
     coh_jw_field_string(w, "cut", v->cut != COH_CUT_NONE ? v->cut_note : NULL);
     coh_jw_field_int(w, "cut_entry", v->cut_entry);
     coh_jw_field_string(w, "warning", v->order_note[0] ? v->order_note : NULL);
+    coh_jw_field_string(w, "mig_note", v->mig_note[0] ? v->mig_note : NULL);
     coh_jw_object_end(w);
 }
 

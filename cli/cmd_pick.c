@@ -282,6 +282,13 @@ static int pick_and_report(const opts *o, const coh_inventory *inv, const coh_vi
             printf("%s\n", value);
         if (!o->quiet && !o->json)
             print_table(inv, vis, &res);
+        int nmig = 0;
+        for (int i = 0; i < res.npicked; i++)
+            nmig += vis->dev[res.picked[i]].mig >= 0;
+        if (nmig > 1 && !o->quiet)
+            fprintf(stderr, "%s pick: note: %d MIG instances picked; a CUDA process uses only "
+                    "the first MIG instance it is given, so give each worker one of them\n",
+                    cli_progname, nmig);
         if (o->cmd) {
             if (!o->quiet)
                 fprintf(stderr, "%s pick: running %s %s%s%s%s%s\n", cli_progname, o->cmd[0],
@@ -315,6 +322,7 @@ int cmd_pick(int argc, char **argv)
         return rc;
     coh_vis_env env;
     coh_vis_env_from_process(&env);
+    env.one_device_per_worker = 1; /* the picked devices go one to each worker */
     coh_visible vis;
     coh_status st = coh_visible_compute(inv, accel, &env, &vis);
     if (st != COH_OK)

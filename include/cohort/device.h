@@ -152,9 +152,15 @@ typedef struct coh_vis_env {
     const char *rocr_visible_devices;
     const char *hip_visible_devices;
     const char *habana_visible_modules;
+    int one_device_per_worker; /* 0: what one process sees, which holds at most one MIG
+                                  instance (NVIDIA: "a single CUDA process can only enumerate a
+                                  single MIG device"); 1: the devices a job hands out one per
+                                  worker (cohort pick, --bind-devices): every MIG instance
+                                  listed stays */
 } coh_vis_env;
 
-/* Fill *env from this process's environment (getenv; the pointers stay owned by it). */
+/* Fill *env from this process's environment (getenv; the pointers stay owned by it);
+ * one_device_per_worker is 0. */
 void coh_vis_env_from_process(coh_vis_env *env);
 
 /* Why a visibility list was cut (the runtime stops reading it there). */
@@ -189,6 +195,9 @@ typedef struct coh_visible {
                                    differs from PCI (nvidia-smi) order */
     char order_note[COH_DEV_NOTE_MAX]; /* warning text for order_differs, or an unknown
                                           CUDA_DEVICE_ORDER value */
+    char mig_note[COH_DEV_NOTE_MAX]; /* CUDA, one process: the MIG instances the variable
+                                        lists after the first, which that process cannot
+                                        use and which are left out of dev; "" when none */
 } coh_visible;
 
 /* The devices of kind `accel` (CUDA, XPU, ROCM, HPU or MPS; AUTO and GPU resolve as

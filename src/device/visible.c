@@ -16,6 +16,7 @@ void coh_vis_env_from_process(coh_vis_env *e)
     e->rocr_visible_devices = getenv("ROCR_VISIBLE_DEVICES");
     e->hip_visible_devices = getenv("HIP_VISIBLE_DEVICES");
     e->habana_visible_modules = getenv("HABANA_VISIBLE_MODULES");
+    e->one_device_per_worker = 0;
 }
 
 int vis_vendor_list(const coh_inventory *inv, coh_vendor v, int *out, int cap)

@@ -152,6 +152,38 @@ static void cuda_order_note(const coh_inventory *inv, const coh_vis_env *env, co
     free(pci);
 }
 
+/* A CUDA process enumerates one MIG device, the first the list gives it (NVIDIA's MIG user
+ * guide, "CUDA Device Enumeration"): one process keeps the whole GPUs and the first MIG
+ * instance; the other instances are named in v->mig_note and left out. */
+static void one_mig_instance(const coh_inventory *inv, coh_visible *v)
+{
+    int first = -1, kept = 0, dropped = 0;
+    size_t len = 0;
+    char others[COH_DEV_NOTE_MAX] = "";
+    for (int i = 0; i < v->count; i++) {
+        const coh_visible_device *d = &v->dev[i];
+        if (d->mig >= 0 && first >= 0) {
+            coh_str_append(others, sizeof others, &len, "%s%s", dropped ? ", " : "",
+                           inv->gpus[d->gpu].mig[d->mig].uuid);
+            dropped++;
+            continue;
+        }
+        if (d->mig >= 0)
+            first = kept;
+        v->dev[kept++] = *d;
+    }
+    if (!dropped)
+        return;
+    v->count = kept;
+    const coh_visible_device *f = &v->dev[first];
+    len = 0;
+    coh_str_append(v->mig_note, sizeof v->mig_note, &len,
+                   "CUDA_VISIBLE_DEVICES lists %d MIG instances, but a CUDA process uses only "
+                   "the first (cuda:%d, %s); it cannot use %s; give each worker its own "
+                   "instance (cohort run --bind-devices)", dropped + 1, first,
+                   inv->gpus[f->gpu].mig[f->mig].uuid, others);
+}
+
 coh_status visible_cuda(const coh_inventory *inv, const coh_vis_env *env, coh_visible *v)
 {
     int *order = calloc((size_t)inv->ngpus + 1, sizeof *order);
@@ -202,6 +234,8 @@ coh_status visible_cuda(const coh_inventory *inv, const coh_vis_env *env, coh_vi
             goto out;
         }
     }
+    if (!env->one_device_per_worker)
+        one_mig_instance(inv, v);
 out:
     free(order);
     free(ents);

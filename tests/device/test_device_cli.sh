@@ -71,6 +71,16 @@ expect 0 "cuda:3" -- devices --inventory "$inv/four_a100.json"
 expect 0 "MIG instance of nvidia-smi 0: MIG-11119999-2222-3333-4444-555555555555 (gpu instance 2, compute instance 0, 19968 MiB)" \
     -- devices --inventory "$inv/mig.json"
 expect 0 "none visible" CUDA_VISIBLE_DEVICES= -- devices --inventory "$inv/four_a100.json"
+# A CUDA process enumerates one MIG instance, the first listed; pick still hands out several,
+# one per worker.
+visible cuda "0,1" CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=MIG-11119,1,MIG-11111 -- --inventory "$inv/mig.json"
+expect 0 "warning: CUDA_VISIBLE_DEVICES lists 2 MIG instances, but a CUDA process uses only the first (cuda:0, MIG-11119999-2222-3333-4444-555555555555); it cannot use MIG-11111111-2222-3333-4444-555555555555" \
+    CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=MIG-11119,MIG-11111 -- devices --inventory "$inv/mig.json"
+grep -q "cuda:1" "$tmp/out" && { echo "FAIL a second MIG instance is listed as visible"; fail=1; } || echo "ok   one MIG instance listed"
+expect 0 "MIG-11119999-2222-3333-4444-555555555555,MIG-11111111-2222-3333-4444-555555555555" \
+    CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=MIG-11119,MIG-11111 -- pick 2 --inventory "$inv/mig.json"
+grep -qF "2 MIG instances picked; a CUDA process uses only the first MIG instance it is given, so give each worker one of them" "$tmp/err" &&
+    echo "ok   pick notes one MIG instance per worker" || { echo "FAIL pick's MIG note"; fail=1; }
 expect 0 "warning: CUDA_VISIBLE_DEVICES='0,2,-1,1': entry 3 '-1' is negative; the runtime ignores it and every entry after it (visible: 0,2)" \
     CUDA_VISIBLE_DEVICES=0,2,-1,1 -- devices --inventory "$inv/four_a100.json"
 expect 0 "entry 2 'GPU-1a2b' matches several devices" CUDA_VISIBLE_DEVICES=0,GPU-1a2b -- \

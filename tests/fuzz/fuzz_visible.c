@@ -1,9 +1,10 @@
 /* fuzz_visible.c: libFuzzer target for the visibility variables (CUDA_VISIBLE_DEVICES,
  * CUDA_DEVICE_ORDER, ZE_AFFINITY_MASK, ZE_ENABLE_PCI_ID_DEVICE_ORDER, ROCR_ and
  * HIP_VISIBLE_DEVICES) on a fixed mixed machine. Input: one byte whose low six bits say which
- * variables are set, then their values separated by newlines. Checks: results name only
- * devices of the right vendor, no device twice, and the value cohort gives a child makes it
- * see exactly the same devices in the same order. */
+ * variables are set and whose seventh sets one_device_per_worker, then their values separated
+ * by newlines. Checks: results name only devices of the right vendor, no device twice, at most
+ * one MIG instance for one process, and the value cohort gives a child makes it see exactly
+ * the same devices in the same order. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,9 +40,11 @@ static int same(const coh_visible *a, const coh_visible *b)
     return 1;
 }
 
-static void check(const coh_visible *v, coh_vendor vendor)
+static void check(const coh_visible *v, coh_vendor vendor, const coh_vis_env *env)
 {
+    int nmig = 0;
     for (int i = 0; i < v->count; i++) {
+        nmig += v->dev[i].mig >= 0;
         const coh_visible_device *d = &v->dev[i];
         if (d->gpu < 0 || d->gpu >= inv->ngpus || inv->gpus[d->gpu].vendor != vendor)
             abort();
@@ -50,6 +53,8 @@ static void check(const coh_visible *v, coh_vendor vendor)
                 abort();
     }
     if (v->cut != COH_CUT_NONE && !v->cut_note[0])
+        abort();
+    if (nmig > 1 && !env->one_device_per_worker) /* one process enumerates one MIG device */
         abort();
 }
 
@@ -104,14 +109,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         *nl = '\0';
         p = nl + 1;
     }
-    coh_vis_env env = {vals[0], vals[1], vals[2], vals[3], vals[4], vals[5], NULL};
+    coh_vis_env env = {vals[0], vals[1], vals[2], vals[3], vals[4], vals[5], NULL,
+                       (data[0] >> 6) & 1};
     static const coh_accel kinds[] = {COH_ACCEL_CUDA, COH_ACCEL_XPU, COH_ACCEL_ROCM};
     static const coh_vendor vendors[] = {COH_VENDOR_NVIDIA, COH_VENDOR_INTEL, COH_VENDOR_AMD};
     for (int k = 0; k < 3; k++) {
         coh_visible v;
         if (coh_visible_compute(inv, kinds[k], &env, &v) != COH_OK)
             abort();
-        check(&v, vendors[k]);
+        check(&v, vendors[k], &env);
         round_trip(&v, &env, kinds[k], COH_ID_INDEX);
         round_trip(&v, &env, kinds[k], COH_ID_UUID);
         coh_visible_release(&v);
