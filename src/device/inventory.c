@@ -32,6 +32,32 @@ static coh_status bad(const ctx *c, const char *fmt, ...)
     return coh_errf(COH_ERR_INVALID, "%s: %s: %s", c->name, c->path, msg);
 }
 
+/* Bytes of the printable UTF-8 character at u[0..len), or 0 for a control character (C0,
+ * DEL, C1 U+0080..U+009F) or a byte that starts no valid character: strings are printed to
+ * terminals, where such bytes could start an escape sequence. */
+static size_t text_char(const unsigned char *u, size_t len)
+{
+    unsigned ch = u[0];
+    size_t n = ch < 0x80 ? 1 : ch >= 0xc2 && ch <= 0xdf ? 2 : ch >= 0xe0 && ch <= 0xef ? 3
+             : ch >= 0xf0 && ch <= 0xf4 ? 4 : 0;
+    if (ch < 0x20 || ch == 0x7f || n == 0 || n > len)
+        return 0;
+    for (size_t k = 1; k < n; k++)
+        if ((u[k] & 0xc0) != 0x80)
+            return 0;
+    return ch == 0xc2 && u[1] <= 0x9f ? 0 : n;
+}
+
+/* Position of the first byte of s that is not printable text, or -1. */
+static long control_at(const char *s, size_t len)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    for (size_t i = 0, n; i < len; i += n)
+        if ((n = text_char(u + i, len - i)) == 0)
+            return (long)i;
+    return -1;
+}
+
 /* The value as a user would recognise it in the file, for messages. */
 static const char *show(const json_value *v, char *buf, size_t cap)
 {
@@ -39,11 +65,17 @@ static const char *show(const json_value *v, char *buf, size_t cap)
     case JSON_STRING: {
         size_t o = 0;
         buf[o++] = '\'';
-        for (size_t i = 0; i < v->u.str.len && o + 5 < cap; i++) {
-            unsigned char ch = (unsigned char)v->u.str.chars[i];
-            buf[o++] = (ch >= 0x20 && ch != 0x7f) ? (char)ch : '?';
+        const unsigned char *u = (const unsigned char *)v->u.str.chars;
+        size_t i = 0, n;
+        for (; i < v->u.str.len && o + 8 < cap; i += n ? n : 1) { /* room for 4 bytes, ... and ' */
+            n = text_char(u + i, v->u.str.len - i);
+            if (n)
+                memcpy(buf + o, u + i, n);
+            else
+                buf[o] = '?';
+            o += n ? n : 1;
         }
-        if (v->u.str.len + 5 >= cap && o + 4 < cap) {
+        if (i < v->u.str.len) {
             memcpy(buf + o, "...", 3);
             o += 3;
         }
@@ -126,6 +158,11 @@ static coh_status get_str(const json_value *obj, const char *base, const char *k
         return bad(c, "%s is not a string", show(v, b, sizeof b));
     if (v->u.str.len == 0 || v->u.str.len >= cap || strlen(v->u.str.chars) != v->u.str.len)
         return bad(c, "%s must be 1 to %zu characters without NUL", show(v, b, sizeof b), cap - 1);
+    long at = control_at(v->u.str.chars, v->u.str.len);
+    if (at >= 0)
+        return bad(c, "%s has a control character or invalid UTF-8 at byte %ld (only printable "
+                   "text is allowed)",
+                   show(v, b, sizeof b), at + 1);
     memcpy(dst, v->u.str.chars, v->u.str.len + 1);
     return COH_OK;
 }
@@ -243,7 +280,8 @@ static coh_status parse_owners(const json_value *v, const char *base, coh_gpu *g
     size_t len = 0;
     for (size_t i = 0; i < a->u.arr.count; i++) {
         const json_value *s = a->u.arr.items[i];
-        if (s->type != JSON_STRING || s->u.str.len == 0 || strlen(s->u.str.chars) != s->u.str.len)
+        if (s->type != JSON_STRING || s->u.str.len == 0 || strlen(s->u.str.chars) != s->u.str.len ||
+            control_at(s->u.str.chars, s->u.str.len) >= 0)
             return bad(c, "item %zu: %s is not a user name", i, show(s, b, sizeof b));
         coh_str_append(g->owners, sizeof g->owners, &len, "%s%s", i ? "," : "", s->u.str.chars);
     }

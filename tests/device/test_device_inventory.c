@@ -140,6 +140,15 @@ static void schema_errors(void)
         "gpus[0].process_owners: 'alice' is not an array of user names");
     bad(strstr(example, "\"mig\": ["), "\"mig\": {}}]}",
         "gpus[0].mig: an object is not an array of MIG instances");
+    /* Strings reach terminals: ESC (terminal escape injection), a C1 CSI, invalid UTF-8. */
+    bad("\"name\": \"NVIDIA A100-SXM4-80GB\"", "\"name\": \"A\\u001b[31mRED\"",
+        "gpus[0].name: 'A?[31mRED' has a control character or invalid UTF-8 at byte 2");
+    bad("\"uuid\": \"MIG-...\"", "\"uuid\": \"MIG-\\u009b2J\"",
+        "gpus[0].mig[0].uuid: 'MIG-??2J' has a control character or invalid UTF-8 at byte 5");
+    bad("\"name\": \"NVIDIA A100-SXM4-80GB\"", "\"name\": \"A\x9b\"",
+        "gpus[0].name: 'A?' has a control character or invalid UTF-8 at byte 2");
+    bad("\"processes\": 0", "\"processes\": 0, \"process_owners\": [\"\\u001b]0;x\"]",
+        "gpus[0].process_owners: item 0: '?]0;x' is not a user name");
 }
 
 static void cross_checks(void)
