@@ -200,8 +200,12 @@ coh_status visible_cuda(const coh_inventory *inv, const coh_vis_env *env, coh_vi
                 st = COH_ERR_NOMEM;
         goto out;
     }
-    if (!*val)
-        goto out; /* empty: no GPU at all */
+    const char *rest = val;
+    size_t rest_len = strlen(val);
+    coh_str_trim(&rest, &rest_len);
+    if (!rest_len)
+        goto out; /* empty, or spaces only (the first entry is empty, the cut leaves nothing,
+                     as PyTorch's _parse_visible_devices reads it): no GPU at all */
     ents = calloc(strlen(val) + 1, sizeof *ents);
     if (!ents) {
         st = COH_ERR_NOMEM;

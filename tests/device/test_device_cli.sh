@@ -57,6 +57,8 @@ print(','.join(str(x['physical_index'])+('.'+str(x['tile']) if x['tile'] is not 
 visible cuda "0,2" CUDA_VISIBLE_DEVICES=0,2 -- --inventory "$inv/four_a100.json"
 visible cuda "2,0" CUDA_VISIBLE_DEVICES=2,0 -- --inventory "$inv/four_a100.json"
 visible cuda "" CUDA_VISIBLE_DEVICES= -- --inventory "$inv/four_a100.json"
+expect_line 0 "" "CUDA_VISIBLE_DEVICES=  " -- devices --inventory "$inv/four_a100.json"
+grep -q "none visible" "$tmp/out" && echo "ok   spaces only: no GPU" || { echo "FAIL spaces only"; fail=1; }
 visible cuda "0,1,2,3" CUDA_DEVICE_ORDER=PCI_BUS_ID -- --inventory "$inv/mixed.json"
 visible cuda "3,1,2,0" CUDA_DEVICE_ORDER=FASTEST_FIRST -- --inventory "$inv/mixed.json"
 visible xpu "0,2" ZE_AFFINITY_MASK=0,2 -- --inventory "$inv/intel.json"
