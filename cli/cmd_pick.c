@@ -303,6 +303,26 @@ static int pick_and_report(const opts *o, const coh_inventory *inv, const coh_vi
     return rc;
 }
 
+/* Refuse what the variable cannot say: uuids where it takes indices or module ids, and a
+ * value for mps, which has one device and no variable (an empty line would read as "no GPU"
+ * to CUDA_VISIBLE_DEVICES=$(cohort pick ...)). */
+static int check_output(const opts *o, const coh_visible *vis)
+{
+    if (o->fmt == COH_ID_UUID && (vis->accel == COH_ACCEL_XPU || vis->accel == COH_ACCEL_HPU))
+        return cli_usage_error("pick", "invalid --format 'uuid' for accelerator %s: %s takes %s, "
+                               "not uuids; use --format index", coh_accel_name(vis->accel),
+                               vis->accel == COH_ACCEL_XPU ? "ZE_AFFINITY_MASK"
+                                                           : "HABANA_VISIBLE_MODULES",
+                               vis->accel == COH_ACCEL_XPU ? "device indices (0, 0.1)"
+                                                           : "module ids");
+    if (vis->accel == COH_ACCEL_MPS && vis->count > 0 && !o->cmd && !o->json)
+        return cli_usage_error("pick", "nothing to print for accelerator mps: it has one device "
+                               "and no visibility variable; run the job as it is, or use "
+                               "'cohort pick 1 --accelerator mps -- COMMAND' to run it only when "
+                               "the device is free");
+    return CLI_OK;
+}
+
 int cmd_pick(int argc, char **argv)
 {
     opts o;
@@ -327,7 +347,8 @@ int cmd_pick(int argc, char **argv)
     coh_status st = coh_visible_compute(inv, accel, &env, &vis);
     if (st != COH_OK)
         rc = cli_fail("pick", st);
-    else if ((rc = cli_device_check("pick", &vis)) == CLI_OK) {
+    else if ((rc = check_output(&o, &vis)) == CLI_OK &&
+             (rc = cli_device_check("pick", &vis)) == CLI_OK) {
         if (inv->note[0] && !o.quiet)
             fprintf(stderr, "%s pick: note: %s\n", cli_progname, inv->note);
         rc = pick_and_report(&o, inv, &vis, &env);

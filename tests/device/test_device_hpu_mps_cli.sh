@@ -86,6 +86,14 @@ has 0 "7,1" env HABANA_VISIBLE_MODULES=7,4,1 COHORT_INVENTORY="$G" "$C" pick 2 -
 [ "$(cat "$T/out")" = "7,1" ] || fail "pick hpu printed '$(cat "$T/out")'"
 has 0 "cohort pick: running true (mps needs no variable)" env COHORT_INVENTORY="$INV/mac.json" \
     "$C" pick 1 --accelerator mps -- true
+# Without a command there is no value to print for mps: an empty line would read as "no GPU".
+has 2 "nothing to print for accelerator mps: it has one device and no visibility variable" \
+    env COHORT_INVENTORY="$INV/mac.json" "$C" pick 1 --accelerator mps
+# HABANA_VISIBLE_MODULES and ZE_AFFINITY_MASK take no uuids.
+has 2 "invalid --format 'uuid' for accelerator hpu: HABANA_VISIBLE_MODULES takes module ids, not uuids" \
+    env COHORT_INVENTORY="$G" "$C" pick 1 --accelerator hpu --format uuid
+has 2 "invalid --format 'uuid' for accelerator xpu: ZE_AFFINITY_MASK takes device indices (0, 0.1), not uuids" \
+    env COHORT_INVENTORY="$INV/intel.json" "$C" pick 2 --accelerator xpu --format uuid
 
 [ $failures -eq 0 ] || exit 1
 echo "all passed"
