@@ -26,8 +26,8 @@ int cli_device_check(const char *cmd, const coh_visible *v)
         fprintf(stderr, "%s %s: warning: %s\n", cli_progname, cmd, v->cut_note);
     if (v->order_differs)
         fprintf(stderr, "%s %s: warning: %s\n", cli_progname, cmd, v->order_note);
-    if (v->mig_note[0])
-        fprintf(stderr, "%s %s: warning: %s\n", cli_progname, cmd, v->mig_note);
+    if (v->note[0])
+        fprintf(stderr, "%s %s: warning: %s\n", cli_progname, cmd, v->note);
     return CLI_OK;
 }
 

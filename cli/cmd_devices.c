@@ -22,8 +22,9 @@ static void usage(FILE *f)
             "Lists the CPU and the accelerators, and for each device a program started here\n"
             "will see (cuda:0, xpu:0, rocm:0, hpu:0, mps:0) the physical device behind it,\n"
             "applying CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER, ZE_AFFINITY_MASK,\n"
-            "ZE_ENABLE_PCI_ID_DEVICE_ORDER, ROCR_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES and\n"
-            "HABANA_VISIBLE_MODULES (Apple MPS has one device and no variable).\n"
+            "ZE_FLAT_DEVICE_HIERARCHY, ZE_ENABLE_PCI_ID_DEVICE_ORDER, ROCR_VISIBLE_DEVICES,\n"
+            "HIP_VISIBLE_DEVICES and HABANA_VISIBLE_MODULES (Apple MPS has one device and no\n"
+            "variable).\n"
             "\n"
             "  --inventory FILE   describe the machine from FILE instead of probing\n"
             "                     (also COHORT_INVENTORY=FILE; schema in docs/inventory.md)\n"
@@ -82,6 +83,10 @@ static void print_human_section(const coh_inventory *inv, const coh_visible *v,
     if (v->accel == COH_ACCEL_CUDA)
         printf(", CUDA_DEVICE_ORDER %s", env->cuda_device_order ? env->cuda_device_order
                                                                 : "unset: FASTEST_FIRST");
+    if (v->accel == COH_ACCEL_XPU)
+        printf(", ZE_FLAT_DEVICE_HIERARCHY %s", env->ze_flat_device_hierarchy
+                                                    ? env->ze_flat_device_hierarchy
+                                                    : "unset: FLAT assumed");
     if (v->accel == COH_ACCEL_ROCM && env->hip_visible_devices)
         printf(", HIP_VISIBLE_DEVICES='%s'", env->hip_visible_devices);
     printf("):\n");
@@ -179,7 +184,7 @@ static void json_visible(coh_jw *w, const coh_inventory *inv, const coh_visible 
     coh_jw_field_string(w, "cut", v->cut != COH_CUT_NONE ? v->cut_note : NULL);
     coh_jw_field_int(w, "cut_entry", v->cut_entry);
     coh_jw_field_string(w, "warning", v->order_note[0] ? v->order_note : NULL);
-    coh_jw_field_string(w, "mig_note", v->mig_note[0] ? v->mig_note : NULL);
+    coh_jw_field_string(w, "note", v->note[0] ? v->note : NULL);
     coh_jw_object_end(w);
 }
 

@@ -149,6 +149,7 @@ typedef struct coh_vis_env {
     const char *cuda_device_order;
     const char *ze_affinity_mask;
     const char *ze_enable_pci_id_device_order;
+    const char *ze_flat_device_hierarchy;
     const char *rocr_visible_devices;
     const char *hip_visible_devices;
     const char *habana_visible_modules;
@@ -195,9 +196,11 @@ typedef struct coh_visible {
                                    differs from PCI (nvidia-smi) order */
     char order_note[COH_DEV_NOTE_MAX]; /* warning text for order_differs, or an unknown
                                           CUDA_DEVICE_ORDER value */
-    char mig_note[COH_DEV_NOTE_MAX]; /* CUDA, one process: the MIG instances the variable
-                                        lists after the first, which that process cannot
-                                        use and which are left out of dev; "" when none */
+    char note[COH_DEV_NOTE_MAX]; /* a warning that is not a cut, "" when none. CUDA, one
+                                    process: the MIG instances the variable lists after the
+                                    first, which that process cannot use and which are left
+                                    out of dev. Level Zero: ZE_FLAT_DEVICE_HIERARCHY is unset
+                                    on a machine with multi-tile devices, and FLAT is assumed */
 } coh_visible;
 
 /* The devices of kind `accel` (CUDA, XPU, ROCM, HPU or MPS; AUTO and GPU resolve as
@@ -205,7 +208,9 @@ typedef struct coh_visible {
  * with the rules of
  * docs/devices.md: CUDA_VISIBLE_DEVICES with CUDA_DEVICE_ORDER (FASTEST_FIRST default:
  * compute capability, then multiprocessors x clock, then PCI bus id - an approximation of
- * CUDA's unpublished heuristic; or PCI_BUS_ID), ZE_AFFINITY_MASK (selects, never reorders)
+ * CUDA's unpublished heuristic; or PCI_BUS_ID; one MIG instance per process unless
+ * env->one_device_per_worker), ZE_AFFINITY_MASK (selects, never reorders) over the devices
+ * ZE_FLAT_DEVICE_HIERARCHY makes (FLAT, COMBINED and unset: each tile; COMPOSITE: each card)
  * with ZE_ENABLE_PCI_ID_DEVICE_ORDER, ROCR_VISIBLE_DEVICES then HIP_VISIBLE_DEVICES,
  * HABANA_VISIBLE_MODULES (module ids; local rank N uses the N-th; unset: all modules by id).
  * A list the runtime would cut is not an error: out->cut says where and why.

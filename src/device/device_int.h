@@ -47,6 +47,10 @@ int vis_push(coh_visible *v, int gpu, int mig, int tile);
 int vis_uuid_match(const coh_inventory *inv, const int *cand, int n, const char *text);
 coh_status visible_cuda(const coh_inventory *inv, const coh_vis_env *env, coh_visible *v);
 coh_status visible_ze(const coh_inventory *inv, const coh_vis_env *env, coh_visible *v);
+/* ZE_AFFINITY_MASK index of visible device d for a child with env's ZE_FLAT_DEVICE_HIERARCHY:
+ * its card's index (COMPOSITE; a tile is then written N.M) or its FLAT device index. */
+int ze_mask_index(const coh_inventory *inv, const coh_vis_env *env, const coh_visible_device *d);
+int ze_is_flat(const coh_vis_env *env);
 coh_status visible_rocm(const coh_inventory *inv, const coh_vis_env *env, coh_visible *v);
 coh_status visible_hpu(const coh_inventory *inv, const coh_vis_env *env, coh_visible *v);
 coh_status visible_mps(const coh_inventory *inv, coh_visible *v);

@@ -232,17 +232,19 @@ static coh_status child_cuda(const coh_inventory *inv, const coh_visible *vis,
     return COH_OK;
 }
 
-static coh_status child_ze(const coh_inventory *inv, const coh_visible *vis, const int *logical,
-                           int n, char *value, size_t cap, size_t *len)
+static coh_status child_ze(const coh_inventory *inv, const coh_visible *vis,
+                           const coh_vis_env *env, const int *logical, int n, char *value,
+                           size_t cap, size_t *len)
 {
-    /* The mask cannot reorder: write the chosen devices in enumeration order. */
+    /* The mask cannot reorder: write the chosen devices in enumeration order, numbered as the
+     * child's ZE_FLAT_DEVICE_HIERARCHY numbers them (with FLAT a tile is a device N). */
     int first = 1;
     for (int l = 0; l < vis->count; l++) {
         if (position(logical, n, l) < 0)
             continue;
         const coh_visible_device *d = &vis->dev[l];
-        int idx = inv->gpus[d->gpu].physical_index;
-        if (d->tile >= 0)
+        int idx = ze_mask_index(inv, env, d);
+        if (d->tile >= 0 && !ze_is_flat(env))
             coh_str_append(value, cap, len, "%s%d.%d", first ? "" : ",", idx, d->tile);
         else
             coh_str_append(value, cap, len, "%s%d", first ? "" : ",", idx);
@@ -306,7 +308,7 @@ coh_status coh_child_env(const coh_inventory *inv, const coh_visible *vis, const
         break;
     case COH_ACCEL_XPU:
         *var = "ZE_AFFINITY_MASK";
-        st = child_ze(inv, vis, logical, n, value, cap, &len);
+        st = child_ze(inv, vis, env, logical, n, value, cap, &len);
         break;
     case COH_ACCEL_ROCM:
         *var = "HIP_VISIBLE_DEVICES";

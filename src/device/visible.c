@@ -13,6 +13,7 @@ void coh_vis_env_from_process(coh_vis_env *e)
     e->cuda_device_order = getenv("CUDA_DEVICE_ORDER");
     e->ze_affinity_mask = getenv("ZE_AFFINITY_MASK");
     e->ze_enable_pci_id_device_order = getenv("ZE_ENABLE_PCI_ID_DEVICE_ORDER");
+    e->ze_flat_device_hierarchy = getenv("ZE_FLAT_DEVICE_HIERARCHY");
     e->rocr_visible_devices = getenv("ROCR_VISIBLE_DEVICES");
     e->hip_visible_devices = getenv("HIP_VISIBLE_DEVICES");
     e->habana_visible_modules = getenv("HABANA_VISIBLE_MODULES");

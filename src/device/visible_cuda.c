@@ -154,7 +154,7 @@ static void cuda_order_note(const coh_inventory *inv, const coh_vis_env *env, co
 
 /* A CUDA process enumerates one MIG device, the first the list gives it (NVIDIA's MIG user
  * guide, "CUDA Device Enumeration"): one process keeps the whole GPUs and the first MIG
- * instance; the other instances are named in v->mig_note and left out. */
+ * instance; the other instances are named in v->note and left out. */
 static void one_mig_instance(const coh_inventory *inv, coh_visible *v)
 {
     int first = -1, kept = 0, dropped = 0;
@@ -177,7 +177,7 @@ static void one_mig_instance(const coh_inventory *inv, coh_visible *v)
     v->count = kept;
     const coh_visible_device *f = &v->dev[first];
     len = 0;
-    coh_str_append(v->mig_note, sizeof v->mig_note, &len,
+    coh_str_append(v->note, sizeof v->note, &len,
                    "CUDA_VISIBLE_DEVICES lists %d MIG instances, but a CUDA process uses only "
                    "the first (cuda:%d, %s); it cannot use %s; give each worker its own "
                    "instance (cohort run --bind-devices)", dropped + 1, first,

@@ -8,7 +8,7 @@ fail=0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 inv="$COHORT_SOURCE_DIR/tests/device/inventories"
-unset CUDA_VISIBLE_DEVICES CUDA_DEVICE_ORDER ZE_AFFINITY_MASK ZE_ENABLE_PCI_ID_DEVICE_ORDER \
+unset CUDA_VISIBLE_DEVICES CUDA_DEVICE_ORDER ZE_AFFINITY_MASK ZE_ENABLE_PCI_ID_DEVICE_ORDER ZE_FLAT_DEVICE_HIERARCHY \
     ROCR_VISIBLE_DEVICES HIP_VISIBLE_DEVICES COHORT_INVENTORY
 export COHORT_LOCK_DIR="$tmp/locks"
 
@@ -61,9 +61,21 @@ expect_line 0 "" "CUDA_VISIBLE_DEVICES=  " -- devices --inventory "$inv/four_a10
 grep -q "none visible" "$tmp/out" && echo "ok   spaces only: no GPU" || { echo "FAIL spaces only"; fail=1; }
 visible cuda "0,1,2,3" CUDA_DEVICE_ORDER=PCI_BUS_ID -- --inventory "$inv/mixed.json"
 visible cuda "3,1,2,0" CUDA_DEVICE_ORDER=FASTEST_FIRST -- --inventory "$inv/mixed.json"
-visible xpu "0,2" ZE_AFFINITY_MASK=0,2 -- --inventory "$inv/intel.json"
-visible xpu "0,2" ZE_AFFINITY_MASK=2,0 -- --inventory "$inv/intel.json"
-visible xpu "1.1" ZE_AFFINITY_MASK=1.1 -- --inventory "$inv/intel.json"
+visible xpu "0,2" ZE_FLAT_DEVICE_HIERARCHY=COMPOSITE ZE_AFFINITY_MASK=0,2 -- --inventory "$inv/intel.json"
+visible xpu "0,2" ZE_FLAT_DEVICE_HIERARCHY=COMPOSITE ZE_AFFINITY_MASK=2,0 -- --inventory "$inv/intel.json"
+visible xpu "1.1" ZE_FLAT_DEVICE_HIERARCHY=COMPOSITE ZE_AFFINITY_MASK=1.1 -- --inventory "$inv/intel.json"
+# ZE_FLAT_DEVICE_HIERARCHY=FLAT (and unset): each tile of the 2-tile cards is a device, 0..7.
+visible xpu "0.1,1.0,3.1" ZE_FLAT_DEVICE_HIERARCHY=FLAT ZE_AFFINITY_MASK=7,1,2 -- --inventory "$inv/intel.json"
+visible xpu "0.1,1.0,3.1" ZE_FLAT_DEVICE_HIERARCHY=COMBINED ZE_AFFINITY_MASK=1,2,7 -- --inventory "$inv/intel.json"
+expect 0 "warning: ZE_FLAT_DEVICE_HIERARCHY is unset: cohort assumes FLAT" -- devices --inventory "$inv/intel.json"
+grep -q "xpu:7 " "$tmp/out" && echo "ok   8 FLAT devices" || { echo "FAIL no xpu:7 with FLAT"; fail=1; }
+expect_line 0 "" ZE_FLAT_DEVICE_HIERARCHY=FLAT ZE_AFFINITY_MASK=1,2,7 -- devices --inventory "$inv/intel.json" \
+    --accelerator xpu --devices '[2,0]'
+grep -qx "a child process gets ZE_AFFINITY_MASK=1,7" "$tmp/out" && echo "ok   FLAT child mask" || { echo "FAIL FLAT child mask"; fail=1; }
+expect 2 "invalid ZE_AFFINITY_MASK='0.0': entry 1 '0.0' is not a device index or uuid (expected N: with ZE_FLAT_DEVICE_HIERARCHY FLAT each tile is a device of its own" \
+    ZE_FLAT_DEVICE_HIERARCHY=FLAT ZE_AFFINITY_MASK=0.0 -- devices --inventory "$inv/intel.json"
+expect 2 "invalid ZE_FLAT_DEVICE_HIERARCHY='flat' is not one of FLAT, COMPOSITE, COMBINED" \
+    ZE_FLAT_DEVICE_HIERARCHY=flat -- devices --inventory "$inv/intel.json"
 visible rocm "3,1" ROCR_VISIBLE_DEVICES=0,1,3 HIP_VISIBLE_DEVICES=2,1 -- --inventory "$inv/amd.json"
 visible cuda "0,2" CUDA_VISIBLE_DEVICES=0,2,-1,1 CUDA_DEVICE_ORDER=PCI_BUS_ID -- --inventory "$inv/four_a100.json"
 visible cuda "0,3" COHORT_INVENTORY="$inv/four_a100.json" CUDA_VISIBLE_DEVICES=0,GPU-7777 -- 
@@ -97,8 +109,8 @@ expect 2 "invalid CUDA_DEVICE_ORDER='FASTEST' is not one of FASTEST_FIRST, PCI_B
 expect 2 "invalid ZE_ENABLE_PCI_ID_DEVICE_ORDER='yes' is not 0 or 1" ZE_ENABLE_PCI_ID_DEVICE_ORDER=yes -- \
     devices --inventory "$inv/intel.json"
 expect 0 "warning: ZE_AFFINITY_MASK='0,7': entry 2 '7' is past the last device (4 intel devices); it selects nothing" \
-    ZE_AFFINITY_MASK=0,7 -- devices --inventory "$inv/intel.json"
-expect 2 "invalid ZE_AFFINITY_MASK='0,1.x'" ZE_AFFINITY_MASK=0,1.x -- devices --inventory "$inv/intel.json"
+    ZE_FLAT_DEVICE_HIERARCHY=COMPOSITE ZE_AFFINITY_MASK=0,7 -- devices --inventory "$inv/intel.json"
+expect 2 "invalid ZE_AFFINITY_MASK='0,1.x'" ZE_FLAT_DEVICE_HIERARCHY=COMPOSITE ZE_AFFINITY_MASK=0,1.x -- devices --inventory "$inv/intel.json"
 expect 2 "invalid ROCR_VISIBLE_DEVICES='0,,1': entry 2 '' is empty" ROCR_VISIBLE_DEVICES=0,,1 -- \
     devices --inventory "$inv/amd.json"
 

@@ -169,6 +169,7 @@ static void child_values(void)
 
     inv = load_inv("intel.json");
     coh_vis_env z = {0};
+    z.ze_flat_device_hierarchy = "COMPOSITE";
     z.ze_affinity_mask = "3,1.1,0";
     CHECK_STR(select_value(inv, &z, COH_ACCEL_XPU, "[2, 1]"), "ZE_AFFINITY_MASK=1.1,3");
     CHECK_STR(select_value(inv, &z, COH_ACCEL_AUTO, "1"), "ZE_AFFINITY_MASK=0");

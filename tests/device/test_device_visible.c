@@ -163,12 +163,19 @@ static void cuda_mig(void)
     coh_inventory_destroy(inv);
 }
 
-static const char *ze(const coh_inventory *inv, const char *mask, const char *pci)
+static const char *ze_in(const coh_inventory *inv, const char *hierarchy, const char *mask,
+                         const char *pci)
 {
     coh_vis_env e = {0};
+    e.ze_flat_device_hierarchy = hierarchy;
     e.ze_affinity_mask = mask;
     e.ze_enable_pci_id_device_order = pci;
     return see(inv, COH_ACCEL_XPU, &e, NULL);
+}
+
+static const char *ze(const coh_inventory *inv, const char *mask, const char *pci)
+{
+    return ze_in(inv, "COMPOSITE", mask, pci);
 }
 
 /* ZE_AFFINITY_MASK selects devices and tiles; it never reorders them. */
@@ -189,6 +196,7 @@ static void level_zero(void)
     CHECK_STR(ze(inv, "1,x,2", NULL), "1"); /* malformed: stops there */
     coh_vis_env e = {0};
     coh_visible v;
+    e.ze_flat_device_hierarchy = "COMPOSITE";
     e.ze_affinity_mask = "1,x,2";
     CHECK_OK(coh_visible_compute(inv, COH_ACCEL_XPU, &e, &v));
     CHECK_INT(v.cut, COH_CUT_MALFORMED);
@@ -198,6 +206,49 @@ static void level_zero(void)
     e.ze_enable_pci_id_device_order = "yes";
     CHECK_OK(coh_visible_compute(inv, COH_ACCEL_XPU, &e, &v));
     CHECK(strstr(v.order_note, "ZE_ENABLE_PCI_ID_DEVICE_ORDER='yes' is not 0 or 1"));
+    coh_visible_release(&v);
+    coh_inventory_destroy(inv);
+}
+
+/* ZE_FLAT_DEVICE_HIERARCHY, the Level Zero specification's "Device Hierarchy" and "Affinity
+ * Mask": with FLAT (and COMBINED) zeDeviceGet returns the devices without sub-devices, so each
+ * tile of the four 2-tile cards is a device (0..7, card by card) and the mask counts them. */
+static void level_zero_flat(void)
+{
+    coh_inventory *inv = load_inv("intel.json");
+    CHECK_STR(ze_in(inv, "FLAT", NULL, NULL), "0.0,0.1,1.0,1.1,2.0,2.1,3.0,3.1");
+    CHECK_STR(ze_in(inv, "FLAT", "1,2,7", NULL), "0.1,1.0,3.1"); /* the spec's 1, 2, 7 */
+    CHECK_STR(ze_in(inv, "FLAT", "0,4", NULL), "0.0,2.0");
+    CHECK_STR(ze_in(inv, "FLAT", "7,1", NULL), "0.1,3.1");        /* no reordering */
+    CHECK_STR(ze_in(inv, "FLAT", "1,8,2", NULL), "0.1,1.0");      /* 8 selects nothing */
+    CHECK_STR(ze_in(inv, "FLAT", "1,0.0,2", NULL), "0.1");        /* 0.0 "is not valid" */
+    CHECK_STR(ze_in(inv, "COMBINED", "1,2,7", NULL), "0.1,1.0,3.1");
+    CHECK_STR(ze_in(inv, NULL, "1,2,7", NULL), "0.1,1.0,3.1");    /* unset: FLAT assumed */
+    coh_vis_env e = {0};
+    coh_visible v;
+    CHECK_OK(coh_visible_compute(inv, COH_ACCEL_XPU, &e, &v));
+    CHECK(strstr(v.note, "ZE_FLAT_DEVICE_HIERARCHY is unset: cohort assumes FLAT"));
+    coh_visible_release(&v);
+    e.ze_flat_device_hierarchy = "FLAT";
+    e.ze_affinity_mask = "0.0";
+    CHECK_OK(coh_visible_compute(inv, COH_ACCEL_XPU, &e, &v));
+    CHECK_INT(v.cut, COH_CUT_MALFORMED);
+    CHECK_STR(v.note, "");
+    coh_visible_release(&v);
+    e.ze_flat_device_hierarchy = "flat";
+    CHECK_OK(coh_visible_compute(inv, COH_ACCEL_XPU, &e, &v));
+    CHECK(strstr(v.order_note, "ZE_FLAT_DEVICE_HIERARCHY='flat' is not one of FLAT, COMPOSITE, "
+                               "COMBINED"));
+    coh_visible_release(&v);
+    /* The child's mask counts FLAT devices: xpu:0 and xpu:2 of the mask 1,2,7 are 1 and 7. */
+    e.ze_flat_device_hierarchy = "FLAT";
+    e.ze_affinity_mask = "1,2,7";
+    CHECK_OK(coh_visible_compute(inv, COH_ACCEL_XPU, &e, &v));
+    int pick[] = {2, 0};
+    const char *var;
+    char value[64];
+    CHECK_OK(coh_child_env(inv, &v, &e, pick, 2, COH_ID_INDEX, &var, value, sizeof value));
+    CHECK_STR(value, "1,7");
     coh_visible_release(&v);
     coh_inventory_destroy(inv);
 }
@@ -266,6 +317,7 @@ int main(void)
     RUN(cuda_duplicates);
     RUN(cuda_mig);
     RUN(level_zero);
+    RUN(level_zero_flat);
     RUN(rocm_layers);
     RUN(vendors_and_auto);
     return CHECK_REPORT();

@@ -1,7 +1,8 @@
 /* fuzz_visible.c: libFuzzer target for the visibility variables (CUDA_VISIBLE_DEVICES,
  * CUDA_DEVICE_ORDER, ZE_AFFINITY_MASK, ZE_ENABLE_PCI_ID_DEVICE_ORDER, ROCR_ and
  * HIP_VISIBLE_DEVICES) on a fixed mixed machine. Input: one byte whose low six bits say which
- * variables are set and whose seventh sets one_device_per_worker, then their values separated
+ * variables are set, whose seventh sets one_device_per_worker and whose eighth
+ * ZE_FLAT_DEVICE_HIERARCHY=COMPOSITE (else unset: FLAT), then their values separated
  * by newlines. Checks: results name only devices of the right vendor, no device twice, at most
  * one MIG instance for one process, and the value cohort gives a child makes it see exactly
  * the same devices in the same order. */
@@ -109,8 +110,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         *nl = '\0';
         p = nl + 1;
     }
-    coh_vis_env env = {vals[0], vals[1], vals[2], vals[3], vals[4], vals[5], NULL,
-                       (data[0] >> 6) & 1};
+    coh_vis_env env = {.cuda_visible_devices = vals[0], .cuda_device_order = vals[1],
+                       .ze_affinity_mask = vals[2], .ze_enable_pci_id_device_order = vals[3],
+                       .rocr_visible_devices = vals[4], .hip_visible_devices = vals[5],
+                       .ze_flat_device_hierarchy = data[0] & 0x80 ? "COMPOSITE" : NULL,
+                       .one_device_per_worker = (data[0] >> 6) & 1};
     static const coh_accel kinds[] = {COH_ACCEL_CUDA, COH_ACCEL_XPU, COH_ACCEL_ROCM};
     static const coh_vendor vendors[] = {COH_VENDOR_NVIDIA, COH_VENDOR_INTEL, COH_VENDOR_AMD};
     for (int k = 0; k < 3; k++) {

@@ -12,7 +12,7 @@ trap 'kill -9 $(jobs -p) 2>/dev/null; rm -rf "$T"' EXIT
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 export COHORT_LOG=warn COHORT_LOCK_DIR=$T/locks
-unset CUDA_VISIBLE_DEVICES CUDA_DEVICE_ORDER ZE_AFFINITY_MASK HIP_VISIBLE_DEVICES ROCR_VISIBLE_DEVICES
+unset CUDA_VISIBLE_DEVICES CUDA_DEVICE_ORDER ZE_AFFINITY_MASK ZE_FLAT_DEVICE_HIERARCHY HIP_VISIBLE_DEVICES ROCR_VISIBLE_DEVICES
 
 # run_env INVENTORY VAR ARGS...: "rank=value" of VAR for every rank, sorted, space-separated.
 run_env() {
