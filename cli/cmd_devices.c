@@ -87,8 +87,9 @@ static void print_human_section(const coh_inventory *inv, const coh_visible *v,
         printf(", ZE_FLAT_DEVICE_HIERARCHY %s", env->ze_flat_device_hierarchy
                                                     ? env->ze_flat_device_hierarchy
                                                     : "unset: FLAT assumed");
-    if (v->accel == COH_ACCEL_ROCM && env->hip_visible_devices)
-        printf(", HIP_VISIBLE_DEVICES='%s'", env->hip_visible_devices);
+    const char *hip_var, *hip = coh_hip_visible_value(env, &hip_var);
+    if (v->accel == COH_ACCEL_ROCM && hip)
+        printf(", %s='%s'", hip_var, hip);
     printf("):\n");
     if (v->count == 0)
         printf("  none visible\n");

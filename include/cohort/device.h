@@ -164,6 +164,11 @@ typedef struct coh_vis_env {
  * one_device_per_worker is 0. */
 void coh_vis_env_from_process(coh_vis_env *env);
 
+/* The list a HIP program reads after ROCR_VISIBLE_DEVICES (ROCm CLR): HIP_VISIBLE_DEVICES
+ * when set and not empty, else CUDA_VISIBLE_DEVICES when set and not empty (*var names
+ * which), else NULL: every device ROCR leaves. */
+const char *coh_hip_visible_value(const coh_vis_env *env, const char **var);
+
 /* Why a visibility list was cut (the runtime stops reading it there). */
 typedef enum coh_cut_reason {
     COH_CUT_NONE,
@@ -211,7 +216,8 @@ typedef struct coh_visible {
  * CUDA's unpublished heuristic; or PCI_BUS_ID; one MIG instance per process unless
  * env->one_device_per_worker), ZE_AFFINITY_MASK (selects, never reorders) over the devices
  * ZE_FLAT_DEVICE_HIERARCHY makes (FLAT, COMBINED and unset: each tile; COMPOSITE: each card)
- * with ZE_ENABLE_PCI_ID_DEVICE_ORDER, ROCR_VISIBLE_DEVICES then HIP_VISIBLE_DEVICES,
+ * with ZE_ENABLE_PCI_ID_DEVICE_ORDER, ROCR_VISIBLE_DEVICES then HIP_VISIBLE_DEVICES (or
+ * CUDA_VISIBLE_DEVICES, see coh_hip_visible_value; HIP skips a repeated device),
  * HABANA_VISIBLE_MODULES (module ids; local rank N uses the N-th; unset: all modules by id).
  * A list the runtime would cut is not an error: out->cut says where and why.
  * Errors: COH_ERR_INVALID for a HABANA_VISIBLE_MODULES value the Gaudi runtime refuses (see

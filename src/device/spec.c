@@ -259,6 +259,7 @@ static coh_status child_rocm(const coh_inventory *inv, const coh_visible *vis,
 {
     coh_vis_env rocr_only = *env;
     rocr_only.hip_visible_devices = NULL; /* the child's HIP list indexes what ROCR leaves */
+    rocr_only.cuda_visible_devices = NULL;
     coh_visible base;
     coh_status st = coh_visible_compute(inv, COH_ACCEL_ROCM, &rocr_only, &base);
     if (st != COH_OK)

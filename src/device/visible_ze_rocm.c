@@ -182,9 +182,10 @@ int ze_mask_index(const coh_inventory *inv, const coh_vis_env *env, const coh_vi
 
 /* ---- ROCm ------------------------------------------------------------------------------------ */
 
-/* Filter cand[0..*n) in place by one ROCR/HIP list: ordered, cut at the first invalid entry. */
+/* Filter cand[0..*n) in place by one ROCR/HIP list: ordered, cut at the first invalid entry.
+ * A repeated device cuts ROCR's list; HIP skips it and reads on (skip_repeats). */
 static coh_status rocm_filter(const coh_inventory *inv, const char *var, const char *val,
-                              int *cand, int *n, coh_visible *v)
+                              int skip_repeats, int *cand, int *n, coh_visible *v)
 {
     if (!val)
         return COH_OK;
@@ -211,9 +212,13 @@ static coh_status rocm_filter(const coh_inventory *inv, const char *var, const c
             r = pick == -1 ? COH_CUT_NO_MATCH : pick == -2 ? COH_CUT_AMBIGUOUS : COH_CUT_NONE;
         } else
             r = COH_CUT_MALFORMED;
+        int repeated = 0;
         for (int j = 0; r == COH_CUT_NONE && j < k; j++)
-            if (out[j] == cand[pick])
-                r = COH_CUT_DUPLICATE;
+            repeated |= out[j] == cand[pick];
+        if (repeated && skip_repeats)
+            continue;
+        if (repeated)
+            r = COH_CUT_DUPLICATE;
         if (r != COH_CUT_NONE) {
             vis_set_cut(v, var, val, &ents[i], r, NULL,
                     "the runtime ignores it and every entry after it");
@@ -228,16 +233,33 @@ static coh_status rocm_filter(const coh_inventory *inv, const char *var, const c
     return COH_OK;
 }
 
+/* The list HIP reads after ROCR (ROCm CLR, rocclr/device/rocm/rocdevice.cpp): a non-empty
+ * HIP_VISIBLE_DEVICES, else a non-empty CUDA_VISIBLE_DEVICES, else none (every device);
+ * GPU_DEVICE_ORDINAL is read by OpenCL only. */
+const char *coh_hip_visible_value(const coh_vis_env *env, const char **var)
+{
+    *var = "HIP_VISIBLE_DEVICES";
+    if (env->hip_visible_devices && *env->hip_visible_devices)
+        return env->hip_visible_devices;
+    *var = "CUDA_VISIBLE_DEVICES";
+    if (env->cuda_visible_devices && *env->cuda_visible_devices)
+        return env->cuda_visible_devices;
+    *var = NULL;
+    return NULL;
+}
+
 coh_status visible_rocm(const coh_inventory *inv, const coh_vis_env *env, coh_visible *v)
 {
     int *cand = calloc((size_t)inv->ngpus + 1, sizeof *cand);
     if (!cand)
         return coh_errf(COH_ERR_NOMEM, "out of memory");
     int n = vis_vendor_list(inv, COH_VENDOR_AMD, cand, inv->ngpus);
-    coh_status st = rocm_filter(inv, "ROCR_VISIBLE_DEVICES", env->rocr_visible_devices, cand,
+    coh_status st = rocm_filter(inv, "ROCR_VISIBLE_DEVICES", env->rocr_visible_devices, 0, cand,
                                 &n, v);
-    if (st == COH_OK)
-        st = rocm_filter(inv, "HIP_VISIBLE_DEVICES", env->hip_visible_devices, cand, &n, v);
+    const char *hip_var;
+    const char *hip = coh_hip_visible_value(env, &hip_var);
+    if (st == COH_OK && hip)
+        st = rocm_filter(inv, hip_var, hip, 1, cand, &n, v);
     for (int i = 0; i < n && st == COH_OK; i++)
         if (vis_push(v, cand[i], -1, -1))
             st = coh_errf(COH_ERR_NOMEM, "out of memory");

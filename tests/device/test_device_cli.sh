@@ -77,6 +77,8 @@ expect 2 "invalid ZE_AFFINITY_MASK='0.0': entry 1 '0.0' is not a device index or
 expect 2 "invalid ZE_FLAT_DEVICE_HIERARCHY='flat' is not one of FLAT, COMPOSITE, COMBINED" \
     ZE_FLAT_DEVICE_HIERARCHY=flat -- devices --inventory "$inv/intel.json"
 visible rocm "3,1" ROCR_VISIBLE_DEVICES=0,1,3 HIP_VISIBLE_DEVICES=2,1 -- --inventory "$inv/amd.json"
+visible rocm "1" CUDA_VISIBLE_DEVICES=1 -- --inventory "$inv/amd.json" # HIP reads it too
+visible rocm "2" HIP_VISIBLE_DEVICES=2 CUDA_VISIBLE_DEVICES=1 -- --inventory "$inv/amd.json"
 visible cuda "0,2" CUDA_VISIBLE_DEVICES=0,2,-1,1 CUDA_DEVICE_ORDER=PCI_BUS_ID -- --inventory "$inv/four_a100.json"
 visible cuda "0,3" COHORT_INVENTORY="$inv/four_a100.json" CUDA_VISIBLE_DEVICES=0,GPU-7777 -- 
 

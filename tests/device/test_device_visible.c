@@ -253,12 +253,19 @@ static void level_zero_flat(void)
     coh_inventory_destroy(inv);
 }
 
-static const char *rocm(const coh_inventory *inv, const char *rocr, const char *hip)
+static const char *rocm_cuda(const coh_inventory *inv, const char *rocr, const char *hip,
+                             const char *cuda)
 {
     coh_vis_env e = {0};
     e.rocr_visible_devices = rocr;
     e.hip_visible_devices = hip;
+    e.cuda_visible_devices = cuda;
     return see(inv, COH_ACCEL_ROCM, &e, NULL);
+}
+
+static const char *rocm(const coh_inventory *inv, const char *rocr, const char *hip)
+{
+    return rocm_cuda(inv, rocr, hip, NULL);
 }
 
 /* HIP_VISIBLE_DEVICES indexes into what ROCR_VISIBLE_DEVICES left. */
@@ -275,6 +282,17 @@ static void rocm_layers(void)
     CHECK_STR(rocm(inv, "GPU-a3a3,0", "1"), "0");
     CHECK_STR(rocm(inv, "", NULL), "");
     CHECK_STR(rocm(inv, "0,5,1", NULL), "0");
+    CHECK_STR(rocm(inv, "0,0,1", NULL), "0"); /* ROCR: a repeat cuts */
+    /* ROCm CLR (rocdevice.cpp): HIP reads a non-empty HIP_VISIBLE_DEVICES, else a non-empty
+     * CUDA_VISIBLE_DEVICES, else lets every device through; it skips a repeated device. */
+    CHECK_STR(rocm_cuda(inv, NULL, NULL, "1"), "1");
+    CHECK_STR(rocm_cuda(inv, NULL, "2", "1"), "2");
+    CHECK_STR(rocm_cuda(inv, NULL, "", "1"), "1");
+    CHECK_STR(rocm_cuda(inv, NULL, "", NULL), "0,1,2,3");
+    CHECK_STR(rocm_cuda(inv, NULL, "", ""), "0,1,2,3");
+    CHECK_STR(rocm_cuda(inv, "1,2,3", NULL, "2,0"), "3,1");
+    CHECK_STR(rocm(inv, NULL, "1,1,2"), "1,2");
+    CHECK_STR(rocm_cuda(inv, NULL, NULL, "3,x,1"), "3");
     coh_inventory_destroy(inv);
 }
 
