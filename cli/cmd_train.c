@@ -1,9 +1,12 @@
 /* cmd_train.c: `cohort train`: trains a GPT-2 model on token shards, with progress, metrics,
  * validation, checkpoints and exact resume. */
 #include <getopt.h>
+#include <glob.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 #include "cli_mesh.h"
@@ -262,6 +265,81 @@ static int settle_devices(train_opts *o)
     return 0;
 }
 
+/* 1 when shard file `shard` is the output `out` (the same device and inode, or the same resolved
+ * folder and name while `out` does not exist yet), or, with `companions`, one of the files that
+ * a save of checkpoint `out` writes or removes next to it (FILE.state<step>, FILE.shard...). */
+static int output_is(const char *out, const struct stat *made, int companions, const char *shard)
+{
+    struct stat s;
+    char real[PATH_MAX], dir[4200], out_dir[PATH_MAX];
+    if (stat(shard, &s))
+        return 0; /* the loader says why it cannot read it */
+    if (made && s.st_dev == made->st_dev && s.st_ino == made->st_ino)
+        return 1;
+    cli_folder_of(out, dir, sizeof dir);
+    if (!realpath(shard, real) || !realpath(dir, out_dir))
+        return 0;
+    const char *name = strrchr(real, '/') + 1, *out_name = strrchr(out, '/');
+    out_name = out_name ? out_name + 1 : out;
+    size_t n = (size_t)(name - real) - (name - real > 1); /* its folder, "/" kept */
+    if (strlen(out_dir) != n || strncmp(real, out_dir, n))
+        return 0;
+    return companions ? coh_ckpt_file_of(out, name) : !strcmp(name, out_name);
+}
+
+/* An output (--save and its companions, --metrics, --dump-params) that would overwrite a
+ * training or validation shard is refused before anything runs: a checkpoint written over its
+ * own data loses the data. Globs are expanded as the loader expands them. */
+static int check_not_data(const train_opts *o, const char *opt, const char *out, int companions)
+{
+    struct stat made;
+    int exists = !stat(out, &made);
+    for (int v = 0; v < 2; v++) {
+        const char *const *paths = v ? o->val : o->data;
+        for (int i = 0; i < (v ? o->nval : o->ndata); i++) {
+            glob_t g = {0};
+            int globbed = strpbrk(paths[i], "*?[") && !glob(paths[i], 0, NULL, &g);
+            size_t n = globbed ? g.gl_pathc : 1;
+            const char *hit = NULL;
+            for (size_t k = 0; !hit && k < n; k++) {
+                const char *f = globbed ? g.gl_pathv[k] : paths[i];
+                if (output_is(out, exists ? &made : NULL, companions, f))
+                    hit = f;
+            }
+            int rc = hit ? cli_usage_error(CMD, "%s '%s' would overwrite %s '%s'%s: give the "
+                                           "output another name", opt, out,
+                                           v ? "--val-data" : "--data", hit,
+                                           companions && !output_is(out, exists ? &made : NULL,
+                                                                    0, hit)
+                                               ? " (one of the files its saves write or remove)"
+                                               : "")
+                         : 0;
+            if (globbed)
+                globfree(&g);
+            if (rc)
+                return rc;
+        }
+    }
+    return 0;
+}
+
+/* The files the run writes, checked before it starts: a bad path found at the end of a run
+ * loses the run (every rank checks: under a launcher each writes its own pieces). */
+static int check_outputs(const train_opts *o)
+{
+    const struct { const char *opt, *path; int companions; } out[] = {
+        {"--save", o->save, 1}, {"--metrics", o->metrics, 0}, {"--dump-params", o->dump_params, 0},
+    };
+    for (size_t i = 0; i < sizeof out / sizeof *out; i++) {
+        int rc = out[i].path ? cli_check_output(CMD, out[i].opt, out[i].path) : 0;
+        if (!rc && out[i].path)
+            rc = check_not_data(o, out[i].opt, out[i].path, out[i].companions);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
 /* 0 ok, else the exit code. */
 static int parse(train_opts *o, int argc, char **argv)
 {
@@ -299,6 +377,8 @@ static int parse(train_opts *o, int argc, char **argv)
                                "end only");
     if (o->resume && o->init_from)
         return cli_usage_error(CMD, "--resume and --init-from exclude each other");
+    if ((rc = check_outputs(o)))
+        return rc;
     coh_launch_env env;
     if (coh_launch_env_read(&env))
         return cli_fail(CMD, COH_ERR_INVALID);

@@ -50,6 +50,11 @@ coh_status coh_trainer_save(coh_trainer *t, const char *path, const char *tokeni
  * `<path>.state` for a checkpoint written before the suffix. Errors: as coh_st_open. */
 coh_status coh_ckpt_state_path(const char *path, char *buf, size_t cap);
 
+/* 1 when `name`, a file name in checkpoint `path`'s folder, is one that a save of `path` writes
+ * or removes: `path`'s own name, or that name followed by a state, shard or temporary suffix
+ * (".state12", ".shard12-0-of-2", ".tmp.345"). */
+int coh_ckpt_file_of(const char *path, const char *name);
+
 /* Write checkpoint `ckpt`'s weights to `out` as the plain Hugging Face GPT-2 file (HF names,
  * the metadata coh_gpt_save_arena_dtype writes, no state file named) in `dtype` (COH_ST_F32 or
  * COH_ST_BF16, rounded as --save-dtype bf16 rounds): byte-identical to that function's file of

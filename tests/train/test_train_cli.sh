@@ -110,7 +110,7 @@ g2=$("$cohort" generate --checkpoint "$work/ck.safetensors" --prompt "The " --to
 check_usage() {
     local want=$1; shift
     out=$("$cohort" "$@" 2>&1); rc=$?
-    [ $rc -eq 2 ] && echo "$out" | grep -qF "$want" || fail "'$*': rc $rc, '$out' lacks '$want'"
+    [ $rc -eq 2 ] && echo "$out" | grep -qF -- "$want" || fail "'$*': rc $rc, '$out' lacks '$want'"
 }
 check_usage "invalid --steps 'x'" train --data "$work/c_train_*.bin" --steps x
 check_usage "unknown model preset 'gpt5'" train --data "$work/c_train_*.bin" --steps 1 --model gpt5
@@ -119,6 +119,31 @@ check_usage "invalid dim '30'" train --data "$work/c_train_*.bin" --steps 1 --di
 check_usage "invalid --shuffle 'maybe'" train --shuffle maybe
 check_usage "invalid --seq '64'" train "${model[@]}" --steps 1 --seq 64 --resume "$work/ck5.safetensors"
 check_usage "outside the model's vocabulary of 50 ids" train --data "$work/c_train_*.bin" --steps 1 --vocab 50 --layers 1 --dim 8 --heads 1 --seq 8
+
+# the run's output files are checked before the first step: a --save (or its state and shard
+# companions), --metrics or --dump-params over a --data or --val-data shard, a missing folder,
+# a folder as FILE; exit 2, naming both, and nothing written
+cp "$work"/c_train_000000.bin "$work/shard.bin"
+sum=$(cksum < "$work/shard.bin")
+check_usage "--save '$work/shard.bin' would overwrite --data '$work/shard.bin'" \
+    train "${model[@]}" --data "$work/shard.bin" --steps 2 --save "$work/shard.bin"
+ln -s shard.bin "$work/link.bin"
+check_usage "--save '$work/link.bin' would overwrite --data '$work/shard.bin'" \
+    train "${model[@]}" --data "$work/shard.bin" --steps 2 --save "$work/link.bin"
+cp "$work/shard.bin" "$work/sh.state3"
+check_usage "--save '$work/sh' would overwrite --data '$work/sh.state3' (one of the files its saves write or remove)" \
+    train "${model[@]}" --data "$work/sh.state*" --steps 2 --save "$work/sh"
+check_usage "--metrics '$work/c_val_000000.bin' would overwrite --val-data '$work/c_val_000000.bin'" \
+    train "${model[@]}" --val-data "$work/c_val_*.bin" --steps 2 --metrics "$work/c_val_000000.bin"
+check_usage "invalid --save '$work/none/x.ck': folder '$work/none' does not exist" \
+    train "${model[@]}" --steps 2 --save "$work/none/x.ck"
+mkdir "$work/adir"
+check_usage "invalid --save '$work/adir': it is a folder" train "${model[@]}" --steps 2 --save "$work/adir"
+check_usage "invalid --dump-params '$work/shard.bin/p': '$work/shard.bin' is not a folder" \
+    train "${model[@]}" --steps 2 --dump-params "$work/shard.bin/p"
+[ "$(cksum < "$work/shard.bin")" = "$sum" ] || fail "--save wrote over the training shard"
+[ -z "$(ls "$work/adir")" ] && ! ls "$work"/adir.* >/dev/null 2>&1 && [ ! -e "$work/sh" ] ||
+    fail "a refused run wrote files: $(ls "$work")"
 
 # the BLAS fix through the CLI: a forced weak kernel is replaced, in one log line. Any cpu with
 # AVX has a better kernel than Prescott (Sandybridge, Haswell or SkylakeX: src/train/blas.c).

@@ -10,6 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cohort/train_ckpt.h"
+
 coh_status ckpt_state_name(char *buf, size_t cap, const char *path, long step)
 {
     if ((size_t)snprintf(buf, cap, "%s.state%ld", path, step) >= cap)
@@ -66,6 +68,13 @@ int ckpt_other_file(const char *s, long keep)
     else if (sscanf(rest, "-%d-of-%d%n", &r, &n, &used) != 2)
         return 0;
     return tmp_suffix(rest + used) || (!rest[used] && step != keep);
+}
+
+int coh_ckpt_file_of(const char *path, const char *name)
+{
+    const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+    size_t bl = strlen(base);
+    return *base && !strncmp(name, base, bl) && (!name[bl] || ckpt_other_file(name + bl, -1));
 }
 
 void ckpt_remove_others(const char *path, long keep)
