@@ -475,8 +475,47 @@ static int check_data(train_opts *o, const coh_gpt_config *m, const char *from)
     return settle_tokenizer(o, max_id);
 }
 
+/* What the state file of --resume says of the run that saved it; zero where it does not say
+ * (a state that does not open, or of the layout before sharded saves, is left to the resume
+ * itself to refuse). */
+typedef struct resume_facts {
+    int known;             /* the state file was read */
+    unsigned long long step;
+    coh_loader_pos data;
+    long micro_batch, accum, seq; /* 0: not recorded (checkpoints before they were) */
+} resume_facts;
+
+static long meta_long(const coh_st_file *f, const char *key)
+{
+    const char *v = coh_st_meta_get(f, key);
+    return v ? atol(v) : 0;
+}
+
+static void read_resume(const train_opts *o, resume_facts *r)
+{
+    char sp[4200];
+    coh_train_state s;
+    coh_st_file *f;
+    memset(r, 0, sizeof *r);
+    if (!o->resume || coh_ckpt_state_path(o->resume, sp, sizeof sp) ||
+        coh_state_open(sp, &s, &f)) {
+        coh_err_clear();
+        return;
+    }
+    *r = (resume_facts){!coh_st_meta_get(f, "zero_index"), (unsigned long long)s.step, s.data,
+                        meta_long(f, "micro_batch"), meta_long(f, "grad_accum"),
+                        meta_long(f, "seq")};
+    coh_st_close(f);
+    /* before the state recorded it: every step took accum batches of the loader, so the
+     * batches taken so far over the steps (when that divides) */
+    unsigned long long rows = s.data.global_rows, epoch_batches = rows ? s.data.windows / rows : 0,
+                       taken = s.data.epoch * epoch_batches + s.data.step;
+    if (!r->accum && s.step && taken % s.step == 0)
+        r->accum = (long)(taken / s.step);
+}
+
 /* The model config from a preset, a checkpoint, or the custom options. */
-static int model_config(train_opts *o, coh_gpt_config *m)
+static int model_config(train_opts *o, coh_gpt_config *m, const resume_facts *rf)
 {
     coh_status st;
     const cli_config *cfg = &o->cfg;
@@ -507,7 +546,7 @@ static int model_config(train_opts *o, coh_gpt_config *m)
     if (cfg->ffn && cfg->ffn != 4L * m->dim)
         return cli_usage_error(CMD, "invalid --ffn '%ld': cohort's GPT has an MLP of 4 x dim = "
                                "%d", cfg->ffn, 4 * m->dim);
-    long T = cfg->seq ? cfg->seq : (m->seq < 256 ? m->seq : 256);
+    long T = cfg->seq ? cfg->seq : rf->seq ? rf->seq : (m->seq < 256 ? m->seq : 256);
     if (T > m->seq)
         return cli_usage_error(CMD, "invalid --seq '%ld': the model's context is %d", T, m->seq);
     o->cfg.par.seq = T;
@@ -576,6 +615,71 @@ static int check_config(train_opts *o)
     if (p->precision == COH_PREC_BF16_MIXED && !o->dry_run &&
         (st = coh_bf16_prepare(&o->tc.model, o->tc.batch, o->tc.seq)))
         return cli_fail(CMD, st);
+    return 0;
+}
+
+/* --resume against this run's schedule and batch: --steps (and --stop-at) beyond the saved
+ * step, the sequence length it trained on, and the global batch, micro-batch x grad-accum x
+ * data-parallel, which must be the checkpoint's (another split of it continues the same run:
+ * half the ranks and twice the accumulation). -1: nothing to train (--steps reached). */
+static int check_resume(const train_opts *o, const resume_facts *r)
+{
+    if (!r->known)
+        return 0;
+    if (o->tc.steps < (long)r->step)
+        return cli_usage_error(CMD, "--steps %ld is below the step of --resume '%s', %llu: "
+                               "--steps counts every step of the run, the saved ones included",
+                               o->tc.steps, o->resume, r->step);
+    if (o->stop_at && o->stop_at <= (long)r->step && o->stop_at < o->tc.steps)
+        return cli_usage_error(CMD, "--stop-at %ld is not after the step of --resume '%s', "
+                               "%llu", o->stop_at, o->resume, r->step);
+    if (r->seq && r->seq != o->tc.seq)
+        return cli_usage_error(CMD, "--seq %d disagrees with --resume '%s', which trained on "
+                               "--seq %ld: drop --seq (the checkpoint's is taken), or start a "
+                               "new run without --resume", o->tc.seq, o->resume, r->seq);
+    const coh_parallel_config *p = &o->cfg.par;
+    long mb = o->tc.batch, rows = mb * p->dp, accum = o->tc.accum;
+    long was_rows = (long)r->data.global_rows;
+    if (!r->accum && was_rows != rows) /* a state that tells no accumulation */
+        return cli_usage_error(CMD, "the batch changed: --resume '%s' was trained on "
+                               "micro-batches of %ld sequences (micro-batch x data-parallel), "
+                               "this run on %ld (%ld x %d); start a new run to change it",
+                               o->resume, was_rows, rows, mb, p->dp);
+    if (r->accum && was_rows * r->accum != rows * accum) {
+        char was[96], now[96], what[160] = "";
+        if (r->micro_batch)
+            snprintf(was, sizeof was, "micro-batch %ld x grad-accum %ld x data-parallel %ld",
+                     r->micro_batch, r->accum, was_rows / r->micro_batch);
+        else /* a state from before the split was recorded */
+            snprintf(was, sizeof was, "micro-batch x data-parallel %ld x grad-accum %ld",
+                     was_rows, r->accum);
+        snprintf(now, sizeof now, "%ld x %ld x %d", mb, accum, p->dp);
+        size_t n = 0;
+        if (r->micro_batch && r->micro_batch != mb)
+            n += (size_t)snprintf(what + n, sizeof what - n, "--micro-batch %ld (saved %ld), ",
+                                  mb, r->micro_batch);
+        if (r->micro_batch && was_rows / r->micro_batch != p->dp)
+            n += (size_t)snprintf(what + n, sizeof what - n, "the data-parallel size %d (saved "
+                                  "%ld), ", p->dp, was_rows / r->micro_batch);
+        if (!r->micro_batch && was_rows != rows)
+            n += (size_t)snprintf(what + n, sizeof what - n, "micro-batch x data-parallel %ld "
+                                  "(saved %ld), ", rows, was_rows);
+        if (r->accum && r->accum != accum)
+            n += (size_t)snprintf(what + n, sizeof what - n, "--grad-accum %ld (saved %ld), ",
+                                  accum, r->accum);
+        if (n >= 2)
+            what[n - 2] = 0;
+        return cli_usage_error(CMD, "the global batch changed: --resume '%s' was trained on %ld "
+                               "sequences a step (%s), this run on %ld (%s): %s; keep the global "
+                               "batch (another split of it resumes: e.g. half the ranks and twice "
+                               "--grad-accum) or start a new run", o->resume,
+                               was_rows * r->accum, was, rows * accum, now, what);
+    }
+    if (o->tc.steps == (long)r->step && !o->dry_run) {
+        coh_info("--resume '%s' is at step %llu, which --steps %ld asks for: nothing to train",
+                 o->resume, r->step, o->tc.steps);
+        return -1;
+    }
     return 0;
 }
 
@@ -700,7 +804,10 @@ int cmd_train(int argc, char **argv)
         printf("%s\n", coh_blas_kernel());
         return CLI_OK;
     }
-    if ((rc = model_config(&o, &o.tc.model)) || (rc = check_config(&o)))
-        return rc;
+    resume_facts rf;
+    read_resume(&o, &rf);
+    if ((rc = model_config(&o, &o.tc.model, &rf)) || (rc = check_config(&o)) ||
+        (rc = check_resume(&o, &rf)))
+        return rc < 0 ? CLI_OK : rc;
     return o.dry_run ? dry_run(&o) : cli_train_run(&o);
 }

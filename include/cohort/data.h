@@ -123,7 +123,9 @@ typedef struct coh_loader_config {
 } coh_loader_config;
 
 /* Where a loader is: enough to continue exactly. `windows` and `global_rows` describe the data
- * set and batch shape it belongs to, so a resume with other data or batch shape is refused. */
+ * set and batch shape it belongs to, so a resume with other data is refused, and one with
+ * another R * B continues at the same row of the epoch's order (refused when that row does not
+ * begin one of its batches). */
 typedef struct coh_loader_pos {
     uint64_t epoch;       /* epochs completed */
     uint64_t step;        /* global batches taken in this epoch */
@@ -162,9 +164,10 @@ size_t coh_loader_shards(const coh_loader *l);
 /* The position before the next call of coh_loader_next. */
 void coh_loader_position(const coh_loader *l, coh_loader_pos *pos);
 
-/* Continue from a saved position (adopting its seed). Errors: COH_ERR_MISMATCH when the data
- * set (windows) or the global batch (R*B) differs from the saved one, naming both values;
- * COH_ERR_INVALID for a step beyond the epoch. */
+/* Continue from a saved position (adopting its seed), saved with this R*B or another one (the
+ * same row of the epoch; the caller checks that the optimizer's batch is the same). Errors:
+ * COH_ERR_MISMATCH when the data set (windows) differs, or when the saved row does not begin a
+ * batch of this R*B, naming the values; COH_ERR_INVALID for a step beyond the epoch. */
 coh_status coh_loader_seek(coh_loader *l, const coh_loader_pos *pos);
 
 /* Back to epoch 0, step 0 (for repeated evaluation passes). */

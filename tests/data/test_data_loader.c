@@ -227,8 +227,16 @@ static void test_resume(void)
         coh_loader_destroy(b);
     }
     coh_loader *c = open_loader(paths, 2, 3, 8, 0, 2, 1, 77);
-    coh_loader_pos pos = {.epoch = 0, .step = 0, .seed = 1, .windows = 631, .global_rows = 4};
-    CHECK_FAILS(coh_loader_seek(c, &pos), COH_ERR_MISMATCH, "saved with 4 rows (batch x ranks), now 6");
+    coh_loader_pos pos = {.epoch = 0, .step = 1, .seed = 1, .windows = 631, .global_rows = 4};
+    CHECK_FAILS(coh_loader_seek(c, &pos), COH_ERR_MISMATCH, "position, 1 batches of 4 rows "
+                "(batch x ranks) into its epoch, is not a whole number of batches of 6 rows");
+    /* 3 batches of 4 rows are 2 of 6: the same row of the epoch, in this loader's batches */
+    pos.step = 3;
+    CHECK_OK(coh_loader_seek(c, &pos));
+    coh_loader_position(c, &pos);
+    CHECK(pos.step == 2 && pos.global_rows == 6);
+    pos.step = 0;
+    pos.global_rows = 4;
     pos.windows = 100;
     CHECK_FAILS(coh_loader_seek(c, &pos), COH_ERR_MISMATCH, "data set of 100 windows, this one has 631");
     pos.windows = 631;

@@ -60,6 +60,43 @@ expect 2 "--model gpt2 (layers 12) disagrees with --resume" \
 expect 0 "done: 2 steps" "$cohort" train --layers 1 --vocab 256 --seq 32 --micro-batch 2 \
     --threads 1 --steps 4 "${byte[@]}" --resume "$work/ck.safetensors"
 
+# --resume and the batch: the global batch (micro-batch x grad-accum x data-parallel) must be the
+# checkpoint's, in any split of it: half the micro-batch and twice the accumulation, or half of
+# it on each of 2 ranks, continue the run (its losses, within the sums' reordering); a changed
+# one is refused naming the flag and both values, as are --steps below the saved step (--steps
+# at it: nothing to train) and another --seq
+m1=(--vocab 256 --layers 2 --heads 2 --dim 32 --seq 32 --threads 1 --lr 3e-3 "${byte[@]}")
+losses() { sed -E 's/.*"loss":([^,]+),.*/\1/' "$1"; }
+"$cohort" train "${m1[@]}" --micro-batch 2 --steps 8 --metrics "$work/u.jsonl" >/dev/null 2>&1 ||
+    fail "the uninterrupted run"
+"$cohort" train "${m1[@]}" --micro-batch 2 --steps 8 --stop-at 4 --save "$work/h.ck" >/dev/null \
+    2>&1 || fail "the run saved at step 4"
+for split in "--micro-batch 1 --grad-accum 2" "run --strategy ddp --micro-batch 1"; do
+    set -- "$cohort" train
+    [ "${split:0:3}" = run ] && set -- "$cohort" run -n 2 "$cohort" train && split=${split:4}
+    rm -f "$work/s.jsonl"
+    # shellcheck disable=SC2086
+    expect 0 "done: 4 steps" "$@" "${m1[@]}" $split --steps 8 --resume "$work/h.ck" \
+        --metrics "$work/s.jsonl"
+    paste <(losses "$work/u.jsonl" | tail -4) <(losses "$work/s.jsonl") | awk '
+        { d = $1 - $2; if (d < 0) d = -d; if (NF != 2 || d > 1e-5 * $1) bad = 1; n++ }
+        END { exit bad || n != 4 }' || fail "resumed as '$split': losses differ from the run's: \
+        $(paste <(losses "$work/u.jsonl" | tail -4) <(losses "$work/s.jsonl") | tr '\n' ' ')"
+done
+expect 2 "the global batch changed: --resume '$work/h.ck' was trained on 2 sequences a step (micro-batch 2 x grad-accum 1 x data-parallel 1), this run on 4 (2 x 2 x 1): --grad-accum 2 (saved 1)" \
+    "$cohort" train "${m1[@]}" --micro-batch 2 --grad-accum 2 --steps 8 --resume "$work/h.ck"
+expect 2 "this run on 1 (1 x 1 x 1): --micro-batch 1 (saved 2)" \
+    "$cohort" train "${m1[@]}" --micro-batch 1 --steps 8 --resume "$work/h.ck"
+expect 2 "this run on 4 (2 x 1 x 2): the data-parallel size 2 (saved 1)" \
+    "$cohort" run -n 2 "$cohort" train "${m1[@]}" --strategy ddp --micro-batch 2 --steps 8 \
+    --resume "$work/h.ck"
+expect 2 "--steps 3 is below the step of --resume '$work/h.ck', 4" \
+    "$cohort" train "${m1[@]}" --micro-batch 2 --steps 3 --resume "$work/h.ck"
+expect 0 "--resume '$work/h.ck' is at step 4, which --steps 4 asks for: nothing to train" \
+    "$cohort" train "${m1[@]}" --micro-batch 2 --steps 4 --resume "$work/h.ck"
+expect 2 "--seq 16 disagrees with --resume '$work/h.ck', which trained on --seq 32" \
+    "$cohort" train "${m1[@]}" --seq 16 --micro-batch 2 --steps 8 --resume "$work/h.ck"
+
 if [ -r "${COHORT_GPT2_DIR:-}/encoder.json" ]; then
     "$cohort" prepare --out "$work/g" "$work/corpus.txt" >/dev/null || fail "prepare gpt2"
     gpt=(--data "$work/g_train_000000.bin")

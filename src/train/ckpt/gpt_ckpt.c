@@ -312,6 +312,17 @@ coh_status coh_ckpt_state_path(const char *path, char *buf, size_t cap)
     return st;
 }
 
+size_t gpt_state_meta(const coh_trainer_config *c, int threads, gpt_state_meta_text *m)
+{
+    const int v[4] = {threads, c->batch, c->accum, c->seq};
+    static const char *const key[4] = {"threads", "micro_batch", "grad_accum", "seq"};
+    for (int i = 0; i < 4; i++) {
+        snprintf(m->nums[i], sizeof m->nums[i], "%d", v[i]);
+        m->meta[i] = (coh_st_meta){key[i], m->nums[i]};
+    }
+    return 4;
+}
+
 coh_status coh_trainer_save(coh_trainer *t, const char *path, const char *tokenizer,
                             const coh_loader_pos *data, int threads)
 {
@@ -337,11 +348,10 @@ coh_status coh_trainer_save(coh_trainer *t, const char *path, const char *tokeni
     s.step = (uint64_t)coh_trainer_get_step(t);
     if (data)
         s.data = *data;
-    char thr[32];
-    snprintf(thr, sizeof thr, "%d", threads);
-    coh_st_meta meta[] = {{"threads", thr}};
+    gpt_state_meta_text mt;
+    size_t nmeta = gpt_state_meta(coh_trainer_get_config(t), threads, &mt);
     /* the state of this step, then the weights naming it: their rename commits the pair */
-    if (!(st = ckpt_state_save_device(sp, &s, ten, 2, meta, 1)) &&
+    if (!(st = ckpt_state_save_device(sp, &s, ten, 2, mt.meta, nmeta)) &&
         !(st = gpt_save_commit(coh_gpt_get_config(g), coh_gpt_params(g, NULL), path, tokenizer,
                                step, coh_trainer_get_config(t)->save_bf16))) {
         ckpt_fault_point("committed, cleanup next", path);

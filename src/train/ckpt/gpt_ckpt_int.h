@@ -22,6 +22,15 @@ typedef struct gpt_meta_text {
 size_t gpt_weights_meta(const coh_gpt_config *c, const char *tokenizer, long step, int commit,
                         gpt_meta_text *m);
 
+/* The state file's metadata besides the step and loader position: the thread count (which
+ * --deterministic checks) and the batch split of the run (micro_batch, grad_accum, seq), so
+ * that a resume can name the flag that changed. Returns the count of m->meta. */
+typedef struct gpt_state_meta_text {
+    char nums[4][24];
+    coh_st_meta meta[4];
+} gpt_state_meta_text;
+size_t gpt_state_meta(const coh_trainer_config *c, int threads, gpt_state_meta_text *m);
+
 /* The weights file of a checkpoint's commit: coh_gpt_save_arena_dtype (F32, or BF16 when
  * `bf16`) of params in device memory (a model's arena), with metadata "state_suffix" naming its
  * step's state file (ckpt_state_name). Written last: its rename commits the checkpoint. */

@@ -259,21 +259,21 @@ static coh_status gather_index(coh_comm *w, const shard_out *o, const int64_t *c
     return st;
 }
 
-static coh_status write_state(const char *path, long step, const coh_loader_pos *data,
-                              int threads)
+static coh_status write_state(const coh_par_trainer *t, const char *path, long step,
+                              const coh_loader_pos *data, int threads)
 {
-    char sp[4200], thr[24];
+    char sp[4200];
     coh_status st = ckpt_state_name(sp, sizeof sp, path, step);
     if (st)
         return st;
-    snprintf(thr, sizeof thr, "%d", threads);
     coh_train_state s;
     memset(&s, 0, sizeof s);
     s.step = (uint64_t)step;
     if (data)
         s.data = *data;
-    coh_st_meta meta[] = {{"threads", thr}};
-    return coh_state_save(sp, &s, NULL, 0, meta, 1);
+    gpt_state_meta_text mt;
+    size_t nmeta = gpt_state_meta(coh_trainer_get_config(t->base), threads, &mt);
+    return coh_state_save(sp, &s, NULL, 0, mt.meta, nmeta);
 }
 
 static int cmp_row(const void *x, const void *y)
@@ -413,7 +413,7 @@ static coh_status save_sharded(coh_par_trainer *t, const char *path, const char 
     if (!st)
         st = gather_index(w, &o, all, &rows, &nrows);
     shard_out_free(&o);
-    if (!st && me == 0 && !(st = write_state(path, step, data, threads)))
+    if (!st && me == 0 && !(st = write_state(t, path, step, data, threads)))
         st = write_commit(t, path, tokenizer, step, n, rows, nrows);
     free(all);
     free(rows);

@@ -283,16 +283,22 @@ coh_status coh_loader_seek(coh_loader *l, const coh_loader_pos *pos)
                         "the data changed: the saved position is in a data set of %llu windows, "
                         "this one has %llu", (unsigned long long)pos->windows,
                         (unsigned long long)l->windows);
-    if (pos->global_rows != l->global_rows)
+    /* another split of the rows (fewer ranks, more accumulation) continues at the same row of
+     * the epoch's order, when that row begins one of this loader's batches */
+    uint64_t rows = pos->step * pos->global_rows;
+    if (!pos->global_rows || rows / pos->global_rows != pos->step || rows % l->global_rows)
         return coh_errf(COH_ERR_MISMATCH,
-                        "the global batch changed: saved with %llu rows (batch x ranks), now %llu",
-                        (unsigned long long)pos->global_rows, (unsigned long long)l->global_rows);
-    if (pos->step > l->steps_per_epoch)
+                        "the saved data position, %llu batches of %llu rows (batch x ranks) "
+                        "into its epoch, is not a whole number of batches of %llu rows: resume "
+                        "with the saved batch x ranks",
+                        (unsigned long long)pos->step, (unsigned long long)pos->global_rows,
+                        (unsigned long long)l->global_rows);
+    if (rows / l->global_rows > l->steps_per_epoch)
         return coh_errf(COH_ERR_INVALID, "invalid data position: step '%llu' beyond the %llu "
                         "steps of an epoch", (unsigned long long)pos->step,
                         (unsigned long long)l->steps_per_epoch);
     l->epoch = pos->epoch;
-    l->step = pos->step;
+    l->step = rows / l->global_rows;
     l->seed = pos->seed;
     perm_init(&l->order, l->windows, l->seed, l->epoch);
     return COH_OK;
