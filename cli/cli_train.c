@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "cli_train.h"
 #include "cohort/backend.h"
+#include "cohort/train_ckpt.h"
 
 void cli_engine_setup(int threads)
 {
@@ -47,6 +48,28 @@ int cli_check_output(const char *cmd, const char *opt, const char *path)
         return cli_usage_error(cmd, "invalid %s '%s': cannot write in folder '%s': %s", opt,
                                path, dir, strerror(errno));
     return 0;
+}
+
+int cli_model_disagrees(const char *cmd, const char *said, const char *flag, long have,
+                        const char *how, const char *from, const char *drop, const char *more)
+{
+    return cli_usage_error(cmd, "%s disagrees with %s '%s', whose model has %s %ld: drop %s (the "
+                           "checkpoint decides the model)%s", said, how, from, flag, have, drop,
+                           more);
+}
+
+int cli_checkpoint_config(const char *cmd, const cli_checkpoint_opts *o, coh_gpt_config *m,
+                          char *tokenizer, size_t cap)
+{
+    coh_status st = coh_gpt_checkpoint_config(o->path, (int)o->heads, m, tokenizer, cap);
+    if (st)
+        return cli_fail(cmd, st);
+    char said[48];
+    snprintf(said, sizeof said, "--heads %ld", o->heads);
+    return o->heads && o->heads != m->heads
+               ? cli_model_disagrees(cmd, said, "--heads", m->heads, "--checkpoint", o->path,
+                                     "--heads", "")
+               : 0;
 }
 
 /* --checkpoint, --heads, --threads: -1 when code is none of them, else as cli_option_fn. */

@@ -55,6 +55,19 @@ void cli_folder_of(const char *path, char *buf, size_t cap);
  * folder itself. 0 when usable, else a usage error naming the option and path (exit 2). */
 int cli_check_output(const char *cmd, const char *opt, const char *path);
 
+/* A model flag that contradicts the checkpoint the model comes from (train's --resume and
+ * --init-from, eval's and generate's --checkpoint) is refused, not ignored: "SAID disagrees
+ * with HOW 'FROM', whose model has FLAG HAVE: drop DROP (the checkpoint decides the model)"
+ * and `more`. Returns the exit code (CLI_USAGE). */
+int cli_model_disagrees(const char *cmd, const char *said, const char *flag, long have,
+                        const char *how, const char *from, const char *drop, const char *more);
+
+/* The model of --checkpoint (coh_gpt_checkpoint_config, --heads as the hint for a file without
+ * cohort's metadata), with a --heads that contradicts its metadata refused. 0, or the exit
+ * code after printing why. */
+int cli_checkpoint_config(const char *cmd, const cli_checkpoint_opts *o, coh_gpt_config *m,
+                          char *tokenizer, size_t cap);
+
 /* Run the training described by o (model config already resolved); returns the exit code. */
 int cli_train_run(const train_opts *o);
 

@@ -75,11 +75,9 @@ static coh_status eval_next(void *ctx, int32_t *in, int32_t *tg)
     return coh_loader_next(ctx, in, tg);
 }
 
-static coh_status evaluate(const eval_opts *o, double *loss, coh_gpt_config *m)
+static coh_status evaluate(const eval_opts *o, double *loss, const coh_gpt_config *m)
 {
-    coh_status st = coh_gpt_checkpoint_config(o->ck.path, (int)o->ck.heads, m, NULL, 0);
-    if (st)
-        return st;
+    coh_status st = COH_OK;
     int T = o->seq ? (int)o->seq : (m->seq < 256 ? m->seq : 256);
     if (T > m->seq)
         return coh_errf(COH_ERR_INVALID, "invalid --seq '%d': the model's context is %d", T,
@@ -121,6 +119,8 @@ int cmd_eval(int argc, char **argv)
     cli_engine_setup((int)o.ck.threads);
     double loss = 0;
     coh_gpt_config m;
+    if ((rc = cli_checkpoint_config(CMD, &o.ck, &m, NULL, 0)))
+        return rc;
     coh_status st = evaluate(&o, &loss, &m);
     if (st)
         return cli_fail(CMD, st);

@@ -191,14 +191,12 @@ int cmd_generate(int argc, char **argv)
     cli_engine_setup((int)o.ck.threads);
     coh_gpt_config m;
     char recorded[32];
-    coh_status st = coh_gpt_checkpoint_config(o.ck.path, (int)o.ck.heads, &m, recorded,
-                                              sizeof recorded);
-    if (st)
-        return cli_fail(CMD, st);
+    if ((rc = cli_checkpoint_config(CMD, &o.ck, &m, recorded, sizeof recorded)))
+        return rc;
     coh_tokenizer *tk = NULL;
     if ((rc = make_tokenizer(&o, recorded, &tk)))
         return rc;
-    st = generate(&o, &m, tk, recorded);
+    coh_status st = generate(&o, &m, tk, recorded);
     coh_tokenizer_destroy(tk);
     return st ? cli_fail(CMD, st) : CLI_OK;
 }

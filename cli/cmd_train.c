@@ -415,16 +415,15 @@ static int check_against_checkpoint(const train_opts *o, const char *from, const
     for (size_t i = 0; i < sizeof f / sizeof *f; i++) {
         if (f[i].given == f[i].have)
             continue;
-        char said[96];
+        char said[96], more[64];
         if (cfg->preset)
             snprintf(said, sizeof said, "--model %s (%s %ld)", cfg->preset, f[i].flag + 2,
                      f[i].given);
         else
             snprintf(said, sizeof said, "%s %ld", f[i].flag, f[i].given);
-        return cli_usage_error(CMD, "%s disagrees with %s '%s', whose model has %s %d: drop "
-                               "%s (the checkpoint decides the model), or start a new run "
-                               "without %s", said, how, from, f[i].flag, f[i].have,
-                               cfg->preset ? "--model" : f[i].flag, how);
+        snprintf(more, sizeof more, ", or start a new run without %s", how);
+        return cli_model_disagrees(CMD, said, f[i].flag, f[i].have, how, from,
+                                   cfg->preset ? "--model" : f[i].flag, more);
     }
     return 0;
 }

@@ -97,6 +97,12 @@ expect 0 "--resume '$work/h.ck' is at step 4, which --steps 4 asks for: nothing 
 expect 2 "--seq 16 disagrees with --resume '$work/h.ck', which trained on --seq 32" \
     "$cohort" train "${m1[@]}" --seq 16 --micro-batch 2 --steps 8 --resume "$work/h.ck"
 
+# eval and generate: a --heads that contradicts the checkpoint's metadata, refused as train's
+expect 2 "--heads 1 disagrees with --checkpoint '$work/h.ck', whose model has --heads 2" \
+    "$cohort" eval --checkpoint "$work/h.ck" "${byte[@]}" --batch 2 --heads 1
+expect 2 "--heads 4 disagrees with --checkpoint '$work/h.ck', whose model has --heads 2" \
+    "$cohort" generate --checkpoint "$work/h.ck" --prompt Hello --heads 4
+
 if [ -r "${COHORT_GPT2_DIR:-}/encoder.json" ]; then
     "$cohort" prepare --out "$work/g" "$work/corpus.txt" >/dev/null || fail "prepare gpt2"
     gpt=(--data "$work/g_train_000000.bin")
