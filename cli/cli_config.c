@@ -192,7 +192,9 @@ int cli_config_option(const char *cmd, int code, const char *arg, cli_config *c)
     case C_STRATEGY:
         c->strategy_given = 1;
         return choice(cmd, "--strategy", coh_strategy_parse(arg, &p->strategy));
-    case C_SCHEDULE: return choice(cmd, "--schedule", coh_schedule_parse(arg, &p->schedule));
+    case C_SCHEDULE:
+        c->schedule_given = 1;
+        return choice(cmd, "--schedule", coh_schedule_parse(arg, &p->schedule));
     case C_PRECISION:
         c->precision_given = 1;
         return choice(cmd, "--precision", coh_precision_parse(arg, &p->precision));

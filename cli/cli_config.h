@@ -22,6 +22,7 @@ typedef struct cli_config {
     long threads;                                /* --threads */
     int dp_given, precision_given;
     int strategy_given;                          /* --strategy */
+    int schedule_given;                          /* --schedule */
     int zero;                                    /* --zero, -1 = not given */
     const char *accum_flag;                      /* the spelling that set microbatches */
 } cli_config;

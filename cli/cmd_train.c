@@ -379,6 +379,9 @@ static int parse(train_opts *o, int argc, char **argv)
         return cli_usage_error(CMD, "--resume and --init-from exclude each other");
     if ((rc = check_outputs(o)))
         return rc;
+    if (o->cfg.schedule_given && o->cfg.par.pp < 2) /* before the ranks: it is the flag at fault */
+        return cli_usage_error(CMD, "--schedule %s is a pipeline schedule: it needs --pp 2 or "
+                               "more", coh_schedule_name(o->cfg.par.schedule));
     coh_launch_env env;
     if (coh_launch_env_read(&env))
         return cli_fail(CMD, COH_ERR_INVALID);

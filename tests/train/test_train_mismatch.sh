@@ -102,6 +102,11 @@ expect 2 "--heads 1 disagrees with --checkpoint '$work/h.ck', whose model has --
     "$cohort" eval --checkpoint "$work/h.ck" "${byte[@]}" --batch 2 --heads 1
 expect 2 "--heads 4 disagrees with --checkpoint '$work/h.ck', whose model has --heads 2" \
     "$cohort" generate --checkpoint "$work/h.ck" --prompt Hello --heads 4
+# a pipeline schedule without a pipeline, named before the ranks are
+expect 2 "--schedule gpipe is a pipeline schedule: it needs --pp 2 or more" \
+    "$cohort" train "${tiny[@]}" --vocab 256 "${byte[@]}" --schedule gpipe
+expect 2 "--schedule 1f1b is a pipeline schedule: it needs --pp 2 or more" \
+    "$cohort" run -n 2 "$cohort" train "${tiny[@]}" --vocab 256 "${byte[@]}" --schedule 1f1b
 
 if [ -r "${COHORT_GPT2_DIR:-}/encoder.json" ]; then
     "$cohort" prepare --out "$work/g" "$work/corpus.txt" >/dev/null || fail "prepare gpt2"
