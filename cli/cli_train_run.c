@@ -2,6 +2,7 @@
  * is the mesh (1, 1, 1)), validation, metrics, progress, checkpoints, and the closing memory and
  * speed summary. Only rank 0 writes metrics, progress and checkpoints. */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +37,68 @@ typedef struct run {
     int mfu_warned;   /* the warning that MFU reads above 100% was given */
     long first_step, last_step;
 } run;
+
+/* SIGINT (Ctrl-C) on rank 0: one line saying where the run was and which step its
+ * checkpoint holds, then the run dies of the signal (exit status 130). A signal that
+ * comes during a save waits for its end, so that no half-written step is left beside the
+ * committed one; a second signal then ends the run at once, removing the save's temporary files
+ * (named after this process, never a committed file). The line is made outside the handler
+ * (snprintf is not async-signal-safe), in one buffer while the handler may read the other. */
+static char interrupt_line[2][600];
+static volatile sig_atomic_t interrupt_cur;
+static char saving_tmp[2][4300];
+static volatile sig_atomic_t saving, pending;
+
+static void die_of(int sig)
+{
+    const char *line = interrupt_line[interrupt_cur];
+    size_t n = 0;
+    while (line[n])
+        n++;
+    if (write(STDERR_FILENO, line, n) < 0) {
+        /* nothing to do: the run ends either way */
+    }
+    for (int i = 0; saving && i < 2; i++)
+        unlink(saving_tmp[i]);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void on_interrupt(int sig)
+{
+    if (saving && !pending) {
+        pending = sig;
+        return;
+    }
+    die_of(sig);
+}
+
+/* The interrupt line after `step`, with the last checkpoint saved (-1: none yet), while the
+ * save of `step` is under way when `during` (its commit may or may not have happened). */
+static void set_interrupt_line(const train_opts *o, long step, long saved, int during)
+{
+    int next = !interrupt_cur;
+    char *b = interrupt_line[next];
+    size_t cap = sizeof interrupt_line[next];
+    int n = snprintf(b, cap, "%s %s: interrupted (SIGINT) after step %ld; ", cli_progname, CMD,
+                     step);
+    if (n > 0 && (size_t)n < cap) {
+        if (!o->save)
+            snprintf(b + n, cap - (size_t)n, "nothing saved (no --save)\n");
+        else if (during && saved < 0)
+            snprintf(b + n, cap - (size_t)n, "its save was under way: '%s' holds step %ld if "
+                     "that save committed, else no checkpoint\n", o->save, step);
+        else if (during)
+            snprintf(b + n, cap - (size_t)n, "its save was under way: '%s' holds step %ld if "
+                     "that save committed, else step %ld\n", o->save, step, saved);
+        else if (saved < 0)
+            snprintf(b + n, cap - (size_t)n, "no checkpoint saved yet in '%s'\n", o->save);
+        else
+            snprintf(b + n, cap - (size_t)n, "last checkpoint: step %ld in '%s'\n", saved,
+                     o->save);
+    }
+    interrupt_cur = next;
+}
 
 static coh_status next_batch(void *ctx, int32_t *in, int32_t *tg)
 {
@@ -226,11 +289,37 @@ static int progress_kind(void)
     return no_color && *no_color ? 1 : 2;
 }
 
-static coh_status save(run *r)
+/* After a failed save of `step`: its state file, written before the commit failed, is removed
+ * when the checkpoint does not name it (the previous checkpoint stays whole and alone). */
+static void remove_uncommitted(const run *r, long step)
+{
+    char named[4200], mine[4200];
+    if (r->par.rank != 0 ||
+        (size_t)snprintf(mine, sizeof mine, "%s.state%ld", r->o->save, step) >= sizeof mine)
+        return;
+    if (!coh_ckpt_state_path(r->o->save, named, sizeof named) && !strcmp(named, mine))
+        return; /* committed: the failure came after the rename of FILE */
+    coh_err_clear();
+    unlink(mine);
+}
+
+static coh_status save(run *r, long step)
 {
     coh_loader_pos pos;
     coh_loader_position(r->train, &pos);
-    return coh_par_trainer_save(r->pt, r->o->save, r->o->tokenizer, &pos, r->threads);
+    char why[1024];
+    snprintf(saving_tmp[0], sizeof saving_tmp[0], "%s.state%ld.tmp.%ld", r->o->save, step,
+             (long)getpid());
+    snprintf(saving_tmp[1], sizeof saving_tmp[1], "%s.tmp.%ld", r->o->save, (long)getpid());
+    saving = 1;
+    coh_status st = coh_par_trainer_save(r->pt, r->o->save, r->o->tokenizer, &pos, r->threads);
+    if (st) {
+        snprintf(why, sizeof why, "%s", coh_last_error());
+        remove_uncommitted(r, step);
+        coh_errf(st, "%s", why);
+    }
+    saving = 0;
+    return st;
 }
 
 static coh_status loop(run *r)
@@ -239,6 +328,16 @@ static coh_status loop(run *r)
     double tokens = (double)o->tc.batch * o->tc.seq * o->tc.accum * r->par.mesh->dp *
                     (o->devices > 0 ? o->devices : 1);
     int lead = r->par.rank == 0;
+    long saved = o->resume && o->save && !strcmp(o->resume, o->save) ? r->first_step : -1;
+    if (r->resume && r->resume != o->resume) /* a restart resumed from --save */
+        saved = r->first_step;
+    struct sigaction was;
+    if (lead) {
+        set_interrupt_line(o, r->first_step, saved, 0);
+        /* an ignored SIGINT (nohup, a script's background job) stays ignored */
+        if (!sigaction(SIGINT, NULL, &was) && was.sa_handler != SIG_IGN)
+            signal(SIGINT, on_interrupt);
+    }
     for (long step = r->first_step; step < r->last_step; step++) {
         coh_step_stats s;
         double t0 = coh_now_s();
@@ -271,10 +370,21 @@ static coh_status loop(run *r)
             write_metrics(r, &s, tps, mfu, val);
             show_progress(r, &s, tps, mfu, val);
         }
-        if (o->save &&
-            ((o->save_every && s.step % o->save_every == 0) || s.step == r->last_step) &&
-            (st = save(r)))
-            return st;
+        int saves = o->save &&
+                    ((o->save_every && s.step % o->save_every == 0) || s.step == r->last_step);
+        if (lead)
+            set_interrupt_line(o, s.step, saved, saves);
+        if (saves) {
+            st = save(r, s.step);
+            if (!st)
+                saved = s.step;
+            if (lead)
+                set_interrupt_line(o, s.step, saved, 0);
+            if (pending) /* it came during the save, which is now over */
+                die_of(pending);
+            if (st)
+                return st;
+        }
     }
     return COH_OK;
 }

@@ -145,6 +145,25 @@ check_usage "invalid --dump-params '$work/shard.bin/p': '$work/shard.bin' is not
 [ -z "$(ls "$work/adir")" ] && ! ls "$work"/adir.* >/dev/null 2>&1 && [ ! -e "$work/sh" ] ||
     fail "a refused run wrote files: $(ls "$work")"
 
+# SIGINT: one line naming the step and the last checkpoint, the signal's exit status, and the
+# committed step's files alone (a save that the signal meets ends first)
+set -m # the run gets SIGINT's default action, as in a terminal (a script's jobs ignore it)
+"$cohort" train "${model[@]:0:14}" --threads 1 --data "$work/c_train_*.bin" --steps 1000000 \
+    --save "$work/sig.ck" --save-every 1 >/dev/null 2>"$work/sig.err" &
+pid=$!
+set +m
+for _ in $(seq 300); do [ -e "$work/sig.ck" ] && break; sleep 0.1; done
+kill -INT $pid
+for _ in $(seq 300); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
+kill -KILL $pid 2>/dev/null && fail "SIGINT did not end the run"
+wait $pid
+rc=$?
+line=$(grep "interrupted" "$work/sig.err")
+saved=$(echo "$line" | sed -nE "s/.*last checkpoint: step ([0-9]+) in '.*sig.ck'\$/\1/p")
+[ $rc -eq 130 ] && [ -n "$saved" ] || fail "SIGINT: rc $rc, line '$line'"
+[ "$(cd "$work" && ls sig.ck*)" = "$(printf 'sig.ck\nsig.ck.state%s' "$saved")" ] ||
+    fail "SIGINT left other files than the checkpoint of step $saved: $(cd "$work" && ls sig.ck*)"
+
 # the BLAS fix through the CLI: a forced weak kernel is replaced, in one log line. Any cpu with
 # AVX has a better kernel than Prescott (Sandybridge, Haswell or SkylakeX: src/train/blas.c).
 if grep -qw avx /proc/cpuinfo; then
