@@ -213,10 +213,17 @@ static void on_signal(agent *a)
         char name[32];
         sig_name(sig, name, sizeof name);
         if (a->interrupts++ > 0) {
-            coh_warn("%s again: killing every worker now", name);
+            if (sig == a->first_interrupt)
+                coh_warn("%s again: killing every worker now", name);
+            else {
+                char first[32];
+                coh_warn("%s after %s: killing every worker now", name,
+                         sig_name(a->first_interrupt, first, sizeof first));
+            }
             agent_stop(a, SIGKILL);
             continue;
         }
+        a->first_interrupt = sig;
         coh_info("%s received: forwarding it to every worker", name);
         agent_fail_other(a, 128 + sig, "the launcher on %s (node %d) was interrupted by %s", a->host, a->node_rank, name);
         agent_stop(a, sig);

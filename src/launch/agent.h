@@ -90,6 +90,7 @@ typedef struct agent {
     double kill_at, fail_mono, down_mono;
     double settle_by; /* node 0 after a failure: when silent nodes count as lost */
     int interrupts;
+    int first_interrupt; /* the signal of the first interruption, for the second's warning */
     /* the child of the first SIGCHLD since the last reap (SIGCHLDs pending together are one,
      * with the first one's sender): reaped first, so that the root cause is the first to die */
     long first_exit;

@@ -22,13 +22,21 @@ static coh_status signals_take(agent *a, saved *sv)
 {
     sigset_t set;
     sigemptyset(&set);
-    for (size_t i = 0; i < sizeof handled / sizeof handled[0]; i++)
+    /* A signal inherited as ignored (nohup's SIGHUP, SIGINT and SIGQUIT of a background job of
+     * a non-interactive shell) stays ignored, as the user asked: it is not watched, since Linux
+     * queues a blocked signal even when its disposition is SIG_IGN, and the workers inherit it
+     * ignored (spawn.c resets only the others). */
+    for (size_t i = 0; i < sizeof handled / sizeof handled[0]; i++) {
+        struct sigaction cur;
+        if (handled[i] != SIGCHLD && sigaction(handled[i], NULL, &cur) == 0 &&
+            cur.sa_handler == SIG_IGN)
+            continue;
         sigaddset(&set, handled[i]);
+    }
     sigprocmask(SIG_BLOCK, &set, &sv->mask);
     struct sigaction ign = {.sa_handler = SIG_IGN};
     sigaction(SIGPIPE, &ign, &sv->pipe); /* a closed console must not kill the launcher */
-    /* An ignored SIGCHLD would reap workers behind our back; an ignored SIGINT/SIGHUP (nohup,
-     * background jobs of a shell) stays ignored, as the user asked. */
+    /* An ignored SIGCHLD would reap workers behind our back. */
     struct sigaction dfl = {.sa_handler = SIG_DFL};
     sigaction(SIGCHLD, &dfl, &sv->chld);
     a->sigfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);

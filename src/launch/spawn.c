@@ -211,10 +211,14 @@ static void child_setup(pid_t launcher, int out_fd, int err_fd, const int *cpus,
         }
     }
     signal(SIGPIPE, SIG_DFL);
-    signal(SIGINT, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
-    signal(SIGHUP, SIG_DFL);
-    signal(SIGQUIT, SIG_DFL);
+    /* A terminal signal the launcher inherited as ignored (nohup) stays ignored in the worker;
+     * the others are reset, so that a handler of the launcher's caller never runs here. */
+    static const int terminal[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+    for (size_t i = 0; i < sizeof terminal / sizeof terminal[0]; i++) {
+        struct sigaction cur;
+        if (sigaction(terminal[i], NULL, &cur) == 0 && cur.sa_handler != SIG_IGN)
+            signal(terminal[i], SIG_DFL);
+    }
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);

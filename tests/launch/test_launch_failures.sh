@@ -101,6 +101,43 @@ for sig in INT TERM HUP QUIT; do
     grep -qF "interrupted by SIG$sig" "$T/e4" || fail "summary lacks the SIG$sig interruption: $(cat "$T/e4")"
 done
 
+# 4b. Signals inherited as ignored (nohup's SIGHUP, SIGINT of a background job of a script) stay
+# ignored: the launcher neither acts on them nor forwards them, its workers inherit them ignored,
+# and the job ends with its own exit code. Both are sent before the workers are told to end, so a
+# launcher that took them would exit 129 or 130.
+IGN=("$PY" -c 'import os, signal, sys
+for s in (signal.SIGHUP, signal.SIGINT): signal.signal(s, signal.SIG_IGN)
+os.execvp(sys.argv[1], sys.argv[1:])')
+rm -f "$T"/ign.* "$T/go"
+"${IGN[@]}" "$C" run -n 2 sh -c 'sed -n "s/^SigIgn:\t//p" /proc/$$/status > '"$T"'/tmp.$RANK; mv '"$T"'/tmp.$RANK '"$T"'/ign.$RANK; i=0; while [ ! -e '"$T"'/go ] && [ $i -lt 2400 ]; do sleep 0.05; i=$((i+1)); done' 2>"$T/e4b" &
+launcher=$!
+wait_files 2 "$T/ign.*" || fail "job with ignored signals did not start"
+kill -HUP $launcher
+kill -INT $launcher
+touch "$T/go"
+wait $launcher
+rc=$?
+[ $rc -eq 0 ] || fail "launcher that inherited SIGHUP and SIGINT ignored exited $rc after them, expected the job's 0: $(cat "$T/e4b")"
+for r in 0 1; do
+    mask=$(cat "$T/ign.$r" 2>/dev/null)
+    [ -n "$mask" ] && [ $((0x$mask & 3)) -eq 3 ] || fail "rank $r does not ignore SIGHUP and SIGINT (SigIgn '$mask')"
+done
+
+# 4c. A second, different signal names both: SIGTERM first (the workers trap it and go on), then
+# SIGINT kills every worker at once; the exit code is the first one's.
+rm -f "$T"/ready.* "$T"/got.*
+"${DFL[@]}" "$C" run -n 2 --grace 100 sh -c 'trap "touch '"$T"'/got.\$RANK" TERM; touch '"$T"'/ready.$RANK; i=0; while [ $i -lt 2400 ]; do sleep 0.05; i=$((i+1)); done' 2>"$T/e4c" &
+launcher=$!
+wait_files 2 "$T/ready.*" || fail "SIGTERM-then-SIGINT job did not start"
+kill -TERM $launcher
+wait_files 2 "$T/got.*" || fail "SIGTERM did not reach the workers"
+kill -INT $launcher
+wait $launcher
+rc=$?
+[ $rc -eq 143 ] || fail "SIGTERM then SIGINT: launcher exited $rc, expected 143"
+grep -qF "warning: SIGINT after SIGTERM: killing every worker now" "$T/e4c" ||
+    fail "SIGTERM then SIGINT: the warning does not name both: $(cat "$T/e4c")"
+
 # 5. --max-restarts 2: a job failing twice succeeds on its third attempt; counts reach workers.
 "$C" run -n 2 --max-restarts 2 --grace 1 --run-id flaky --log-dir "$T/logs" sh -c \
     'echo "$TORCHELASTIC_RESTART_COUNT $COHORT_RESTART_COUNT $TORCHELASTIC_MAX_RESTARTS" >> '"$T"'/att.$RANK
