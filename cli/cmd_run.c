@@ -130,22 +130,30 @@ static int nproc_arg(const char *v, run_devices *d)
     return int_arg("--nproc-per-node", v, 1, 4096, &d->nproc);
 }
 
-/* N, or MIN:MAX (elastic, as torchrun's). */
+/* One side of MIN:MAX: 1..4096 in plain digits; 0 when it is not. */
+static int node_count(const char *s, size_t len)
+{
+    int v = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9' || (v = v * 10 + (s[i] - '0')) > 4096)
+            return 0;
+    }
+    return v;
+}
+
+/* N, or MIN:MAX (elastic, as torchrun's). An error names the whole value as typed. */
 static int nnodes_arg(const char *v, coh_launch_opts *o)
 {
     const char *colon = strchr(v, ':');
     if (!colon)
         return int_arg("--nnodes", v, 1, 4096, &o->nnodes);
-    char min[16];
-    if ((size_t)(colon - v) >= sizeof min)
-        return cli_usage_error("run", "invalid --nnodes '%s': expected N or MIN:MAX", v);
-    snprintf(min, sizeof min, "%.*s", (int)(colon - v), v);
-    int rc = int_arg("--nnodes", min, 1, 4096, &o->nnodes_min);
-    if (!rc)
-        rc = int_arg("--nnodes", colon + 1, 1, 4096, &o->nnodes);
-    if (!rc && o->nnodes_min > o->nnodes)
+    o->nnodes_min = node_count(v, (size_t)(colon - v));
+    o->nnodes = node_count(colon + 1, strlen(colon + 1));
+    if (o->nnodes_min < 1 || o->nnodes < 1)
+        return cli_usage_error("run", "invalid --nnodes '%s': expected N or MIN:MAX, each an integer from 1 to 4096", v);
+    if (o->nnodes_min > o->nnodes)
         return cli_usage_error("run", "invalid --nnodes '%s': MIN is above MAX", v);
-    return rc;
+    return 0;
 }
 
 /* One option into o; returns 0, or the exit code of a usage error. */

@@ -411,11 +411,7 @@ static void free_workers(agent *a)
 
 int agent_comm_port(const agent *a)
 {
-    int ctl = a->o->control_port > 0 ? a->o->control_port : a->master_port + 1;
-    int p = a->master_port + 2;
-    while (p == ctl || p == a->master_port || p > 65535)
-        p = p > 65535 ? 1024 : p + 1;
-    return p;
+    return launch_comm_port(a->master_port, a->o->control_port);
 }
 
 coh_status agent_attempt(agent *a)

@@ -22,6 +22,9 @@ void launch_render_prefix(const char *tmpl, char *buf, size_t n, int rank, int l
 /* Parse a Linux cpulist ("0-3,8,10-11") into cpus[] (at most cap entries); returns the count
  * or -1 when malformed. */
 int launch_parse_cpulist(const char *s, int *cpus, int cap);
+/* The tcp transport's port (COHORT_COMM_PORT): master port + 2, + 3 when + 2 is the control
+ * port (control_port -1: the default, master port + 1); 0 when it would pass 65535. */
+int launch_comm_port(int master_port, int control_port);
 /* A fresh job id: "cohort-" and 16 hex digits of randomness. */
 void launch_new_run_id(char *buf, size_t n);
 

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -187,6 +188,15 @@ void launch_new_run_id(char *buf, size_t n)
     snprintf(buf, n, "cohort-%016llx", r);
 }
 
+int launch_comm_port(int master_port, int control_port)
+{
+    int ctl = control_port > 0 ? control_port : master_port + 1;
+    int p = master_port + 2;
+    if (p == ctl)
+        p++;
+    return p <= 65535 ? p : 0;
+}
+
 void coh_launch_opts_init(coh_launch_opts *o)
 {
     memset(o, 0, sizeof *o);
@@ -213,13 +223,18 @@ static coh_status check_numbers(const coh_launch_opts *o)
         return coh_errf(COH_ERR_INVALID, "invalid master port '%d': expected 0..65535", o->master_port);
     if (o->master_port == 0 && o->nnodes > 1)
         return coh_errf(COH_ERR_INVALID, "invalid master port '0' with %d nodes: the other nodes must know the port; give one", o->nnodes);
-    if (o->control_port == 0 || o->control_port > 65535 || o->control_port < -1 ||
-        (o->control_port == -1 && o->master_port == 65535 && o->nnodes > 1))
+    if (o->control_port == 0 || o->control_port > 65535 || o->control_port < -1)
         return coh_errf(COH_ERR_INVALID, "invalid control port '%d': expected 1..65535", o->control_port);
+    if (o->control_port == o->master_port) /* rank 0's store and node 0's launcher would both bind it */
+        return coh_errf(COH_ERR_INVALID, "invalid control port '%d': it is the master port '%d' too; they must differ", o->control_port, o->master_port);
+    if (o->master_port > 0 && o->control_port == -1 && o->nnodes > 1 && o->master_port == 65535)
+        return coh_errf(COH_ERR_INVALID, "master port '%d' leaves no room for the control port (master port + 1): give --control-port, or a lower master port", o->master_port);
+    if (o->master_port > 0 && launch_comm_port(o->master_port, o->control_port) == 0)
+        return coh_errf(COH_ERR_INVALID, "master port '%d' leaves no room for the port of cohort's tcp transport (master port + 2, + 3 if that is the control port): choose a lower master port", o->master_port);
     if (!(o->grace_s >= 0 && o->grace_s <= 3600))
         return coh_errf(COH_ERR_INVALID, "invalid grace period '%g': expected 0..3600 seconds", o->grace_s);
     if (!(o->join_timeout_s > 0 && o->join_timeout_s <= 86400))
-        return coh_errf(COH_ERR_INVALID, "invalid join timeout '%g': expected 0..86400 seconds", o->join_timeout_s);
+        return coh_errf(COH_ERR_INVALID, "invalid join timeout '%g': expected more than 0, up to 86400 seconds", o->join_timeout_s);
     if (o->max_restarts < 0 || o->max_restarts > 1000000)
         return coh_errf(COH_ERR_INVALID, "invalid max restarts '%d': expected 0..1000000", o->max_restarts);
     return COH_OK;
@@ -252,6 +267,9 @@ coh_status coh_launch_check(const coh_launch_opts *o)
     char path[PATH_MAX];
     if ((st = find_program(o->argv[0], path, sizeof path)))
         return st;
+    struct stat sb;
+    if (o->log_dir && stat(o->log_dir, &sb) == 0 && !S_ISDIR(sb.st_mode))
+        return coh_errf(COH_ERR_INVALID, "invalid log directory '%s': it exists and is not a directory", o->log_dir);
     if (o->log_dir && (make_dirs(o->log_dir) != COH_OK || access(o->log_dir, W_OK) != 0))
         return coh_errf(COH_ERR_INVALID, "invalid log directory '%s': cannot create or write it", o->log_dir);
     ctl_key key; /* a token file others may read is refused before anything starts */

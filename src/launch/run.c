@@ -92,8 +92,16 @@ static coh_status setup(agent *a, const coh_launch_opts *o)
     coh_status st = find_program(o->argv[0], a->path, sizeof a->path);
     if (st)
         return st;
-    if (a->master_port == 0 && (st = net_free_port(&a->master_port)))
-        return st;
+    /* --master-port 0: a free port that is not --control-port and leaves room for the tcp
+     * transport's (master port + 2), as a given one must (options.c) */
+    for (int tries = 0; o->master_port == 0 && tries < 16 &&
+                        (a->master_port == 0 || a->master_port == o->control_port ||
+                         launch_comm_port(a->master_port, o->control_port) == 0);
+         tries++)
+        if ((st = net_free_port(&a->master_port)))
+            return st;
+    if (launch_comm_port(a->master_port, o->control_port) == 0 || a->master_port == o->control_port)
+        return coh_errf(COH_ERR_SYSTEM, "cannot find a free master port below 65534");
     if (o->ranks_filter) {
         a->show = calloc((size_t)a->nproc, 1);
         if (!a->show)

@@ -59,6 +59,20 @@ expect_usage_line "cohort run: error: invalid --grace '-1': must be a number fro
 expect_usage_line "cohort run: error: invalid --grace '5s': must be a number from 0 to 86400" --grace 5s sh -c "touch $T/started"
 expect_usage_line "cohort run: error: invalid --join-timeout '': must be a number from 0 to 86400" --join-timeout '' sh -c "touch $T/started"
 expect_usage_line "cohort run: error: invalid --join-timeout '1e9': must be a number from 0 to 86400" --join-timeout 1e9 sh -c "touch $T/started"
+expect_usage_line "cohort run: error: invalid join timeout '0': expected more than 0, up to 86400 seconds" --nnodes 2 --join-timeout 0 sh -c "touch $T/started"
+# An elastic range with a side missing is named as typed, not as the empty side.
+expect_usage_line "cohort run: error: invalid --nnodes '1:': expected N or MIN:MAX, each an integer from 1 to 4096" --nnodes 1: sh -c "touch $T/started"
+expect_usage_line "cohort run: error: invalid --nnodes ':2': expected N or MIN:MAX, each an integer from 1 to 4096" --nnodes :2 sh -c "touch $T/started"
+# Ports: the control port is not the master port; master + 1 (control) and master + 2 (the tcp
+# transport's) must fit, named by the master port the user gave, never wrapped around.
+expect_usage_line "cohort run: error: invalid control port '29795': it is the master port '29795' too; they must differ" --nnodes 2 --join-timeout 2 --master-port 29795 --control-port 29795 sh -c "touch $T/started"
+expect_usage "master port '65535' leaves no room for the control port (master port + 1)" --nnodes 2 --master-port 65535 sh -c "touch $T/started"
+expect_usage "master port '65534' leaves no room for the port of cohort's tcp transport" --master-port 65534 sh -c "touch $T/started"
+port=$("$C" run --master-port 65533 --prefix '' sh -c 'echo $COHORT_COMM_PORT')
+[ "$port" = 65535 ] || fail "--master-port 65533 gave COHORT_COMM_PORT '$port', expected 65535"
+# A log directory that is a file is refused before start, as one that cannot be created.
+touch "$T/logfile"
+expect_usage_line "cohort run: error: invalid log directory '$T/logfile': it exists and is not a directory" --log-dir "$T/logfile" sh -c "touch $T/started"
 # Port in use: hold a listening socket on a free port, then ask for it.
 PORTFILE=$T/port
 /usr/bin/python3 -c "
