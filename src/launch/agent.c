@@ -18,6 +18,7 @@
 #include "cohort/clock.h"
 #include "cohort/log.h"
 #include "launch/agent.h"
+#include "util/json.h"
 #include "util/proc.h"
 #include "util/strutil.h"
 
@@ -120,6 +121,28 @@ static void watch_guard(agent *a)
              "process group(s)", how, (long)a->g.pid, groups);
 }
 
+/* The first lines of the message of w's error file, as PyTorch's @record writes it:
+ * {"message": {"message": "...", "extraInfo": {...}}}, or {"message": "..."}. Nothing when
+ * the worker wrote none (the stderr tail then says what there is). */
+static void read_error_file(const worker *w, failure *f)
+{
+    json_doc *doc = NULL;
+    if (!w->error_file[0] || access(w->error_file, R_OK) != 0 ||
+        json_parse_file(w->error_file, &doc) != COH_OK)
+        return;
+    const json_value *m = json_get(json_root(doc), "message");
+    if (m && m->type == JSON_OBJECT)
+        m = json_get(m, "message");
+    const char *p = m && m->type == JSON_STRING ? m->u.str.chars : "";
+    while (*p && f->nerror < LAUNCH_ERROR_LINES) {
+        size_t len = strcspn(p, "\n");
+        if (len > 0 || p[len] == '\0')
+            snprintf(f->error[f->nerror++], LAUNCH_TAIL_WIDTH, "%.*s", (int)len, p);
+        p += len + (p[len] == '\n');
+    }
+    json_free(doc);
+}
+
 /* w failed: record it as the attempt's failure, with its last words, and start the teardown. */
 static void fail_worker(agent *a, worker *w)
 {
@@ -131,6 +154,7 @@ static void fail_worker(agent *a, worker *w)
     }
     record_worker_failure(a, w);
     a->fail.ntail = stream_tail(&w->err, a->fail.tail, LAUNCH_TAIL_LINES);
+    read_error_file(w, &a->fail);
     pid_t pg = w->pid;
     w->pid = -1;
     kill(-pg, SIGKILL); /* its own children go with it */
@@ -257,6 +281,37 @@ static coh_status open_logs(agent *a, int rank, int *out_fd, int *err_fd)
     return COH_OK;
 }
 
+/* Where w's PyTorch @record writes its error report (TORCHELASTIC_ERROR_FILE): beside its logs
+ * with --log-dir, else in the launcher's private folder; a file of its own per rank and attempt,
+ * as under torchrun, never one inherited and shared by every rank. */
+static coh_status error_file_path(agent *a, worker *w)
+{
+    char *f = w->error_file;
+    size_t cap = sizeof w->error_file;
+    int n;
+    if (a->o->log_dir)
+        n = snprintf(f, cap, "%s/%s/attempt_%d/%d/error.json", a->o->log_dir, a->run_id, a->attempt, w->rank);
+    else if (a->error_dir[0])
+        n = snprintf(f, cap, "%s/attempt_%d/%d/error.json", a->error_dir, a->attempt, w->rank);
+    else
+        n = snprintf(f, cap, "%s", "");
+    if (n < 0 || (size_t)n >= cap) {
+        f[0] = '\0';
+        return coh_errf(COH_ERR_INVALID, "invalid log directory '%.60s...': path too long", a->o->log_dir ? a->o->log_dir : a->error_dir);
+    }
+    if (!f[0])
+        return COH_OK;
+    char *slash = strrchr(f, '/');
+    *slash = '\0';
+    coh_status st = make_dirs(f);
+    *slash = '/';
+    if (st)
+        f[0] = '\0';
+    else
+        unlink(f); /* one left by an earlier run of this run id is not this worker's */
+    return st;
+}
+
 /* Pipes, log files and the process of one worker. */
 /* The columns a worker's stderr lines have on the launcher's terminal after their prefix (the
  * worker's pid, unknown yet, rendered as the launcher's: as many digits, near enough); 0 when
@@ -280,8 +335,8 @@ static int stderr_columns(const agent *a, const worker *w)
 static coh_status start_worker(agent *a, worker *w)
 {
     int po[2], pe[2], lo, le;
-    coh_status st = open_logs(a, w->rank, &lo, &le);
-    if (st)
+    coh_status st = error_file_path(a, w);
+    if (st || (st = open_logs(a, w->rank, &lo, &le)))
         return st;
     int pipes_ok = pipe2(po, O_CLOEXEC) == 0;
     if (pipes_ok && pipe2(pe, O_CLOEXEC) < 0) {
@@ -305,7 +360,8 @@ static coh_status start_worker(agent *a, worker *w)
                      a->attempt, a->o->max_restarts, a->master_port, agent_comm_port(a),
                      a->comm_key[0] ? a->comm_key : NULL, a->o->master_addr,
                      a->run_id, a->o->role ? a->o->role : "default", (long)getpid(),
-                     a->plan.threads, shown ? stderr_columns(a, w) : -1};
+                     a->plan.threads, shown ? stderr_columns(a, w) : -1,
+                     w->error_file[0] ? w->error_file : NULL};
     int owned = 0;
     char **env = worker_env_build(&id, a->o->extra_env,
                                   a->o->local_rank_env ? a->o->local_rank_env[w->local_rank] : NULL,
@@ -502,6 +558,10 @@ void agent_print_summary(const agent *a, const char *head)
         else
             ADD("  exit code:  %d\n", f->code);
         ADD("  time:       %s\n", when);
+        if (f->nerror > 0)
+            ADD("  error file of rank %d (TORCHELASTIC_ERROR_FILE):\n", f->rank);
+        for (int i = 0; i < f->nerror; i++)
+            ADD("    | %s\n", f->error[i]);
         if (f->ntail == 0)
             ADD("  stderr:     (nothing)\n");
         else

@@ -15,6 +15,7 @@ typedef struct worker {
     int status; /* wait status, valid once reaped */
     int exec_fd; /* until the exec is confirmed */
     stream out, err;
+    char error_file[PATH_MAX]; /* its TORCHELASTIC_ERROR_FILE; "" when none */
 } worker;
 
 /* Why an attempt failed: a worker (exit code or signal) or something else (what[]). */
@@ -30,6 +31,9 @@ typedef struct failure {
     int restartable; /* a worker failure (restarts apply); not interruptions */
     char tail[LAUNCH_TAIL_LINES][LAUNCH_TAIL_WIDTH];
     int ntail;
+    /* the first lines of the message in the worker's error file (PyTorch's @record), if any */
+    char error[LAUNCH_ERROR_LINES][LAUNCH_TAIL_WIDTH];
+    int nerror;
 } failure;
 
 /* The job secret: the HMAC key every launcher of the job must prove it knows (empty when none
@@ -85,6 +89,9 @@ typedef struct agent {
     worker *w;
     int sigfd;
     guard g;
+    /* without --log-dir: the launcher's private folder of the workers' error files (removed at
+     * exit); "" with --log-dir (they go beside the logs) or when it could not be made */
+    char error_dir[PATH_MAX];
     /* the current attempt */
     int stopping, killed;
     double kill_at, fail_mono, down_mono;

@@ -10,6 +10,7 @@
 #define LAUNCH_TAIL_LINES 8   /* stderr lines kept per worker for the failure summary */
 #define LAUNCH_TAIL_WIDTH 240 /* characters kept per such line */
 #define LAUNCH_LINE_MAX 65536 /* a longer line is cut into pieces, each prefixed */
+#define LAUNCH_ERROR_LINES 4  /* lines of a worker's error file shown in the failure summary */
 
 /* ---- small parsers (options.c) ---- */
 
@@ -72,6 +73,7 @@ typedef struct worker_ids {
     int threads; /* 0: leave OMP/OpenBLAS alone */
     int stderr_cols; /* the worker's stderr is shown on the launcher's terminal: the columns
                         left after its prefix (0: width unknown); -1 when it is not */
+    const char *error_file; /* TORCHELASTIC_ERROR_FILE, this worker's own; NULL: none */
 } worker_ids;
 
 /* NULL-terminated environment for one worker: the launcher's own, minus what cohort sets,

@@ -1,6 +1,8 @@
 /* run.c: coh_launch_run: check, set up (signals, guard, cpu plan, other nodes), then run
  * attempts until success, a final failure, or an interruption. */
 #define _GNU_SOURCE /* accept4, pipe2, sigabbrev_np, sched_setaffinity */
+#include <errno.h>
+#include <ftw.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,6 +78,26 @@ static void describe_job(agent *a)
              a->master_port, o->extra_note ? "; " : "", o->extra_note ? o->extra_note : "");
 }
 
+/* Without --log-dir the workers' error files go to a private folder of this launcher. None
+ * (a warning) only means that a failure summary shows no error file. */
+static void error_dir_make(agent *a)
+{
+    const char *tmp = getenv("TMPDIR");
+    snprintf(a->error_dir, sizeof a->error_dir, "%s/cohort-run-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(a->error_dir)) {
+        coh_warn("cannot create a folder for the workers' error files in '%s' (%s): "
+                 "TORCHELASTIC_ERROR_FILE is not set", tmp && *tmp ? tmp : "/tmp", strerror(errno));
+        a->error_dir[0] = '\0';
+    }
+}
+
+static int remove_entry(const char *path, const struct stat *sb, int type, struct FTW *ftw)
+{
+    (void)sb, (void)type, (void)ftw;
+    remove(path);
+    return 0;
+}
+
 static coh_status setup(agent *a, const coh_launch_opts *o)
 {
     a->o = o;
@@ -111,6 +133,8 @@ static coh_status setup(agent *a, const coh_launch_opts *o)
     }
     if ((st = cpu_plan_make(o->cpu_bind, a->nproc, &a->plan)))
         return st;
+    if (!o->log_dir)
+        error_dir_make(a);
     a->w = calloc((size_t)a->nproc, sizeof *a->w);
     if (!a->w)
         return coh_errf(COH_ERR_NOMEM, "out of memory");
@@ -119,6 +143,8 @@ static coh_status setup(agent *a, const coh_launch_opts *o)
 
 static void teardown(agent *a)
 {
+    if (a->error_dir[0])
+        nftw(a->error_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
     guard_stop(&a->g);
     ctl_close(a);
     cpu_plan_free(&a->plan);

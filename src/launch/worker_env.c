@@ -144,7 +144,7 @@ static const char *const contract[] = {
     "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
     "ROLE_RANK", "ROLE_NAME", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
     "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID",
-    "TORCHELASTIC_USE_AGENT_STORE", "COHORT_JOB_ID", "COHORT_RESTART_COUNT", "COHORT_RANK",
+    "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_ERROR_FILE", "COHORT_JOB_ID", "COHORT_RESTART_COUNT", "COHORT_RANK",
     "COHORT_WORLD_SIZE", "COHORT_LOCAL_RANK", "COHORT_LOCAL_WORLD_SIZE", "COHORT_NODE_RANK",
     "COHORT_NNODES", "COHORT_LAUNCHER_PID", "COHORT_STDERR_TTY", "COHORT_STDERR_COLUMNS",
     "COHORT_COMM_PORT", "COHORT_COMM_KEY",
@@ -206,6 +206,8 @@ static int contract_vars(const worker_ids *id, char **v)
     v[k++] = fmt_int("TORCHELASTIC_MAX_RESTARTS", id->max_restarts);
     v[k++] = fmt_var("TORCHELASTIC_RUN_ID", id->run_id);
     v[k++] = fmt_var("TORCHELASTIC_USE_AGENT_STORE", "False"); /* rank 0 hosts the store */
+    if (id->error_file) /* where PyTorch's @record writes the worker's error report */
+        v[k++] = fmt_var("TORCHELASTIC_ERROR_FILE", id->error_file);
     v[k++] = fmt_var("COHORT_JOB_ID", id->run_id);
     v[k++] = fmt_int("COHORT_RESTART_COUNT", id->attempt);
     v[k++] = fmt_int("COHORT_RANK", id->rank);

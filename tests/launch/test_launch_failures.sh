@@ -67,6 +67,32 @@ rc=$?
 [ $rc -eq 126 ] || fail "unexecutable program: launcher exited $rc, expected 126"
 grep -qF "rank 0: cannot start '$T/notexec': Exec format error" "$T/e1b" || fail "no reason for the unexecutable program: $(cat "$T/e1b")"
 
+# 1c. TORCHELASTIC_ERROR_FILE: every rank gets a file of its own (an inherited value is not
+# shared by all), in the launcher's private folder, removed at exit; the failing rank's report
+# there, as PyTorch's @record writes it, heads the summary (this rank writes nothing to stderr).
+rm -f "$T"/ef.*
+TORCHELASTIC_ERROR_FILE=$T/inherited.json timeout -k 5 $HANG "$C" run -n 2 --grace 1 sh -c 'echo "$TORCHELASTIC_ERROR_FILE" > '"$T"'/ef.tmp.$RANK; mv '"$T"'/ef.tmp.$RANK '"$T"'/ef.$RANK
+if [ "$RANK" = 1 ]; then
+    i=0; while [ ! -s '"$T"'/ef.0 ] && [ $i -lt 2000 ]; do sleep 0.05; i=$((i+1)); done
+    printf "%s" "{\"message\": {\"message\": \"ValueError: bad batch\\nsecond line\", \"extraInfo\": {\"py_callstack\": \"Traceback\", \"timestamp\": \"1\"}}}" > "$TORCHELASTIC_ERROR_FILE"
+    exit 1
+fi
+exec sleep '$LONG 2>"$T/e1c"
+rc=$?
+[ $rc -eq 1 ] || fail "error-file job: launcher exited $rc, expected 1"
+f0=$(cat "$T/ef.0" 2>/dev/null) f1=$(cat "$T/ef.1" 2>/dev/null)
+{ [ -n "$f0" ] && [ -n "$f1" ] && [ "$f0" != "$f1" ]; } || fail "ranks 0 and 1 share TORCHELASTIC_ERROR_FILE '$f0' '$f1'"
+[ "$f0" != "$T/inherited.json" ] || fail "the inherited TORCHELASTIC_ERROR_FILE reached the workers"
+for needle in "error file of rank 1 (TORCHELASTIC_ERROR_FILE):" "| ValueError: bad batch" "| second line"; do
+    grep -qF -- "$needle" "$T/e1c" || fail "summary lacks the error file's '$needle': $(cat "$T/e1c")"
+done
+[ -n "$f1" ] && [ ! -e "$f1" ] && [ ! -e "${f1%/attempt_0/1/error.json}" ] || fail "the error files' folder of '$f1' outlived the launcher"
+# With --log-dir it lies beside the rank's logs.
+"$C" run -n 2 --run-id ef --log-dir "$T/elogs" sh -c 'echo "$TORCHELASTIC_ERROR_FILE" > '"$T"'/ef.log.$RANK' 2>/dev/null
+for r in 0 1; do
+    [ "$(cat "$T/ef.log.$r" 2>/dev/null)" = "$T/elogs/ef/attempt_0/$r/error.json" ] || fail "rank $r's error file with --log-dir: '$(cat "$T/ef.log.$r" 2>/dev/null)'"
+done
+
 # 2. A worker killed by SIGKILL once the other ignores SIGTERM (and sleeps LONG s): that one is
 # killed when the grace period of 1 s is over, exit 137.
 timeout -k 5 $HANG "$C" run -n 2 --grace 1 sh -c 'if [ "$RANK" = 1 ]; then i=0; while [ ! -s '"$T"'/k.0 ] && [ $i -lt 2000 ]; do sleep 0.05; i=$((i+1)); done; kill -9 $$; fi; trap "" TERM; echo $$ > '"$T"'/k.$RANK; sleep '$LONG 2>"$T/e2"
