@@ -261,7 +261,9 @@ static coh_status open_logs(agent *a, int rank, int *out_fd, int *err_fd)
     if (!a->o->log_dir)
         return COH_OK;
     char dir[4096], file[4200];
-    snprintf(dir, sizeof dir, "%s/%s/attempt_%d/%d", a->o->log_dir, a->run_id, a->attempt, rank);
+    int n = snprintf(dir, sizeof dir, "%s/attempt_%d/%d", a->log_root, a->attempt, rank);
+    if (n < 0 || (size_t)n >= sizeof dir)
+        return coh_errf(COH_ERR_INVALID, "invalid log directory '%.60s...': path too long", a->log_root);
     coh_status st = make_dirs(dir);
     if (st)
         return st;
@@ -290,7 +292,7 @@ static coh_status error_file_path(agent *a, worker *w)
     size_t cap = sizeof w->error_file;
     int n;
     if (a->o->log_dir)
-        n = snprintf(f, cap, "%s/%s/attempt_%d/%d/error.json", a->o->log_dir, a->run_id, a->attempt, w->rank);
+        n = snprintf(f, cap, "%s/attempt_%d/%d/error.json", a->log_root, a->attempt, w->rank);
     else if (a->error_dir[0])
         n = snprintf(f, cap, "%s/attempt_%d/%d/error.json", a->error_dir, a->attempt, w->rank);
     else

@@ -92,6 +92,9 @@ typedef struct agent {
     /* without --log-dir: the launcher's private folder of the workers' error files (removed at
      * exit); "" with --log-dir (they go beside the logs) or when it could not be made */
     char error_dir[PATH_MAX];
+    /* with --log-dir: this run's folder, <log dir>/<run id> (or, when an earlier run of that run
+     * id left one, a fresh <log dir>/<run id>_XXXXXX) */
+    char log_root[PATH_MAX];
     /* the current attempt */
     int stopping, killed;
     double kill_at, fail_mono, down_mono;

@@ -91,6 +91,25 @@ static void error_dir_make(agent *a)
     }
 }
 
+/* --log-dir with a --run-id whose folder an earlier run left: a fresh folder beside it, named
+ * as torchrun names every run's (<run id>_ and 6 random characters), so that no earlier log is
+ * overwritten. Decided before the launchers join, while no worker of this run has written. */
+static coh_status log_root_choose(agent *a, const char *run_id)
+{
+    const char *dir = a->o->log_dir;
+    int n = snprintf(a->log_root, sizeof a->log_root, "%s/%s", dir, run_id);
+    if (n < 0 || (size_t)n + 8 >= sizeof a->log_root)
+        return coh_errf(COH_ERR_INVALID, "invalid log directory '%.60s...': path too long", dir);
+    struct stat sb;
+    if (lstat(a->log_root, &sb) != 0)
+        return COH_OK; /* a run id new to this log directory */
+    strcat(a->log_root, "_XXXXXX");
+    if (!mkdtemp(a->log_root))
+        return coh_errf(COH_ERR_IO, "cannot create a log directory for run id '%s' in '%s': %s", run_id, dir, strerror(errno));
+    coh_warn("log directory '%s/%s' holds an earlier run of this run id: this run logs to '%s'", dir, run_id, a->log_root);
+    return COH_OK;
+}
+
 static int remove_entry(const char *path, const struct stat *sb, int type, struct FTW *ftw)
 {
     (void)sb, (void)type, (void)ftw;
@@ -135,6 +154,8 @@ static coh_status setup(agent *a, const coh_launch_opts *o)
         return st;
     if (!o->log_dir)
         error_dir_make(a);
+    else if (o->run_id && (st = log_root_choose(a, o->run_id)))
+        return st;
     a->w = calloc((size_t)a->nproc, sizeof *a->w);
     if (!a->w)
         return coh_errf(COH_ERR_NOMEM, "out of memory");
@@ -200,6 +221,8 @@ coh_status coh_launch_run(const coh_launch_opts *o, int *exit_code)
         return st;
     }
     if ((st = ctl_join(&a)) == COH_OK) {
+        if (o->log_dir && !a.log_root[0]) /* a fresh run id: no earlier run used it */
+            snprintf(a.log_root, sizeof a.log_root, "%s/%s", o->log_dir, a.run_id);
         describe_job(&a);
         st = run_attempts(&a, exit_code);
     }

@@ -132,6 +132,13 @@ for r in 0 1; do
     [ "$(cat "$T/logs/logs1/attempt_0/$r/stderr.log")" = "e$r" ] || fail "stderr.log of rank $r"
 done
 [ ! -s "$T/o" ] || fail "--log-dir without --tee still printed: $(cat "$T/o")"
+# The same --run-id again: the earlier run's logs stay, this run gets a fresh folder beside them
+# (torchrun's naming, <run-id>_XXXXXX), named in a warning.
+"$C" run -n 1 --run-id logs1 --log-dir "$T/logs" sh -c 'echo again' 2>"$T/e"
+[ "$(cat "$T/logs/logs1/attempt_0/0/stdout.log")" = "o0" ] || fail "a second run of run id logs1 overwrote the first's log: $(cat "$T/logs/logs1/attempt_0/0/stdout.log")"
+again=$(ls -d "$T"/logs/logs1_?????? 2>/dev/null)
+[ -n "$again" ] && [ "$(cat "$again/attempt_0/0/stdout.log")" = "again" ] || fail "no fresh folder for the second run of run id logs1: $(ls "$T/logs")"
+grep -qF "this run logs to '$again'" "$T/e" || fail "no warning naming the second run's log folder: $(cat "$T/e")"
 "$C" run -n 2 --run-id logs2 --log-dir "$T/logs" --tee sh -c 'echo o$RANK' >"$T/o" 2>"$T/e"
 grep -qx '\[rank1\]: o1' "$T/o" || fail "--tee did not print: $(cat "$T/o")"
 [ "$(cat "$T/logs/logs2/attempt_0/1/stdout.log")" = "o1" ] || fail "--tee did not log"
