@@ -2,9 +2,10 @@
 # test_launch_failures.sh: cohort run under failure: exit codes and the summary, teardown
 # once a worker fails (the others, which would run for minutes, are stopped: SIGTERM, then
 # SIGKILL when the grace period is over), no worker (nor its children) outliving a SIGKILLed
-# launcher, signal forwarding, restarts, and the same across two launchers of a two-node job on
-# loopback; a killed guard process is named, restarted, and changes neither the exit code nor
-# the promise. No check reads the clock: every wait is for an event, with a generous bound (a
+# launcher, signal forwarding (and signals inherited as ignored staying so), each worker's
+# TORCHELASTIC_ERROR_FILE and its report in the summary, restarts, and the same across two
+# launchers of a two-node job on loopback; a killed guard process is named, restarted, and
+# changes neither the exit code nor the promise. No check reads the clock: every wait is for an event, with a generous bound (a
 # loaded machine, an ASan build), and a launcher that failed to stop its workers would hang
 # until its HANG-second guard (timeout) rather than pass.
 set -u
