@@ -107,7 +107,7 @@ static void watch_guard(agent *a)
     else
         snprintf(how, sizeof how, "(pid %ld) exited with code %d", old, WEXITSTATUS(st));
     int groups = 0;
-    if (guard_start(&a->g) != COH_OK) {
+    if (guard_start(&a->g, a->error_dir) != COH_OK) {
         coh_warn("the launcher's guard process %s and could not be started again (%s): workers "
                  "may outlive a SIGKILL of this launcher", how, coh_last_error());
         return;

@@ -90,7 +90,9 @@ typedef struct guard {
     pid_t pid;
     int fd;
 } guard;
-coh_status guard_start(guard *g);
+/* cleanup_dir: a folder of the launcher's ("" for none) the guard removes, with what is in it,
+ * when the launcher dies without saying goodbye. */
+coh_status guard_start(guard *g, const char *cleanup_dir);
 void guard_add(guard *g, pid_t pgid);
 /* 1 (and the guard reaped, *status its wait status) when the guard has died; else 0. */
 int guard_lost(guard *g, int *status);
@@ -104,6 +106,8 @@ coh_status spawn_worker(const char *path, char *const *argv, char **env, int out
 /* Wait until the worker has exec'd; on exec failure reap it (*pid = -1) and fail. */
 coh_status spawn_confirm(const char *path, pid_t *pid, int *exec_fd);
 
+/* rm -r: dir and everything in it, symbolic links not followed; "" or NULL: nothing. */
+void remove_tree(const char *dir);
 /* Resolve a program name through PATH like execvp. COH_ERR_NOT_FOUND when absent. */
 coh_status find_program(const char *name, char *path, size_t n);
 

@@ -2,12 +2,12 @@
  * attempts until success, a final failure, or an interruption. */
 #define _GNU_SOURCE /* accept4, pipe2, sigabbrev_np, sched_setaffinity */
 #include <errno.h>
-#include <ftw.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cohort/log.h"
@@ -110,13 +110,6 @@ static coh_status log_root_choose(agent *a, const char *run_id)
     return COH_OK;
 }
 
-static int remove_entry(const char *path, const struct stat *sb, int type, struct FTW *ftw)
-{
-    (void)sb, (void)type, (void)ftw;
-    remove(path);
-    return 0;
-}
-
 static coh_status setup(agent *a, const coh_launch_opts *o)
 {
     a->o = o;
@@ -164,8 +157,7 @@ static coh_status setup(agent *a, const coh_launch_opts *o)
 
 static void teardown(agent *a)
 {
-    if (a->error_dir[0])
-        nftw(a->error_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    remove_tree(a->error_dir);
     guard_stop(&a->g);
     ctl_close(a);
     cpu_plan_free(&a->plan);
@@ -212,7 +204,7 @@ coh_status coh_launch_run(const coh_launch_opts *o, int *exit_code)
     agent a;
     memset(&a, 0, sizeof a);
     saved sv;
-    if ((st = setup(&a, o)) || (st = guard_start(&a.g))) {
+    if ((st = setup(&a, o)) || (st = guard_start(&a.g, a.error_dir))) {
         teardown(&a);
         return st;
     }

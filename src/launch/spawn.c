@@ -3,6 +3,7 @@
 #define _GNU_SOURCE /* accept4, pipe2, sigabbrev_np, sched_setaffinity */
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <limits.h>
 #include <pthread.h>
 #include <sched.h>
@@ -60,7 +61,20 @@ coh_status find_program(const char *name, char *path, size_t n)
 
 /* ---- the guard ---- */
 
-static void guard_main(int fd)
+static int remove_entry(const char *path, const struct stat *sb, int type, struct FTW *ftw)
+{
+    (void)sb, (void)type, (void)ftw;
+    remove(path);
+    return 0;
+}
+
+void remove_tree(const char *dir)
+{
+    if (dir && *dir)
+        nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static void guard_main(int fd, const char *cleanup_dir)
 {
     /* Terminal signals are for the launcher; the guard only acts when the launcher is gone. */
     signal(SIGINT, SIG_IGN);
@@ -96,6 +110,7 @@ static void guard_main(int fd)
     }
     for (size_t i = 0; groups && i < n; i++)
         kill(-groups[i], SIGKILL);
+    remove_tree(cleanup_dir); /* the workers' error files: the launcher cannot remove them now */
     _exit(0);
 }
 
@@ -122,7 +137,7 @@ static int guard_write(int fd, int32_t v)
     return w == (ssize_t)sizeof v ? 0 : -1;
 }
 
-coh_status guard_start(guard *g)
+coh_status guard_start(guard *g, const char *cleanup_dir)
 {
     int p[2];
     g->pid = -1;
@@ -146,7 +161,7 @@ coh_status guard_start(guard *g)
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
-        guard_main(p[0]);
+        guard_main(p[0], cleanup_dir);
     }
     close(p[0]);
     g->pid = pid;

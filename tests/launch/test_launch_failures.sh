@@ -104,14 +104,18 @@ grep -qF "grace period of 1 s over: killing the remaining workers" "$T/e2" ||
     fail "rank 0, deaf to SIGTERM, was not killed at the end of the 1 s grace period: $(cat "$T/e2")"
 all_gone "$(cat "$T/k.0")" || fail "rank 0 survived the teardown"
 
-# 3. SIGKILL of the launcher: no worker, nor a worker's child, stays alive.
-"$C" run -n 2 sh -c 'sleep 60 & echo $! > '"$T"'/gc.$RANK; echo $$ > '"$T"'/w.$RANK; wait' &
+# 3. SIGKILL of the launcher: no worker, nor a worker's child, stays alive; the guard removes
+# the folder of the workers' error files.
+"$C" run -n 2 sh -c 'echo "$TORCHELASTIC_ERROR_FILE" > '"$T"'/ef3; sleep 60 & echo $! > '"$T"'/gc.$RANK; echo $$ > '"$T"'/w.$RANK; wait' &
 launcher=$!
 wait_files 4 "$T/[gw][c.]*" || fail "workers of the launcher-kill job did not start"
 kill -9 $launcher
 wait $launcher 2>/dev/null
 pids=$(cat "$T"/w.* "$T"/gc.*)
 all_gone $pids || fail "processes outlived the SIGKILLed launcher"
+ef_dir=$(sed 's|/attempt_0/[0-9]*/error.json$||' "$T/ef3")
+for _ in $(seq 1200); do [ -e "$ef_dir" ] || break; sleep 0.05; done
+[ -n "$ef_dir" ] && [ ! -e "$ef_dir" ] || fail "the error files' folder '$ef_dir' outlived the SIGKILLed launcher"
 
 # 4. SIGINT, SIGTERM, SIGHUP and SIGQUIT reach every worker; the launcher exits 128 + signal.
 for sig in INT TERM HUP QUIT; do
