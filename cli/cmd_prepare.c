@@ -211,7 +211,7 @@ static int parse_options(int argc, char **argv, prep *p, const char **tokenizer,
     int c;
     optind = 1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         long n;
         switch (c) {
         case 'o': p->out = optarg; break;
@@ -241,6 +241,9 @@ static int parse_options(int argc, char **argv, prep *p, const char **tokenizer,
                                        "tokens would be left for training)", optarg);
             break;
         case 'h': help(); return -1;
+        case ':':
+            return cli_usage_error(CMD, "option '%s' needs a value (see 'cohort prepare --help')",
+                                   argv[optind - 1]);
         default:
             return cli_usage_error(CMD, "unknown option '%s' (see 'cohort prepare --help')",
                                    argv[optind - 1]);
