@@ -26,7 +26,7 @@ static void help(void)
            "Every document starts with the end-of-text token (gpt2: 50256; the byte tokenizer\n"
            "has none and joins documents as they are).\n\n"
            "options:\n"
-           "  --out PREFIX           path prefix of the shards (required)\n"
+           "  --out PREFIX           path prefix of the shards, in an existing folder (required)\n"
            "  --tokenizer byte|gpt2  tokenizer (default gpt2)\n");
     cli_gpt2_help();
     printf("  --documents file|paragraph\n"
@@ -47,6 +47,8 @@ typedef struct split {
 
 typedef struct prep {
     const char *out;
+    char dir[4096];   /* the folder the shards go to: out up to its last '/', else "." */
+    const char *base; /* out after its last '/' */
     uint64_t shard_tokens;
     double val_fraction;
     int paragraphs;
@@ -199,6 +201,29 @@ static coh_status prepare_file(prep *p, const char *path, coh_tokens *doc)
     return st;
 }
 
+/* The folder of --out must exist: refused before tokenizing, naming it, rather than failing at
+ * the first shard on a temporary file's name. */
+static int check_out_folder(prep *p)
+{
+    const char *slash = strrchr(p->out, '/');
+    p->base = slash ? slash + 1 : p->out;
+    if (!slash)
+        snprintf(p->dir, sizeof p->dir, ".");
+    else if ((size_t)snprintf(p->dir, sizeof p->dir, "%.*s", slash == p->out ? 1 :
+                              (int)(slash - p->out), p->out) >= sizeof p->dir)
+        return cli_usage_error(CMD, "invalid --out '%s': the path is too long", p->out);
+    struct stat sb;
+    if (stat(p->dir, &sb) && errno == ENOENT)
+        return cli_usage_error(CMD, "invalid --out '%s': folder '%s' does not exist (create it)",
+                               p->out, p->dir);
+    if (stat(p->dir, &sb)) /* EACCES, ENOTDIR on the way */
+        return cli_usage_error(CMD, "invalid --out '%s': cannot reach folder '%s': %s", p->out,
+                               p->dir, strerror(errno));
+    if (!S_ISDIR(sb.st_mode))
+        return cli_usage_error(CMD, "invalid --out '%s': '%s' is not a folder", p->out, p->dir);
+    return 0;
+}
+
 static int parse_options(int argc, char **argv, prep *p, const char **tokenizer,
                          const char **encoder, const char **merges)
 {
@@ -258,7 +283,7 @@ static int parse_options(int argc, char **argv, prep *p, const char **tokenizer,
                                p->out, p->out);
     if (optind >= argc)
         return cli_usage_error(CMD, "no input files (see 'cohort prepare --help')");
-    return 0;
+    return check_out_folder(p);
 }
 
 static int make_tokenizer(prep *p, const char *kind, const char *encoder, const char *merges)

@@ -132,10 +132,13 @@ expect 2 "invalid --documents 'lines'" -- "$COHORT" prepare --tokenizer byte --d
 expect 2 "unknown option '--bogus'" -- "$COHORT" prepare --bogus
 expect 1 "cannot open '$work/missing.txt'" -- "$COHORT" prepare --tokenizer byte --out "$work/n" "$work/missing.txt"
 expect 2 "no tokens went to the train split (1 document(s)" -- "$COHORT" prepare --tokenizer byte --val-fraction 0.9 --out "$work/n" "$work/a.txt"
-# A missing value: a usage error naming the option.
+# A missing value, a missing or non-folder --out folder: usage errors naming them, before any
+# input is read (the missing input file is not reached).
 expect_line 2 "cohort prepare: error: option '--out' needs a value (see 'cohort prepare --help')" -- "$COHORT" prepare --out
 expect_line 2 "cohort prepare: error: option '--val-fraction' needs a value (see 'cohort prepare --help')" -- "$COHORT" prepare "$work/a.txt" --val-fraction
-expect 1 "cannot create" -- "$COHORT" prepare --tokenizer byte --out "$work/no/such/dir/n" "$work/a.txt"
+expect_line 2 "cohort prepare: error: invalid --out '$work/no/such/dir/n': folder '$work/no/such/dir' does not exist (create it)" -- \
+    "$COHORT" prepare --tokenizer byte --out "$work/no/such/dir/n" "$work/missing.txt"
+expect 2 "invalid --out '$work/a.txt/n': '$work/a.txt' is not a folder" -- "$COHORT" prepare --tokenizer byte --out "$work/a.txt/n" "$work/a.txt"
 ! ls "$work"/n_* >/dev/null 2>&1 || fail "bad input wrote shards: $(ls "$work"/n_*)"
 "$COHORT" prepare --help | grep -q "usage: cohort prepare" || fail "--help"
 
