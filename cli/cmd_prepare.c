@@ -1,7 +1,10 @@
 /* cmd_prepare.c: `cohort prepare`: tokenizes text files into llm.c token shards (.bin), split
  * into train and validation shards, documents separated by the end-of-text token. */
 #define _GNU_SOURCE /* memmem */
+#include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +25,8 @@ static void help(void)
     printf("usage: cohort prepare --out PREFIX [options] FILE...\n\n"
            "Tokenizes the text FILEs into token shards in llm.c's .bin format (a 256-int32\n"
            "header: magic 20240520, version 1, token count; then uint16 tokens), written as\n"
-           "PREFIX_train_000000.bin, ... and PREFIX_val_000000.bin, ...\n"
+           "PREFIX_train_000000.bin, ... and PREFIX_val_000000.bin, ...; after a successful\n"
+           "run, the files of that pattern it did not write (an earlier run's) are removed.\n"
            "Every document starts with the end-of-text token (gpt2: 50256; the byte tokenizer\n"
            "has none and joins documents as they are).\n\n"
            "options:\n"
@@ -58,13 +62,16 @@ typedef struct prep {
     uint64_t bytes; /* of text read, to tell empty input from a too large validation share */
 } prep;
 
+/* Digits of a shard's number in its name (PREFIX_train_000000.bin). */
+enum { SHARD_DIGITS = 6 };
+
 static coh_status flush_shard(prep *p, split *s)
 {
     char path[4096];
     if (s->buf.count == 0)
         return COH_OK;
-    if (snprintf(path, sizeof path, "%s_%s_%06d.bin", p->out, s->name, s->shards) >=
-        (int)sizeof path)
+    if (snprintf(path, sizeof path, "%s_%s_%0*d.bin", p->out, s->name, SHARD_DIGITS,
+                 s->shards) >= (int)sizeof path)
         return coh_errf(COH_ERR_INVALID, "output prefix '%s' is too long", p->out);
     coh_status st = coh_shard_write(path, s->buf.ids, s->buf.count);
     if (st != COH_OK)
@@ -198,6 +205,48 @@ static coh_status prepare_file(prep *p, const char *path, coh_tokens *doc)
         start = end;
     }
     free(text);
+    return st;
+}
+
+/* Whether `name` is PREFIX_<split>_NNNNNN.bin (the prefix's base name, SHARD_DIGITS digits) with
+ * a number this run did not write: a shard of an earlier run with more shards. */
+static int stale_shard(const char *name, const char *base, const split *s)
+{
+    size_t bl = strlen(base), sl = strlen(s->name);
+    if (strncmp(name, base, bl) || name[bl] != '_' || strncmp(name + bl + 1, s->name, sl) ||
+        name[bl + 1 + sl] != '_')
+        return 0;
+    const char *digits = name + bl + sl + 2;
+    for (int i = 0; i < SHARD_DIGITS; i++)
+        if (!isdigit((unsigned char)digits[i]))
+            return 0;
+    return !strcmp(digits + SHARD_DIGITS, ".bin") && strtol(digits, NULL, 10) >= s->shards;
+}
+
+/* After a successful run, remove the shards of this prefix it did not write: a glob such as
+ * PREFIX_train_*.bin would train on them, and an old validation shard would hold text that is
+ * now in the train split. Files named otherwise are never touched. */
+static coh_status remove_stale_shards(const prep *p, int *removed)
+{
+    *removed = 0;
+    DIR *d = opendir(p->dir);
+    if (!d)
+        return coh_errf(COH_ERR_IO, "cannot list folder '%s' for old shards: %s", p->dir,
+                        strerror(errno));
+    coh_status st = COH_OK;
+    for (struct dirent *e; st == COH_OK && (e = readdir(d));) {
+        struct stat sb;
+        if ((!stale_shard(e->d_name, p->base, &p->train) &&
+             !stale_shard(e->d_name, p->base, &p->val)) ||
+            fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) || S_ISDIR(sb.st_mode))
+            continue;
+        if (unlinkat(dirfd(d), e->d_name, 0))
+            st = coh_errf(COH_ERR_IO, "cannot remove the old shard '%s/%s': %s", p->dir,
+                          e->d_name, strerror(errno));
+        else
+            (*removed)++;
+    }
+    closedir(d);
     return st;
 }
 
@@ -335,6 +384,9 @@ int cmd_prepare(int argc, char **argv)
         st = flush_shard(&p, &p.train);
     if (st == COH_OK)
         st = flush_shard(&p, &p.val);
+    int removed = 0;
+    if (st == COH_OK)
+        st = remove_stale_shards(&p, &removed);
     coh_tokens_release(&doc);
     coh_tokens_release(&p.train.buf);
     coh_tokens_release(&p.val.buf);
@@ -345,5 +397,8 @@ int cmd_prepare(int argc, char **argv)
            "shard(s), prefix '%s'\n", (unsigned long long)p.documents,
            (unsigned long long)p.train.tokens, p.train.shards, (unsigned long long)p.val.tokens,
            p.val.shards, p.out);
+    if (removed)
+        printf("removed %d old shard(s) that this run did not write: %s_{train,val}_NNNNNN.bin\n",
+               removed, p.out);
     return CLI_OK;
 }

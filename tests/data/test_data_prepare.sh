@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_data_prepare.sh: `cohort prepare`: shard layout, shard rollover, the validation split,
-# paragraph documents, end-of-text separators, and usage errors (exit 2, message naming the bad
-# value) and runtime errors (exit 1), with nothing written on bad input.
+# paragraph documents, end-of-text separators, reruns (the stale shards removed, nothing else),
+# and usage errors (exit 2, message naming the bad value) and runtime errors (exit 1), with
+# nothing written on bad input.
 set -uo pipefail
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -50,6 +51,31 @@ grep -q "prepared 2 documents: 12 train tokens in 1 shard(s), 0 val tokens" "$wo
 [ "$(dump "$work/r_train_000001.bin")" = "5 10 10 102 103 10" ] || fail "rollover shard 1"
 [ "$(dump "$work/r_train_000002.bin")" = "2 10 104" ] || fail "rollover shard 2"
 ls "$work"/r_*.bin | wc -l | grep -qx 3 || fail "rollover wrote extra shards"
+
+# A rerun with the same prefix removes the shards it did not write, naming how many and the
+# pattern: an old validation shard (its text is now in train) and the surplus of a run with
+# more, smaller shards. Files of other names, other digit counts and folders stay.
+mkdir "$work/re"
+"$COHORT" prepare --tokenizer byte --documents paragraph --val-fraction 0.3 --out "$work/re/w" "$work/b.txt" >/dev/null || fail "rerun: val run"
+[ -e "$work/re/w_val_000000.bin" ] || fail "rerun: the first run wrote no val shard"
+"$COHORT" prepare --tokenizer byte --out "$work/re/w" "$work/b.txt" >"$work/out" || fail "rerun: no-val run"
+[ ! -e "$work/re/w_val_000000.bin" ] || fail "rerun without --val-fraction left the old val shard"
+grep -qxF "removed 1 old shard(s) that this run did not write: $work/re/w_{train,val}_NNNNNN.bin" "$work/out" || fail "rerun: removal line: $(cat "$work/out")"
+"$COHORT" prepare --tokenizer byte --shard-tokens 1 --out "$work/re/s" "$work/a.txt" "$work/b.txt" >/dev/null || fail "rerun: 12 shards"
+for f in s_train_notes.txt s_train_0.bin s_train_0000013.bin s_val_00001.bin s_train_000020.bin.tmp.1 s_train_000020.binx t_train_000020.bin; do
+    : >"$work/re/$f"
+done
+mkdir "$work/re/s_val_000007.bin"
+"$COHORT" prepare --tokenizer byte --shard-tokens 5 --out "$work/re/s" "$work/a.txt" "$work/b.txt" >"$work/out" || fail "rerun: 3 shards"
+[ "$(cd "$work/re" && LC_ALL=C ls -d s_train_0*.bin s_val_0*.bin | tr '\n' ' ')" = "s_train_0.bin s_train_000000.bin s_train_000001.bin s_train_0000013.bin s_train_000002.bin s_val_000007.bin s_val_00001.bin " ] ||
+    fail "rerun with fewer shards: $(ls "$work/re" | tr '\n' ' ')"
+for f in s_train_notes.txt s_train_000020.bin.tmp.1 s_train_000020.binx t_train_000020.bin w_train_000000.bin; do
+    [ -e "$work/re/$f" ] || fail "rerun removed '$f', not a shard of this prefix"
+done
+grep -qF "removed 9 old shard(s)" "$work/out" || fail "rerun: removal count: $(cat "$work/out")"
+# A failed run removes nothing.
+"$COHORT" prepare --tokenizer byte --val-fraction 0.9 --out "$work/re/s" "$work/a.txt" >/dev/null 2>&1 && fail "rerun: a failing run passed"
+[ -e "$work/re/s_train_000002.bin" ] || fail "a failed run removed shards"
 
 # The GPT-2 tables: the ones scripts/setup.sh installs (COHORT_GPT2_DIR, found by default), else
 # COHORT_DATA_DIR's copy; when both exist they must be byte-identical.
