@@ -23,7 +23,8 @@ static void help(void)
            "  --data FILE         shard (repeat)\n"
            "  --batch B           sequences per batch (default 8)\n"
            "  --seq T             tokens per sequence (default: min(256, context))\n"
-           "  --batches N         batches to evaluate (default 10)\n"
+           "  --batches N         batches to evaluate; the data must hold N (default: 10, or\n"
+           "                      all the data holds when that is fewer)\n"
            "  --heads N           heads, for checkpoints without cohort's metadata\n"
            "  --threads N         threads (default: OMP_NUM_THREADS, else all cores)\n"
            "  --json              print one JSON object\n");
@@ -34,6 +35,7 @@ typedef struct eval_opts {
     const char *data[MAX_SHARDS];
     int ndata, json;
     long batch, seq, batches;
+    int batches_given; /* else batches is a default, cut to what the data holds */
 } eval_opts;
 
 static int take_option(void *ctx, int c, const char *name, const char *arg)
@@ -49,7 +51,9 @@ static int take_option(void *ctx, int c, const char *name, const char *arg)
         return 1;
     case 'b': return cli_parse_long(CMD, "--batch", arg, 1, 1 << 20, &o->batch);
     case 's': return cli_parse_long(CMD, "--seq", arg, 1, 1 << 24, &o->seq);
-    case 'n': return cli_parse_long(CMD, "--batches", arg, 1, 1L << 40, &o->batches);
+    case 'n':
+        o->batches_given = 1;
+        return cli_parse_long(CMD, "--batches", arg, 1, 1L << 40, &o->batches);
     case 'j': o->json = 1; return 1;
     case 'h': help(); return -1;
     }
@@ -75,7 +79,11 @@ static coh_status eval_next(void *ctx, int32_t *in, int32_t *tg)
     return coh_loader_next(ctx, in, tg);
 }
 
-static coh_status evaluate(const eval_opts *o, double *loss, const coh_gpt_config *m)
+/* The mean loss over the batches evaluated, *batches of them: --batches N exactly (too few in
+ * the data is an error), or the default cut to the data's (a small validation shard is still a
+ * valid one, as in `cohort train --val-data`). */
+static coh_status evaluate(const eval_opts *o, double *loss, long *batches,
+                           const coh_gpt_config *m)
 {
     coh_status st = COH_OK;
     int T = o->seq ? (int)o->seq : (m->seq < 256 ? m->seq : 256);
@@ -95,14 +103,18 @@ static coh_status evaluate(const eval_opts *o, double *loss, const coh_gpt_confi
         if (!in || !tg)
             st = coh_errf(COH_ERR_NOMEM, "out of memory for the batch");
     }
+    long n = o->batches;
+    if (!st && !o->batches_given && coh_loader_steps_per_epoch(l) < (uint64_t)n)
+        n = (long)coh_loader_steps_per_epoch(l); /* at least 1: the loader refuses less */
     double sum = 0;
-    for (long k = 0; !st && k < o->batches; k++) {
+    for (long k = 0; !st && k < n; k++) {
         float lk;
         if (!(st = eval_next(l, in, tg)) &&
             !(st = coh_gpt_step(g, in, tg, (int)o->batch, T, 0.0f, &lk)))
             sum += lk;
     }
-    *loss = sum / (double)o->batches;
+    *loss = sum / (double)n;
+    *batches = n;
     free(in);
     free(tg);
     coh_loader_destroy(l);
@@ -118,10 +130,11 @@ int cmd_eval(int argc, char **argv)
         return rc < 0 ? CLI_OK : rc;
     cli_engine_setup((int)o.ck.threads);
     double loss = 0;
+    long batches = 0;
     coh_gpt_config m;
     if ((rc = cli_checkpoint_config(CMD, &o.ck, &m, NULL, 0)))
         return rc;
-    coh_status st = evaluate(&o, &loss, &m);
+    coh_status st = evaluate(&o, &loss, &batches, &m);
     if (st)
         return cli_fail(CMD, st);
     if (o.json) {
@@ -129,12 +142,12 @@ int cmd_eval(int argc, char **argv)
         coh_jw_init(&w, stdout, 0);
         coh_jw_object_begin(&w);
         coh_jw_field_double(&w, "loss", loss);
-        coh_jw_field_int(&w, "batches", o.batches);
-        coh_jw_field_int(&w, "tokens", o.batches * o.batch * (o.seq ? o.seq : (m.seq < 256 ? m.seq : 256)));
+        coh_jw_field_int(&w, "batches", batches);
+        coh_jw_field_int(&w, "tokens", batches * o.batch * (o.seq ? o.seq : (m.seq < 256 ? m.seq : 256)));
         coh_jw_object_end(&w);
         coh_jw_finish(&w);
     } else {
-        printf("loss %.6f over %ld batches\n", loss, o.batches);
+        printf("loss %.6f over %ld batches\n", loss, batches);
     }
     return CLI_OK;
 }

@@ -100,6 +100,16 @@ e1=$("$cohort" eval --checkpoint "$work/ck5.safetensors" --data "$work/c_val_*.b
 e2=$("$cohort" eval --checkpoint "$work/ck5.safetensors" --data "$work/c_val_*.bin" --batch 4 \
      --seq 32 --batches 3 --json)
 [ "$e1" = "$e2" ] && echo "$e1" | grep -q '"loss":[0-9]' || fail "eval output: $e1 / $e2"
+# eval on a shard of 3 batches (8 x 32 tokens each): the default of 10 evaluates the 3, an
+# explicit --batches asks for exactly that many
+head -c 800 "$work/corpus.txt" >"$work/small.txt"
+"$cohort" prepare --tokenizer byte --out "$work/small" "$work/small.txt" >/dev/null || fail "prepare small"
+out=$("$cohort" eval --checkpoint "$work/ck5.safetensors" --data "$work/small_train_000000.bin" 2>&1)
+[ $? -eq 0 ] && echo "$out" | grep -q "^loss [0-9.]* over 3 batches$" || fail "eval, default batches, small shard: $out"
+out=$("$cohort" eval --checkpoint "$work/ck5.safetensors" --data "$work/small_train_000000.bin" --json 2>&1)
+echo "$out" | grep -q '"batches":3,"tokens":768}' || fail "eval --json, small shard: $out"
+out=$("$cohort" eval --checkpoint "$work/ck5.safetensors" --data "$work/small_train_000000.bin" --batches 4 2>&1)
+[ $? -eq 1 ] && echo "$out" | grep -q "holds only 3 batches" || fail "eval --batches 4 of 3: $out"
 
 # generate: the prompt then N bytes, the same for the same seed
 g1=$("$cohort" generate --checkpoint "$work/ck.safetensors" --prompt "The " --tokens 40 --seed 3)
