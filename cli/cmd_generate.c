@@ -125,8 +125,23 @@ static int32_t sample(float *logits, float *scratch, int V, const gen_opts *o, u
     return best;
 }
 
+/* A model smaller than its tokenizer continues a prompt whose ids all fit it; the first id
+ * that does not (it has no embedding) is refused, naming it. */
+static coh_status check_prompt(const coh_tokens *ids, const coh_tokenizer *tk, int vocab)
+{
+    for (size_t i = 0; i < ids->count; i++)
+        if (ids->ids[i] >= vocab)
+            return coh_errf(COH_ERR_INVALID, "prompt token id %d (token %zu of %zu) is outside "
+                            "the model's %d ids (tokenizer '%s' has %zu): give a prompt whose "
+                            "tokens the model was trained on", ids->ids[i], i + 1, ids->count,
+                            vocab, coh_tokenizer_name(tk), coh_tokenizer_vocab_size(tk));
+    return COH_OK;
+}
+
 /* The ids sampled: the model's, cut to the tokenizer's (a model larger than its tokenizer, a
- * byte model trained with the default vocabulary, must not print nothing for an id past 255). */
+ * byte model trained with the default vocabulary, must not print nothing for an id past 255).
+ * A model smaller than its tokenizer (ASCII byte shards with --vocab 128) samples all its ids:
+ * the head has only those outputs. */
 static int sampled_ids(const coh_gpt_config *m, const coh_tokenizer *tk, const char *recorded)
 {
     size_t n = coh_tokenizer_vocab_size(tk);
@@ -149,15 +164,14 @@ static coh_status generate(const gen_opts *o, const coh_gpt_config *mc, coh_toke
     int V = sampled_ids(&m, tk, recorded);
     float *logits = malloc(sizeof(float) * 2 * (size_t)m.vocab);
     coh_status st = logits ? COH_OK : coh_errf(COH_ERR_NOMEM, "out of memory for logits");
-    if (!st && coh_tokenizer_vocab_size(tk) > (size_t)m.vocab)
-        st = coh_errf(COH_ERR_MISMATCH, "tokenizer '%s' has %zu ids but the model only %d",
-                      coh_tokenizer_name(tk), coh_tokenizer_vocab_size(tk), m.vocab);
     if (!st && !(st = coh_gpt_create(&m, 1, m.seq, &g)) && !(st = coh_gpt_load(g, o->ck.path)))
         st = coh_tokenizer_encode(tk, o->prompt, strlen(o->prompt), &ids);
     if (!st && ids.count == 0 && coh_tokenizer_eot(tk) >= 0)
         st = coh_tokens_push(&ids, coh_tokenizer_eot(tk));
     if (!st && ids.count == 0)
         st = coh_errf(COH_ERR_INVALID, "empty prompt: the byte tokenizer needs some text");
+    if (!st)
+        st = check_prompt(&ids, tk, m.vocab);
     if (!st)
         fputs(o->prompt, stdout);
     uint64_t rng = (uint64_t)o->seed;

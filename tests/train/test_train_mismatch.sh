@@ -4,7 +4,8 @@
 # --init-from checkpoint, unknown tokenizer names, the tokenizer recorded or inferred from the
 # shards, a vocabulary too small for the shards (with the fix), byte shards on the default
 # vocabulary (a warning), --tokenizer byte on a GPT-2 model, the GPT-2 tables found through
-# $COHORT_GPT2_DIR, and --merges with --vocab FILE kept as its old spelling.
+# $COHORT_GPT2_DIR, --merges with --vocab FILE kept as its old spelling, and generate on a byte
+# model smaller than its tokenizer (--vocab 128).
 set -u
 cohort=${COHORT:?}
 src=${COHORT_SOURCE_DIR:?}
@@ -140,6 +141,20 @@ fi
     >/dev/null 2>&1 || fail "train the wide byte model"
 expect 0 "warning: the model has 50257 ids, tokenizer 'byte' 256: sampling only its ids" \
     "$cohort" generate --checkpoint "$work/wide.safetensors" --prompt Hello --tokens 3
+
+# a byte model smaller than the tokenizer (ASCII shards, --vocab 128): prompts whose ids fit are
+# continued with ids below 128 only; a prompt byte past them is refused, naming its id
+LC_ALL=C tr -cd '\n -~' <"$work/corpus.txt" | head -c 4000 >"$work/ascii.txt"
+"$cohort" prepare --tokenizer byte --out "$work/A" "$work/ascii.txt" >/dev/null || fail "prepare ascii"
+"$cohort" train --data "$work/A_train_000000.bin" --vocab 128 --layers 1 --heads 2 --dim 16 \
+    --seq 16 --steps 2 --threads 1 --save "$work/a128.ck" >/dev/null 2>&1 || fail "train --vocab 128"
+expect 0 "hello" "$cohort" generate --checkpoint "$work/a128.ck" --prompt hello --tokens 5
+"$cohort" generate --checkpoint "$work/a128.ck" --prompt hello --tokens 400 --temperature 5 \
+    --top-k 0 >"$work/gen128" 2>&1 || fail "generate 400 tokens on --vocab 128: $(cat "$work/gen128")"
+[ "$(wc -c <"$work/gen128")" -eq 406 ] && [ -z "$(LC_ALL=C tr -d '\000-\177' <"$work/gen128")" ] ||
+    fail "generate on --vocab 128 printed a byte past 127: $(od -c "$work/gen128" | head -3)"
+expect 2 "prompt token id 195 (token 2 of 6) is outside the model's 128 ids (tokenizer 'byte' has 256)" \
+    "$cohort" generate --checkpoint "$work/a128.ck" --prompt "héllo" --tokens 5
 
 [ $fails -eq 0 ] || exit 1
 [ $skips -eq 0 ] || exit 77
