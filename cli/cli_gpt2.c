@@ -39,6 +39,17 @@ int cli_gpt2_old_vocab(const char *cmd, const char *arg, const char **merges)
     return 1;
 }
 
+int cli_gpt2_no_tables(const char *cmd, const char *tokenizer, const char *encoder,
+                       const char *merges)
+{
+    if (!encoder && !merges)
+        return 0;
+    return cli_usage_error(cmd, "%s '%s' is read only by the gpt2 tokenizer, and this one is %s: "
+                           "drop %s", encoder ? "--encoder" : "--merges",
+                           encoder ? encoder : merges, tokenizer,
+                           encoder ? "--encoder" : "--merges");
+}
+
 /* The GPT-2 table `name` of the folder $COHORT_GPT2_DIR, else of the one setup.sh installs. */
 static const char *default_table(const char *name, char *buf, size_t cap)
 {

@@ -16,6 +16,11 @@ void cli_gpt2_help(void);
  * (CLI_USAGE) with what --vocab means where. Returns 1 to go on, 0 after a usage error. */
 int cli_gpt2_old_vocab(const char *cmd, const char *arg, const char **merges);
 
+/* --encoder or --merges given with a tokenizer that reads no tables (byte): they would be
+ * ignored, so CLI_USAGE naming the option and the tokenizer; 0 when neither is given. */
+int cli_gpt2_no_tables(const char *cmd, const char *tokenizer, const char *encoder,
+                       const char *merges);
+
 /* The GPT-2 tokenizer from encoder.json and vocab.bpe: each NULL one from $COHORT_GPT2_DIR,
  * else from the tables scripts/setup.sh installed. Returns 0, or the exit code after printing
  * why (an unreadable table names itself and the fix). */

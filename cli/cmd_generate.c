@@ -87,6 +87,9 @@ static int make_tokenizer(const gen_opts *o, const char *recorded, coh_tokenizer
                                "--tokenizer (the recorded one is the default)", name,
                                o->ck.path, recorded);
     if (!strcmp(name, "byte")) {
+        int rc = cli_gpt2_no_tables(CMD, name, o->encoder, o->merges);
+        if (rc)
+            return rc;
         coh_status st = coh_tokenizer_byte_create(out);
         return st ? cli_fail(CMD, st) : 0;
     }

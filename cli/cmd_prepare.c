@@ -338,8 +338,12 @@ static int parse_options(int argc, char **argv, prep *p, const char **tokenizer,
 static int make_tokenizer(prep *p, const char *kind, const char *encoder, const char *merges)
 {
     coh_status st = COH_OK;
-    if (!strcmp(kind, "byte"))
+    if (!strcmp(kind, "byte")) {
+        int rc = cli_gpt2_no_tables(CMD, kind, encoder, merges);
+        if (rc)
+            return rc;
         st = coh_tokenizer_byte_create(&p->tok);
+    }
     else if (!strcmp(kind, "gpt2")) {
         int rc = cli_gpt2_open(CMD, encoder, merges, &p->tok);
         if (rc)

@@ -135,6 +135,11 @@ expect 2 "the tokenizer has 70001 ids: the shard format stores uint16 tokens" --
     "$COHORT" prepare --tokenizer gpt2 --encoder "$work/wide.json" --vocab "$work/wide.bpe" --out "$work/n" "$work/a.txt"
 
 expect 2 "invalid --tokenizer 'bpe': valid are byte, gpt2" -- "$COHORT" prepare --tokenizer bpe --out "$work/n" "$work/a.txt"
+# GPT-2 tables with the byte tokenizer would be ignored: refused, naming the option.
+expect 2 "cohort prepare: error: --encoder '$work/nope' is read only by the gpt2 tokenizer, and this one is byte: drop --encoder" -- \
+    "$COHORT" prepare --tokenizer byte --encoder "$work/nope" --merges x --out "$work/n" "$work/a.txt"
+expect 2 "--merges 'x' is read only by the gpt2 tokenizer, and this one is byte: drop --merges" -- \
+    "$COHORT" prepare --tokenizer byte --merges x --out "$work/n" "$work/a.txt"
 expect 2 "missing --out PREFIX" -- "$COHORT" prepare --tokenizer byte "$work/a.txt"
 expect 2 "no input files" -- "$COHORT" prepare --tokenizer byte --out "$work/n"
 # Numbers: one phrasing naming the option and the value; no trailing garbage, no empty value.

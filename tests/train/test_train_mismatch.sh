@@ -46,6 +46,11 @@ expect 0 "tokenizer byte (from the shards' largest token id" \
 expect 2 "invalid --tokenizer 'bpe': valid are byte, gpt2" \
     "$cohort" train "${tiny[@]}" --vocab 256 "${byte[@]}" --tokenizer bpe
 expect 0 "Hello" "$cohort" generate --checkpoint "$work/ck.safetensors" --prompt Hello --tokens 3
+# GPT-2 tables for a byte model (recorded or named) would be ignored: refused
+expect 2 "--encoder '$work/nope' is read only by the gpt2 tokenizer, and this one is byte: drop --encoder" \
+    "$cohort" generate --checkpoint "$work/ck.safetensors" --prompt Hello --encoder "$work/nope"
+expect 2 "--merges 'x' is read only by the gpt2 tokenizer, and this one is byte: drop --merges" \
+    "$cohort" generate --checkpoint "$work/ck.safetensors" --prompt Hello --tokenizer byte --merges x
 # the default vocabulary on byte shards: a warning that names the fix
 expect 0 "give --vocab 256 for byte data" "$cohort" train "${tiny[@]}" "${byte[@]}" --dry-run
 
