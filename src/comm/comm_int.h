@@ -63,6 +63,9 @@ typedef struct coh_transport_host {
     const char *(*opkind_name)(coh_opkind k);
     size_t (*dtype_size)(coh_dtype t);
     double (*now)(void);
+    /* 1 once any communicator of this process has failed (a lost peer or a timeout): MPI
+     * must then not be finalised, as MPI_Finalize would wait for the peer that failed. */
+    int (*comm_failed)(void);
 } coh_transport_host;
 
 /* A transport: one instance per communicator. run() executes one op (blocking, honouring the

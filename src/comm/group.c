@@ -11,10 +11,14 @@
 #include "comm/comm_int.h"
 #include "comm/reduce.h"
 
-const coh_transport_host coh_host = {coh_errf,        coh_reduce_n, coh_to_f32,
+static volatile int any_comm_failed; /* set by the first sticky error, read at exit */
+
+static int comm_failed(void) { return any_comm_failed; }
+
+const coh_transport_host coh_host = {coh_errf,        coh_reduce_n,    coh_to_f32,
                                      coh_from_f32,    coh_fp_mismatch, coh_fp_of,
                                      coh_fp_describe, coh_opkind_name, coh_dtype_size,
-                                     coh_now_s};
+                                     coh_now_s,       comm_failed};
 
 coh_status coh_comm_wrap(const coh_transport_ops *ops, void *tp, int rank, int size,
                          double timeout_s, coh_comm **out)
@@ -207,6 +211,7 @@ coh_status coh_comm_run(coh_comm *c, coh_op *op)
     coh_status st = c->ops->run(c->tp, op);
     if (st == COH_ERR_PEER_LOST || st == COH_ERR_TIMEOUT) {
         c->sticky = st;
+        any_comm_failed = 1;
         snprintf(c->sticky_msg, sizeof c->sticky_msg, "communicator unusable after: %s",
                  coh_last_error());
     }

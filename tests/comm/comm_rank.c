@@ -11,6 +11,7 @@
  *   kill FILE   all-reduce in a loop; the last rank writes its pid to FILE to be killed;
  *               survivors must fail with PEER_LOST naming it (prints the wall time), and fail
  *               after 120 s if it never died
+ *   stop FILE   as kill, but the last rank is stopped (kill -STOP): survivors must time out
  *   leave       ranks 1.. end without a word, 0.5 s apart, while rank 0 is in an all-reduce:
  *               rank 0 must name every one of them, the first and the later ones alike
  *   mismatch    the last rank calls with another count, then another type: MISMATCH on all
@@ -160,10 +161,12 @@ static int mode_rounding(coh_comm *c, int rank, int n)
     return 0;
 }
 
-static int mode_kill(coh_comm *c, int rank, int n, const char *pidfile)
+/* stop: the last rank is stopped (kill -STOP) instead, and never dies: the others time out. */
+static int mode_kill(coh_comm *c, int rank, int n, const char *pidfile, int stop)
 {
     /* A launcher tears the job down when a rank dies: survivors finish their checks first. */
-    signal(SIGTERM, SIG_IGN);
+    if (!stop)
+        signal(SIGTERM, SIG_IGN);
     size_t count = 1 << 20;
     float *buf = malloc(count * sizeof *buf);
     for (size_t i = 0; i < count; i++)
@@ -185,12 +188,13 @@ static int mode_kill(coh_comm *c, int rank, int n, const char *pidfile)
         if (st) {
             double when = wall();
             char want[64];
-            snprintf(want, sizeof want, "rank %d died", n - 1);
-            EXPECT(st == COH_ERR_PEER_LOST, "got %s: %s", coh_status_name(st), coh_last_error());
+            snprintf(want, sizeof want, stop ? "timed out after" : "rank %d died", n - 1);
+            coh_status lost = stop ? COH_ERR_TIMEOUT : COH_ERR_PEER_LOST;
+            EXPECT(st == lost, "got %s: %s", coh_status_name(st), coh_last_error());
             EXPECT(strstr(coh_last_error(), want), "message '%s' lacks '%s'", coh_last_error(), want);
             printf("rank %d: peer lost at %.3f after %ld ops: %s\n", rank, when, it, coh_last_error());
             /* the communicator stays failed */
-            EXPECT(coh_barrier(c) == COH_ERR_PEER_LOST, "barrier after a lost peer");
+            EXPECT(coh_barrier(c) == lost, "barrier after a lost peer");
             break;
         }
     }
@@ -439,7 +443,9 @@ int main(int argc, char **argv)
     else if (!strcmp(mode, "rounding"))
         mode_rounding(c, rank, n);
     else if (!strcmp(mode, "kill") && argc > 2)
-        mode_kill(c, rank, n, argv[2]);
+        mode_kill(c, rank, n, argv[2], 0);
+    else if (!strcmp(mode, "stop") && argc > 2)
+        mode_kill(c, rank, n, argv[2], 1);
     else if (!strcmp(mode, "leave"))
         mode_leave(c, rank, n);
     else if (!strcmp(mode, "mismatch"))

@@ -76,8 +76,12 @@ static coh_status wait_all(mpi_tp *m, MPI_Request *reqs, const int *peers, int n
                 k += (size_t)snprintf(missing + k, sizeof missing - k, "%s%d", k ? ", " : "",
                                       peers[i]);
         }
+        /* inside an MPI collective no request belongs to one peer: MPI cannot say who */
+        if (!k)
+            return H->errf(COH_ERR_TIMEOUT, "%s on rank %d timed out after %g s (%s): a rank "
+                           "never arrived (MPI does not say which)", d, m->rank, m->timeout, phase);
         return H->errf(COH_ERR_TIMEOUT, "%s on rank %d timed out after %g s (%s): rank %s never "
-                       "arrived", d, m->rank, m->timeout, phase, k ? missing : "(unknown)");
+                       "arrived", d, m->rank, m->timeout, phase, missing);
     }
 }
 
@@ -322,13 +326,18 @@ static void mpi_destroy(void *self)
 static const coh_transport_ops mpi_ops = {"mpi", mpi_run, mpi_split, mpi_alloc, mpi_free,
                                           mpi_destroy};
 
-/* MPI is finalised at exit, after every communicator is gone. */
+/* MPI is finalised at exit, after every communicator is gone. After a failed communicator
+ * (a timeout, a lost peer) MPI_Finalize would wait for the stuck peer forever, and mpirun with
+ * it: abort instead, which ends the whole job (the error was printed already). */
 static void finalize(void)
 {
     int done = 0;
     MPI_Finalized(&done);
-    if (!done)
-        MPI_Finalize();
+    if (done)
+        return;
+    if (H->comm_failed())
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    MPI_Finalize();
 }
 
 __attribute__((visibility("default"))) coh_status cohort_transport_mpi_open(
