@@ -254,8 +254,9 @@ static int parse_args(bench *b, int argc, char **argv)
     static const struct option opts[] = {
         {"op", 1, 0, 'o'},   {"dtype", 1, 0, 't'}, {"redop", 1, 0, 'r'}, {"buffers", 1, 0, 'B'},
         {"json", 0, 0, 'j'}, {"help", 0, 0, 'h'},  BENCH_SWEEP_OPTIONS,  {0, 0, 0, 0}};
-    int ch;
+    int ch, r;
     optind = 1;
+    opterr = 0;
     while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (ch) {
         case 'o': {
@@ -285,7 +286,9 @@ static int parse_args(bench *b, int argc, char **argv)
         case 'j': b->json = 1; break;
         case 'h': usage(stdout); return -1;
         default:
-            if (bench_sweep_option(CMD, ch, optarg, &b->sw) != 1)
+            if ((r = bench_sweep_option(CMD, ch, optarg, &b->sw)) < 0)
+                return cli_bad_option(CMD, argv);
+            if (!r)
                 return CLI_USAGE;
         }
     }

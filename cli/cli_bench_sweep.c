@@ -1,5 +1,7 @@
 /* cli_bench_sweep.c: the options of a sweep over message sizes that `cohort bench comm` and
  * `cohort bench link` share (sizes, step factor, timed and untimed iterations, transport). */
+#include <ctype.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -10,13 +12,16 @@ int bench_sweep_option(const char *cmd, int ch, const char *arg, bench_sweep *s)
     switch (ch) {
     case BENCH_MIN_BYTES: return cli_parse_size(cmd, "--min-bytes", arg, 1, &s->min_bytes);
     case BENCH_MAX_BYTES: return cli_parse_size(cmd, "--max-bytes", arg, 1, &s->max_bytes);
-    case BENCH_STEP_FACTOR:
-        if (!cli_parse_double(cmd, "--step-factor", arg, 1, 1024, &s->factor))
-            return 0;
-        if (s->factor == 1)
-            return cli_usage_error(cmd, "invalid --step-factor '%s': must be above 1 (the "
-                                   "sizes would never grow)", arg), 0;
+    case BENCH_STEP_FACTOR: {
+        /* not cli_parse_double: its "from 1 to 1024" would admit 1, which never grows sizes */
+        char *end;
+        double v = strtod(arg, &end);
+        if (end == arg || *end || isspace((unsigned char)*arg) || !(v > 1 && v <= 1024))
+            return cli_usage_error(cmd, "invalid --step-factor '%s': must be a number above 1 "
+                                   "and at most 1024", arg), 0;
+        s->factor = v;
         return 1;
+    }
     case BENCH_ITERS: return cli_parse_int(cmd, "--iters", arg, 1, 1000000, &s->iters);
     case BENCH_WARMUP: return cli_parse_int(cmd, "--warmup", arg, 0, 1000000, &s->warmup);
     case BENCH_COMM:
