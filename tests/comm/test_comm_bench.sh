@@ -108,10 +108,12 @@ usage_line "cohort bench comm: error: invalid --iters '3x': must be an integer f
 usage_line "cohort bench comm: error: invalid --iters '': must be an integer from 1 to 1000000" --iters ''
 usage_line "cohort bench comm: error: invalid --warmup '-1': must be an integer from 0 to 1000000" --warmup -1
 usage_line "cohort bench comm: error: invalid --warmup ' 1': must be an integer from 0 to 1000000" --warmup ' 1'
-usage_line "cohort bench comm: error: invalid --step-factor '2x': must be a number from 1 to 1024" --step-factor 2x
-usage_line "cohort bench comm: error: invalid --step-factor '2000': must be a number from 1 to 1024" --step-factor 2000
-usage_line "cohort bench comm: error: invalid --step-factor '': must be a number from 1 to 1024" --step-factor ''
-usage_line "cohort bench comm: error: invalid --step-factor '1': must be above 1 (the sizes would never grow)" --step-factor 1
+usage_line "cohort bench comm: error: invalid --step-factor '2x': must be a number above 1 and at most 1024" --step-factor 2x
+usage_line "cohort bench comm: error: invalid --step-factor '2000': must be a number above 1 and at most 1024" --step-factor 2000
+usage_line "cohort bench comm: error: invalid --step-factor '': must be a number above 1 and at most 1024" --step-factor ''
+usage_line "cohort bench comm: error: invalid --step-factor '1': must be a number above 1 and at most 1024" --step-factor 1
+usage_line "cohort bench comm: error: invalid --step-factor '0.5': must be a number above 1 and at most 1024" --step-factor 0.5
+usage_line "cohort bench comm: error: unknown or incomplete option '--transport' (see --help)" --transport shm
 usage_line "cohort bench comm: error: invalid --min-bytes '0': must be at least 1 byte" --min-bytes 0
 usage "cohort bench comm: error: --max-bytes: invalid size '4XB': unknown unit" --max-bytes 4XB
 usage "cohort bench comm: error: --min-bytes: invalid size '': no number" --min-bytes ''
