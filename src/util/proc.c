@@ -1,5 +1,5 @@
-/* proc.c: whether a process is dead as other processes can tell, and a thread's state (see
- * proc.h). */
+/* proc.c: whether a process is dead as other processes can tell, when it started, and a
+ * thread's state (see proc.h). */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -30,4 +30,22 @@ int coh_pid_dead(pid_t pid)
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
     char state = coh_proc_stat_state(path);
     return state == 'Z' || state == 'X';
+}
+
+unsigned long long coh_proc_start_time(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t k = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[k] = 0;
+    const char *p = strrchr(buf, ')'); /* then field 3 (the state) ... field 22 (starttime) */
+    unsigned long long start = 0;
+    if (!p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
+                     "%*d %*d %*d %llu", &start) != 1)
+        return 0;
+    return start;
 }

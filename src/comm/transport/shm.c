@@ -18,6 +18,7 @@
 #include "cohort/clock.h"
 #include "cohort/size.h"
 #include "comm/transport/shm_int.h"
+#include "util/proc.h"
 #include "util/strutil.h"
 
 #define CHAN_BYTES (64u << 10)
@@ -121,6 +122,47 @@ static coh_status seg_create(const char *name, size_t bytes)
     return COH_OK;
 }
 
+/* Whether the segment's creator is still the process that made it: a killed run of the same
+ * job id leaves a segment whose header looks valid, and this run's rank 0 replaces it. */
+static int seg_live(const shm_ctl *ctl)
+{
+    pid_t pid = atomic_load(&ctl->creator_pid);
+    return pid > 0 && !coh_pid_dead(pid) && coh_proc_start_time(pid) == ctl->creator_start;
+}
+
+static coh_status seg_disagree(const shm *s, const shm_ctl *ctl, size_t bytes)
+{
+    return coh_errf(COH_ERR_MISMATCH, "shared memory '%s' holds %u ranks and %llu bytes but "
+                    "this rank expects %d and %zu: ranks disagree on WORLD_SIZE or COHORT_SHM_*",
+                    s->name, ctl->n, (unsigned long long)ctl->bytes, s->n, bytes);
+}
+
+/* This rank expects another rank count or size than the live creator made: refuse the segment,
+ * and say so in it, so that the creator fails at once too instead of waiting for this rank. */
+static coh_status seg_refuse(const shm *s, shm_ctl *ctl, size_t bytes)
+{
+    ctl->refused_n = (uint32_t)s->n;
+    ctl->refused_bytes = bytes;
+    atomic_store(&ctl->refused, s->rank + 1);
+    return seg_disagree(s, ctl, bytes);
+}
+
+/* A segment of another size under the name: this run's (its live creator chose another size:
+ * refused at once), or a killed run's, or one still being sized (waited for). */
+static coh_status seg_other_size(const shm *s, int fd, size_t size, size_t bytes)
+{
+    if (size < sizeof(shm_ctl))
+        return COH_OK;
+    shm_ctl *ctl = mmap(NULL, sizeof *ctl, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (ctl == MAP_FAILED)
+        return COH_OK;
+    coh_status st = COH_OK;
+    if (atomic_load(&ctl->magic) == SHM_MAGIC && seg_live(ctl))
+        st = seg_refuse(s, ctl, bytes);
+    munmap(ctl, sizeof *ctl);
+    return st;
+}
+
 /* Map the segment once it exists at full size; ranks may get here before its creator. */
 static coh_status seg_map(shm *s, size_t bytes, double deadline)
 {
@@ -138,8 +180,12 @@ static coh_status seg_map(shm *s, size_t bytes, double deadline)
             s->ctl = p;
             return COH_OK;
         }
-        if (fd >= 0)
+        if (fd >= 0) {
+            coh_status other = seg_other_size(s, fd, (size_t)st.st_size, bytes);
             close(fd);
+            if (other)
+                return other;
+        }
         if (coh_now_s() > deadline)
             return coh_errf(COH_ERR_TIMEOUT, "shared memory '%s' did not appear within %g s: "
                             "rank 0 never created it", s->name, s->timeout);
@@ -189,22 +235,38 @@ static int cma_works(void)
            !memcmp(a, b, sizeof a);
 }
 
-/* Every rank: map, wait for the creator's magic, register, and unlink when last. */
+/* Every rank: map, wait for the creator's magic, register, and unlink when last. A segment
+ * whose creator is gone is a killed run's: it is let go and the name mapped again, until this
+ * run's rank 0 has replaced it. */
 static coh_status seg_join(shm *s, size_t bytes)
 {
     double deadline = coh_now_s() + s->timeout;
-    coh_status st = seg_map(s, bytes, deadline);
-    if (st)
-        return st;
-    while (atomic_load(&s->ctl->magic) != SHM_MAGIC) {
+    for (;;) {
+        coh_status st = seg_map(s, bytes, deadline);
+        if (st)
+            return st;
+        int stale = 0;
+        while (atomic_load(&s->ctl->magic) != SHM_MAGIC &&
+               !(stale = atomic_load(&s->ctl->creator_pid) && !seg_live(s->ctl))) {
+            if (coh_now_s() > deadline)
+                return coh_errf(COH_ERR_TIMEOUT, "shared memory '%s' was never initialised",
+                                s->name);
+            nanosleep(&(struct timespec){0, 1000000}, NULL);
+        }
+        if (!stale && seg_live(s->ctl))
+            break;
+        int creator = atomic_load(&s->ctl->creator_pid);
+        munmap(s->base, s->bytes);
+        s->base = NULL;
+        s->ctl = NULL;
         if (coh_now_s() > deadline)
-            return coh_errf(COH_ERR_TIMEOUT, "shared memory '%s' was never initialised", s->name);
+            return coh_errf(COH_ERR_TIMEOUT, "shared memory '%s' is left by a run that ended "
+                            "(its creator, pid %d, is gone) and rank 0 did not replace it within "
+                            "%g s", s->name, creator, s->timeout);
         nanosleep(&(struct timespec){0, 1000000}, NULL);
     }
     if (s->ctl->n != (uint32_t)s->n || s->ctl->bytes != bytes)
-        return coh_errf(COH_ERR_MISMATCH, "shared memory '%s' holds %u ranks and %llu bytes but "
-                        "this rank expects %d and %zu: ranks disagree on WORLD_SIZE or COHORT_SHM_*",
-                        s->name, s->ctl->n, (unsigned long long)s->ctl->bytes, s->n, bytes);
+        return seg_refuse(s, s->ctl, bytes);
     shm_slot_of(s, s->rank)->cma = !getenv("COHORT_SHM_NO_CMA") && cma_works() && cma_allowed();
     atomic_store(&shm_slot_of(s, s->rank)->pid, (int32_t)getpid());
     if (atomic_fetch_add(&s->ctl->mapped, 1) + 1 == (uint32_t)s->n)
@@ -218,6 +280,15 @@ static coh_status seg_wait_all(shm *s)
 {
     double deadline = coh_now_s() + s->timeout;
     while (atomic_load(&s->ctl->mapped) < (uint32_t)s->n) {
+        int32_t refused = atomic_load(&s->ctl->refused);
+        if (refused) {
+            shm_unlink(s->name);
+            return coh_errf(COH_ERR_MISMATCH, "shared memory '%s' holds %u ranks and %llu bytes "
+                            "but rank %d expects %u and %llu: ranks disagree on WORLD_SIZE or "
+                            "COHORT_SHM_*", s->name, s->ctl->n,
+                            (unsigned long long)s->ctl->bytes, refused - 1, s->ctl->refused_n,
+                            (unsigned long long)s->ctl->refused_bytes);
+        }
         if (coh_now_s() > deadline) {
             shm_unlink(s->name);
             char missing[256] = "";
@@ -280,6 +351,8 @@ static coh_status shm_new(int rank, int n, double timeout, const char *name, int
             free(s);
             return st;
         }
+        s->ctl->creator_start = coh_proc_start_time(getpid());
+        atomic_store(&s->ctl->creator_pid, (int32_t)getpid());
         s->ctl->bytes = bytes;
         s->ctl->half = half;
         s->ctl->chan_bytes = CHAN_BYTES;

@@ -30,6 +30,15 @@ typedef struct shm_ctl {
     _Atomic uint32_t mapped;   /* ranks that mapped the segment; the last one unlinks it */
     _Atomic uint32_t sleepers; /* waiters in futex_wait: posters wake only when > 0 */
     _Atomic int32_t lost;      /* 1 + rank found dead, 0 while every rank lives */
+    /* This run's segment, not one a killed run of the same job id left under the name: the
+     * creator's pid (set first) and start time, checked alive by every rank that joins. */
+    _Atomic int32_t creator_pid;
+    uint64_t creator_start;
+    /* A rank that expected another size or rank count refuses the segment: 1 + its rank, and
+     * what it expected, so that the creator fails at once too instead of waiting for it. */
+    _Atomic int32_t refused;
+    uint32_t refused_n;
+    uint64_t refused_bytes;
 } __attribute__((aligned(128))) shm_ctl;
 
 typedef struct shm_slot {
