@@ -72,8 +72,8 @@ static const char *what_of(const coh_op *op, char *buf, size_t n)
  * noticed costs the full grace, once, on a job that is failing anyway. */
 #define LOST_GRACE_S 2.0
 
-/* Other ranks whose connections have ended too, "; rank 3 died too" each, waiting for them as
- * LOST_GRACE_S says. */
+/* Other ranks whose connections have ended too, "; rank 3's connection ended too" each,
+ * waiting for them as LOST_GRACE_S says. Not "died": a survivor ends its connections too. */
 static void also_dead(tcp *t, int first, char *buf, size_t n)
 {
     buf[0] = '\0';
@@ -104,21 +104,27 @@ static void also_dead(tcp *t, int first, char *buf, size_t n)
     size_t k = 0;
     for (int r = 0; r < t->size && k < n - 32; r++)
         if (ended[r])
-            k += (size_t)snprintf(buf + k, n - k, "; rank %d died too", t->world[r]);
+            k += (size_t)snprintf(buf + k, n - k, "; rank %d's connection ended too",
+                                  t->world[r]);
     free(p), free(who), free(ended);
 }
 
 static coh_status lost(tcp *t, const coh_op *op, int peer, int err)
 {
-    char d[160], more[160];
+    char d[160], more[400], how[160];
     /* the communicator is broken for good: tell every peer now, by ending what this rank sends */
     for (int r = 0; r < t->size; r++)
         if (r != t->rank)
             shutdown(t->fd[r], SHUT_WR);
     also_dead(t, peer, more, sizeof more);
+    if (!err)
+        snprintf(how, sizeof how, "closed");
+    else if (err == ECONNRESET)
+        snprintf(how, sizeof how, "was reset");
+    else
+        snprintf(how, sizeof how, "failed: %s", strerror(err));
     t->broken = coh_errf(COH_ERR_PEER_LOST, "%s on rank %d: rank %d died (its connection %s)%s",
-                         what_of(op, d, sizeof d), t->world[t->rank], t->world[peer],
-                         err ? strerror(err) : "closed", more);
+                         what_of(op, d, sizeof d), t->world[t->rank], t->world[peer], how, more);
     return t->broken;
 }
 
