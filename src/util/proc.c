@@ -7,17 +7,25 @@
 
 #include "util/proc.h"
 
-char coh_proc_stat_state(const char *stat_path)
+/* The fields of a /proc stat file after the command name (from the space before the state),
+ * read into buf; NULL when it cannot be read. */
+static const char *stat_fields(const char *stat_path, char *buf, size_t n)
 {
-    char buf[512];
     FILE *f = fopen(stat_path, "r");
     if (!f)
-        return 0;
-    size_t k = fread(buf, 1, sizeof buf - 1, f);
+        return NULL;
+    size_t k = fread(buf, 1, n - 1, f);
     fclose(f);
     buf[k] = 0;
     const char *p = strrchr(buf, ')'); /* the command name may hold anything, ')' too */
-    return p && p[1] == ' ' ? p[2] : 0;
+    return p && p[1] == ' ' ? p + 1 : NULL;
+}
+
+char coh_proc_stat_state(const char *stat_path)
+{
+    char buf[512];
+    const char *p = stat_fields(stat_path, buf, sizeof buf);
+    return p ? p[1] : 0;
 }
 
 int coh_pid_dead(pid_t pid)
@@ -36,15 +44,9 @@ unsigned long long coh_proc_start_time(pid_t pid)
 {
     char path[64], buf[1024];
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return 0;
-    size_t k = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[k] = 0;
-    const char *p = strrchr(buf, ')'); /* then field 3 (the state) ... field 22 (starttime) */
+    const char *p = stat_fields(path, buf, sizeof buf); /* field 3 (the state) ... 22 (starttime) */
     unsigned long long start = 0;
-    if (!p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
+    if (!p || sscanf(p, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
                      "%*d %*d %*d %llu", &start) != 1)
         return 0;
     return start;
