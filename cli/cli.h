@@ -2,6 +2,7 @@
 #ifndef COHORT_CLI_H
 #define COHORT_CLI_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "cohort/status.h"
@@ -23,6 +24,13 @@ int cli_bad_option(const char *cmd, char *const *argv);
 /* After the getopt_long loop: CLI_USAGE with "unexpected argument 'x'" when operands remain,
  * CLI_OK otherwise. */
 int cli_no_operands(const char *cmd, int argc, char *const *argv);
+
+/* The folder of a file's path ("." for a bare name), into buf. */
+void cli_folder_of(const char *path, char *buf, size_t cap);
+
+/* The folder a file named by option opt goes into exists and is writable: CLI_OK, else a usage
+ * error naming the option, the path and the folder (checked before the work that writes it). */
+int cli_check_folder_of(const char *cmd, const char *opt, const char *path);
 
 /* What a command does with one option: code and arg as getopt_long gives them, name the long
  * option as its table spells it (NULL for -h). Returns 1 to go on, 0 after a usage error, -1 to

@@ -1,5 +1,4 @@
 /* cli_train.c: option parsing and engine setup shared by the train, eval and generate commands. */
-#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,35 +18,15 @@ void cli_engine_setup(int threads)
     coh_engine_ensure_environment();
 }
 
-void cli_folder_of(const char *path, char *buf, size_t cap)
-{
-    const char *slash = strrchr(path, '/');
-    if (!slash)
-        snprintf(buf, cap, ".");
-    else
-        snprintf(buf, cap, "%.*s", slash == path ? 1 : (int)(slash - path), path);
-}
-
 int cli_check_output(const char *cmd, const char *opt, const char *path)
 {
     struct stat s;
-    char dir[4200];
     if (!*path)
         return cli_usage_error(cmd, "invalid %s '': give a file name", opt);
     if (!stat(path, &s) && S_ISDIR(s.st_mode))
         return cli_usage_error(cmd, "invalid %s '%s': it is a folder; give a file name (in it)",
                                opt, path);
-    cli_folder_of(path, dir, sizeof dir);
-    int e = stat(dir, &s) ? errno : S_ISDIR(s.st_mode) ? 0 : ENOTDIR;
-    if (e)
-        return cli_usage_error(cmd, "invalid %s '%s': %s'%s' %s", opt, path,
-                               e == ENOENT ? "folder " : "", dir,
-                               e == ENOENT ? "does not exist" : e == ENOTDIR ? "is not a folder"
-                                                              : strerror(e));
-    if (access(dir, W_OK | X_OK))
-        return cli_usage_error(cmd, "invalid %s '%s': cannot write in folder '%s': %s", opt,
-                               path, dir, strerror(errno));
-    return 0;
+    return cli_check_folder_of(cmd, opt, path);
 }
 
 int cli_model_disagrees(const char *cmd, const char *said, const char *flag, long have,

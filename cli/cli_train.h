@@ -47,9 +47,6 @@ typedef struct cli_checkpoint_opts {
 int cli_checkpoint_parse(const char *cmd, int argc, char **argv, const struct option *options,
                          cli_option_fn take, void *ctx, cli_checkpoint_opts *o);
 
-/* The folder of a file's path ("." for a bare name), into buf. */
-void cli_folder_of(const char *path, char *buf, size_t cap);
-
 /* An output file a run writes (--save, --metrics, --dump-params), checked before the run
  * starts rather than when it writes: its folder exists and is writable, and it is not a
  * folder itself. 0 when usable, else a usage error naming the option and path (exit 2). */

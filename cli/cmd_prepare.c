@@ -250,27 +250,16 @@ static coh_status remove_stale_shards(const prep *p, int *removed)
     return st;
 }
 
-/* The folder of --out must exist: refused before tokenizing, naming it, rather than failing at
- * the first shard on a temporary file's name. */
+/* The folder of --out must exist and be writable: refused before tokenizing, naming it,
+ * rather than failing at the first shard on a temporary file's name. */
 static int check_out_folder(prep *p)
 {
     const char *slash = strrchr(p->out, '/');
     p->base = slash ? slash + 1 : p->out;
-    if (!slash)
-        snprintf(p->dir, sizeof p->dir, ".");
-    else if ((size_t)snprintf(p->dir, sizeof p->dir, "%.*s", slash == p->out ? 1 :
-                              (int)(slash - p->out), p->out) >= sizeof p->dir)
+    if (strlen(p->out) >= sizeof p->dir)
         return cli_usage_error(CMD, "invalid --out '%s': the path is too long", p->out);
-    struct stat sb;
-    if (stat(p->dir, &sb) && errno == ENOENT)
-        return cli_usage_error(CMD, "invalid --out '%s': folder '%s' does not exist (create it)",
-                               p->out, p->dir);
-    if (stat(p->dir, &sb)) /* EACCES, ENOTDIR on the way */
-        return cli_usage_error(CMD, "invalid --out '%s': cannot reach folder '%s': %s", p->out,
-                               p->dir, strerror(errno));
-    if (!S_ISDIR(sb.st_mode))
-        return cli_usage_error(CMD, "invalid --out '%s': '%s' is not a folder", p->out, p->dir);
-    return 0;
+    cli_folder_of(p->out, p->dir, sizeof p->dir);
+    return cli_check_folder_of(CMD, "--out", p->out);
 }
 
 static int parse_options(int argc, char **argv, prep *p, const char **tokenizer,

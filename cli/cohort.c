@@ -1,9 +1,11 @@
 /* cohort.c: the cohort command-line tool: dispatches `cohort <command> [options]` to the
  * subcommands in cli/cmd_*.c (their table is generated from the file names). */
+#include <errno.h>
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -38,6 +40,34 @@ int cli_no_operands(const char *cmd, int argc, char *const *argv)
                                argv[optind]);
     if (optind < argc)
         return cli_usage_error(cmd, "unexpected argument '%s' (see --help)", argv[optind]);
+    return CLI_OK;
+}
+
+void cli_folder_of(const char *path, char *buf, size_t cap)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(buf, cap, ".");
+    else
+        snprintf(buf, cap, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+}
+
+int cli_check_folder_of(const char *cmd, const char *opt, const char *path)
+{
+    struct stat s;
+    char dir[4200];
+    cli_folder_of(path, dir, sizeof dir);
+    if (stat(dir, &s) && errno == ENOENT)
+        return cli_usage_error(cmd, "invalid %s '%s': folder '%s' does not exist (create it)",
+                               opt, path, dir);
+    if (stat(dir, &s)) /* EACCES, ENOTDIR on the way */
+        return cli_usage_error(cmd, "invalid %s '%s': cannot reach folder '%s': %s", opt, path,
+                               dir, strerror(errno));
+    if (!S_ISDIR(s.st_mode))
+        return cli_usage_error(cmd, "invalid %s '%s': '%s' is not a folder", opt, path, dir);
+    if (access(dir, W_OK | X_OK))
+        return cli_usage_error(cmd, "invalid %s '%s': cannot write in folder '%s': %s", opt,
+                               path, dir, strerror(errno));
     return CLI_OK;
 }
 
