@@ -289,35 +289,16 @@ static int progress_kind(void)
     return no_color && *no_color ? 1 : 2;
 }
 
-/* After a failed save of `step`: its state file, written before the commit failed, is removed
- * when the checkpoint does not name it (the previous checkpoint stays whole and alone). */
-static void remove_uncommitted(const run *r, long step)
-{
-    char named[4200], mine[4200];
-    if (r->par.rank != 0 ||
-        (size_t)snprintf(mine, sizeof mine, "%s.state%ld", r->o->save, step) >= sizeof mine)
-        return;
-    if (!coh_ckpt_state_path(r->o->save, named, sizeof named) && !strcmp(named, mine))
-        return; /* committed: the failure came after the rename of FILE */
-    coh_err_clear();
-    unlink(mine);
-}
-
 static coh_status save(run *r, long step)
 {
     coh_loader_pos pos;
     coh_loader_position(r->train, &pos);
-    char why[1024];
     snprintf(saving_tmp[0], sizeof saving_tmp[0], "%s.state%ld.tmp.%ld", r->o->save, step,
              (long)getpid());
     snprintf(saving_tmp[1], sizeof saving_tmp[1], "%s.tmp.%ld", r->o->save, (long)getpid());
     saving = 1;
+    /* a failed save removes its own uncommitted state file (ckpt_drop_uncommitted) */
     coh_status st = coh_par_trainer_save(r->pt, r->o->save, r->o->tokenizer, &pos, r->threads);
-    if (st) {
-        snprintf(why, sizeof why, "%s", coh_last_error());
-        remove_uncommitted(r, step);
-        coh_errf(st, "%s", why);
-    }
     saving = 0;
     return st;
 }

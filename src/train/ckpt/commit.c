@@ -24,6 +24,15 @@ void ckpt_state_suffix(char *buf, size_t cap, long step)
     snprintf(buf, cap, ".state%ld", step);
 }
 
+coh_status ckpt_drop_uncommitted(coh_status st, const char *path, const char *state)
+{
+    char why[1024], named[4200];
+    snprintf(why, sizeof why, "%s", coh_last_error());
+    if (coh_ckpt_state_path(path, named, sizeof named) || strcmp(named, state))
+        unlink(state); /* else committed: the failure came after the rename of the weights */
+    return coh_errf(st, "%s", why);
+}
+
 /* The length of a run of digits at s (0: none). */
 static size_t digits(const char *s)
 {

@@ -13,6 +13,11 @@ coh_status ckpt_state_name(char *buf, size_t cap, const char *path, long step);
 /* ".state<step>" into buf (>= 32 bytes): the weights file's "state_suffix" metadata. */
 void ckpt_state_suffix(char *buf, size_t cap, long step);
 
+/* After a save of `path` that failed with `st`: its step's state file `state`, written before
+ * the commit failed, is removed unless the checkpoint names it (the failure came after the
+ * commit), so the previous checkpoint stays whole and alone. Returns st, its message kept. */
+coh_status ckpt_drop_uncommitted(coh_status st, const char *path, const char *state);
+
 /* After the commit of step `keep` (one process, once every rank's files of that step exist):
  * removes the checkpoint's files of every other step (shard sets, indexes, state files, the
  * older unsuffixed state) and the temporary files a killed save left. */

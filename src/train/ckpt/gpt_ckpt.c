@@ -351,13 +351,14 @@ coh_status coh_trainer_save(coh_trainer *t, const char *path, const char *tokeni
     gpt_state_meta_text mt;
     size_t nmeta = gpt_state_meta(coh_trainer_get_config(t), threads, &mt);
     /* the state of this step, then the weights naming it: their rename commits the pair */
-    if (!(st = ckpt_state_save_device(sp, &s, ten, 2, mt.meta, nmeta)) &&
-        !(st = gpt_save_commit(coh_gpt_get_config(g), coh_gpt_params(g, NULL), path, tokenizer,
-                               step, coh_trainer_get_config(t)->save_bf16))) {
-        ckpt_fault_point("committed, cleanup next", path);
-        ckpt_remove_others(path, step);
-    }
-    return st;
+    if ((st = ckpt_state_save_device(sp, &s, ten, 2, mt.meta, nmeta)))
+        return st;
+    if ((st = gpt_save_commit(coh_gpt_get_config(g), coh_gpt_params(g, NULL), path, tokenizer,
+                              step, coh_trainer_get_config(t)->save_bf16)))
+        return ckpt_drop_uncommitted(st, path, sp);
+    ckpt_fault_point("committed, cleanup next", path);
+    ckpt_remove_others(path, step);
+    return COH_OK;
 }
 
 coh_status coh_trainer_resume(coh_trainer *t, const char *path, coh_loader_pos *data,

@@ -413,8 +413,12 @@ static coh_status save_sharded(coh_par_trainer *t, const char *path, const char 
     if (!st)
         st = gather_index(w, &o, all, &rows, &nrows);
     shard_out_free(&o);
-    if (!st && me == 0 && !(st = write_state(t, path, step, data, threads)))
-        st = write_commit(t, path, tokenizer, step, n, rows, nrows);
+    if (!st && me == 0 && !(st = write_state(t, path, step, data, threads)) &&
+        (st = write_commit(t, path, tokenizer, step, n, rows, nrows))) {
+        char sp[4200];
+        if (!ckpt_state_name(sp, sizeof sp, path, step))
+            st = ckpt_drop_uncommitted(st, path, sp);
+    }
     free(all);
     free(rows);
     s2 = coh_barrier(w);
