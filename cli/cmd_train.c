@@ -1,7 +1,6 @@
 /* cmd_train.c: `cohort train`: trains a GPT-2 model on token shards, with progress, metrics,
  * validation, checkpoints and exact resume. */
 #include <getopt.h>
-#include <glob.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -320,38 +319,41 @@ static int output_is(const char *out, const struct stat *made, int companions, c
     return companions ? coh_ckpt_file_of(out, name) : !strcmp(name, out_name);
 }
 
+/* One output against the shards' files (coh_shard_files): the first it would overwrite. */
+typedef struct output_check {
+    const char *out;
+    const struct stat *made; /* the output as it exists, NULL when it does not yet */
+    int companions;
+    char hit[4096];
+} output_check;
+
+static coh_status output_hits(void *ctx, const char *file)
+{
+    output_check *c = ctx;
+    if (!output_is(c->out, c->made, c->companions, file))
+        return COH_OK;
+    snprintf(c->hit, sizeof c->hit, "%s", file);
+    return COH_ERR_INVALID; /* found: stop here */
+}
+
 /* An output (--save and its companions, --metrics, --dump-params) that would overwrite a
  * training or validation shard is refused before anything runs: a checkpoint written over its
- * own data loses the data. Globs are expanded as the loader expands them. */
+ * own data loses the data. Globs are expanded as the loader expands them (a glob matching
+ * nothing is the loader's error to report). */
 static int check_not_data(const train_opts *o, const char *opt, const char *out, int companions)
 {
     struct stat made;
-    int exists = !stat(out, &made);
+    output_check c = {out, stat(out, &made) ? NULL : &made, companions, ""};
     for (int v = 0; v < 2; v++) {
         const char *const *paths = v ? o->val : o->data;
-        for (int i = 0; i < (v ? o->nval : o->ndata); i++) {
-            glob_t g = {0};
-            int globbed = strpbrk(paths[i], "*?[") && !glob(paths[i], 0, NULL, &g);
-            size_t n = globbed ? g.gl_pathc : 1;
-            const char *hit = NULL;
-            for (size_t k = 0; !hit && k < n; k++) {
-                const char *f = globbed ? g.gl_pathv[k] : paths[i];
-                if (output_is(out, exists ? &made : NULL, companions, f))
-                    hit = f;
-            }
-            int rc = hit ? cli_usage_error(CMD, "%s '%s' would overwrite %s '%s'%s: give the "
-                                           "output another name", opt, out,
-                                           v ? "--val-data" : "--data", hit,
-                                           companions && !output_is(out, exists ? &made : NULL,
-                                                                    0, hit)
-                                               ? " (one of the files its saves write or remove)"
-                                               : "")
-                         : 0;
-            if (globbed)
-                globfree(&g);
-            if (rc)
-                return rc;
-        }
+        for (int i = 0; i < (v ? o->nval : o->ndata); i++)
+            if (coh_shard_files(paths[i], output_hits, &c) && c.hit[0])
+                return cli_usage_error(CMD, "%s '%s' would overwrite %s '%s'%s: give the output "
+                                       "another name", opt, out, v ? "--val-data" : "--data",
+                                       c.hit,
+                                       companions && !output_is(out, c.made, 0, c.hit)
+                                           ? " (one of the files its saves write or remove)"
+                                           : "");
     }
     return 0;
 }
