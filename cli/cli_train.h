@@ -20,6 +20,7 @@ typedef struct train_opts {
     long val_every, val_batches, log_every, save_every, stop_at;
     const char *save, *resume, *init_from, *metrics, *tokenizer;
     int shuffle, deterministic, blas_info, dry_run, json;
+    const char *tied_order;    /* --tied-grad-order as given, NULL when not */
     const char *trace;         /* --trace FILE.json (per rank: FILE.rankN.json when N > 1) */
     const char *dump_params;   /* --dump-params FILE: final parameters as raw f32 (rank 0) */
     long devices;              /* strategy dp: its devices in this process (cfg.par.dp), else 0 */

@@ -262,6 +262,9 @@ void cli_par_print_start(const train_opts *o, const cli_par *p, coh_par_trainer 
     coh_info("strategy %s on mesh %dx1x%d (dp x pp x tp); global batch %ld sequences = "
              "micro-batch %d x accumulation %d x data-parallel %d", coh_strategy_name(o->cfg.par.strategy),
              dp, mesh->tp, (long)c->batch * c->accum * width, c->batch, c->accum, width);
+    if (c->tied_grad_apart)
+        coh_info("tied embedding: the head's and the embedding's wte gradients are each summed "
+                 "over the step, then added (a pipeline's order: --tied-grad-order pipeline)");
     coh_par_memory pm;
     char tot[24], eng[24], tr[24], base[24], st[128];
     if (!cli_par_predict(o, p, &pm))

@@ -1,7 +1,6 @@
 /* cmd_train.c: `cohort train`: trains a GPT-2 model on token shards, with progress, metrics,
  * validation, checkpoints and exact resume. */
 #include <getopt.h>
-#include <glob.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,6 +69,12 @@ static void help(void)
            "  --grad-clip X         clip the global gradient norm, 0 = off (default 1.0)\n"
            "  --seed N              initialisation and shuffle seed (default 1337)\n"
            "  --deterministic       pin the thread count (checked on resume): bit-identical runs\n"
+           "  --tied-grad-order O   how the tied embedding's two gradients (the head's, the\n"
+           "                        embedding's) are summed over a step: interleaved (one\n"
+           "                        device's default: micro-batch by micro-batch) or pipeline\n"
+           "                        (each over the step, then added: the order of --pp 2 or\n"
+           "                        more, so that one device reproduces a pipeline run bit for\n"
+           "                        bit; one wte more memory; not with data parallelism)\n"
            "output:\n"
            "  --metrics FILE        JSON lines: step, loss, lr, tokens_per_s, mfu, elapsed_s,\n"
            "                        val_loss (when evaluated), memory per rank (model state,\n"
@@ -100,7 +105,7 @@ enum {
     O_INIT = 256, O_DATA, O_VAL, O_SHUFFLE, O_STEPS, O_LR, O_MINLR, O_WARMUP, O_WD, O_CLIP, O_SEED,
     O_DET, O_METRICS, O_LOGEVERY, O_VALEVERY, O_VALBATCHES, O_SAVE, O_SAVEEVERY, O_RESUME,
     O_STOPAT, O_TOKENIZER, O_BLASINFO, O_TRACE, O_DUMP, O_DEVICES, O_DRYRUN, O_JSON,
-    O_STAGELAYERS, O_SAVEDTYPE, O_DEVICE, O_WORLD, O_PEAK
+    O_STAGELAYERS, O_SAVEDTYPE, O_DEVICE, O_WORLD, O_PEAK, O_TIED
 };
 
 static const struct option own_options[] = {
@@ -121,6 +126,7 @@ static const struct option own_options[] = {
     {"stage-layers", 1, 0, O_STAGELAYERS}, {"save-dtype", 1, 0, O_SAVEDTYPE},
     {"device", 1, 0, O_DEVICE},
     {"world", 1, 0, O_WORLD},         {"peak-gflops", 1, 0, O_PEAK},
+    {"tied-grad-order", 1, 0, O_TIED},
     {0, 0, 0, 0},
 };
 
@@ -166,6 +172,15 @@ static int parse_value(void *ctx, int c, const char *name, const char *a)
         o->tc.seed = (uint64_t)v;
         return 1;
     case O_DET: o->deterministic = 1; return 1;
+    case O_TIED:
+        if (strcmp(a, "interleaved") && strcmp(a, "pipeline")) {
+            cli_usage_error(CMD, "invalid --tied-grad-order '%s': valid are interleaved, pipeline",
+                            a);
+            return 0;
+        }
+        o->tied_order = a;
+        o->tc.tied_grad_apart = !strcmp(a, "pipeline");
+        return 1;
     case O_METRICS: o->metrics = a; return 1;
     case O_LOGEVERY: return cli_parse_long(CMD, "--log-every", a, 1, BIG, &o->log_every);
     case O_VALEVERY: return cli_parse_long(CMD, "--val-every", a, 1, BIG, &o->val_every);
@@ -201,6 +216,23 @@ static int parse_value(void *ctx, int c, const char *name, const char *a)
         }
         return 1;
     }
+    return 0;
+}
+
+/* --tied-grad-order against the mesh: a pipeline's stages hold the two gradients apart, and a
+ * data-parallel replica reduces wte's as the embedding's backward ends (par_trainer.c). */
+static int check_tied_order(const train_opts *o)
+{
+    const coh_parallel_config *p = &o->cfg.par;
+    if (o->tied_order && !o->tc.tied_grad_apart && p->pp > 1)
+        return cli_usage_error(CMD, "--tied-grad-order interleaved with --pp %lld: a pipeline's "
+                               "first and last stages each sum their part over the step; only "
+                               "'pipeline' is its order", (long long)p->pp);
+    if (o->tc.tied_grad_apart && (p->dp > 1 || p->strategy == COH_STRATEGY_DP))
+        return cli_usage_error(CMD, "--tied-grad-order pipeline with --strategy %s (dp %lld): "
+                               "it is for one data-parallel replica (a replica's wte gradient is "
+                               "reduced before the head's part could join it)",
+                               coh_strategy_name(p->strategy), (long long)p->dp);
     return 0;
 }
 
@@ -287,38 +319,41 @@ static int output_is(const char *out, const struct stat *made, int companions, c
     return companions ? coh_ckpt_file_of(out, name) : !strcmp(name, out_name);
 }
 
+/* One output against the shards' files (coh_shard_files): the first it would overwrite. */
+typedef struct output_check {
+    const char *out;
+    const struct stat *made; /* the output as it exists, NULL when it does not yet */
+    int companions;
+    char hit[4096];
+} output_check;
+
+static coh_status output_hits(void *ctx, const char *file)
+{
+    output_check *c = ctx;
+    if (!output_is(c->out, c->made, c->companions, file))
+        return COH_OK;
+    snprintf(c->hit, sizeof c->hit, "%s", file);
+    return COH_ERR_INVALID; /* found: stop here */
+}
+
 /* An output (--save and its companions, --metrics, --dump-params) that would overwrite a
  * training or validation shard is refused before anything runs: a checkpoint written over its
- * own data loses the data. Globs are expanded as the loader expands them. */
+ * own data loses the data. Globs are expanded as the loader expands them (a glob matching
+ * nothing is the loader's error to report). */
 static int check_not_data(const train_opts *o, const char *opt, const char *out, int companions)
 {
     struct stat made;
-    int exists = !stat(out, &made);
+    output_check c = {out, stat(out, &made) ? NULL : &made, companions, ""};
     for (int v = 0; v < 2; v++) {
         const char *const *paths = v ? o->val : o->data;
-        for (int i = 0; i < (v ? o->nval : o->ndata); i++) {
-            glob_t g = {0};
-            int globbed = strpbrk(paths[i], "*?[") && !glob(paths[i], 0, NULL, &g);
-            size_t n = globbed ? g.gl_pathc : 1;
-            const char *hit = NULL;
-            for (size_t k = 0; !hit && k < n; k++) {
-                const char *f = globbed ? g.gl_pathv[k] : paths[i];
-                if (output_is(out, exists ? &made : NULL, companions, f))
-                    hit = f;
-            }
-            int rc = hit ? cli_usage_error(CMD, "%s '%s' would overwrite %s '%s'%s: give the "
-                                           "output another name", opt, out,
-                                           v ? "--val-data" : "--data", hit,
-                                           companions && !output_is(out, exists ? &made : NULL,
-                                                                    0, hit)
-                                               ? " (one of the files its saves write or remove)"
-                                               : "")
-                         : 0;
-            if (globbed)
-                globfree(&g);
-            if (rc)
-                return rc;
-        }
+        for (int i = 0; i < (v ? o->nval : o->ndata); i++)
+            if (coh_shard_files(paths[i], output_hits, &c) && c.hit[0])
+                return cli_usage_error(CMD, "%s '%s' would overwrite %s '%s'%s: give the output "
+                                       "another name", opt, out, v ? "--val-data" : "--data",
+                                       c.hit,
+                                       companions && !output_is(out, c.made, 0, c.hit)
+                                           ? " (one of the files its saves write or remove)"
+                                           : "");
     }
     return 0;
 }
@@ -392,6 +427,8 @@ static int parse(train_opts *o, int argc, char **argv)
     rc = cli_config_finish(CMD, &o->cfg, o->world);
     if (!rc)
         rc = settle_devices(o);
+    if (!rc)
+        rc = check_tied_order(o);
     if (!rc && described && !coh_strategy_is_multiprocess(o->cfg.par.strategy) &&
         o->cfg.par.dp != 1) /* as check_strategy refuses it under a launcher */
         rc = cli_usage_error(CMD, "strategy '%s' runs one process but the job described has %d "
@@ -764,6 +801,8 @@ static int dry_run(const train_opts *o)
         coh_jw_object_end(&w);
         cli_config_json(&w, p, o->tc.seq, o->tc.accum);
         coh_jw_field_int(&w, "threads", o->cfg.threads);
+        coh_jw_key(&w, "tied_grad_order");
+        coh_jw_string(&w, o->tc.tied_grad_apart || p->pp > 1 ? "pipeline" : "interleaved");
         if (p->strategy != COH_STRATEGY_DP && mesh_json(&w, o)) {
             coh_jw_object_end(&w);
             coh_jw_finish(&w);
@@ -779,6 +818,8 @@ static int dry_run(const train_opts *o)
            p->pp, p->tp, coh_precision_name(p->precision));
     printf("batch     micro-batch %d x seq %d x accumulation %d x data-parallel %d\n",
            o->tc.batch, o->tc.seq, o->tc.accum, p->dp);
+    if (o->tc.tied_grad_apart && p->pp == 1)
+        printf("tied wte  its two gradients summed in a pipeline's order (one wte more)\n");
     int world = p->dp * p->pp * p->tp, per = p->gpus_per_node > 0 ? p->gpus_per_node : world;
     if (world > 1)
         printf("mesh      %d ranks, %d a node: tp fastest, then dp, then pp (--json: every "

@@ -141,6 +141,12 @@ typedef struct coh_loader coh_loader;
  * tokens for one global batch; COH_ERR_NOT_FOUND / COH_ERR_IO for unreadable files. */
 coh_status coh_loader_create(const coh_loader_config *cfg, coh_loader **out);
 
+/* Each file a shard entry names, in the loader's order: the entry itself, or with * ? [ the files
+ * its glob matches, sorted; each(ctx, file) until it returns an error, which is returned.
+ * COH_ERR_NOT_FOUND for a glob matching nothing or a folder in it that cannot be read. */
+coh_status coh_shard_files(const char *entry, coh_status (*each)(void *ctx, const char *file),
+                           void *ctx);
+
 /* The largest token id in the shards (paths as coh_loader_config's, globs expanded), -1 when
  * they hold no token: what the data needs of a model's vocabulary, and which tokenizer made it
  * (below 256: bytes). Errors: those of coh_loader_create's opening and validation. */

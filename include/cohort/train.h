@@ -281,6 +281,16 @@ coh_status coh_gpt_chunk_forward(coh_gpt *g, int slot, int lo, int hi, int ends,
 coh_status coh_gpt_chunk_backward(coh_gpt *g, int slot, int lo, int hi, int ends,
                                   const float *dout, int B, int T, float *dx_in);
 
+/* The tied wte's two gradients accumulated apart over a step: the head's part into a buffer of
+ * its own (this shard's wte rows x dim floats, zeroed), the embedding's in the gradient arena,
+ * as a pipeline accumulates them on its last and first stage. The caller zeroes the buffer with
+ * the gradients and adds it into wte's gradient after the step's last backward: then one device
+ * sums them in the pipeline's order and reproduces a pipeline run bit for bit. Once;
+ * COH_ERR_INVALID for a second call, COH_ERR_NOMEM. */
+coh_status coh_gpt_keep_head_grad_apart(coh_gpt *g);
+/* That buffer and its float count in *n (NULL-able); NULL and 0 when not kept apart. */
+float *coh_gpt_head_grad(coh_gpt *g, size_t *n);
+
 /* Split the LM head by vocabulary into `shards` pipeline units (2..16, shard k holding rows
  * coh_pipe_head_shard_row(V, k, shards) .. (V, k + 1, shards) of the tied wte), after
  * coh_gpt_set_slots, once; not with tensor parallelism. held[k] (shards flags) names the shards
@@ -367,6 +377,9 @@ typedef struct coh_trainer_config {
                                 not resumable); 0: fp32, the master weights */
     int saves;               /* checkpoints are written: the memory prediction adds a save's
                                 buffers (its stream buffer and slice lists) */
+    int tied_grad_apart;     /* pp 1: sum the tied wte's head and embedding gradients in a
+                                pipeline's order (coh_gpt_keep_head_grad_apart), one wte more;
+                                one data-parallel replica only */
 } coh_trainer_config;
 
 /* Defaults: accum 1, warmup 0, lr 3e-4, min_lr_frac 0.1, betas 0.9/0.95, eps 1e-8, wd 0.1,

@@ -260,6 +260,58 @@ static void test_single_is_engine(void)
     coh_comm_destroy(self);
 }
 
+/* The tied wte's two gradients summed in a pipeline's order (train.tied_grad_apart): the head's
+ * part in a buffer of one wte, zeroed each step and added at its end. With clipping off, one step
+ * moves every tensor but wte exactly as the interleaved order does; the buffer is kept once; a
+ * data-parallel trainer refuses it, naming why. */
+static void test_tied_grad_apart(void)
+{
+    coh_comm *self;
+    coh_mesh *m;
+    CHECK_OK(coh_comm_create_self(&self));
+    CHECK_OK(coh_mesh_create(self, 1, 1, 1, &m));
+    coh_par_config pc = {0};
+    coh_parallel_config_init(&pc.par);
+    coh_trainer_config_defaults(&pc.train);
+    pc.train.model = TINY;
+    pc.train.grad_clip = 0; /* else the norm carries wte's last bits into every tensor */
+    pc.par.micro_batch = 2;
+    pc.par.seq = 8;
+    pc.train.steps = 4;
+    pc.par.microbatches = 2;
+    coh_par_trainer *a, *b, *bad;
+    CHECK_OK(coh_par_trainer_create(&pc, m, &a));
+    pc.train.tied_grad_apart = 1;
+    CHECK_OK(coh_par_trainer_create(&pc, m, &b));
+    coh_gpt *ga = coh_trainer_model(coh_par_trainer_base(a));
+    coh_gpt *gb = coh_trainer_model(coh_par_trainer_base(b));
+    size_t hn = 1, wte = (size_t)TINY.vocab * TINY.dim;
+    CHECK(!coh_gpt_head_grad(ga, &hn) && hn == 0);
+    CHECK(coh_gpt_head_grad(gb, &hn) && hn == wte);
+    CHECK_FAILS(coh_gpt_keep_head_grad_apart(gb), COH_ERR_INVALID, "already kept apart");
+    int ka = 0, kb = 0;
+    coh_step_stats sa, sb;
+    CHECK_OK(coh_par_trainer_step(a, fixed_batch, &ka, &sa));
+    CHECK_OK(coh_par_trainer_step(b, fixed_batch, &kb, &sb));
+    CHECK(sa.loss == sb.loss);
+    size_t n;
+    coh_gpt_params(ga, &n);
+    float *pa = malloc(n * sizeof *pa), *pb = malloc(n * sizeof *pb);
+    CHECK_OK(coh_par_trainer_gather_params(a, pa));
+    CHECK_OK(coh_par_trainer_gather_params(b, pb));
+    /* wte leads the arena; its own update may differ where its gradient's last bits do */
+    CHECK(!memcmp(pa + wte, pb + wte, (n - wte) * sizeof *pa));
+    pc.par.strategy = COH_STRATEGY_DP;
+    pc.par.dp = 2;
+    CHECK_FAILS(coh_par_trainer_create(&pc, m, &bad), COH_ERR_UNSUPPORTED, "keep one replica");
+    free(pa);
+    free(pb);
+    coh_par_trainer_destroy(a);
+    coh_par_trainer_destroy(b);
+    coh_mesh_destroy(m);
+    coh_comm_destroy(self);
+}
+
 static coh_status dp_batch(void *ctx, int32_t *in, int32_t *tg)
 {
     int *k = ctx;
@@ -354,6 +406,7 @@ int main(void)
     RUN(test_adamw_ranges);
     RUN(test_buckets);
     RUN(test_single_is_engine);
+    RUN(test_tied_grad_apart);
     RUN(test_dp_device_memory);
     return CHECK_REPORT();
 }

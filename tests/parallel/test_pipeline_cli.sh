@@ -2,7 +2,9 @@
 # test_pipeline_cli.sh: a pipeline's bad input is refused before anything is allocated, exit 2,
 # naming the value and what would be valid: pp larger than the blocks, a world not divisible by
 # pp, the interleaved schedule's constraints, a --stage-layers that skips, repeats or miscounts
-# blocks, and strategies the pipeline does not run.
+# blocks, strategies the pipeline does not run, and a --tied-grad-order it cannot honour (a
+# pipeline sums the tied embedding's gradients in its own order; a data-parallel replica
+# reduces wte's before the head's part could join it).
 . "$(dirname "${BASH_SOURCE[0]}")/par_lib.sh"
 par_prepare
 par_model 256 4 2 16 16
@@ -27,6 +29,20 @@ expect 2 "--stage-layers '0-3' needs a pipeline" "$cohort" train "${m[@]}" --sta
 expect 2 "--strategy zero2 with --pp 2: ZeRO-2 and -3 shard gradients that a pipeline accumulates" \
     "$cohort" run --nproc-per-node 4 "$cohort" train "${m[@]}" --pp 2 --strategy zero2
 expect 2 "invalid --schedule 'zigzag': valid are 1f1b, gpipe, interleaved, naive" run2 --pp 2 --schedule zigzag
+expect 2 "invalid --tied-grad-order 'head-first': valid are interleaved, pipeline" \
+    "$cohort" train "${m[@]}" --tied-grad-order head-first
+expect 2 "--tied-grad-order interleaved with --pp 2: a pipeline's first and last stages each sum" \
+    run2 --pp 2 --tied-grad-order interleaved
+expect 2 "--tied-grad-order pipeline with --strategy ddp (dp 2): it is for one data-parallel replica" \
+    run2 --strategy ddp --tied-grad-order pipeline
+expect 2 "--tied-grad-order pipeline with --strategy dp (dp 2): it is for one data-parallel replica" \
+    "$cohort" train "${m[@]}" --strategy dp --devices 2 --tied-grad-order pipeline
+# a pipeline is already in its order: the flag is accepted and says so
+out=$(run2 --pp 2 --tied-grad-order pipeline --dry-run 2>&1) &&
+    echo "$out" | grep -q "stage 1   " || fail "--pp 2 --tied-grad-order pipeline: $out"
+out=$("$cohort" train "${m[@]}" --tied-grad-order pipeline --dry-run 2>&1) &&
+    echo "$out" | grep -q "tied wte  its two gradients summed in a pipeline's order" ||
+    fail "--tied-grad-order pipeline --dry-run: $out"
 # a valid split is what the stages hold
 out=$(run2 --pp 2 --stage-layers 0-0,1-3 2>&1) || fail "a valid --stage-layers run failed: $out"
 echo "$out" | grep -q "stage 0: blocks 0-0 + embeddings" && echo "$out" | grep -q "stage 1: blocks 1-3 + final" ||

@@ -6,7 +6,10 @@
 # `single` within 1e-5 at every step and final parameters within 1e-5 (par_compare.py: each
 # tensor's relative L2 error and each element's against its tensor's scale); the tied token
 # embedding's two copies (first and last stage) stay bit-identical; and a different global
-# batch fails the same comparison.
+# batch fails the same comparison. Exactly: every pipeline of one replica gives the losses and
+# parameters of one device that sums the tied embedding's two gradients in a pipeline's order
+# (--tied-grad-order pipeline: the head's and the embedding's each over the step, then added),
+# bit for bit: a pipeline computes every other sum as one device does.
 . "$(dirname "${BASH_SOURCE[0]}")/par_lib.sh"
 par_equiv_setup
 
@@ -14,10 +17,21 @@ compare() { par_check "$@"; }
 
 # global batch 8: single as 2 x 4 micro-batches (the pipelines' grouping) and 1 x 8
 par_equiv_single
+"$cohort" train "${model[@]}" --micro-batch 2 --grad-accum 4 --tied-grad-order pipeline \
+    --metrics "$work/single-tied.jsonl" --dump-params "$work/single-tied.bin" \
+    >"$work/single-tied.out" 2>&1 || fail "single --tied-grad-order pipeline: $(tail -3 "$work/single-tied.out")"
+grep -q "tied embedding: the head's and the embedding's wte gradients are each summed" \
+    "$work/single-tied.out" || fail "single-tied: no tied embedding line"
+# the other order is another sum (the test's premise: were they equal, the exact checks below
+# would not tell a pipeline's order from one device's)
+cmp -s "$work/single.bin" "$work/single-tied.bin" &&
+    fail "--tied-grad-order pipeline gave one device's interleaved bits"
 for s in naive gpipe 1f1b; do
     for pp in 2 4; do
         par_run_tied "$s-pp$pp" $pp --pp $pp --schedule $s --micro-batch 2 --grad-accum 4 &&
-            compare "$s, dp 1 x pp $pp" single "$s-pp$pp"
+            compare "$s, dp 1 x pp $pp" single "$s-pp$pp" &&
+            same_bits "$s, dp 1 x pp $pp against one device in a pipeline's order" single-tied \
+                "$s-pp$pp"
     done
     # two replicas of a 2-stage pipeline: micro-batch 2 x 2 microbatches x dp 2
     par_run_tied "$s-dp2" 4 --pp 2 --strategy ddp --schedule $s --micro-batch 2 --grad-accum 2 &&
@@ -27,7 +41,8 @@ done
 par_run_tied zero1-dp2 4 --pp 2 --strategy zero1 --schedule 1f1b --micro-batch 2 --grad-accum 2 &&
     compare "1f1b, dp 2 x pp 2, zero1" single zero1-dp2
 par_run_tied interleaved 2 --pp 2 --schedule interleaved --virtual-stages 2 --micro-batch 2 --grad-accum 4 &&
-    compare "interleaved, 2 chunks per stage, pp 2" single interleaved
+    compare "interleaved, 2 chunks per stage, pp 2" single interleaved &&
+    same_bits "interleaved, pp 2, against one device in a pipeline's order" single-tied interleaved
 # full recomputation: the same ops on the same inputs, so one device's run is bit-identical, and
 # the pipelines keep to the bound
 "$cohort" train "${model[@]}" --micro-batch 2 --grad-accum 4 --recompute full \
@@ -35,9 +50,11 @@ par_run_tied interleaved 2 --pp 2 --schedule interleaved --virtual-stages 2 --mi
     fail "single with --recompute full"
 cmp -s "$work/single.bin" "$work/single-rc.bin" || fail "--recompute full changed single's parameters"
 par_run_tied 1f1b-rc 2 --pp 2 --schedule 1f1b --micro-batch 2 --grad-accum 4 --recompute full &&
-    compare "1f1b, pp 2, --recompute full" single 1f1b-rc
+    compare "1f1b, pp 2, --recompute full" single 1f1b-rc &&
+    same_bits "1f1b, pp 2, --recompute full, in a pipeline's order" single-tied 1f1b-rc
 par_run_tied interleaved-rc 2 --pp 2 --schedule interleaved --virtual-stages 2 --micro-batch 2 \
-    --grad-accum 4 --recompute full && compare "interleaved, pp 2, --recompute full" single interleaved-rc
+    --grad-accum 4 --recompute full && compare "interleaved, pp 2, --recompute full" single interleaved-rc &&
+    same_bits "interleaved, pp 2, --recompute full, in a pipeline's order" single-tied interleaved-rc
 # the default split is the one whose simulated step is shortest: here the embeddings alone in
 # the first chunk (blocks 0-1 on stage 1, 2-3 on stage 0, the head on stage 1)
 grep -q "stage 0: blocks 2-3 + embeddings;" "$work/interleaved.out" &&
@@ -46,7 +63,9 @@ grep -q "stage 0: blocks 2-3 + embeddings;" "$work/interleaved.out" &&
 # and a block in every chunk
 par_run_tied interleaved-blocks 2 --pp 2 --schedule interleaved --virtual-stages 2 --micro-batch 2 \
     --grad-accum 4 --stage-layers 0,1,2,3 &&
-    compare "interleaved, pp 2, a block in every chunk" single interleaved-blocks
+    compare "interleaved, pp 2, a block in every chunk" single interleaved-blocks &&
+    same_bits "interleaved, pp 2, a block in every chunk, in a pipeline's order" single-tied \
+        interleaved-blocks
 grep -q "stage 0: blocks 0-0,2-2 + embeddings" "$work/interleaved-blocks.out" ||
     fail "interleaved-blocks: stage 0 should hold blocks 0 and 2: $(grep 'stage 0' "$work/interleaved-blocks.out")"
 

@@ -12,6 +12,9 @@
 # metrics carry each rank's tp communication time and the trace each collective (4 all-reduces a
 # block a micro-batch); bad meshes are refused before anything is allocated, naming the value;
 # and ranks started with different flags fail on the collectives' fingerprints, not by hanging.
+# Exactly: tp 2 with a pipeline (1f1b, interleaved) gives, bit for bit, the losses and parameters
+# of tp 2 alone summing the tied embedding's two gradients in a pipeline's order
+# (--tied-grad-order pipeline): the pipeline adds no other reordering to tensor parallelism.
 . "$(dirname "${BASH_SOURCE[0]}")/par_lib.sh"
 "$py" -c "import numpy" 2>/dev/null || { echo "numpy missing"; exit 77; }
 
@@ -51,12 +54,16 @@ for s in ddp zero1 zero2 zero3; do
 done
 run pp2 4 --tp 2 --pp 2 --schedule 1f1b --micro-batch 2 --grad-accum 4 &&
     compare "dp 1 x pp 2 x tp 2, 1f1b" single pp2
+run tp2-tied 2 --tp 2 --micro-batch 2 --grad-accum 4 --tied-grad-order pipeline &&
+    same_bits "dp 1 x pp 2 x tp 2, 1f1b, against tp 2 in a pipeline's order" tp2-tied pp2
 run 3d 8 --tp 2 --pp 2 --strategy zero1 --schedule 1f1b --micro-batch 2 --grad-accum 2 &&
     compare "dp 2 x pp 2 x tp 2, zero1, 1f1b" single 3d
 run 3d-ddp 8 --tp 2 --pp 2 --strategy ddp --schedule gpipe --micro-batch 2 --grad-accum 2 &&
     compare "dp 2 x pp 2 x tp 2, ddp, gpipe" single 3d-ddp
 run pp2-inter 4 --tp 2 --pp 2 --schedule interleaved --virtual-stages 2 --micro-batch 2 \
-    --grad-accum 4 && compare "dp 1 x pp 2 x tp 2, interleaved v 2" single pp2-inter
+    --grad-accum 4 && compare "dp 1 x pp 2 x tp 2, interleaved v 2" single pp2-inter &&
+    same_bits "dp 1 x pp 2 x tp 2, interleaved, against tp 2 in a pipeline's order" tp2-tied \
+        pp2-inter
 run tp2-rc 2 --tp 2 --recompute full --micro-batch 2 --grad-accum 4 &&
     compare "tp 2, --recompute full" single tp2-rc
 # sequence parallelism: LayerNorms and the residual stream split by rows over the tp ranks

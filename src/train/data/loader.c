@@ -94,23 +94,26 @@ static coh_status add_shard(coh_loader *l, const char *path)
     return COH_OK;
 }
 
-static coh_status add_path(coh_loader *l, const char *pattern)
+coh_status coh_shard_files(const char *entry, coh_status (*each)(void *ctx, const char *file),
+                           void *ctx)
 {
-    if (!strpbrk(pattern, "*?["))
-        return add_shard(l, pattern);
+    if (!strpbrk(entry, "*?["))
+        return each(ctx, entry);
     glob_t g;
-    int rc = glob(pattern, GLOB_ERR, NULL, &g);
+    int rc = glob(entry, GLOB_ERR, NULL, &g);
     if (rc == GLOB_NOMATCH)
-        return coh_errf(COH_ERR_NOT_FOUND, "no files match '%s'", pattern);
+        return coh_errf(COH_ERR_NOT_FOUND, "no files match '%s'", entry);
     if (rc != 0) /* GLOB_ERR: a folder on the way is missing or unreadable */
         return coh_errf(COH_ERR_NOT_FOUND, "no files match '%s' (a folder in it cannot be read)",
-                        pattern);
+                        entry);
     coh_status st = COH_OK;
     for (size_t i = 0; st == COH_OK && i < g.gl_pathc; i++)
-        st = add_shard(l, g.gl_pathv[i]);
+        st = each(ctx, g.gl_pathv[i]);
     globfree(&g);
     return st;
 }
+
+static coh_status add_file(void *ctx, const char *file) { return add_shard(ctx, file); }
 
 static coh_status count_windows(coh_loader *l)
 {
@@ -152,7 +155,7 @@ coh_status coh_loader_create(const coh_loader_config *cfg, coh_loader **out)
     if (cfg->mode == COH_LOADER_EVAL)
         l->cfg.shuffle = 0;
     for (size_t i = 0; st == COH_OK && i < cfg->npaths; i++)
-        st = add_path(l, cfg->paths[i]);
+        st = coh_shard_files(cfg->paths[i], add_file, l);
     if (st == COH_OK)
         st = count_windows(l);
     if (st != COH_OK) {
@@ -173,7 +176,7 @@ coh_status coh_shards_max_id(const char *const *paths, size_t n, int32_t *max_id
         return coh_errf(COH_ERR_NOMEM, "out of memory");
     coh_status st = n ? COH_OK : coh_errf(COH_ERR_INVALID, "no data files given");
     for (size_t i = 0; st == COH_OK && i < n; i++)
-        st = add_path(l, paths[i]);
+        st = coh_shard_files(paths[i], add_file, l);
     for (size_t k = 0; st == COH_OK && k < l->nshards; k++) {
         const shard *s = &l->shards[k];
         for (uint64_t i = 0; i < s->ntokens; i++) {

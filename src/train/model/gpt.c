@@ -218,6 +218,7 @@ void coh_gpt_destroy(coh_gpt *g)
     free(g->slot);
     DEV_FREE(g, g->slot_acts);
     DEV_FREE(g, g->head_mem);
+    DEV_FREE(g, g->head_dwte);
     DEV_FREE(g, g->rscratch);
     DEV_FREE(g, g->acts);
     DEV_FREE(g, g->dscratch);
@@ -388,6 +389,24 @@ int gpt_slot_keeps(const coh_gpt *g, const gpt_slot *sl, int lo, int hi, int end
         if (!sl->la[l].res3 || (!g->recompute && !sl->la[l].ln1))
             return 0;
     return 1;
+}
+
+coh_status coh_gpt_keep_head_grad_apart(coh_gpt *g)
+{
+    if (g->head_dwte)
+        return coh_errf(COH_ERR_INVALID, "the head's wte gradient is already kept apart");
+    size_t n = (size_t)g->Vs * (size_t)g->cfg.dim;
+    if (!(g->head_dwte = DEV_ALLOC(g, n * sizeof(float))))
+        return coh_errf(COH_ERR_NOMEM, "out of memory for the head's wte gradient (%zu floats)",
+                        n);
+    return COH_OK;
+}
+
+float *coh_gpt_head_grad(coh_gpt *g, size_t *n)
+{
+    if (n)
+        *n = g->head_dwte ? (size_t)g->Vs * (size_t)g->cfg.dim : 0;
+    return g->head_dwte;
 }
 
 coh_status coh_gpt_set_head_shards(coh_gpt *g, int shards, const int *held, int keep_logits)

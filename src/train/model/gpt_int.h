@@ -93,6 +93,8 @@ struct coh_gpt {
     float *params, *grads;
     int grads_borrowed;    /* grads is the caller's (coh_gpt_set_grad_arena) */
     gpt_weights w, gw;
+    float *head_dwte;      /* (Vs, C) the head's part of dwte, accumulated apart from the
+                              embedding's (coh_gpt_keep_head_grad_apart); NULL: both in gw.wte */
     gpt_block *blk, *gblk; /* (L) views into params and grads */
     float *acts;           /* saved activations of slot 0 */
     gpt_slot *slot;        /* (nslots) */

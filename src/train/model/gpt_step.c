@@ -298,6 +298,10 @@ static coh_status check_stage(const coh_gpt *g, int slot, int lo, int hi, int en
     return COH_OK;
 }
 
+/* Where the head adds its part of dL/dwte: the tied matrix's gradient, or the buffer that keeps
+ * it apart until the step's end. */
+static float *head_dwte(coh_gpt *g) { return g->head_dwte ? g->head_dwte : g->gw.wte; }
+
 /* The final LayerNorm and the fused head (vocabulary-parallel on a shard): the mean loss, and
  * with grad_scale > 0 dL/dlnf into dlnf (summed over the shards) and the head's part of dwte. */
 static coh_status head_forward(coh_gpt *g, gpt_slot *sl, const int32_t *targets, int B, int T,
@@ -320,7 +324,7 @@ static coh_status head_forward(coh_gpt *g, gpt_slot *sl, const int32_t *targets,
     gpt_vocab_part part = gpt_tp_vocab(g);
     float *d = grad_scale > 0.0f ? dlnf : NULL;
     BE->copy(sl->targets, targets, N * sizeof *targets, COH_COPY_H2D);
-    st = BE->head_loss(&g->mm, sl->losses, d, g->gw.wte, g->logits, g->chunk_rows, sl->lnf,
+    st = BE->head_loss(&g->mm, sl->losses, d, head_dwte(g), g->logits, g->chunk_rows, sl->lnf,
                        g->w.wte, sl->targets, N, C, g->cfg.vocab, grad_scale, &part);
     params(g, -1, COH_PARAM_DONE);
     if (!st && d) /* this rank's rows of dL/dlnf, at the start of dlnf */
@@ -404,7 +408,7 @@ static coh_status shard_forward(coh_gpt *g, gpt_slot *sl, int k, size_t N, float
     float *d = last && grad_scale > 0.0f ? sl->dlnf : NULL;
     params(g, -1, COH_PARAM_NEED_FORWARD);
     coh_status st = BE->head_loss(&g->mm, last ? sl->losses : g->hloss, d,
-                                  g->gw.wte + (size_t)v0 * C,
+                                  head_dwte(g) + (size_t)v0 * C,
                                  g->logits, g->chunk_rows, sl->lnf, g->w.wte + (size_t)v0 * C,
                                  sl->targets, N, C, vn, grad_scale, &part);
     params(g, -1, COH_PARAM_DONE);
@@ -426,8 +430,8 @@ static coh_status shard_backward(coh_gpt *g, gpt_slot *sl, int k, size_t N, cons
         part.kept_ready = 1;
     }
     params(g, -1, COH_PARAM_NEED_BACKWARD);
-    coh_status st = BE->head_loss(&g->mm, g->hloss, g->dtmp, g->gw.wte + (size_t)v0 * C, g->logits,
-                                 g->chunk_rows, sl->lnf, g->w.wte + (size_t)v0 * C, sl->targets,
+    coh_status st = BE->head_loss(&g->mm, g->hloss, g->dtmp, head_dwte(g) + (size_t)v0 * C,
+                                 g->logits, g->chunk_rows, sl->lnf, g->w.wte + (size_t)v0 * C, sl->targets,
                                  N, C, vn, sl->hscale, &part);
     params(g, -1, COH_PARAM_DONE);
     if (st)

@@ -216,6 +216,8 @@ coh_status coh_par_memory_estimate(const coh_par_config *cfg, int dp, int rank,
                        coh_train_memory_bf16_acts_saved(&c->train.model, c->train.batch,
                                                         c->train.seq);
     }
+    if (c->train.tied_grad_apart) /* the head's part of the wte gradient, apart */
+        out->engine += 4 * (uint64_t)par_wte_size(&c->train.model);
     const coh_model_state_bytes *s = &out->state;
     out->save = c->train.saves ? ckpt_save_bytes(&c->train.model, dp, 1) : 0;
     out->total = s->params + s->grads + s->optim + out->engine + out->gathered +

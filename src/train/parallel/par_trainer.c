@@ -42,6 +42,11 @@ static coh_status check(const coh_par_config *c, const coh_mesh *m)
         return coh_errf(COH_ERR_UNSUPPORTED, "strategy '%s' with pp %d: ZeRO-2 and -3 shard "
                         "gradients that a pipeline accumulates over its microbatches; use ddp or "
                         "zero1", coh_strategy_name(p->strategy), m->pp);
+    if (c->train.tied_grad_apart && (p->strategy == COH_STRATEGY_DP || m->dp != 1))
+        return coh_errf(COH_ERR_UNSUPPORTED, "the tied embedding's gradients in a pipeline's "
+                        "order with %s (dp %lld): a replica's wte gradient is reduced when the "
+                        "embedding's backward ends, before the head's part could join it; keep "
+                        "one replica", coh_strategy_name(p->strategy), (long long)p->dp);
     if (p->strategy == COH_STRATEGY_SINGLE && m->dp != 1)
         return coh_errf(COH_ERR_INVALID, "strategy 'single' with %d ranks: use ddp or zero1..3 "
                         "under 'cohort run', or run one process", m->dp);
@@ -129,6 +134,13 @@ static coh_status build(coh_par_trainer *t)
     }
     if ((c->par.recompute == COH_RECOMPUTE_FULL && (st = coh_gpt_set_recompute(model, 1))) ||
         (c->par.precision == COH_PREC_BF16_MIXED && (st = coh_gpt_set_bf16_mixed(model, 1)))) {
+        coh_gpt_destroy(model);
+        t->model = NULL;
+        return st;
+    }
+    /* a pipeline's first and last stages accumulate the two apart already */
+    if (c->train.tied_grad_apart && t->mesh->pp == 1 &&
+        (st = coh_gpt_keep_head_grad_apart(model))) {
         coh_gpt_destroy(model);
         t->model = NULL;
         return st;

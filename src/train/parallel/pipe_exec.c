@@ -624,6 +624,21 @@ static void zero_grads(coh_par_trainer *t)
                        (lay->end[k] - lay->begin[k]) * sizeof(float));
     if (t->gacc)
         t->be->set(t->gacc, 0, t->own_total * sizeof *t->gacc);
+    size_t n;
+    float *head = coh_gpt_head_grad(t->model, &n);
+    if (head)
+        t->be->set(head, 0, n * sizeof *head);
+}
+
+/* One stage keeping the tied wte's two gradients apart (coh_gpt_keep_head_grad_apart): the
+ * head's added into the embedding's at the step's end, as a pipeline's tied all-reduce adds the
+ * last stage's to the first's (reduce_grads). */
+static void add_head_grad(coh_par_trainer *t)
+{
+    size_t n;
+    const float *head = coh_gpt_head_grad(t->model, &n);
+    if (head)
+        t->be->add(t->grads, head, n);
 }
 
 coh_status par_forward_backward(coh_par_trainer *t, coh_batch_fn next, void *ctx, double *loss)
@@ -645,6 +660,8 @@ coh_status par_forward_backward(coh_par_trainer *t, coh_batch_fn next, void *ctx
     pp->idle_us += par_now_us() - t0;
     if (!st)
         st = fl;
+    if (!st)
+        add_head_grad(t);
     if (!st)
         st = reduce_grads(t);
     /* the last stage has the loss; everyone gets it */
