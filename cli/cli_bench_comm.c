@@ -51,7 +51,8 @@ static void usage(FILE *f)
             "  --comm KIND        auto (default), shm, mpi or tcp\n"
             "  --json             one JSON object per row instead of the table\n\n"
             "size is the message in bytes as in nccl-tests (all-gather: the gathered buffer;\n"
-            "reduce-scatter and all-to-all: the send buffer). busbw = algbw x 2(n-1)/n for\n"
+            "reduce-scatter and all-to-all: the send buffer), rounded down to whole blocks of\n"
+            "the ranks for these three: the size that ran. busbw = algbw x 2(n-1)/n for\n"
             "all-reduce, x (n-1)/n for all-gather, reduce-scatter and all-to-all, x 1 else.\n");
 }
 
@@ -194,10 +195,13 @@ static coh_status one_size(bench *b, uint64_t bytes, coh_jw *jw)
     b->wrong += wrong;
     if (st || b->rank)
         return st;
-    double algbw = (double)bytes / (us_max * 1e-6) / 1e9, busbw = algbw * bus_factor(b);
+    /* The size that ran, as nccl-tests prints it: blocked ops move whole blocks, so a count
+     * that does not divide by the ranks is rounded down, and the bandwidths are of that. */
+    uint64_t ran = (uint64_t)(ns > nr ? ns : nr) * esz;
+    double algbw = (double)ran / (us_max * 1e-6) / 1e9, busbw = algbw * bus_factor(b);
     if (jw) {
         coh_jw_object_begin(jw);
-        coh_jw_key(jw, "size"), coh_jw_uint(jw, bytes);
+        coh_jw_key(jw, "size"), coh_jw_uint(jw, ran);
         coh_jw_key(jw, "count"), coh_jw_uint(jw, per);
         coh_jw_key(jw, "type"), coh_jw_string(jw, coh_dtype_name(b->t));
         coh_jw_key(jw, "op"), coh_jw_string(jw, bop_names[b->op]);
@@ -212,7 +216,7 @@ static coh_status one_size(bench *b, uint64_t bytes, coh_jw *jw)
         coh_jw_object_end(jw);
         coh_jw_finish(jw);
     } else {
-        printf("%12llu %12zu %6s %14s %6s %10.1f %8.2f %8.2f %8lld\n", (unsigned long long)bytes,
+        printf("%12llu %12zu %6s %14s %6s %10.1f %8.2f %8.2f %8lld\n", (unsigned long long)ran,
                per, coh_dtype_name(b->t), bop_names[b->op], coh_redop_name(b->redop), us_max,
                algbw, busbw, (long long)wrong);
     }

@@ -120,6 +120,10 @@ typedef struct coh_comm_env {
     int nnodes;        /* -1 when the launcher does not say */
     char job[128];     /* the launcher's job id (or COHORT_JOB_ID) + "-r<restart>"; "" when
                           the launcher gives none */
+    char launch[96];   /* this launch of the job on this node, which COHORT_JOB_ID does not
+                          override (cohort run's pid and start time, or the launcher's own job
+                          id): two live jobs given the same job id differ here; "" when the
+                          launcher says nothing that tells launches apart */
     double timeout_s;
 } coh_comm_env;
 coh_status coh_comm_env_read(coh_comm_env *env);

@@ -7,6 +7,7 @@
 
 #include "cohort/launch.h"
 #include "comm/comm_int.h"
+#include "util/proc.h"
 
 static coh_status env_timeout(coh_comm_env *env)
 {
@@ -49,6 +50,19 @@ static coh_status env_job(coh_comm_env *env, const coh_launch_env *le)
     return COH_OK;
 }
 
+/* What tells this launch from another one given the same job id: the job id may be chosen by
+ * the user (COHORT_JOB_ID, cohort run --run-id, torchrun's run id), but cohort run's process is
+ * the one that started this node's ranks, and the other launchers number their jobs
+ * themselves. */
+static void env_launch(coh_comm_env *env, const coh_launch_env *le)
+{
+    if (le->launcher == COH_LAUNCHER_COHORT && le->launcher_pid > 0)
+        snprintf(env->launch, sizeof env->launch, "cohort-%ld-%llu", le->launcher_pid,
+                 coh_proc_start_time((pid_t)le->launcher_pid));
+    else if (le->launcher != COH_LAUNCHER_COHORT && le->launcher != COH_LAUNCHER_TORCHRUN)
+        snprintf(env->launch, sizeof env->launch, "%.95s", le->job_id);
+}
+
 coh_status coh_comm_env_read(coh_comm_env *env)
 {
     memset(env, 0, sizeof *env);
@@ -64,6 +78,7 @@ coh_status coh_comm_env_read(coh_comm_env *env)
     env->nnodes = le.nnodes;
     if ((st = env_timeout(env)) || (st = env_job(env, &le)))
         return st;
+    env_launch(env, &le);
     return COH_OK;
 }
 

@@ -78,6 +78,32 @@ else
     echo "FAIL bench --json"; cat "$json" "$json.err"; fails=$((fails + 1))
 fi
 
+# A count that does not divide by the ranks runs rounded down to whole blocks: the row gives the
+# size that ran (nccl-tests' max of send and receive bytes), and algbw is of that size. 4 KiB of
+# f32 on 3 ranks: 341 elements per rank, 4092 bytes for the blocked ops, 4096 for all-reduce.
+for op in allreduce allgather reduce_scatter alltoall; do
+    out="$comm_tmp/comm_bench.odd.$op"
+    if launch 3 "$cohort" bench comm --json --op "$op" --min-bytes 4K --max-bytes 4K --iters 2 \
+            --warmup 0 >"$out" 2>"$out.err" &&
+       awk -v op="$op" '{
+            match($0, /"size":[0-9]+/); size = substr($0, RSTART + 7, RLENGTH - 7) + 0
+            match($0, /"count":[0-9]+/); count = substr($0, RSTART + 8, RLENGTH - 8) + 0
+            match($0, /"time_us":[0-9.e+-]+/); us = substr($0, RSTART + 10, RLENGTH - 10) + 0
+            match($0, /"algbw_gbs":[0-9.e+-]+/); bw = substr($0, RSTART + 12, RLENGTH - 12) + 0
+            want = op == "allreduce" ? 4096 : 4092
+            d = bw * us * 1e3 - want
+            if (size != want || count != (op == "allreduce" ? 1024 : 341) ||
+                d > want * 1e-9 || d < -want * 1e-9 || $0 !~ /"wrong":0/) exit 1
+            rows++ }
+            END { exit rows != 1 }' "$out"; then
+        echo "ok   bench $op on 3 ranks prints the size that ran"
+    else
+        echo "FAIL bench $op on 3 ranks: not the size that ran (4092 bytes, 341 per rank)"
+        cat "$out" "$out.err"
+        fails=$((fails + 1))
+    fi
+done
+
 usage() { # ARGS... : must exit 2 naming the bad value
     local want=$1
     shift

@@ -6,8 +6,8 @@
 # with MISMATCH describing both calls; a rank that never calls makes the others time out
 # naming it, and one that never joins makes the others' create time out naming it; a segment a
 # killed run of the same job id left is replaced; ranks that disagree on the arena size are
-# refused at once. Nothing may remain in /dev/shm after any of
-# them.
+# refused at once; a second live job with the same job id fails at once. Nothing may remain in
+# /dev/shm after any of them.
 . "$(dirname "$0")/comm_lib.sh"
 
 kill_test 2
@@ -65,4 +65,72 @@ else
     fails=$((fails + 1))
 fi
 check_no_shm "arena sizes that differ between ranks"
+
+# Two live jobs given the same job id: the second fails at once naming the id, and the first
+# keeps its segment (before, the second's rank 0 replaced it and the two jobs' ranks mixed).
+# The first is 3 ranks whose last never joins, so its segment stays under the name until its
+# 15 s timeout; the second starts under another `cohort run` while it waits.
+two_jobs_test() {
+    local seg="" i first out="$comm_tmp/second.log"
+    new_job
+    COHORT_COMM_TIMEOUT=15 launch 3 "$rank_bin" absent >"$comm_tmp/first.log" 2>&1 &
+    job_fresh=0
+    first=$!
+    for i in $(seq 300); do
+        seg=$(ls /dev/shm 2>/dev/null | grep -F "cohort-$user-$job-r" | head -1)
+        [ -n "$seg" ] && break
+        kill -0 "$first" 2>/dev/null || break
+        sleep 0.05
+    done
+    job_fresh=1 # the same job id again
+    launch 2 "$rank_bin" allreduce 1,1000 >"$out" 2>&1
+    local rc=$?
+    wait "$first"
+    local first_rc=$?
+    if [ -n "$seg" ] && [ "$rc" -ne 0 ] && ! grep -q "passed" "$out" &&
+        grep -q "^comm_rank: .*belongs to another job running with the same job id '$job' " "$out" &&
+        [ "$first_rc" -eq 0 ]; then
+        echo "ok   a second live job with the same job id"
+    else
+        echo "FAIL a second live job with the same job id: exit $rc (the first: $first_rc)"
+        cat "$out" "$comm_tmp/first.log"
+        fails=$((fails + 1))
+    fi
+    check_no_shm "a second live job with the same job id"
+}
+two_jobs_test
+
+# Ranks started by hand (no launcher that tells two launches apart): a rank that finds its
+# slot taken makes every rank of the segment fail, naming the rank and the job id, instead of
+# completing a world of two jobs' ranks. Ranks 0 and 1 of 3, then another rank 1.
+hand_rank() { # RANK: one rank of 3 with job id $job over shared memory
+    env -u COHORT_RANK -u COHORT_WORLD_SIZE RANK="$1" WORLD_SIZE=3 LOCAL_RANK="$1" \
+        LOCAL_WORLD_SIZE=3 COHORT_JOB_ID="$job" COHORT_COMM=shm COHORT_COMM_TIMEOUT=15 \
+        "$rank_bin" allreduce 1
+}
+new_job
+hand_rank 0 >"$comm_tmp/hand.0" 2>&1 &
+pid0=$!
+hand_rank 1 >"$comm_tmp/hand.1" 2>&1 &
+pid1=$!
+for i in $(seq 300); do # rank 0 made the segment (whichever rank 1 claims slot 1 first wins)
+    ls /dev/shm 2>/dev/null | grep -qF "cohort-$user-$job-r" && break
+    sleep 0.05
+done
+hand_rank 1 >"$comm_tmp/hand.2" 2>&1
+rc2=$?
+wait "$pid0"
+rc0=$?
+wait "$pid1"
+rc1=$?
+twice=$(grep -l "^comm_rank: .*joined twice as rank 1 .*same job id '$job'" "$comm_tmp"/hand.* |
+    wc -l)
+if [ "$rc0" -ne 0 ] && [ "$rc1" -ne 0 ] && [ "$rc2" -ne 0 ] && [ "$twice" -eq 3 ]; then
+    echo "ok   two rank 1s in one segment"
+else
+    echo "FAIL two rank 1s in one segment: exits $rc0 $rc1 $rc2, $twice of 3 name it"
+    cat "$comm_tmp"/hand.*
+    fails=$((fails + 1))
+fi
+check_no_shm "two rank 1s in one segment"
 finish

@@ -101,10 +101,38 @@ static void seg_name(char *buf, size_t n, const char *job, const char *suffix)
     snprintf(buf, n, "/cohort-%s-%s%s", user, job, suffix);
 }
 
-static coh_status seg_create(const char *name, size_t bytes)
+static int seg_live(const shm_ctl *ctl);
+static coh_status seg_taken(const shm *s, int creator);
+
+/* The creator of the segment under the name when that creator still runs (another live job
+ * given the same job id), else 0: a crashed run's segment, or one too short to tell. */
+static int seg_live_creator(const char *name)
 {
+    int fd = shm_open(name, O_RDWR, 0), creator = 0;
+    struct stat st;
+    if (fd < 0)
+        return 0;
+    if (fstat(fd, &st) == 0 && (size_t)st.st_size >= sizeof(shm_ctl)) {
+        shm_ctl *ctl = mmap(NULL, sizeof *ctl, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (ctl != MAP_FAILED) {
+            creator = seg_live(ctl) ? atomic_load(&ctl->creator_pid) : 0;
+            munmap(ctl, sizeof *ctl);
+        }
+    }
+    close(fd);
+    return creator;
+}
+
+static coh_status seg_create(const shm *s, size_t bytes)
+{
+    const char *name = s->name;
     int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
-    if (fd < 0 && errno == EEXIST) { /* left by a crashed run of the same job: replace it */
+    if (fd < 0 && errno == EEXIST) {
+        /* another job running with the same job id: replacing its segment would hand this
+         * job's ranks to it; a crashed run's is replaced */
+        int creator = seg_live_creator(name);
+        if (creator)
+            return seg_taken(s, creator);
         shm_unlink(name);
         fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
     }
@@ -130,6 +158,15 @@ static int seg_live(const shm_ctl *ctl)
     return pid > 0 && !coh_pid_dead(pid) && coh_proc_start_time(pid) == ctl->creator_start;
 }
 
+/* The name is in use by another live job given the same job id (its creator still runs). */
+static coh_status seg_taken(const shm *s, int creator)
+{
+    return coh_errf(COH_ERR_INVALID, "shared memory '%s' belongs to another job running with "
+                    "the same job id '%s' (its rank 0 is pid %d): two jobs that run at once "
+                    "need different job ids (COHORT_JOB_ID, cohort run --run-id)", s->name,
+                    s->job, creator);
+}
+
 static coh_status seg_disagree(const shm *s, const shm_ctl *ctl, size_t bytes)
 {
     return coh_errf(COH_ERR_MISMATCH, "shared memory '%s' holds %u ranks and %llu bytes but "
@@ -145,6 +182,16 @@ static coh_status seg_refuse(const shm *s, shm_ctl *ctl, size_t bytes)
     ctl->refused_bytes = bytes;
     atomic_store(&ctl->refused, s->rank + 1);
     return seg_disagree(s, ctl, bytes);
+}
+
+/* A rank's slot was claimed twice: two processes of that rank, so two jobs share the name. */
+static coh_status seg_doubled(const shm *s)
+{
+    int32_t r = atomic_load(&s->ctl->doubled) - 1;
+    return coh_errf(COH_ERR_INVALID, "shared memory '%s' was joined twice as rank %d (pids %d "
+                    "and %d): two jobs run with the same job id '%s'; jobs that run at once "
+                    "need different job ids (COHORT_JOB_ID, cohort run --run-id)", s->name, r,
+                    (int)s->ctl->doubled_pids[0], (int)s->ctl->doubled_pids[1], s->job);
 }
 
 /* A segment of another size under the name: this run's (its live creator chose another size:
@@ -265,10 +312,22 @@ static coh_status seg_join(shm *s, size_t bytes)
                             "%g s", s->name, creator, s->timeout);
         nanosleep(&(struct timespec){0, 1000000}, NULL);
     }
+    /* Another launch's: leave it alone (refusing it below would fail that job too). */
+    if (s->launch[0] && s->ctl->launch[0] && strcmp(s->launch, s->ctl->launch))
+        return seg_taken(s, atomic_load(&s->ctl->creator_pid));
     if (s->ctl->n != (uint32_t)s->n || s->ctl->bytes != bytes)
         return seg_refuse(s, s->ctl, bytes);
+    /* The slot is claimed, not just written: a second process with this rank means two jobs
+     * share the name, and every rank of it must fail rather than mix with the other job. */
+    int32_t holder = 0;
+    if (!atomic_compare_exchange_strong(&shm_slot_of(s, s->rank)->pid, &holder,
+                                        (int32_t)getpid())) {
+        s->ctl->doubled_pids[0] = holder;
+        s->ctl->doubled_pids[1] = (int32_t)getpid();
+        atomic_store(&s->ctl->doubled, s->rank + 1);
+        return seg_doubled(s);
+    }
     shm_slot_of(s, s->rank)->cma = !getenv("COHORT_SHM_NO_CMA") && cma_works() && cma_allowed();
-    atomic_store(&shm_slot_of(s, s->rank)->pid, (int32_t)getpid());
     if (atomic_fetch_add(&s->ctl->mapped, 1) + 1 == (uint32_t)s->n)
         shm_unlink(s->name);
     return COH_OK;
@@ -280,6 +339,10 @@ static coh_status seg_wait_all(shm *s)
 {
     double deadline = coh_now_s() + s->timeout;
     while (atomic_load(&s->ctl->mapped) < (uint32_t)s->n) {
+        if (atomic_load(&s->ctl->doubled)) {
+            shm_unlink(s->name);
+            return seg_doubled(s);
+        }
         int32_t refused = atomic_load(&s->ctl->refused);
         if (refused) {
             shm_unlink(s->name);
@@ -304,8 +367,8 @@ static coh_status seg_wait_all(shm *s)
     return COH_OK;
 }
 
-static coh_status shm_new(int rank, int n, double timeout, const char *name, int create,
-                          int wait_all, shm **out)
+static coh_status shm_new(int rank, int n, double timeout, const char *name, const char *job,
+                          const char *launch, int create, int wait_all, shm **out)
 {
     uint64_t half, arena;
     coh_status st;
@@ -331,6 +394,8 @@ static coh_status shm_new(int rank, int n, double timeout, const char *name, int
     s->n = n;
     s->timeout = timeout;
     snprintf(s->name, sizeof s->name, "%s", name);
+    snprintf(s->job, sizeof s->job, "%s", job);
+    snprintf(s->launch, sizeof s->launch, "%s", launch);
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     /* Oversubscribed, a waiter yields at every turn so that the peer it awaits can run, and
      * sleeps after 100 turns; otherwise it spins up to 1 ms (COHORT_SHM_SPIN, shm_wait.c). */
@@ -341,7 +406,7 @@ static coh_status shm_new(int rank, int n, double timeout, const char *name, int
     const char *spin = getenv("COHORT_SHM_SPIN");
     if (spin)
         s->spin_s = atoi(spin) * 1e-6;
-    if (create && (st = seg_create(name, bytes))) {
+    if (create && (st = seg_create(s, bytes))) {
         free(s);
         return st;
     }
@@ -360,6 +425,7 @@ static coh_status shm_new(int rank, int n, double timeout, const char *name, int
         s->ctl->small_gather = s->oversubscribed ? half : SHM_SMALL_GATHER;
         s->ctl->one_phase = s->oversubscribed ? SHM_ONE_PHASE_OVER : SHM_ONE_PHASE;
         s->ctl->n = (uint32_t)n;
+        memcpy(s->ctl->launch, s->launch, sizeof s->ctl->launch);
         atomic_store(&s->ctl->magic, SHM_MAGIC);
     }
     if ((st = seg_join(s, bytes)) || (wait_all && (st = seg_wait_all(s)))) {
@@ -387,7 +453,13 @@ coh_status coh_shm_open(const coh_comm_env *env, void **self)
     char name[240];
     seg_name(name, sizeof name, env->job, "");
     shm *s;
-    coh_status st = shm_new(env->rank, env->size, env->timeout_s, name, env->rank == 0, 1, &s);
+    char job[128]; /* the job id as given, without the "-r<restart>" env_job added */
+    snprintf(job, sizeof job, "%s", env->job);
+    char *restart = strrchr(job, '-');
+    if (restart && restart[1] == 'r' && strspn(restart + 2, "0123456789") == strlen(restart + 2))
+        *restart = '\0';
+    coh_status st = shm_new(env->rank, env->size, env->timeout_s, name, job, env->launch,
+                            env->rank == 0, 1, &s);
     if (st)
         return coh_err_prefix(st, "cannot join the job's shared memory as rank %d of %d",
                               env->rank, env->size);
@@ -498,11 +570,11 @@ static coh_status shm_split(void *self, int color, int key, const int *members, 
     coh_status st = COH_OK, sync_st;
     shm *s = NULL;
     if (leader)
-        st = shm_new(0, nmembers, p->timeout, name, 1, 0, &s);
+        st = shm_new(0, nmembers, p->timeout, name, p->job, p->launch, 1, 0, &s);
     if ((sync_st = shm_sync(p)))
         return sync_st;
     if (!st && color >= 0 && !leader)
-        st = shm_new(new_rank, nmembers, p->timeout, name, 0, 0, &s);
+        st = shm_new(new_rank, nmembers, p->timeout, name, p->job, p->launch, 0, 0, &s);
     if ((sync_st = shm_sync(p)))
         st = sync_st;
     if (leader)

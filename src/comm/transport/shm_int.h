@@ -39,6 +39,13 @@ typedef struct shm_ctl {
     _Atomic int32_t refused;
     uint32_t refused_n;
     uint64_t refused_bytes;
+    /* The creator's launch (coh_comm_env.launch), set before the magic: a rank of another live
+     * job given the same job id refuses the segment instead of joining it. */
+    char launch[96];
+    /* A rank found its slot taken by another process (two jobs with the same job id and no
+     * launch to tell them apart): 1 + that rank, so that every rank fails at once. */
+    _Atomic int32_t doubled;
+    int32_t doubled_pids[2]; /* the slot's holder, and the process that found it taken */
 } __attribute__((aligned(128))) shm_ctl;
 
 typedef struct shm_slot {
@@ -66,6 +73,8 @@ typedef struct shm {
     shm_ctl *ctl;
     int rank, n;
     char name[240];
+    char job[128];    /* the job id the name is made of, for messages */
+    char launch[96];  /* this rank's launch (coh_comm_env.launch); "" when unknown */
     double timeout, deadline, next_check;
     uint32_t arrived; /* mirror of my slot's arrive */
     uint64_t round;   /* staging rounds so far: round & 1 picks the half */
