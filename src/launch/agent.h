@@ -63,6 +63,9 @@ typedef struct peer {
                    waits, 0, until the next restart) */
     char tail[LAUNCH_TAIL_LINES][LAUNCH_TAIL_WIDTH];
     int ntail;
+    /* node 0: the first lines of the error report of the node's failed worker (REPORT lines) */
+    char error[LAUNCH_ERROR_LINES][LAUNCH_TAIL_WIDTH];
+    int nerror;
 } peer;
 
 #define CTL_PENDING_MAX 64    /* connections in their handshake at once; more are closed */
@@ -170,6 +173,8 @@ int ctl_split_mac(char *line, const char **mac);
 int ctl_parse_start(const char *line, int *attempt, int *world, int *base, char *id, size_t n,
                     int *node_rank, int *nnodes);
 int ctl_parse_exit(const char *line, int *code, int *root, const char **desc);
+/* "KIND TEXT" (TAIL, REPORT): TEXT into out, cut to n - 1 bytes (what the receiver keeps). */
+int ctl_parse_text(const char *line, const char *kind, char *out, size_t n);
 int ctl_parse_fail(const char *line, failure *f);
 
 /* auth.c */

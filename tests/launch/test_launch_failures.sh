@@ -204,6 +204,27 @@ grep -qF "| node one fails" "$T/e6a" || fail "node 0 summary lacks node 1's stde
 [ "$(ls "$T"/n.* | wc -l)" -eq 4 ] || fail "two-node failure: not every worker started: $(ls "$T")"
 all_gone $(cat "$T"/n.*) || fail "workers survived the two-node failure"
 
+# 6b. Two nodes: node 1's failed worker left a PyTorch @record report in its
+# TORCHELASTIC_ERROR_FILE: node 0's summary shows it (sent over the control channel), as node
+# 0 shows a local worker's, and only the first lines of its message.
+P=$(free_port)
+EW='if [ "$RANK" = 1 ]; then
+    printf "%s" "{\"message\": {\"message\": \"RuntimeError: remote bad batch\\nl2\\nl3\\nl4\\nl5 not shown\", \"extraInfo\": {\"timestamp\": \"1\"}}}" > "$TORCHELASTIC_ERROR_FILE"
+    echo "node one dies" >&2; exit 4
+fi
+exec sleep '$LONG
+timeout -k 5 $HANG "$C" run --nnodes 2 --node-rank 0 -n 1 --master-port "$P" --grace 1 --join-timeout 60 sh -c "$EW" 2>"$T/e6c" &
+n0=$!
+timeout -k 5 $HANG "$C" run --nnodes 2 --node-rank 1 -n 1 --master-port "$P" --grace 1 --join-timeout 60 sh -c "$EW" 2>"$T/e6d"
+rc1=$?
+wait $n0
+rc0=$?
+[ $rc0 -eq 4 ] && [ $rc1 -eq 4 ] || fail "two-node error file: launchers exited $rc0 and $rc1, expected 4 and 4"
+for needle in "rank 1 exited with code 4" "error file of rank 1 (TORCHELASTIC_ERROR_FILE):" "| RuntimeError: remote bad batch" "| l4" "| node one dies"; do
+    grep -qF -- "$needle" "$T/e6c" || fail "node 0's summary lacks node 1's '$needle': $(cat "$T/e6c")"
+done
+! grep -qF -- "l5 not shown" "$T/e6c" || fail "node 0's summary shows more than 4 lines of the report: $(cat "$T/e6c")"
+
 # 7. Two nodes: SIGKILL of node 1's launcher takes down both nodes' workers.
 P=$(free_port)
 rm -f "$T"/n.*
