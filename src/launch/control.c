@@ -623,20 +623,33 @@ void ctl_local_failure(agent *a)
     send_or_lose(a, &a->peers[0], msg);
 }
 
-/* Node 0 got FAIL from a peer: adopt it as the root cause if it is the first. */
+/* f, a worker's failure, happened before cur, the worker failure taken as the root cause so
+ * far. Its FAIL can arrive later than cur was taken: node 0 reaps its own worker that failed of
+ * another node's failure before that node's word crosses the network, and of two other nodes
+ * the first to fail need not be the first heard. So failures are put in the order of their
+ * times, as torchrun names the failure with the earliest timestamp its root cause (the nodes'
+ * clocks, kept together by NTP). An interruption or a lost launcher, once taken, stays: the job
+ * ends as it said (an interrupted job is not restarted). */
+static int failed_before(const failure *f, const failure *cur)
+{
+    return f->rank >= 0 && cur->rank >= 0 && f->when < cur->when;
+}
+
+/* Node 0 got FAIL from a peer: the root cause when it is the first failure, or an earlier one. */
 static void master_on_fail(agent *a, peer *q, const char *line)
 {
     failure f;
     if (!ctl_parse_fail(line, &f))
         return;
-    if (!a->fail.valid) {
+    if (!a->fail.valid || failed_before(&f, &a->fail)) {
+        double heard = a->fail.valid ? a->fail_mono : coh_now_s(); /* teardown counts from it */
         f.valid = 1;
         memcpy(f.tail, q->tail, sizeof f.tail);
         f.ntail = q->ntail;
         memcpy(f.error, q->error, sizeof f.error);
         f.nerror = q->nerror;
         a->fail = f;
-        a->fail_mono = coh_now_s();
+        a->fail_mono = heard;
     }
     a->remote_stop = 1;
     broadcast(a, "STOP\n");

@@ -1,6 +1,7 @@
 /* test_launch_control.c: node 0's side of the control channel, fed authenticated lines through a
- * socket pair as another node's launcher sends them: what of a remote worker's failure (stderr
- * tail, error report) node 0 keeps for its summary. */
+ * socket pair as another node's launcher sends them: which failure becomes the job's root cause
+ * when several nodes report one, and what of a remote worker's failure (stderr tail, error
+ * report) node 0 keeps for its summary. */
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
@@ -67,6 +68,20 @@ static void node0_reads(fixture *x)
         ctl_handle(&x->a, &p, 1);
 }
 
+/* Node 0's own worker failure, recorded at wall-clock time when. */
+static void local_failure(fixture *x, double when)
+{
+    failure *f = &x->a.fail;
+    memset(f, 0, sizeof *f);
+    f->valid = f->restartable = 1;
+    f->rank = 0;
+    f->node_rank = 0;
+    f->code = f->exit_code = 1;
+    f->sig = 0;
+    f->when = when;
+    snprintf(f->host, sizeof f->host, "node0host");
+}
+
 /* Node 1's rank 1 exited with code 4 at when (its launcher's clock). */
 static void node1_fails(fixture *x, double when)
 {
@@ -116,9 +131,58 @@ static void test_report_bounds(void)
     fixture_free(&x);
 }
 
+/* Node 1's worker failed before node 0's (its failure's time is earlier), but its FAIL arrived
+ * after node 0 had reaped its own worker, which failed of it: node 1's is the root cause, as
+ * torchrun puts the failure with the earliest timestamp first. */
+static void test_earlier_remote_failure_is_root_cause(void)
+{
+    fixture x;
+    CHECK_INT(fixture_init(&x), 0);
+    local_failure(&x, 1000.5);
+    node1_fails(&x, 1000.2);
+    CHECK_INT(x.a.fail.rank, 1);
+    CHECK_INT(x.a.fail.node_rank, 1);
+    CHECK_INT(x.a.fail.exit_code, 4);
+    CHECK_INT(x.a.fail.nerror, 2);
+    CHECK_STR(x.a.fail.tail[0], "node one dies");
+    fixture_free(&x);
+}
+
+/* A later remote failure (one that node 0's own caused) leaves node 0's as the root cause. */
+static void test_later_remote_failure_is_not(void)
+{
+    fixture x;
+    CHECK_INT(fixture_init(&x), 0);
+    local_failure(&x, 1000.5);
+    node1_fails(&x, 1000.9);
+    CHECK_INT(x.a.fail.rank, 0);
+    CHECK_INT(x.a.fail.exit_code, 1);
+    CHECK_STR(x.a.fail.host, "node0host");
+    CHECK_INT(x.a.remote_stop, 1);
+    fixture_free(&x);
+}
+
+/* An interruption of node 0's launcher stays the cause even when a worker elsewhere failed
+ * earlier: an interrupted job is not restarted, and its exit code is the signal's. */
+static void test_interruption_stays(void)
+{
+    fixture x;
+    CHECK_INT(fixture_init(&x), 0);
+    agent_fail_other(&x.a, 130, "the launcher on node0host (node 0) was interrupted by SIGINT");
+    x.a.fail.when = 1000.5;
+    node1_fails(&x, 1000.2);
+    CHECK_INT(x.a.fail.rank, -1);
+    CHECK_INT(x.a.fail.exit_code, 130);
+    CHECK_INT(x.a.fail.restartable, 0);
+    fixture_free(&x);
+}
+
 int main(void)
 {
     RUN(test_remote_report);
     RUN(test_report_bounds);
+    RUN(test_earlier_remote_failure_is_root_cause);
+    RUN(test_later_remote_failure_is_not);
+    RUN(test_interruption_stays);
     return CHECK_REPORT();
 }
