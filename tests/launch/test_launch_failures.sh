@@ -94,6 +94,15 @@ for r in 0 1; do
     [ "$(cat "$T/ef.log.$r" 2>/dev/null)" = "$T/elogs/ef/attempt_0/$r/error.json" ] || fail "rank $r's error file with --log-dir: '$(cat "$T/ef.log.$r" 2>/dev/null)'"
 done
 
+# 1d. An error file that is not a regular file (here a FIFO no one writes to) is not read, as
+# torchrun reads only a regular file: the launcher does not block on it, exits 3 with the
+# stderr tail, and shows no report.
+timeout -k 5 $HANG "$C" run -n 1 --grace 1 sh -c 'mkfifo "$TORCHELASTIC_ERROR_FILE"; echo "left a fifo" >&2; exit 3' 2>"$T/e1d"
+rc=$?
+[ $rc -eq 3 ] || fail "a FIFO as error file: launcher exited $rc, expected 3 (124 or 137: it blocked reading the FIFO)"
+grep -qF -- "| left a fifo" "$T/e1d" || fail "a FIFO as error file: summary lacks the stderr tail: $(cat "$T/e1d")"
+! grep -qF -- "error file of rank" "$T/e1d" || fail "a FIFO as error file: summary shows a report: $(cat "$T/e1d")"
+
 # 2. A worker killed by SIGKILL once the other ignores SIGTERM (and sleeps LONG s): that one is
 # killed when the grace period of 1 s is over, exit 137.
 timeout -k 5 $HANG "$C" run -n 2 --grace 1 sh -c 'if [ "$RANK" = 1 ]; then i=0; while [ ! -s '"$T"'/k.0 ] && [ $i -lt 2000 ]; do sleep 0.05; i=$((i+1)); done; kill -9 $$; fi; trap "" TERM; echo $$ > '"$T"'/k.$RANK; sleep '$LONG 2>"$T/e2"
