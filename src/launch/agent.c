@@ -573,7 +573,7 @@ static void fmt_time(double t, char *buf, size_t n)
     snprintf(buf, n, "%s.%03d UTC", b, (int)((t - (double)s) * 1000));
 }
 
-void agent_print_summary(const agent *a, const char *head)
+void agent_print_summary(const agent *a, const char *head, int root_cause)
 {
     const failure *f = &a->fail;
     char out[8192], when[64], sig[32];
@@ -587,7 +587,7 @@ void agent_print_summary(const agent *a, const char *head)
             ADD("cohort run: %s: rank %d was killed by %s (exit code %d)\n", head, f->rank, sig_name(f->sig, sig, sizeof sig), f->exit_code);
         else
             ADD("cohort run: %s: rank %d exited with code %d\n", head, f->rank, f->code);
-        ADD("  root cause: rank %d (local rank %d, node %d) on host %s, pid %ld\n", f->rank, f->local_rank, f->node_rank, f->host, f->pid);
+        ADD("  %s rank %d (local rank %d, node %d) on host %s, pid %ld\n", root_cause ? "root cause:" : "failure:   ", f->rank, f->local_rank, f->node_rank, f->host, f->pid);
         if (f->sig > 0)
             ADD("  signal:     %s (%d)\n", sig, f->sig);
         else

@@ -143,7 +143,9 @@ coh_status agent_attempt(agent *a);         /* run one attempt to its end */
 void agent_stop(agent *a, int sig);         /* begin teardown with this signal */
 void agent_fail_other(agent *a, int exit_code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-void agent_print_summary(const agent *a, const char *head);
+/* The failure's summary on stderr; root_cause 0: a failure of this node that came after the
+ * job's root cause (another node's, named before it). */
+void agent_print_summary(const agent *a, const char *head, int root_cause);
 
 /* control.c */
 coh_status ctl_join(agent *a);               /* connect all launchers; agree on ids */
