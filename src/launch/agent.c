@@ -587,7 +587,9 @@ void agent_print_summary(const agent *a, const char *head, int root_cause)
             ADD("cohort run: %s: rank %d was killed by %s (exit code %d)\n", head, f->rank, sig_name(f->sig, sig, sizeof sig), f->exit_code);
         else
             ADD("cohort run: %s: rank %d exited with code %d\n", head, f->rank, f->code);
-        ADD("  %s rank %d (local rank %d, node %d) on host %s, pid %ld\n", root_cause ? "root cause:" : "failure:   ", f->rank, f->local_rank, f->node_rank, f->host, f->pid);
+        ADD("  %s rank %d (local rank %d, node %d) on host %s, pid %ld\n",
+            root_cause ? "root cause:" : "failure:   ", f->rank, f->local_rank, f->node_rank,
+            f->host, f->pid);
         if (f->sig > 0)
             ADD("  signal:     %s (%d)\n", sig, f->sig);
         else
