@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -121,14 +122,46 @@ static void watch_guard(agent *a)
              "process group(s)", how, (long)a->g.pid, groups);
 }
 
+#define ERROR_FILE_MAX (16 << 20) /* a larger error file is a runaway writer's, not a report */
+
+/* The text of w's error file when it is a regular file of at most ERROR_FILE_MAX bytes (torchrun
+ * too reads only a regular file): a FIFO or a device in its place, which the worker or a stray
+ * of its group may have made, must not block the launcher or feed it without end. NULL when
+ * there is none. */
+static char *error_file_text(const worker *w, size_t *len)
+{
+    struct stat sb;
+    int fd = w->error_file[0] ? open(w->error_file, O_RDONLY | O_NONBLOCK | O_CLOEXEC) : -1;
+    if (fd < 0)
+        return NULL;
+    char *text = NULL;
+    if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size <= ERROR_FILE_MAX)
+        text = malloc((size_t)sb.st_size + 1);
+    size_t n = 0, cap = text ? (size_t)sb.st_size : 0; /* what it held then, if it grows */
+    ssize_t r = 1;
+    while (n < cap && r > 0)
+        if ((r = read(fd, text + n, cap - n)) > 0)
+            n += (size_t)r;
+    close(fd);
+    if (r < 0) {
+        free(text);
+        text = NULL;
+    }
+    *len = n;
+    return text;
+}
+
 /* The first lines of the message of w's error file, as PyTorch's @record writes it:
  * {"message": {"message": "...", "extraInfo": {...}}}, or {"message": "..."}. Nothing when
  * the worker wrote none (the stderr tail then says what there is). */
 static void read_error_file(const worker *w, failure *f)
 {
     json_doc *doc = NULL;
-    if (!w->error_file[0] || access(w->error_file, R_OK) != 0 ||
-        json_parse_file(w->error_file, &doc) != COH_OK)
+    size_t size = 0;
+    char *text = error_file_text(w, &size);
+    coh_status st = text ? json_parse(text, size, &doc) : COH_ERR_IO;
+    free(text);
+    if (st != COH_OK)
         return;
     const json_value *m = json_get(json_root(doc), "message");
     if (m && m->type == JSON_OBJECT)
@@ -540,7 +573,7 @@ static void fmt_time(double t, char *buf, size_t n)
     snprintf(buf, n, "%s.%03d UTC", b, (int)((t - (double)s) * 1000));
 }
 
-void agent_print_summary(const agent *a, const char *head)
+void agent_print_summary(const agent *a, const char *head, int root_cause)
 {
     const failure *f = &a->fail;
     char out[8192], when[64], sig[32];
@@ -554,7 +587,9 @@ void agent_print_summary(const agent *a, const char *head)
             ADD("cohort run: %s: rank %d was killed by %s (exit code %d)\n", head, f->rank, sig_name(f->sig, sig, sizeof sig), f->exit_code);
         else
             ADD("cohort run: %s: rank %d exited with code %d\n", head, f->rank, f->code);
-        ADD("  root cause: rank %d (local rank %d, node %d) on host %s, pid %ld\n", f->rank, f->local_rank, f->node_rank, f->host, f->pid);
+        ADD("  %s rank %d (local rank %d, node %d) on host %s, pid %ld\n",
+            root_cause ? "root cause:" : "failure:   ", f->rank, f->local_rank, f->node_rank,
+            f->host, f->pid);
         if (f->sig > 0)
             ADD("  signal:     %s (%d)\n", sig, f->sig);
         else

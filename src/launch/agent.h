@@ -63,6 +63,9 @@ typedef struct peer {
                    waits, 0, until the next restart) */
     char tail[LAUNCH_TAIL_LINES][LAUNCH_TAIL_WIDTH];
     int ntail;
+    /* node 0: the first lines of the error report of the node's failed worker (REPORT lines) */
+    char error[LAUNCH_ERROR_LINES][LAUNCH_TAIL_WIDTH];
+    int nerror;
 } peer;
 
 #define CTL_PENDING_MAX 64    /* connections in their handshake at once; more are closed */
@@ -140,7 +143,9 @@ coh_status agent_attempt(agent *a);         /* run one attempt to its end */
 void agent_stop(agent *a, int sig);         /* begin teardown with this signal */
 void agent_fail_other(agent *a, int exit_code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-void agent_print_summary(const agent *a, const char *head);
+/* The failure's summary on stderr; root_cause 0: a failure of this node that came after the
+ * job's root cause (another node's, named before it). */
+void agent_print_summary(const agent *a, const char *head, int root_cause);
 
 /* control.c */
 coh_status ctl_join(agent *a);               /* connect all launchers; agree on ids */
@@ -170,6 +175,8 @@ int ctl_split_mac(char *line, const char **mac);
 int ctl_parse_start(const char *line, int *attempt, int *world, int *base, char *id, size_t n,
                     int *node_rank, int *nnodes);
 int ctl_parse_exit(const char *line, int *code, int *root, const char **desc);
+/* "KIND TEXT" (TAIL, REPORT): TEXT into out, cut to n - 1 bytes (what the receiver keeps). */
+int ctl_parse_text(const char *line, const char *kind, char *out, size_t n);
 int ctl_parse_fail(const char *line, failure *f);
 
 /* auth.c */

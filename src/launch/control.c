@@ -3,14 +3,19 @@
  * with the node's nonce and an HMAC over both; WELCOME with node 0's HMAC, so each side knows
  * the other), within HANDSHAKE_S, or it is closed and logged with its address: only an
  * authenticated HELLO takes a node's place. Node 0 then answers START (world size, rank base,
- * job id, attempt). A node whose worker fails sends its stderr tail and FAIL; node 0 sends STOP
- * to all; each node answers END when its workers are down; node 0 then sends START again
- * (restart) or EXIT with the root cause. A lost connection counts as a failure, so no node's
- * workers outlive another node's launcher; one that vanishes without a word (machine or link
- * gone) is lost after COHORT_CONTROL_TIMEOUT, by TCP keepalive (net_keepalive). One text line
- * per message; after the handshake each line ends in an HMAC under the connection's session
- * key over its direction and sequence number, so a line cannot be forged, replayed or
- * reordered. */
+ * job id, attempt). A node whose worker fails sends its stderr tail (TAIL lines), the first
+ * lines of the worker's error report (REPORT lines, when it wrote one) and FAIL; node 0 sends
+ * STOP to all; each node answers END when its workers are down; node 0 then sends START again
+ * (restart) or EXIT with the root cause. A launcher ignores a line of a kind it does not know,
+ * so the protocol grows by new kinds of lines, never by new fields of an existing one: an older
+ * node 0 skips the REPORT lines of a newer node, and a newer node 0 shows an older node's
+ * failure without a report. Node 0 keeps at most LAUNCH_TAIL_LINES TAIL and LAUNCH_ERROR_LINES
+ * REPORT lines per node and attempt, each cut to LAUNCH_TAIL_WIDTH. A lost connection counts
+ * as a failure, so no node's workers outlive another node's launcher; one that vanishes
+ * without a word (machine or link gone) is lost after COHORT_CONTROL_TIMEOUT, by TCP keepalive
+ * (net_keepalive). One text line per message; after the handshake each line ends in an HMAC
+ * under the connection's session key over its direction and sequence number, so a line cannot
+ * be forged, replayed or reordered. */
 #define _GNU_SOURCE /* accept4, pipe2, sigabbrev_np, sched_setaffinity */
 #include <errno.h>
 #include <fcntl.h>
@@ -339,7 +344,7 @@ static void master_send_start(agent *a)
         char msg[256];
         snprintf(msg, sizeof msg, "START %d %d %d %s %d %d\n", a->attempt, a->world, base, a->run_id, q->node_rank, a->nnodes);
         q->ended = 0;
-        q->ntail = 0;
+        q->ntail = q->nerror = 0;
         send_or_lose(a, q, msg);
     }
 }
@@ -610,22 +615,41 @@ void ctl_local_failure(agent *a)
         snprintf(msg, sizeof msg, "TAIL %s\n", a->fail.tail[i]);
         send_or_lose(a, &a->peers[0], msg);
     }
+    for (int i = 0; i < a->fail.nerror; i++) {
+        snprintf(msg, sizeof msg, "REPORT %s\n", a->fail.error[i]);
+        send_or_lose(a, &a->peers[0], msg);
+    }
     fail_line(a, msg, sizeof msg);
     send_or_lose(a, &a->peers[0], msg);
 }
 
-/* Node 0 got FAIL from a peer: adopt it as the root cause if it is the first. */
+/* f, a worker's failure, happened before cur, the worker failure taken as the root cause so
+ * far. Its FAIL can arrive later than cur was taken: node 0 reaps its own worker that failed of
+ * another node's failure before that node's word crosses the network, and of two other nodes
+ * the first to fail need not be the first heard. So failures are put in the order of their
+ * times, as torchrun names the failure with the earliest timestamp its root cause (the nodes'
+ * clocks, kept together by NTP). An interruption or a lost launcher, once taken, stays: the job
+ * ends as it said (an interrupted job is not restarted). */
+static int failed_before(const failure *f, const failure *cur)
+{
+    return f->rank >= 0 && cur->rank >= 0 && f->when < cur->when;
+}
+
+/* Node 0 got FAIL from a peer: the root cause when it is the first failure, or an earlier one. */
 static void master_on_fail(agent *a, peer *q, const char *line)
 {
     failure f;
     if (!ctl_parse_fail(line, &f))
         return;
-    if (!a->fail.valid) {
+    if (!a->fail.valid || failed_before(&f, &a->fail)) {
+        double heard = a->fail.valid ? a->fail_mono : coh_now_s(); /* teardown counts from it */
         f.valid = 1;
         memcpy(f.tail, q->tail, sizeof f.tail);
         f.ntail = q->ntail;
+        memcpy(f.error, q->error, sizeof f.error);
+        f.nerror = q->nerror;
         a->fail = f;
-        a->fail_mono = coh_now_s();
+        a->fail_mono = heard;
     }
     a->remote_stop = 1;
     broadcast(a, "STOP\n");
@@ -633,9 +657,13 @@ static void master_on_fail(agent *a, peer *q, const char *line)
 
 static void on_line(agent *a, peer *q, const char *line)
 {
-    if (!strncmp(line, "TAIL ", 5) && q->ntail < LAUNCH_TAIL_LINES)
-        snprintf(q->tail[q->ntail++], LAUNCH_TAIL_WIDTH, "%.*s", LAUNCH_TAIL_WIDTH - 1, line + 5);
-    else if (!strncmp(line, "FAIL ", 5) && is_master(a))
+    if (!strncmp(line, "TAIL ", 5)) {
+        if (q->ntail < LAUNCH_TAIL_LINES)
+            ctl_parse_text(line, "TAIL", q->tail[q->ntail++], LAUNCH_TAIL_WIDTH);
+    } else if (!strncmp(line, "REPORT ", 7)) {
+        if (q->nerror < LAUNCH_ERROR_LINES)
+            ctl_parse_text(line, "REPORT", q->error[q->nerror++], LAUNCH_TAIL_WIDTH);
+    } else if (!strncmp(line, "FAIL ", 5) && is_master(a))
         master_on_fail(a, q, line);
     else if (!strncmp(line, "END", 3) && is_master(a))
         q->ended = 1;

@@ -84,6 +84,15 @@ int ctl_parse_exit(const char *line, int *code, int *root, const char **desc)
     return 1;
 }
 
+int ctl_parse_text(const char *line, const char *kind, char *out, size_t n)
+{
+    size_t k = strlen(kind);
+    if (n == 0 || strncmp(line, kind, k) || line[k] != ' ')
+        return 0;
+    snprintf(out, n, "%s", line + k + 1); /* cut to what the receiver keeps */
+    return 1;
+}
+
 int ctl_parse_fail(const char *line, failure *f)
 {
     int n = 0;

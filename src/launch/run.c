@@ -165,16 +165,23 @@ static void teardown(agent *a)
     free(a->show);
 }
 
+/* Node 0 (or a node that lost it) prints the root cause; another node prints its own worker's
+ * failure as the root cause only when node 0's EXIT names this node (at a restart node 0 says
+ * nothing of the cause), else node 0's word first and its own failure as a later one: a worker
+ * of this node may fail of another node's failure before node 0's STOP arrives. */
 static void report(agent *a, int restart, int exit_code)
 {
     int master_side = a->npeers == 0 || a->node_rank == 0;
-    if (master_side || (a->fail.valid && a->fail.node_rank == a->node_rank && a->fail.rank >= 0) ||
-        a->master_lost) {
+    int mine = a->fail.valid && a->fail.node_rank == a->node_rank && a->fail.rank >= 0;
+    int named = restart || a->exit_root_node == a->node_rank;
+    if (master_side || a->master_lost || (mine && named)) {
         if (a->fail.valid)
-            agent_print_summary(a, restart ? "job failed, restarting it" : "job failed");
+            agent_print_summary(a, restart ? "job failed, restarting it" : "job failed", 1);
     } else if (exit_code != 0) {
         fprintf(stderr, "cohort run: job failed on node %d: %s (exit code %d)\n",
                 a->exit_root_node, a->exit_desc, exit_code);
+        if (mine)
+            agent_print_summary(a, "a worker of this node failed after that", 0);
     }
     if (restart)
         coh_info("restart %d of %d", a->attempt, a->o->max_restarts);

@@ -1,7 +1,8 @@
 /* fuzz_control_line.c: libFuzzer target for the lines of cohort run's control channel (what a
  * stranger at node 0's port, or node 0 itself, may send): CHAL, HELLO, WELCOME, the "PAYLOAD
- * MAC" frame, START, EXIT and FAIL. Accepted lines must give values within their ranges, and a
- * frame must verify only under the MAC of its own payload. */
+ * MAC" frame, START, EXIT, FAIL, and the TAIL and REPORT lines of a failure. Accepted lines must
+ * give values within their ranges, a text line must fit the receiver's slot, and a frame must
+ * verify only under the MAC of its own payload. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +55,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                      !memchr(f.host, '\0', sizeof f.host) ||
                                      !memchr(f.what, '\0', sizeof f.what)))
         abort();
+    static const char *const kinds[] = {"TAIL", "REPORT"};
+    for (int k = 0; k < 2; k++) {
+        char slot[LAUNCH_TAIL_WIDTH + 1];
+        memset(slot, 'x', sizeof slot);
+        size_t skip = strlen(kinds[k]) + 1;
+        if (ctl_parse_text(text, kinds[k], slot, LAUNCH_TAIL_WIDTH) &&
+            (slot[LAUNCH_TAIL_WIDTH] != 'x' || !memchr(slot, '\0', LAUNCH_TAIL_WIDTH) ||
+             strlen(text) < skip || strncmp(slot, text + skip, LAUNCH_TAIL_WIDTH - 1)))
+            abort();
+    }
     check_frame(text);
     free(text);
     return 0;

@@ -4,8 +4,9 @@
 # SIGKILL when the grace period is over), no worker (nor its children) outliving a SIGKILLed
 # launcher, signal forwarding (and signals inherited as ignored staying so), each worker's
 # TORCHELASTIC_ERROR_FILE and its report in the summary, restarts, and the same across two
-# launchers of a two-node job on loopback; a killed guard process is named, restarted, and
-# changes neither the exit code nor the promise. No check reads the clock: every wait is for an event, with a generous bound (a
+# launchers of a two-node job on loopback (an error report and a later failure of node 1 shown
+# as such); a killed guard process is named, restarted, and changes neither the exit code nor
+# the promise. No check reads the clock: every wait is for an event, with a generous bound (a
 # loaded machine, an ASan build), and a launcher that failed to stop its workers would hang
 # until its HANG-second guard (timeout) rather than pass.
 set -u
@@ -93,6 +94,15 @@ done
 for r in 0 1; do
     [ "$(cat "$T/ef.log.$r" 2>/dev/null)" = "$T/elogs/ef/attempt_0/$r/error.json" ] || fail "rank $r's error file with --log-dir: '$(cat "$T/ef.log.$r" 2>/dev/null)'"
 done
+
+# 1d. An error file that is not a regular file (here a FIFO no one writes to) is not read, as
+# torchrun reads only a regular file: the launcher does not block on it, exits 3 with the
+# stderr tail, and shows no report.
+timeout -k 5 $HANG "$C" run -n 1 --grace 1 sh -c 'mkfifo "$TORCHELASTIC_ERROR_FILE"; echo "left a fifo" >&2; exit 3' 2>"$T/e1d"
+rc=$?
+[ $rc -eq 3 ] || fail "a FIFO as error file: launcher exited $rc, expected 3 (124 or 137: it blocked reading the FIFO)"
+grep -qF -- "| left a fifo" "$T/e1d" || fail "a FIFO as error file: summary lacks the stderr tail: $(cat "$T/e1d")"
+! grep -qF -- "error file of rank" "$T/e1d" || fail "a FIFO as error file: summary shows a report: $(cat "$T/e1d")"
 
 # 2. A worker killed by SIGKILL once the other ignores SIGTERM (and sleeps LONG s): that one is
 # killed when the grace period of 1 s is over, exit 137.
@@ -203,6 +213,60 @@ grep -qF "rank 3 exited with code 3" "$T/e6a" || fail "node 0 summary lacks the 
 grep -qF "| node one fails" "$T/e6a" || fail "node 0 summary lacks node 1's stderr: $(cat "$T/e6a")"
 [ "$(ls "$T"/n.* | wc -l)" -eq 4 ] || fail "two-node failure: not every worker started: $(ls "$T")"
 all_gone $(cat "$T"/n.*) || fail "workers survived the two-node failure"
+
+# 6b. Two nodes: node 1's failed worker left a PyTorch @record report in its
+# TORCHELASTIC_ERROR_FILE: node 0's summary shows it (sent over the control channel), as node
+# 0 shows a local worker's, and only the first lines of its message.
+P=$(free_port)
+EW='if [ "$RANK" = 1 ]; then
+    printf "%s" "{\"message\": {\"message\": \"RuntimeError: remote bad batch\\nl2\\nl3\\nl4\\nl5 not shown\", \"extraInfo\": {\"timestamp\": \"1\"}}}" > "$TORCHELASTIC_ERROR_FILE"
+    echo "node one dies" >&2; exit 4
+fi
+exec sleep '$LONG
+timeout -k 5 $HANG "$C" run --nnodes 2 --node-rank 0 -n 1 --master-port "$P" --grace 1 --join-timeout 60 sh -c "$EW" 2>"$T/e6c" &
+n0=$!
+timeout -k 5 $HANG "$C" run --nnodes 2 --node-rank 1 -n 1 --master-port "$P" --grace 1 --join-timeout 60 sh -c "$EW" 2>"$T/e6d"
+rc1=$?
+wait $n0
+rc0=$?
+[ $rc0 -eq 4 ] && [ $rc1 -eq 4 ] || fail "two-node error file: launchers exited $rc0 and $rc1, expected 4 and 4"
+for needle in "rank 1 exited with code 4" "error file of rank 1 (TORCHELASTIC_ERROR_FILE):" "| RuntimeError: remote bad batch" "| l4" "| node one dies"; do
+    grep -qF -- "$needle" "$T/e6c" || fail "node 0's summary lacks node 1's '$needle': $(cat "$T/e6c")"
+done
+! grep -qF -- "l5 not shown" "$T/e6c" || fail "node 0's summary shows more than 4 lines of the report: $(cat "$T/e6c")"
+
+# 6c. Two nodes, both failing: node 0's rank 0 exits 5 first; node 1's rank 1 exits 3 after it,
+# while node 1's launcher is stopped (SIGSTOP), so that it takes its worker's failure before it
+# reads node 0's STOP. The job's root cause is node 0's: both launchers exit 5, and node 1 says
+# so, naming its own worker's failure as a later one, not as the root cause. (--grace 30: node
+# 0 waits that long + 5 s for the stopped node's word.)
+P=$(free_port)
+rm -f "$T"/n.* "$T/go0" "$T/go1"
+W6='echo $$ > '"$T"'/n.$RANK; i=0; while [ ! -e '"$T"'/go$RANK ] && [ $i -lt 2000 ]; do sleep 0.05; i=$((i+1)); done; echo "rank $RANK gives up" >&2; exit $((5 - 2 * RANK))'
+timeout -k 5 $HANG "$C" run --nnodes 2 --node-rank 0 -n 1 --master-port "$P" --grace 30 --join-timeout 60 sh -c "$W6" 2>"$T/e6e" &
+n0=$!
+timeout -k 5 $HANG "$C" run --nnodes 2 --node-rank 1 -n 1 --master-port "$P" --grace 30 --join-timeout 60 sh -c "$W6" 2>"$T/e6f" &
+n1=$!
+n1_launcher=$(for _ in $(seq 200); do c=$(pgrep -P $n1 -x cohort) && { echo "$c"; break; }; sleep 0.05; done)
+if wait_files 2 "$T/n.*" && [ -n "$n1_launcher" ]; then
+    kill -STOP "$n1_launcher"
+    touch "$T/go0"
+    all_gone "$(cat "$T/n.0")" || fail "node 0's rank 0 did not exit"
+    touch "$T/go1"
+    for _ in $(seq 2000); do grep -qE '^[0-9]+ \(.*\) Z' "/proc/$(cat "$T/n.1")/stat" 2>/dev/null && break; sleep 0.05; done
+    kill -CONT "$n1_launcher"
+else
+    fail "two failing nodes: the job did not start"
+fi
+wait $n1
+rc1=$?
+wait $n0
+rc0=$?
+[ $rc0 -eq 5 ] && [ $rc1 -eq 5 ] || fail "two failing nodes: launchers exited $rc0 and $rc1, expected 5 and 5: $(cat "$T/e6e" "$T/e6f")"
+grep -qF "rank 0 exited with code 5" "$T/e6e" || fail "two failing nodes: node 0 does not name rank 0: $(cat "$T/e6e")"
+grep -qF "job failed on node 0: rank 0 (node 0" "$T/e6f" || fail "two failing nodes: node 1 does not name node 0's rank 0 the root cause: $(cat "$T/e6f")"
+! grep -qF "root cause: rank 1" "$T/e6f" || fail "two failing nodes: node 1 calls its own later failure the root cause: $(cat "$T/e6f")"
+grep -qF "| rank 1 gives up" "$T/e6f" || fail "two failing nodes: node 1 does not show its own worker's failure: $(cat "$T/e6f")"
 
 # 7. Two nodes: SIGKILL of node 1's launcher takes down both nodes' workers.
 P=$(free_port)

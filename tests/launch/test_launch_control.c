@@ -1,0 +1,188 @@
+/* test_launch_control.c: node 0's side of the control channel, fed authenticated lines through a
+ * socket pair as another node's launcher sends them: which failure becomes the job's root cause
+ * when several nodes report one, and what of a remote worker's failure (stderr tail, error
+ * report) node 0 keeps for its summary. */
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "launch/agent.h"
+
+/* Node 0 of a two-node job with one peer (node 1) on one end of a socket pair; *other is the
+ * end node 1's launcher would write to. */
+typedef struct fixture {
+    coh_launch_opts o;
+    agent a;
+    peer node1;
+    int other;
+    unsigned long seq; /* node 1's next sequence number */
+} fixture;
+
+static int fixture_init(fixture *x)
+{
+    int sv[2];
+    memset(x, 0, sizeof *x);
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0)
+        return -1;
+    coh_launch_opts_init(&x->o);
+    x->a.o = &x->o;
+    x->a.node_rank = 0;
+    x->a.nnodes = 2;
+    x->a.lfd = -1;
+    x->a.peers = &x->node1;
+    x->a.npeers = 1;
+    x->node1.fd = sv[0];
+    x->node1.node_rank = 1;
+    x->node1.active = 1;
+    memset(x->node1.skey, 7, sizeof x->node1.skey);
+    x->other = sv[1];
+    return 0;
+}
+
+static void fixture_free(fixture *x)
+{
+    if (x->node1.fd >= 0)
+        close(x->node1.fd);
+    close(x->other);
+}
+
+/* Send payload from node 1, framed as its launcher frames it ("PAYLOAD MAC", the MAC under the
+ * session key over direction "n" and the sequence number). */
+static void node1_says(fixture *x, const char *payload)
+{
+    char seq[24], mac[CTL_MAC_HEX + 1], line[1300];
+    snprintf(seq, sizeof seq, "%lu", x->seq++);
+    auth_mac_hex(x->node1.skey, sizeof x->node1.skey, "n", seq, payload, mac);
+    snprintf(line, sizeof line, "%s %s\n", payload, mac);
+    CHECK_INT(write(x->other, line, strlen(line)), (long long)strlen(line));
+}
+
+/* Node 0 handles everything node 1 sent (a read takes at most a buffer's worth). */
+static void node0_reads(fixture *x)
+{
+    struct pollfd p = {.fd = x->node1.fd, .events = POLLIN};
+    while (x->node1.fd >= 0 && poll(&p, 1, 0) > 0)
+        ctl_handle(&x->a, &p, 1);
+}
+
+/* Node 0's own worker failure, recorded at wall-clock time when. */
+static void local_failure(fixture *x, double when)
+{
+    failure *f = &x->a.fail;
+    memset(f, 0, sizeof *f);
+    f->valid = f->restartable = 1;
+    f->rank = 0;
+    f->node_rank = 0;
+    f->code = f->exit_code = 1;
+    f->sig = 0;
+    f->when = when;
+    snprintf(f->host, sizeof f->host, "node0host");
+}
+
+/* Node 1's rank 1 exited with code 4 at when (its launcher's clock). */
+static void node1_fails(fixture *x, double when)
+{
+    char fail[200];
+    node1_says(x, "TAIL node one dies");
+    node1_says(x, "REPORT RuntimeError: remote bad batch");
+    node1_says(x, "REPORT second line");
+    snprintf(fail, sizeof fail, "FAIL 4 1 1 0 1 4242 4 0 %.3f node1host ", when);
+    node1_says(x, fail);
+    node0_reads(x);
+}
+
+/* A worker failure on node 1 reaches node 0 with its stderr tail and error report. */
+static void test_remote_report(void)
+{
+    fixture x;
+    CHECK_INT(fixture_init(&x), 0);
+    node1_fails(&x, 1000.2);
+    CHECK_INT(x.a.fail.valid, 1);
+    CHECK_INT(x.a.fail.rank, 1);
+    CHECK_INT(x.a.fail.exit_code, 4);
+    CHECK_STR(x.a.fail.host, "node1host");
+    CHECK_INT(x.a.fail.ntail, 1);
+    CHECK_STR(x.a.fail.tail[0], "node one dies");
+    CHECK_INT(x.a.fail.nerror, 2);
+    CHECK_STR(x.a.fail.error[0], "RuntimeError: remote bad batch");
+    CHECK_STR(x.a.fail.error[1], "second line");
+    CHECK_INT(x.a.remote_stop, 1);
+    fixture_free(&x);
+}
+
+/* More REPORT lines than node 0 keeps, and one longer than a line it keeps: both bounded. */
+static void test_report_bounds(void)
+{
+    fixture x;
+    CHECK_INT(fixture_init(&x), 0);
+    char longline[1100];
+    memset(longline, 'y', sizeof longline);
+    memcpy(longline, "REPORT ", 7);
+    longline[sizeof longline - 1] = '\0';
+    for (int i = 0; i < LAUNCH_ERROR_LINES + 3; i++)
+        node1_says(&x, longline);
+    node1_says(&x, "FAIL 4 1 1 0 1 4242 4 0 1000.000 node1host ");
+    node0_reads(&x);
+    CHECK_INT(x.a.fail.nerror, LAUNCH_ERROR_LINES);
+    CHECK_INT(strlen(x.a.fail.error[LAUNCH_ERROR_LINES - 1]), LAUNCH_TAIL_WIDTH - 1);
+    fixture_free(&x);
+}
+
+/* Node 1's worker failed before node 0's (its failure's time is earlier), but its FAIL arrived
+ * after node 0 had reaped its own worker, which failed of it: node 1's is the root cause, as
+ * torchrun puts the failure with the earliest timestamp first. */
+static void test_earlier_remote_failure_is_root_cause(void)
+{
+    fixture x;
+    CHECK_INT(fixture_init(&x), 0);
+    local_failure(&x, 1000.5);
+    node1_fails(&x, 1000.2);
+    CHECK_INT(x.a.fail.rank, 1);
+    CHECK_INT(x.a.fail.node_rank, 1);
+    CHECK_INT(x.a.fail.exit_code, 4);
+    CHECK_INT(x.a.fail.nerror, 2);
+    CHECK_STR(x.a.fail.tail[0], "node one dies");
+    fixture_free(&x);
+}
+
+/* A later remote failure (one that node 0's own caused) leaves node 0's as the root cause. */
+static void test_later_remote_failure_is_not(void)
+{
+    fixture x;
+    CHECK_INT(fixture_init(&x), 0);
+    local_failure(&x, 1000.5);
+    node1_fails(&x, 1000.9);
+    CHECK_INT(x.a.fail.rank, 0);
+    CHECK_INT(x.a.fail.exit_code, 1);
+    CHECK_STR(x.a.fail.host, "node0host");
+    CHECK_INT(x.a.remote_stop, 1);
+    fixture_free(&x);
+}
+
+/* An interruption of node 0's launcher stays the cause even when a worker elsewhere failed
+ * earlier: an interrupted job is not restarted, and its exit code is the signal's. */
+static void test_interruption_stays(void)
+{
+    fixture x;
+    CHECK_INT(fixture_init(&x), 0);
+    agent_fail_other(&x.a, 130, "the launcher on node0host (node 0) was interrupted by SIGINT");
+    x.a.fail.when = 1000.5;
+    node1_fails(&x, 1000.2);
+    CHECK_INT(x.a.fail.rank, -1);
+    CHECK_INT(x.a.fail.exit_code, 130);
+    CHECK_INT(x.a.fail.restartable, 0);
+    fixture_free(&x);
+}
+
+int main(void)
+{
+    RUN(test_remote_report);
+    RUN(test_report_bounds);
+    RUN(test_earlier_remote_failure_is_root_cause);
+    RUN(test_later_remote_failure_is_not);
+    RUN(test_interruption_stays);
+    return CHECK_REPORT();
+}
