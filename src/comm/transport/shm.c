@@ -167,6 +167,13 @@ static coh_status seg_taken(const shm *s, int creator)
                     s->job, creator);
 }
 
+/* The segment is another launch's (a live job given the same job id): leave it alone, as
+ * refusing it (seg_refuse, on a size or count that differs) would fail that job too. */
+static int other_launch(const shm *s, const shm_ctl *ctl)
+{
+    return s->launch[0] && ctl->launch[0] && strncmp(s->launch, ctl->launch, sizeof ctl->launch);
+}
+
 static coh_status seg_disagree(const shm *s, const shm_ctl *ctl, size_t bytes)
 {
     return coh_errf(COH_ERR_MISMATCH, "shared memory '%s' holds %u ranks and %llu bytes but "
@@ -205,7 +212,8 @@ static coh_status seg_other_size(const shm *s, int fd, size_t size, size_t bytes
         return COH_OK;
     coh_status st = COH_OK;
     if (atomic_load(&ctl->magic) == SHM_MAGIC && seg_live(ctl))
-        st = seg_refuse(s, ctl, bytes);
+        st = other_launch(s, ctl) ? seg_taken(s, atomic_load(&ctl->creator_pid))
+                                  : seg_refuse(s, ctl, bytes);
     munmap(ctl, sizeof *ctl);
     return st;
 }
@@ -312,8 +320,7 @@ static coh_status seg_join(shm *s, size_t bytes)
                             "%g s", s->name, creator, s->timeout);
         nanosleep(&(struct timespec){0, 1000000}, NULL);
     }
-    /* Another launch's: leave it alone (refusing it below would fail that job too). */
-    if (s->launch[0] && s->ctl->launch[0] && strcmp(s->launch, s->ctl->launch))
+    if (other_launch(s, s->ctl))
         return seg_taken(s, atomic_load(&s->ctl->creator_pid));
     if (s->ctl->n != (uint32_t)s->n || s->ctl->bytes != bytes)
         return seg_refuse(s, s->ctl, bytes);
