@@ -270,13 +270,19 @@ static coh_status parse_cc(const json_value *v, const char *base, coh_gpu *g, ct
     return COH_OK;
 }
 
-static coh_status parse_owners(const json_value *v, const char *base, coh_gpu *g, ctx *c)
+/* Each owner owns at least one of the `processes` running processes (the probe lists each
+ * owner once), so there are never more owners than processes. */
+static coh_status parse_owners(const json_value *v, const char *base, long long processes,
+                               coh_gpu *g, ctx *c)
 {
     const json_value *a;
     JSON_TRY(get_array(v, base, "process_owners", 0, "user names", &a, c));
     if (!a)
         return COH_OK;
     char b[80];
+    if ((long long)a->u.arr.count > processes)
+        return bad(c, "%zu owner%s, but processes is %lld: each owner runs at least one "
+                      "process", a->u.arr.count, a->u.arr.count == 1 ? "" : "s", processes);
     size_t len = 0;
     for (size_t i = 0; i < a->u.arr.count; i++) {
         const json_value *s = a->u.arr.items[i];
@@ -349,7 +355,7 @@ static coh_status parse_gpu(const json_value *v, const char *base, coh_gpu *g, c
     JSON_TRY(get_int(v, base, "utilization_pct", 0, 0, 100, &util, c));
     JSON_TRY(get_enum(v, base, "compute_mode", mode_names, &mode, c));
     JSON_TRY(get_int(v, base, "processes", 0, 0, 1 << 20, &procs, c));
-    JSON_TRY(parse_owners(v, base, g, c));
+    JSON_TRY(parse_owners(v, base, procs, g, c));
     JSON_TRY(parse_cc(v, base, g, c));
     JSON_TRY(get_int(v, base, "multiprocessors", 0, 0, 1 << 20, &sms, c));
     JSON_TRY(get_int(v, base, "clock_mhz", 0, 0, 1 << 20, &clock, c));

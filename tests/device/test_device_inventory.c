@@ -52,7 +52,8 @@ static void optional_fields(void)
                     "{\"vendor\":\"intel\",\"name\":\"i\",\"uuid\":\"x\",\"memory_total_mib\":9,"
                     "\"tiles\":2,\"pci_bus_id\":\"0000:0a:00.0\"},"
                     "{\"vendor\":\"nvidia\",\"name\":\"n\",\"uuid\":\"GPU-1\",\"memory_total_mib\":5,"
-                    "\"process_owners\":[\"alice\",\"bob\"],\"compute_mode\":\"exclusive_process\"},"
+                    "\"processes\":2,\"process_owners\":[\"alice\",\"bob\"],"
+                    "\"compute_mode\":\"exclusive_process\"},"
                     "{\"vendor\":\"nvidia\",\"name\":\"m\",\"uuid\":\"GPU-2\",\"memory_total_mib\":5}]}";
     coh_inventory *inv;
     CHECK_OK(coh_inventory_parse(t, strlen(t), "x.json", &inv));
@@ -147,8 +148,13 @@ static void schema_errors(void)
         "gpus[0].mig[0].uuid: 'MIG-??2J' has a control character or invalid UTF-8 at byte 5");
     bad("\"name\": \"NVIDIA A100-SXM4-80GB\"", "\"name\": \"A\x9b\"",
         "gpus[0].name: 'A?' has a control character or invalid UTF-8 at byte 2");
-    bad("\"processes\": 0", "\"processes\": 0, \"process_owners\": [\"\\u001b]0;x\"]",
+    bad("\"processes\": 0", "\"processes\": 1, \"process_owners\": [\"\\u001b]0;x\"]",
         "gpus[0].process_owners: item 0: '?]0;x' is not a user name");
+    /* the probe lists each owner once: more owners than processes is no machine's state */
+    bad("\"processes\": 0", "\"processes\": 1, \"process_owners\": [\"alice\", \"bob\"]",
+        "gpus[0].process_owners: 2 owners, but processes is 1");
+    bad("\"processes\": 0", "\"process_owners\": [\"alice\"]",
+        "gpus[0].process_owners: 1 owner, but processes is 0");
 }
 
 static void cross_checks(void)
