@@ -86,12 +86,18 @@ static coh_cut_reason cuda_mig(const coh_inventory *inv, const int *order, int n
 }
 
 static coh_cut_reason cuda_entry(const coh_inventory *inv, const int *order, int n,
-                                 const char *t, int *gpu, int *mig)
+                                 const entry *e, int *gpu, int *mig)
 {
+    const char *t = e->text;
     long idx;
     *mig = -1;
     if (!*t)
         return COH_CUT_EMPTY_ENTRY;
+    /* CUDA trims an index ("0, 1") but compares a uuid as written, so " GPU-..." matches no
+     * device (PyTorch's _parse_visible_devices and its uuid matcher, which its authors checked
+     * against NVIDIA's driver: "GPU-123, 2" is GPU-123 alone). */
+    if (e->spaced && (coh_str_starts(t, "GPU-") || coh_str_starts(t, "MIG-")))
+        return COH_CUT_SPACED_ID;
     if (vis_int_entry(t, &idx)) {
         if (idx < 0)
             return COH_CUT_NEGATIVE;
@@ -214,7 +220,7 @@ coh_status visible_cuda(const coh_inventory *inv, const coh_vis_env *env, coh_vi
     int ne = vis_split(val, ents, (int)strlen(val) + 1);
     for (int i = 0; i < ne; i++) {
         int gpu = -1, mig = -1;
-        coh_cut_reason r = cuda_entry(inv, order, n, ents[i].text, &gpu, &mig);
+        coh_cut_reason r = cuda_entry(inv, order, n, &ents[i], &gpu, &mig);
         if (r != COH_CUT_NONE) {
             char vis[256], detail[64] = "";
             visible_list(v, vis, sizeof vis, ents);

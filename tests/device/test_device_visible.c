@@ -131,6 +131,25 @@ static void cuda_uuids(void)
     coh_inventory_destroy(inv);
 }
 
+/* CUDA trims spaces around an index but compares a uuid as written: "GPU-123, 2" is GPU-123
+ * alone and " GPU-..." no device (PyTorch's parser and matcher, checked against the driver). */
+static void cuda_spaces(void)
+{
+    coh_inventory *inv = load_inv("four_a100.json");
+    char note[COH_DEV_NOTE_MAX];
+    CHECK_STR(cuda(inv, "0, 1", "PCI_BUS_ID"), "0,1");
+    CHECK_STR(cuda(inv, "GPU-8932, GPU-7", "PCI_BUS_ID"), "0");
+    CHECK_INT(cuda_cut(inv, "GPU-8932, GPU-7", note, sizeof note), COH_CUT_SPACED_ID);
+    CHECK(strstr(note, "entry 2 'GPU-7' is a uuid with spaces around it"));
+    CHECK_STR(cuda(inv, " GPU-8932", "PCI_BUS_ID"), "");
+    CHECK_INT(cuda_cut(inv, "GPU-8932 ,1", note, sizeof note), COH_CUT_SPACED_ID);
+    coh_inventory_destroy(inv);
+    inv = load_inv("mig.json");
+    CHECK_STR(cuda(inv, "1, MIG-11119999", NULL), "1");
+    CHECK_INT(cuda_cut(inv, "1, MIG-11119999", note, sizeof note), COH_CUT_SPACED_ID);
+    coh_inventory_destroy(inv);
+}
+
 /* A device named twice, by index or uuid, makes CUDA show no device at all. */
 static void cuda_duplicates(void)
 {
@@ -332,6 +351,7 @@ int main(void)
     RUN(fastest_first_ties);
     RUN(cuda_truncation);
     RUN(cuda_uuids);
+    RUN(cuda_spaces);
     RUN(cuda_duplicates);
     RUN(cuda_mig);
     RUN(level_zero);
