@@ -53,7 +53,9 @@ static coh_cut_reason cuda_mig(const coh_inventory *inv, const int *order, int n
         size_t ul = (size_t)(strchr(t, '/') - t) - 4;
         memcpy(uuid, t + 4, ul);
         uuid[ul] = '\0';
-        if (sscanf(strchr(t, '/'), "/%u/%u%n", &gi, &ci, &k) != 2 || strchr(t, '/')[k])
+        const char *ids = strchr(t, '/'); /* digits only: %u alone takes spaces and signs */
+        if (strspn(ids, "/0123456789") != strlen(ids) ||
+            sscanf(ids, "/%u/%u%n", &gi, &ci, &k) != 2 || ids[k])
             return COH_CUT_MALFORMED;
         int g = vis_uuid_match(inv, order, n, uuid);
         if (g < 0)

@@ -179,6 +179,13 @@ static void cuda_mig(void)
     CHECK_INT(cuda_cut(inv, "MIG-GPU-aaaaaaaa-0000-0000-0000-000000000000/7/0", note,
                        sizeof note), COH_CUT_NO_MATCH);
     CHECK_STR(cuda(inv, "MIG-GPU-aaaaaaaa/x", NULL), "");
+    /* gpu and compute instance ids are digits: no sign, no space */
+    CHECK_INT(cuda_cut(inv, "MIG-GPU-aaaaaaaa-0000-0000-0000-000000000000/+2/0", note,
+                       sizeof note), COH_CUT_MALFORMED);
+    CHECK_INT(cuda_cut(inv, "MIG-GPU-aaaaaaaa-0000-0000-0000-000000000000/2/ 0", note,
+                       sizeof note), COH_CUT_MALFORMED);
+    CHECK_INT(cuda_cut(inv, "MIG-GPU-aaaaaaaa-0000-0000-0000-000000000000/-4294967294/0", note,
+                       sizeof note), COH_CUT_MALFORMED);
     coh_inventory_destroy(inv);
 }
 
