@@ -229,8 +229,16 @@ coh_status visible_cuda(const coh_inventory *inv, const coh_vis_env *env, coh_vi
             if (r == COH_CUT_OUT_OF_RANGE)
                 snprintf(detail, sizeof detail, "(%d nvidia devices)", n);
             char cons[400];
-            snprintf(cons, sizeof cons, "the runtime ignores it and every entry after it "
-                                        "(visible: %s)", vis);
+            const char *t = ents[i].text, *digits = t + (*t == '-' || *t == '+');
+            if (r == COH_CUT_MALFORMED && *digits >= '0' && *digits <= '9')
+                /* "1gpu2,2ampere" is "1,2" to CUDA (PyTorch's _parse_visible_devices, tested
+                 * against the driver): it is read as strtoul reads it, and the list goes on */
+                snprintf(cons, sizeof cons, "CUDA reads only its leading number (%ld), as "
+                         "strtoul does, and reads on; write the index alone",
+                         strtol(t, NULL, 10));
+            else
+                snprintf(cons, sizeof cons, "the runtime ignores it and every entry after it "
+                                            "(visible: %s)", vis);
             vis_set_cut(v, "CUDA_VISIBLE_DEVICES", val, &ents[i], r, *detail ? detail : NULL, cons);
             break;
         }

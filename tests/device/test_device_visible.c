@@ -101,6 +101,12 @@ static void cuda_truncation(void)
     CHECK_STR(cuda(inv, "3,abc,1", "PCI_BUS_ID"), "3");
     CHECK_INT(cuda_cut(inv, "3,abc,1", note, sizeof note), COH_CUT_MALFORMED);
     CHECK(strstr(note, "entry 2 'abc' is not a device index or uuid"));
+    CHECK(strstr(note, "the runtime ignores it and every entry after it (visible: 3)"));
+    /* CUDA reads "1gpu" as strtoul does, 1, and reads on: cohort refuses it (a typo) but does
+     * not claim the list is cut there */
+    CHECK_INT(cuda_cut(inv, "3,1gpu,2", note, sizeof note), COH_CUT_MALFORMED);
+    CHECK(strstr(note, "entry 2 '1gpu' is not a device index or uuid; CUDA reads only its "
+                       "leading number (1), as strtoul does, and reads on"));
     CHECK_STR(cuda(inv, "1,,2", "PCI_BUS_ID"), "1");
     CHECK_INT(cuda_cut(inv, "1,,2", note, sizeof note), COH_CUT_EMPTY_ENTRY);
     CHECK_STR(cuda(inv, "0,1,", "PCI_BUS_ID"), "0,1");
