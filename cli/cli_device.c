@@ -18,7 +18,8 @@ int cli_device_open(const char *cmd, const char *path, coh_inventory **inv)
 
 int cli_device_check(const char *cmd, const coh_visible *v)
 {
-    if (v->cut == COH_CUT_MALFORMED || v->cut == COH_CUT_EMPTY_ENTRY)
+    if (v->cut == COH_CUT_MALFORMED || v->cut == COH_CUT_EMPTY_ENTRY ||
+        v->cut == COH_CUT_SPACED_ID)
         return cli_usage_error(cmd, "invalid %s", v->cut_note);
     if (v->order_note[0] && !v->order_differs)
         return cli_usage_error(cmd, "invalid %s", v->order_note);

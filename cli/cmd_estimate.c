@@ -31,7 +31,7 @@ static void usage(FILE *f)
     fprintf(f,
             "fit and output:\n"
             "  --device-memory SIZE    memory of one device (80GiB, 16G, 40GB)\n"
-            "  --inventory FILE        take it from a device inventory (first GPU)\n"
+            "  --inventory FILE        take it from a device inventory (its smallest GPU)\n"
             "  --view accelerate       accelerate estimate-memory's table\n"
             "  --view deepspeed        DeepSpeed's ZeRO-2/ZeRO-3 estimator tables\n"
             "  --json                  machine-readable output\n"
@@ -153,8 +153,15 @@ static int build_rest(parsed *p, est_request *r)
             return CLI_USAGE;
         r->device_from = "--device-memory";
     } else if (p->inventory) {
-        st = coh_plan_inventory_memory(p->inventory, &r->device_bytes);
+        coh_inventory_memory m;
+        st = coh_plan_inventory_gpus(p->inventory, &m);
+        r->device_bytes = m.smallest_mib << 20;
         r->device_from = p->inventory;
+        char note[512] = "";
+        if (st == COH_OK) /* a configuration must fit on every device: say which is priced */
+            coh_plan_inventory_note(&m, p->inventory, 0, note, sizeof note);
+        if (note[0])
+            fprintf(stderr, "%s %s: warning: %s\n", cli_progname, cmd, note);
     }
     return st == COH_OK ? CLI_OK : cli_fail(cmd, st);
 }

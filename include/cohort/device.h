@@ -178,7 +178,9 @@ typedef enum coh_cut_reason {
     COH_CUT_NO_MATCH,     /* a uuid (prefix) that matches no device */
     COH_CUT_AMBIGUOUS,    /* a uuid prefix that matches several devices */
     COH_CUT_EMPTY_ENTRY,  /* "0,,1" or a trailing comma */
-    COH_CUT_DUPLICATE     /* a device listed twice: CUDA then shows no device at all */
+    COH_CUT_DUPLICATE,    /* a device listed twice: CUDA then shows no device at all */
+    COH_CUT_SPACED_ID     /* " GPU-..." or "MIG-... ": CUDA reads the spaces as part of the
+                             uuid (PyTorch's parser, checked against NVIDIA's driver) */
 } coh_cut_reason;
 
 /* One device as a program will see it, at its logical index. */

@@ -91,8 +91,10 @@ coh_status coh_hw_preset(const char *name, coh_hw *out);
  * COH_ERR_NOT_FOUND. */
 coh_status coh_hw_preset_for_gpu(const char *gpu_name, uint64_t memory_bytes, coh_hw *out);
 
-/* An inventory file (docs/inventory.md) for the planner: the first GPU's preset and memory,
- * devices per node (the number of GPUs listed), and its "links" object:
+/* An inventory file (docs/inventory.md) for the planner: the rates of its slowest GPU's preset
+ * and the least memory listed (a step waits for the slowest device, and a configuration must
+ * fit on every one; coh_plan_inventory_note words a warning when the GPUs differ), every GPU
+ * needing a preset, devices per node (the number of GPUs listed), and its "links" object:
  *   "links": {"intra_node": {"gbytes_per_s": 300, "latency_us": 3},
  *             "inter_node": {"gbytes_per_s": 25, "latency_us": 5}}
  * `nodes` > 1 needs inter_node. Errors: COH_ERR_INVALID naming the file, key and value;

@@ -36,7 +36,8 @@ void pick_rejections(const coh_inventory *inv, const coh_visible *vis, const coh
 /* visible*.c internals: one comma-separated entry of a visibility variable. */
 typedef struct entry {
     char text[128];
-    int pos; /* 1-based */
+    int pos;    /* 1-based */
+    int spaced; /* spaces around it were dropped */
 } entry;
 int vis_vendor_list(const coh_inventory *inv, coh_vendor v, int *out, int cap);
 int vis_split(const char *value, entry *out, int cap);

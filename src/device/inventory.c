@@ -270,13 +270,19 @@ static coh_status parse_cc(const json_value *v, const char *base, coh_gpu *g, ct
     return COH_OK;
 }
 
-static coh_status parse_owners(const json_value *v, const char *base, coh_gpu *g, ctx *c)
+/* Each owner owns at least one of the `processes` running processes (the probe lists each
+ * owner once), so there are never more owners than processes. */
+static coh_status parse_owners(const json_value *v, const char *base, long long processes,
+                               coh_gpu *g, ctx *c)
 {
     const json_value *a;
     JSON_TRY(get_array(v, base, "process_owners", 0, "user names", &a, c));
     if (!a)
         return COH_OK;
     char b[80];
+    if ((long long)a->u.arr.count > processes)
+        return bad(c, "%zu owner%s, but processes is %lld: each owner runs at least one "
+                      "process", a->u.arr.count, a->u.arr.count == 1 ? "" : "s", processes);
     size_t len = 0;
     for (size_t i = 0; i < a->u.arr.count; i++) {
         const json_value *s = a->u.arr.items[i];
@@ -349,7 +355,7 @@ static coh_status parse_gpu(const json_value *v, const char *base, coh_gpu *g, c
     JSON_TRY(get_int(v, base, "utilization_pct", 0, 0, 100, &util, c));
     JSON_TRY(get_enum(v, base, "compute_mode", mode_names, &mode, c));
     JSON_TRY(get_int(v, base, "processes", 0, 0, 1 << 20, &procs, c));
-    JSON_TRY(parse_owners(v, base, g, c));
+    JSON_TRY(parse_owners(v, base, procs, g, c));
     JSON_TRY(parse_cc(v, base, g, c));
     JSON_TRY(get_int(v, base, "multiprocessors", 0, 0, 1 << 20, &sms, c));
     JSON_TRY(get_int(v, base, "clock_mhz", 0, 0, 1 << 20, &clock, c));
@@ -388,11 +394,64 @@ static coh_status parse_cpu(const json_value *root, coh_cpu_info *cpu, ctx *c)
     return COH_OK;
 }
 
+/* What MIG makes physically impossible on GPU i: an instance larger than its GPU, two
+ * instances with one (gpu_instance, compute_instance) pair (the pair names one instance, as
+ * CUDA's MIG-GPU-<uuid>/<gi>/<ci> does), compute instances of one GPU instance that disagree
+ * on its memory (they share it), GPU instances whose memory adds up to more than the GPU's
+ * (they partition it), and MIG on a GPU older than compute capability 8.0 (Ampere), where the
+ * hardware has none (NVIDIA's MIG user guide, "Supported GPUs"). */
+static coh_status check_mig(const coh_gpu *g, int i, ctx *c)
+{
+    if (g->nmig && g->cc_major && g->cc_major < 8) {
+        snprintf(c->path, sizeof c->path, "gpus[%d].mig", i);
+        return bad(c, "MIG instances on a GPU of compute capability %d.%d; MIG needs 8.0 or "
+                      "later", g->cc_major, g->cc_minor);
+    }
+    uint64_t partitioned = 0;
+    for (int m = 0; m < g->nmig; m++) {
+        const coh_mig *x = &g->mig[m];
+        snprintf(c->path, sizeof c->path, "gpus[%d].mig[%d].memory_total_mib", i, m);
+        if (x->memory_total_mib > g->memory_total_mib)
+            return bad(c, "%llu is more than its GPU's memory_total_mib (%llu)",
+                       (unsigned long long)x->memory_total_mib,
+                       (unsigned long long)g->memory_total_mib);
+        int first_of_instance = 1;
+        for (int k = 0; k < m; k++) {
+            const coh_mig *y = &g->mig[k];
+            if (y->gpu_instance != x->gpu_instance)
+                continue;
+            first_of_instance = 0;
+            snprintf(c->path, sizeof c->path, "gpus[%d].mig[%d].compute_instance", i, m);
+            if (y->compute_instance == x->compute_instance)
+                return bad(c, "%d with gpu_instance %d is also gpus[%d].mig[%d]: each "
+                              "(gpu_instance, compute_instance) pair names one instance",
+                           x->compute_instance, x->gpu_instance, i, k);
+            snprintf(c->path, sizeof c->path, "gpus[%d].mig[%d].memory_total_mib", i, m);
+            if (y->memory_total_mib != x->memory_total_mib)
+                return bad(c, "%llu differs from gpus[%d].mig[%d] (%llu) of the same "
+                              "gpu_instance %d, whose memory its compute instances share",
+                           (unsigned long long)x->memory_total_mib, i, k,
+                           (unsigned long long)y->memory_total_mib, x->gpu_instance);
+        }
+        if (!first_of_instance)
+            continue;
+        partitioned += x->memory_total_mib;
+        snprintf(c->path, sizeof c->path, "gpus[%d].mig[%d].memory_total_mib", i, m);
+        if (partitioned > g->memory_total_mib)
+            return bad(c, "%llu brings the GPU instances to %llu MiB, more than their GPU's "
+                          "memory_total_mib (%llu)",
+                       (unsigned long long)x->memory_total_mib,
+                       (unsigned long long)partitioned, (unsigned long long)g->memory_total_mib);
+    }
+    return COH_OK;
+}
+
 /* Uuids are unique, and each vendor's devices are listed in PCI bus order. */
 static coh_status check_gpus(const coh_inventory *inv, ctx *c)
 {
     for (int i = 0; i < inv->ngpus; i++) {
         const coh_gpu *g = &inv->gpus[i];
+        JSON_TRY(check_mig(g, i, c));
         for (int j = 0; j < i; j++) {
             const coh_gpu *h = &inv->gpus[j];
             snprintf(c->path, sizeof c->path, "gpus[%d].uuid", i);

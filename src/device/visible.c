@@ -52,10 +52,11 @@ int vis_split(const char *value, entry *out, int cap)
     const char *p = value;
     for (;;) {
         const char *e = strchr(p, ',');
-        size_t len = e ? (size_t)(e - p) : strlen(p);
+        size_t len = e ? (size_t)(e - p) : strlen(p), untrimmed = len;
         coh_str_trim(&p, &len);
         if (n == cap)
             return -1;
+        out[n].spaced = len != untrimmed;
         if (len >= sizeof out[n].text)
             len = sizeof out[n].text - 1; /* still malformed: no valid entry is that long */
         memcpy(out[n].text, p, len);
@@ -88,6 +89,8 @@ static const char *reason_text(coh_cut_reason r)
     case COH_CUT_AMBIGUOUS: return "matches several devices";
     case COH_CUT_EMPTY_ENTRY: return "is empty";
     case COH_CUT_DUPLICATE: return "repeats a device";
+    case COH_CUT_SPACED_ID: return "is a uuid with spaces around it, which CUDA compares as "
+                                   "written (it trims spaces only around an index)";
     default: return "";
     }
 }

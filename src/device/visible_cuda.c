@@ -53,7 +53,9 @@ static coh_cut_reason cuda_mig(const coh_inventory *inv, const int *order, int n
         size_t ul = (size_t)(strchr(t, '/') - t) - 4;
         memcpy(uuid, t + 4, ul);
         uuid[ul] = '\0';
-        if (sscanf(strchr(t, '/'), "/%u/%u%n", &gi, &ci, &k) != 2 || strchr(t, '/')[k])
+        const char *ids = strchr(t, '/'); /* digits only: %u alone takes spaces and signs */
+        if (strspn(ids, "/0123456789") != strlen(ids) ||
+            sscanf(ids, "/%u/%u%n", &gi, &ci, &k) != 2 || ids[k])
             return COH_CUT_MALFORMED;
         int g = vis_uuid_match(inv, order, n, uuid);
         if (g < 0)
@@ -86,12 +88,18 @@ static coh_cut_reason cuda_mig(const coh_inventory *inv, const int *order, int n
 }
 
 static coh_cut_reason cuda_entry(const coh_inventory *inv, const int *order, int n,
-                                 const char *t, int *gpu, int *mig)
+                                 const entry *e, int *gpu, int *mig)
 {
+    const char *t = e->text;
     long idx;
     *mig = -1;
     if (!*t)
         return COH_CUT_EMPTY_ENTRY;
+    /* CUDA trims an index ("0, 1") but compares a uuid as written, so " GPU-..." matches no
+     * device (PyTorch's _parse_visible_devices and its uuid matcher, which its authors checked
+     * against NVIDIA's driver: "GPU-123, 2" is GPU-123 alone). */
+    if (e->spaced && (coh_str_starts(t, "GPU-") || coh_str_starts(t, "MIG-")))
+        return COH_CUT_SPACED_ID;
     if (vis_int_entry(t, &idx)) {
         if (idx < 0)
             return COH_CUT_NEGATIVE;
@@ -214,15 +222,23 @@ coh_status visible_cuda(const coh_inventory *inv, const coh_vis_env *env, coh_vi
     int ne = vis_split(val, ents, (int)strlen(val) + 1);
     for (int i = 0; i < ne; i++) {
         int gpu = -1, mig = -1;
-        coh_cut_reason r = cuda_entry(inv, order, n, ents[i].text, &gpu, &mig);
+        coh_cut_reason r = cuda_entry(inv, order, n, &ents[i], &gpu, &mig);
         if (r != COH_CUT_NONE) {
             char vis[256], detail[64] = "";
             visible_list(v, vis, sizeof vis, ents);
             if (r == COH_CUT_OUT_OF_RANGE)
                 snprintf(detail, sizeof detail, "(%d nvidia devices)", n);
             char cons[400];
-            snprintf(cons, sizeof cons, "the runtime ignores it and every entry after it "
-                                        "(visible: %s)", vis);
+            const char *t = ents[i].text, *digits = t + (*t == '-' || *t == '+');
+            if (r == COH_CUT_MALFORMED && *digits >= '0' && *digits <= '9')
+                /* "1gpu2,2ampere" is "1,2" to CUDA (PyTorch's _parse_visible_devices, tested
+                 * against the driver): it is read as strtoul reads it, and the list goes on */
+                snprintf(cons, sizeof cons, "CUDA reads only its leading number (%ld), as "
+                         "strtoul does, and reads on; write the index alone",
+                         strtol(t, NULL, 10));
+            else
+                snprintf(cons, sizeof cons, "the runtime ignores it and every entry after it "
+                                            "(visible: %s)", vis);
             vis_set_cut(v, "CUDA_VISIBLE_DEVICES", val, &ents[i], r, *detail ? detail : NULL, cons);
             break;
         }

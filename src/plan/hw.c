@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cohort/json_writer.h"
+#include "plan/plan_int.h"
 #include "plan/planner_int.h"
 #include "util/file.h"
 #include "util/json.h"
@@ -175,17 +176,27 @@ static coh_status inventory_hw(const json_value *root, const char *path, int nod
     if (!gpus || gpus->type != JSON_ARRAY || gpus->u.arr.count == 0)
         return coh_errf(COH_ERR_INVALID, "inventory '%s' lists no GPUs: the planner prices GPUs "
                                          "from an inventory (this machine: --calibration)", path);
-    const json_value *g = gpus->u.arr.items[0];
-    const json_value *name = json_get(g, "name"), *mib = json_get(g, "memory_total_mib");
-    if (!name || name->type != JSON_STRING || !mib || mib->type != JSON_NUMBER ||
-        !mib->u.num.is_integer || mib->u.num.integer < 1 || mib->u.num.integer > (1LL << 40))
-        return coh_errf(COH_ERR_INVALID, "inventory '%s': gpus[0] needs \"name\" and "
-                                         "\"memory_total_mib\" (a positive integer)", path);
-    if (coh_hw_preset_for_gpu(name->u.str.chars, (uint64_t)mib->u.num.integer << 20, out)) {
-        char why[256]; /* a GPU without a preset is bad input in the file, as a bad key is */
-        snprintf(why, sizeof why, "%s", coh_last_error());
-        return coh_errf(COH_ERR_INVALID, "inventory '%s': %s", path, why);
+    /* A configuration must fit on every device, and synchronous training steps at the pace of
+     * the slowest: memory is the smallest listed, the rates the slowest GPU's. */
+    coh_inventory_memory mem;
+    JSON_TRY(plan_inventory_scan(root, path, &mem));
+    for (size_t i = 0; i < gpus->u.arr.count; i++) {
+        const json_value *g = gpus->u.arr.items[i];
+        const json_value *name = json_get(g, "name");
+        if (!name || name->type != JSON_STRING)
+            return coh_errf(COH_ERR_INVALID, "inventory '%s': gpus[%zu] needs \"name\"", path, i);
+        coh_hw gpu; /* its memory was checked by the scan; it picks among a preset's variants */
+        uint64_t bytes = (uint64_t)json_get(g, "memory_total_mib")->u.num.integer << 20;
+        if (coh_hw_preset_for_gpu(name->u.str.chars, bytes, &gpu)) {
+            char why[256]; /* a GPU without a preset is bad input in the file, as a bad key is */
+            snprintf(why, sizeof why, "%s", coh_last_error());
+            return coh_errf(COH_ERR_INVALID, "inventory '%s': gpus[%zu]: %s", path, i, why);
+        }
+        if (i == 0 || gpu.peak_flops < out->peak_flops ||
+            (gpu.peak_flops == out->peak_flops && gpu.mem_bytes_per_s < out->mem_bytes_per_s))
+            *out = gpu;
     }
+    out->memory_bytes = mem.smallest_mib << 20;
     out->gpus_per_node = (int)gpus->u.arr.count;
     out->nodes = nodes;
     snprintf(out->source + strlen(out->source), sizeof out->source - strlen(out->source),

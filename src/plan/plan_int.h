@@ -4,6 +4,11 @@
 
 #include "cohort/plan.h"
 
+struct json_value;
+/* coh_plan_inventory_gpus on a parsed inventory's root (hw.c reads its links from it too). */
+coh_status plan_inventory_scan(const struct json_value *root, const char *path,
+                               coh_inventory_memory *out);
+
 /* Parameters of one transformer block held by one tensor-parallel rank. */
 int64_t plan_layer_params_local(const coh_model_desc *m, int tp);
 

@@ -87,6 +87,12 @@ expect 0 "cuda:3" -- devices --inventory "$inv/four_a100.json"
 expect 0 "MIG instance of nvidia-smi 0: MIG-11119999-2222-3333-4444-555555555555 (gpu instance 2, compute instance 0, 19968 MiB)" \
     -- devices --inventory "$inv/mig.json"
 expect 0 "none visible" CUDA_VISIBLE_DEVICES= -- devices --inventory "$inv/four_a100.json"
+# a uuid with spaces around it matches nothing in CUDA (an index's spaces are trimmed): exit 2
+expect 2 "error: invalid CUDA_VISIBLE_DEVICES='GPU-8932, GPU-7': entry 2 'GPU-7' is a uuid with spaces around it" \
+    CUDA_VISIBLE_DEVICES="GPU-8932, GPU-7" -- devices --inventory "$inv/four_a100.json"
+expect 2 "entry 1 'GPU-8932' is a uuid with spaces around it" \
+    CUDA_VISIBLE_DEVICES=" GPU-8932" -- pick 1 --inventory "$inv/four_a100.json"
+visible cuda "0,1" CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES="0, 1" -- --inventory "$inv/four_a100.json"
 # A CUDA process enumerates one MIG instance, the first listed; pick still hands out several,
 # one per worker.
 visible cuda "0,1" CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=MIG-11119,1,MIG-11111 -- --inventory "$inv/mig.json"

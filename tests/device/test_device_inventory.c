@@ -52,7 +52,8 @@ static void optional_fields(void)
                     "{\"vendor\":\"intel\",\"name\":\"i\",\"uuid\":\"x\",\"memory_total_mib\":9,"
                     "\"tiles\":2,\"pci_bus_id\":\"0000:0a:00.0\"},"
                     "{\"vendor\":\"nvidia\",\"name\":\"n\",\"uuid\":\"GPU-1\",\"memory_total_mib\":5,"
-                    "\"process_owners\":[\"alice\",\"bob\"],\"compute_mode\":\"exclusive_process\"},"
+                    "\"processes\":2,\"process_owners\":[\"alice\",\"bob\"],"
+                    "\"compute_mode\":\"exclusive_process\"},"
                     "{\"vendor\":\"nvidia\",\"name\":\"m\",\"uuid\":\"GPU-2\",\"memory_total_mib\":5}]}";
     coh_inventory *inv;
     CHECK_OK(coh_inventory_parse(t, strlen(t), "x.json", &inv));
@@ -147,8 +148,13 @@ static void schema_errors(void)
         "gpus[0].mig[0].uuid: 'MIG-??2J' has a control character or invalid UTF-8 at byte 5");
     bad("\"name\": \"NVIDIA A100-SXM4-80GB\"", "\"name\": \"A\x9b\"",
         "gpus[0].name: 'A?' has a control character or invalid UTF-8 at byte 2");
-    bad("\"processes\": 0", "\"processes\": 0, \"process_owners\": [\"\\u001b]0;x\"]",
+    bad("\"processes\": 0", "\"processes\": 1, \"process_owners\": [\"\\u001b]0;x\"]",
         "gpus[0].process_owners: item 0: '?]0;x' is not a user name");
+    /* the probe lists each owner once: more owners than processes is no machine's state */
+    bad("\"processes\": 0", "\"processes\": 1, \"process_owners\": [\"alice\", \"bob\"]",
+        "gpus[0].process_owners: 2 owners, but processes is 1");
+    bad("\"processes\": 0", "\"process_owners\": [\"alice\"]",
+        "gpus[0].process_owners: 1 owner, but processes is 0");
 }
 
 static void cross_checks(void)
@@ -177,11 +183,63 @@ static void cross_checks(void)
                 "cannot open inventory file '/nonexistent/inv.json'");
 }
 
+/* One nvidia GPU of 40960 MiB (compute capability cc) with the MIG instances `migs`: the
+ * parse must fail with `want`, or succeed when want is NULL. */
+static void mig_case(const char *cc, const char *migs, const char *want)
+{
+    char text[2048];
+    snprintf(text, sizeof text,
+             "{\"gpus\":[{\"vendor\":\"nvidia\",\"name\":\"a\",\"uuid\":\"GPU-1\","
+             "\"memory_total_mib\":40960,\"compute_capability\":\"%s\",\"mig\":[%s]}]}",
+             cc, migs);
+    coh_inventory *inv = NULL;
+    if (!want) {
+        CHECK_OK(coh_inventory_parse(text, strlen(text), "i.json", &inv));
+        coh_inventory_destroy(inv);
+        return;
+    }
+    CHECK_FAILS(coh_inventory_parse(text, strlen(text), "i.json", &inv), COH_ERR_INVALID, want);
+    CHECK(inv == NULL);
+}
+
+#define MIG(u, gi, ci, mib)                                                                    \
+    "{\"uuid\":\"MIG-" u "\",\"gpu_instance\":" #gi ",\"compute_instance\":" #ci         \
+    ",\"memory_total_mib\":" #mib "}"
+
+/* What MIG makes physically impossible is refused, naming the device, the field and the
+ * value; what an A100 40GB really shows (seven 1g.5gb instances; two compute instances
+ * sharing one GPU instance) parses. */
+static void mig_consistency(void)
+{
+    mig_case("8.0", MIG("a", 1, 0, 4864) "," MIG("b", 2, 0, 4864) "," MIG("c", 3, 0, 4864) ","
+                    MIG("d", 4, 0, 4864) "," MIG("e", 5, 0, 4864) "," MIG("f", 6, 0, 4864) ","
+                    MIG("g", 7, 0, 4864), NULL);
+    mig_case("8.0", MIG("a", 1, 0, 19968) "," MIG("b", 1, 1, 19968), NULL);
+    mig_case("8.0", MIG("a", 1, 0, 40192), NULL);
+    mig_case("8.0", MIG("a", 1, 0, 9856) "," MIG("b", 2, 0, 81920),
+             "i.json: gpus[0].mig[1].memory_total_mib: 81920 is more than its GPU's "
+             "memory_total_mib (40960)");
+    mig_case("8.0", MIG("a", 1, 0, 9856) "," MIG("b", 1, 0, 9856),
+             "i.json: gpus[0].mig[1].compute_instance: 0 with gpu_instance 1 is also "
+             "gpus[0].mig[0]");
+    mig_case("8.0", MIG("a", 1, 0, 9856) "," MIG("b", 1, 1, 19968),
+             "i.json: gpus[0].mig[1].memory_total_mib: 19968 differs from gpus[0].mig[0] (9856) "
+             "of the same gpu_instance 1");
+    mig_case("8.0", MIG("a", 1, 0, 19968) "," MIG("b", 1, 1, 19968) "," MIG("c", 2, 0, 19968)
+                    "," MIG("d", 3, 0, 9856),
+             "i.json: gpus[0].mig[3].memory_total_mib: 9856 brings the GPU instances to 49792 "
+             "MiB, more than their GPU's memory_total_mib (40960)");
+    mig_case("7.0", MIG("a", 1, 0, 9856),
+             "i.json: gpus[0].mig: MIG instances on a GPU of compute capability 7.0; MIG needs "
+             "8.0 or later");
+}
+
 int main(void)
 {
     RUN(issue_example);
     RUN(optional_fields);
     RUN(schema_errors);
     RUN(cross_checks);
+    RUN(mig_consistency);
     return CHECK_REPORT();
 }

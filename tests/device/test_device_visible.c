@@ -101,6 +101,12 @@ static void cuda_truncation(void)
     CHECK_STR(cuda(inv, "3,abc,1", "PCI_BUS_ID"), "3");
     CHECK_INT(cuda_cut(inv, "3,abc,1", note, sizeof note), COH_CUT_MALFORMED);
     CHECK(strstr(note, "entry 2 'abc' is not a device index or uuid"));
+    CHECK(strstr(note, "the runtime ignores it and every entry after it (visible: 3)"));
+    /* CUDA reads "1gpu" as strtoul does, 1, and reads on: cohort refuses it (a typo) but does
+     * not claim the list is cut there */
+    CHECK_INT(cuda_cut(inv, "3,1gpu,2", note, sizeof note), COH_CUT_MALFORMED);
+    CHECK(strstr(note, "entry 2 '1gpu' is not a device index or uuid; CUDA reads only its "
+                       "leading number (1), as strtoul does, and reads on"));
     CHECK_STR(cuda(inv, "1,,2", "PCI_BUS_ID"), "1");
     CHECK_INT(cuda_cut(inv, "1,,2", note, sizeof note), COH_CUT_EMPTY_ENTRY);
     CHECK_STR(cuda(inv, "0,1,", "PCI_BUS_ID"), "0,1");
@@ -128,6 +134,25 @@ static void cuda_uuids(void)
     coh_inventory_destroy(inv);
     inv = load_inv("mixed.json");
     CHECK_STR(cuda(inv, "GPU-00000000,1", NULL), "0,1");
+    coh_inventory_destroy(inv);
+}
+
+/* CUDA trims spaces around an index but compares a uuid as written: "GPU-123, 2" is GPU-123
+ * alone and " GPU-..." no device (PyTorch's parser and matcher, checked against the driver). */
+static void cuda_spaces(void)
+{
+    coh_inventory *inv = load_inv("four_a100.json");
+    char note[COH_DEV_NOTE_MAX];
+    CHECK_STR(cuda(inv, "0, 1", "PCI_BUS_ID"), "0,1");
+    CHECK_STR(cuda(inv, "GPU-8932, GPU-7", "PCI_BUS_ID"), "0");
+    CHECK_INT(cuda_cut(inv, "GPU-8932, GPU-7", note, sizeof note), COH_CUT_SPACED_ID);
+    CHECK(strstr(note, "entry 2 'GPU-7' is a uuid with spaces around it"));
+    CHECK_STR(cuda(inv, " GPU-8932", "PCI_BUS_ID"), "");
+    CHECK_INT(cuda_cut(inv, "GPU-8932 ,1", note, sizeof note), COH_CUT_SPACED_ID);
+    coh_inventory_destroy(inv);
+    inv = load_inv("mig.json");
+    CHECK_STR(cuda(inv, "1, MIG-11119999", NULL), "1");
+    CHECK_INT(cuda_cut(inv, "1, MIG-11119999", note, sizeof note), COH_CUT_SPACED_ID);
     coh_inventory_destroy(inv);
 }
 
@@ -160,6 +185,13 @@ static void cuda_mig(void)
     CHECK_INT(cuda_cut(inv, "MIG-GPU-aaaaaaaa-0000-0000-0000-000000000000/7/0", note,
                        sizeof note), COH_CUT_NO_MATCH);
     CHECK_STR(cuda(inv, "MIG-GPU-aaaaaaaa/x", NULL), "");
+    /* gpu and compute instance ids are digits: no sign, no space */
+    CHECK_INT(cuda_cut(inv, "MIG-GPU-aaaaaaaa-0000-0000-0000-000000000000/+2/0", note,
+                       sizeof note), COH_CUT_MALFORMED);
+    CHECK_INT(cuda_cut(inv, "MIG-GPU-aaaaaaaa-0000-0000-0000-000000000000/2/ 0", note,
+                       sizeof note), COH_CUT_MALFORMED);
+    CHECK_INT(cuda_cut(inv, "MIG-GPU-aaaaaaaa-0000-0000-0000-000000000000/-4294967294/0", note,
+                       sizeof note), COH_CUT_MALFORMED);
     coh_inventory_destroy(inv);
 }
 
@@ -332,6 +364,7 @@ int main(void)
     RUN(fastest_first_ties);
     RUN(cuda_truncation);
     RUN(cuda_uuids);
+    RUN(cuda_spaces);
     RUN(cuda_duplicates);
     RUN(cuda_mig);
     RUN(level_zero);
