@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_install_consumer.sh: a program of a user's, outside the repository, builds on an installed
 # libcohort the ways docs/library.md names: pkg-config (shared, and --static on libcohort.a) and
-# CMake's find_package(cohort) (cohort::cohort and cohort::cohort_static), and runs.
+# CMake's find_package(cohort) (cohort::cohort and cohort::cohort_static), and runs; each
+# installed header compiles on its own as C99, C11 and C++17, with C linkage in C++.
 set -u
 build=${COHORT_BUILD_DIR:?run through ctest}
 cohort=${COHORT:?run through ctest}
@@ -65,6 +66,48 @@ expect_no_shared() {
     fi
 }
 
+# ---- each installed header on its own: C99 and C11 with -pedantic, and C++17, where every
+# function it declares must have C linkage (a C++ program that takes their addresses links
+# against libcohort.so only when the header wraps them in extern "C") ----
+cxx=${CXX:-c++}
+command -v "$cxx" >/dev/null || { skip "C++ headers" "no C++ compiler '$cxx'"; cxx=""; }
+exported=$(nm -D --defined-only "$libdir/libcohort.so" | awk '$2 == "T" {print $3}')
+headers_ok=0
+for h in "$prefix"/include/cohort/*.h; do
+    name=${h##*/}
+    printf '#include <cohort/%s>
+int main(void) { return 0; }
+' "$name" >"$work/one.c"
+    bad=""
+    for std in c99 c11; do
+        "$cc" -std=$std -Wall -Wextra -pedantic -Werror -fsyntax-only -I"$prefix/include"             "$work/one.c" 2>"$work/cc.log" || bad="$bad -std=$std: $(head -3 "$work/cc.log")"
+    done
+    if [ -n "$cxx" ]; then
+        # the names it declares: its text without comments (the compiler strips them), called
+        # like functions, that the library defines
+        funcs=$("$cc" -fpreprocessed -dD -E -P -x c "$h" | grep -o '\bcoh_[a-z0-9_]*[[:space:]]*(' |
+            tr -d ' (' | sort -u | grep -Fxf <(echo "$exported"))
+        {
+            echo "#include <cohort/$name>"
+            echo "typedef void (*any_fn)();"
+            echo "static const any_fn refs[] = {"
+            for f in $funcs; do echo "    reinterpret_cast<any_fn>(&$f),"; done
+            echo "    nullptr};"
+            echo "int main() { return refs[0] == nullptr && sizeof refs > sizeof(any_fn); }"
+        } >"$work/one.cpp"
+        "$cxx" -std=c++17 -Wall -Wextra -pedantic -Werror "${san[@]}" -I"$prefix/include" \
+            "$work/one.cpp" -L"$libdir" -lcohort -o "$work/one" 2>"$work/cc.log" ||
+            bad="$bad -std=c++17: $(grep -m3 'error\|undefined' "$work/cc.log")"
+    fi
+    if [ -n "$bad" ]; then
+        fail "cohort/$name on its own:$bad"
+    else
+        headers_ok=$((headers_ok + 1))
+    fi
+done
+headers_all=$(ls "$prefix"/include/cohort/*.h | wc -l)
+[ "$headers_ok" -eq "$headers_all" ] && echo "ok   all $headers_all installed headers compile on their own as C99, C11${cxx:+ and C++17 (C linkage)}"
+
 # ---- pkg-config ----
 if command -v pkg-config >/dev/null; then
     export PKG_CONFIG_PATH="$libdir/pkgconfig"
@@ -88,6 +131,18 @@ if command -v pkg-config >/dev/null; then
         expect_no_shared "pkg-config --static" "$work/user_pc_static"
     else
         fail "pkg-config --static build: $(head -5 "$work/cc.log")"
+    fi
+    # a C++ program on the same headers and library
+    if [ -n "$cxx" ]; then
+        cp "$work/user.c" "$work/user.cpp"
+        # shellcheck disable=SC2046
+        if "$cxx" -std=c++17 -Wall -Wextra -pedantic -Werror "${san[@]}" \
+            $(pkg-config --cflags cohort) "$work/user.cpp" $(pkg-config --libs cohort) \
+            -Wl,-rpath,"$libdir" -o "$work/user_cxx" 2>"$work/cc.log"; then
+            expect_run "pkg-config: a C++17 program on the shared libcohort" "$work/user_cxx"
+        else
+            fail "pkg-config C++ build: $(grep -m5 'error\|undefined' "$work/cc.log")"
+        fi
     fi
 else
     skip "pkg-config" "no pkg-config program"
