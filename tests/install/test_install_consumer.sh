@@ -2,7 +2,8 @@
 # test_install_consumer.sh: a program of a user's, outside the repository, builds on an installed
 # libcohort the ways docs/library.md names: pkg-config (shared, and --static on libcohort.a) and
 # CMake's find_package(cohort) (cohort::cohort and cohort::cohort_static), and runs; each
-# installed header compiles on its own as C99, C11 and C++17, with C linkage in C++.
+# installed header compiles on its own as C99, C11 and C++17, with C linkage in C++; the shared
+# library exports its coh_ names only.
 set -u
 build=${COHORT_BUILD_DIR:?run through ctest}
 cohort=${COHORT:?run through ctest}
@@ -65,6 +66,15 @@ expect_no_shared() {
         fail "$1 needs libcohort.so: $(ldd "$2" | grep libcohort)"
     fi
 }
+
+# ---- libcohort.so exports its coh_ names only: an internal helper's name (file_*, json_*,
+# crc32c, ...) would clash with, or be interposed by, a program's function of the same name ----
+leaked=$(nm -D --defined-only "$libdir/libcohort.so" | awk '$3 !~ /^coh_/ {print $3}')
+if [ -z "$leaked" ]; then
+    echo "ok   libcohort.so exports coh_ names only"
+else
+    fail "libcohort.so exports $(wc -l <<<"$leaked") names without coh_: $(head -8 <<<"$leaked" | tr '\n' ' ')"
+fi
 
 # ---- each installed header on its own: C99 and C11 with -pedantic, and C++17, where every
 # function it declares must have C linkage (a C++ program that takes their addresses links
