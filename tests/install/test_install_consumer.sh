@@ -42,12 +42,17 @@ int main(void)
     const coh_backend *be = NULL;
     coh_status s = coh_backend_find("abacus", &be);
     printf("cohort %s\n", coh_version());
+    /* the headers' version at compile time, checked against the library's at run time */
+    printf("headers %s (%d), library %d\n", COH_VERSION_STRING, COH_VERSION_NUMBER,
+           coh_version_number());
     printf("%s: %s\n", coh_status_name(s), coh_last_error());
     return s == COH_ERR_INVALID ? 0 : 1;
 }
 C
 } >"$work/user.c"
+IFS=. read -r major minor patch <<<"$version"
 want="cohort $version
+headers $version ($((major * 10000 + minor * 100 + patch))), library $((major * 10000 + minor * 100 + patch))
 invalid argument: invalid device 'abacus': valid: cpu, cuda, cpu-guarded"
 
 # expect_run WHAT PROGRAM: it runs from another folder and prints what the library says.
