@@ -8,6 +8,10 @@
 
 #include "cohort/status.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct coh_backend coh_backend;
 
 /* The backend called `name`: "cpu", "cpu-guarded" (the CPU's with device memory closed to the
@@ -54,4 +58,7 @@ coh_status coh_backend_time_gemms(const char *name, int bf16, coh_gemm_timing *s
 coh_status coh_backend_time_stream(const char *name, size_t n, double min_s, double *bytes_per_s,
                                    double *op_s);
 
+#ifdef __cplusplus
+}
+#endif
 #endif

@@ -23,7 +23,7 @@ typedef struct coh_tokens {
 } coh_tokens;
 
 void coh_tokens_init(coh_tokens *v);
-void coh_tokens_release(coh_tokens *v);
+void coh_tokens_release(coh_tokens *v); /* NULL-safe */
 /* Append one id. Errors: COH_ERR_NOMEM. */
 coh_status coh_tokens_push(coh_tokens *v, int32_t id);
 

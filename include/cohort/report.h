@@ -58,7 +58,7 @@ coh_status coh_metrics_parse(const char *text, size_t len, coh_metrics *m);
 
 /* Read and parse a file; COH_ERR_IO naming it when it cannot be read. */
 coh_status coh_metrics_read(const char *path, coh_metrics *m);
-void coh_metrics_release(coh_metrics *m);
+void coh_metrics_release(coh_metrics *m); /* NULL-safe */
 
 /* ---- traces: the Chrome/Perfetto JSON `cohort train --trace` writes, one file per rank ------- */
 
@@ -88,7 +88,7 @@ typedef struct coh_trace {
  * not such a trace; COH_ERR_NOMEM. */
 coh_status coh_trace_parse(const char *text, size_t len, coh_trace *t);
 coh_status coh_trace_read(const char *path, coh_trace *t);
-void coh_trace_release(coh_trace *t);
+void coh_trace_release(coh_trace *t); /* NULL-safe */
 
 /* ---- the estimate: `cohort estimate --engine cohort --json` ---------------------------------- */
 

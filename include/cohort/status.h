@@ -2,6 +2,8 @@
 #ifndef COHORT_STATUS_H
 #define COHORT_STATUS_H
 
+#include "cohort/version.h" /* coh_version(), which every program can name */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -47,9 +49,6 @@ coh_status coh_err_prefix(coh_status s, const char *fmt, ...)
 
 /* Clear this thread's message. */
 void coh_err_clear(void);
-
-/* Version string of the library ("0.1.0"). */
-const char *coh_version(void);
 
 #ifdef __cplusplus
 }

@@ -15,12 +15,12 @@ static const char *const accel_names[] = {"auto", "cpu", "cuda", "xpu", "rocm", 
 coh_status coh_accel_parse(const char *text, coh_accel *out)
 {
     for (int i = 0; i < NACCEL; i++)
-        if (!strcmp(text, accel_names[i])) {
+        if (text && !strcmp(text, accel_names[i])) {
             *out = (coh_accel)i;
             return COH_OK;
         }
     return coh_errf(COH_ERR_INVALID, "invalid accelerator '%s': expected one of auto, cpu, "
-                    "cuda, gpu, mps, hpu, xpu, rocm", text);
+                    "cuda, gpu, mps, hpu, xpu, rocm", text ? text : "");
 }
 
 const char *coh_accel_name(coh_accel a)
@@ -89,6 +89,8 @@ static coh_status spec_list(const char *text, const char *s, size_t len, int tra
 coh_status coh_device_spec_parse(const char *text, coh_device_spec *out)
 {
     memset(out, 0, sizeof *out);
+    if (!text) /* the empty spec's error below */
+        text = "";
     const char *s = text;
     size_t len = strlen(text);
     coh_str_trim(&s, &len);

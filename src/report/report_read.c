@@ -224,6 +224,8 @@ coh_status coh_metrics_read(const char *path, coh_metrics *m)
 
 void coh_metrics_release(coh_metrics *m)
 {
+    if (!m)
+        return;
     free(m->steps);
     free(m->ranks);
     memset(m, 0, sizeof *m);
@@ -325,6 +327,8 @@ coh_status coh_trace_read(const char *path, coh_trace *t)
 
 void coh_trace_release(coh_trace *t)
 {
+    if (!t)
+        return;
     free(t->events);
     memset(t, 0, sizeof *t);
     t->rank = -1;

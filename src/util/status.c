@@ -63,4 +63,6 @@ coh_status coh_err_prefix(coh_status s, const char *fmt, ...)
     return s;
 }
 
-const char *coh_version(void) { return COHORT_VERSION; }
+const char *coh_version(void) { return COH_VERSION_STRING; }
+
+int coh_version_number(void) { return COH_VERSION_NUMBER; }

@@ -26,10 +26,10 @@ size_t coh_st_dtype_size(coh_st_dtype d)
 coh_status coh_st_dtype_parse(const char *name, coh_st_dtype *out)
 {
     for (int d = 0; d < COH_ST_COUNT; d++)
-        if (!strcmp(name, dtypes[d].name)) {
+        if (name && !strcmp(name, dtypes[d].name)) {
             *out = (coh_st_dtype)d;
             return COH_OK;
         }
     return coh_errf(COH_ERR_INVALID, "unsupported dtype '%s': valid are F32, F16, BF16, F64, "
-                    "I64, I32, I16, I8, U8, BOOL", name);
+                    "I64, I32, I16, I8, U8, BOOL", name ? name : "");
 }

@@ -24,6 +24,8 @@ void coh_tokens_init(coh_tokens *v)
 
 void coh_tokens_release(coh_tokens *v)
 {
+    if (!v)
+        return;
     free(v->ids);
     coh_tokens_init(v);
 }
