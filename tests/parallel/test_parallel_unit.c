@@ -211,13 +211,12 @@ static coh_status fixed_batch(void *ctx, int32_t *in, int32_t *tg)
     return COH_OK;
 }
 
-/* single through the parallel trainer is bit for bit the engine's own trainer */
-static void test_single_is_engine(void)
+/* TINY on one rank (a mesh of one over the self transport): micro-batch 2 x seq 8, 2
+ * micro-batches a step, 4 steps. */
+static coh_par_config tiny_single(coh_comm **self, coh_mesh **m)
 {
-    coh_comm *self;
-    coh_mesh *m;
-    CHECK_OK(coh_comm_create_self(&self));
-    CHECK_OK(coh_mesh_create(self, 1, 1, 1, &m));
+    CHECK_OK(coh_comm_create_self(self));
+    CHECK_OK(coh_mesh_create(*self, 1, 1, 1, m));
     coh_par_config pc = {0};
     coh_parallel_config_init(&pc.par);
     coh_trainer_config_defaults(&pc.train);
@@ -226,6 +225,15 @@ static void test_single_is_engine(void)
     pc.par.seq = 8;
     pc.train.steps = 4;
     pc.par.microbatches = 2;
+    return pc;
+}
+
+/* single through the parallel trainer is bit for bit the engine's own trainer */
+static void test_single_is_engine(void)
+{
+    coh_comm *self;
+    coh_mesh *m;
+    coh_par_config pc = tiny_single(&self, &m);
     coh_par_config_apply(&pc); /* the engine's own trainer below gets the same batch shape */
     CHECK(pc.train.batch == 2 && pc.train.seq == 8 && pc.train.accum == 2);
     coh_par_trainer *pt;
@@ -268,17 +276,8 @@ static void test_tied_grad_apart(void)
 {
     coh_comm *self;
     coh_mesh *m;
-    CHECK_OK(coh_comm_create_self(&self));
-    CHECK_OK(coh_mesh_create(self, 1, 1, 1, &m));
-    coh_par_config pc = {0};
-    coh_parallel_config_init(&pc.par);
-    coh_trainer_config_defaults(&pc.train);
-    pc.train.model = TINY;
+    coh_par_config pc = tiny_single(&self, &m);
     pc.train.grad_clip = 0; /* else the norm carries wte's last bits into every tensor */
-    pc.par.micro_batch = 2;
-    pc.par.seq = 8;
-    pc.train.steps = 4;
-    pc.par.microbatches = 2;
     coh_par_trainer *a, *b, *bad;
     CHECK_OK(coh_par_trainer_create(&pc, m, &a));
     pc.train.tied_grad_apart = 1;
