@@ -7,13 +7,16 @@
 #include "cli.h"
 #include "cli_device.h"
 
+int cli_inventory_fail(const char *cmd, coh_status st)
+{
+    /* A file the user named that is missing is a usage error too. */
+    return cli_fail(cmd, st == COH_ERR_NOT_FOUND ? COH_ERR_INVALID : st);
+}
+
 int cli_device_open(const char *cmd, const char *path, coh_inventory **inv)
 {
     coh_status st = coh_inventory_open(path, inv);
-    if (st == COH_OK)
-        return CLI_OK;
-    /* A file the user named that is missing is a usage error too. */
-    return cli_fail(cmd, st == COH_ERR_NOT_FOUND ? COH_ERR_INVALID : st);
+    return st == COH_OK ? CLI_OK : cli_inventory_fail(cmd, st);
 }
 
 int cli_device_check(const char *cmd, const coh_visible *v)

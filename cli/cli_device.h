@@ -8,6 +8,11 @@
 #include "cohort/device.h"
 #include "cohort/json_writer.h"
 
+/* Print the error of reading an inventory file and return the exit code: 2 for a bad or
+ * missing file, as every command that takes --inventory does (devices, pick, run, plan,
+ * estimate). */
+int cli_inventory_fail(const char *cmd, coh_status st);
+
 /* Open the inventory (--inventory, COHORT_INVENTORY or probe). Returns CLI_OK or the exit code
  * after printing the error. */
 int cli_device_open(const char *cmd, const char *path, coh_inventory **inv);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli_device.h"
 #include "cli_config.h"
 #include "cli_estimate.h"
 #include "cohort/size.h"
@@ -163,7 +164,7 @@ static int build_rest(parsed *p, est_request *r)
         if (note[0])
             fprintf(stderr, "%s %s: warning: %s\n", cli_progname, cmd, note);
     }
-    return st == COH_OK ? CLI_OK : cli_fail(cmd, st);
+    return st == COH_OK ? CLI_OK : cli_inventory_fail(cmd, st);
 }
 
 int cmd_estimate(int argc, char **argv)

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "cli_device.h"
 #include "cli_mesh.h"
 #include "cli_config.h"
 #include "cohort/json_writer.h"
@@ -221,6 +222,8 @@ static int build_hw(opts *o, coh_hw *hw)
         st = coh_calibration_load(o->cal, hw);
     else
         st = coh_calibration_measure(1, 0, hw);
+    if (st != COH_OK && o->inventory)
+        return cli_inventory_fail(cmd, st);
     if (st != COH_OK)
         return cli_fail(cmd, st);
     if (o->inventory)

@@ -47,9 +47,15 @@ install(EXPORT cohortTargets NAMESPACE cohort:: DESTINATION "${COHORT_CMAKE_DIR}
 configure_package_config_file("${PROJECT_SOURCE_DIR}/cmake/cohortConfig.cmake.in"
                               "${PROJECT_BINARY_DIR}/cohortConfig.cmake"
                               INSTALL_DESTINATION "${COHORT_CMAKE_DIR}")
-# 0.x: a minor release may change the API, so only the same major.minor satisfies a request
+# 0.x: a minor release may change the API, so only the same major.minor satisfies a request;
+# from 1.0 on, the same major (the rule the soname follows, CMakeLists.txt)
+if(PROJECT_VERSION_MAJOR EQUAL 0)
+  set(COHORT_PACKAGE_COMPATIBILITY SameMinorVersion)
+else()
+  set(COHORT_PACKAGE_COMPATIBILITY SameMajorVersion)
+endif()
 write_basic_package_version_file("${PROJECT_BINARY_DIR}/cohortConfigVersion.cmake"
-                                 COMPATIBILITY SameMinorVersion)
+                                 COMPATIBILITY ${COHORT_PACKAGE_COMPATIBILITY})
 install(FILES "${PROJECT_BINARY_DIR}/cohortConfig.cmake"
               "${PROJECT_BINARY_DIR}/cohortConfigVersion.cmake"
         DESTINATION "${COHORT_CMAKE_DIR}")

@@ -82,12 +82,21 @@ typedef struct coh_cpu_info {
     int cores_available;   /* min(affinity_cores, ceil(cgroup_limit)), >= 1 */
 } coh_cpu_info;
 
+/* A link of an inventory file's "links" (docs/inventory.md), one way, per device: what the
+ * planner prices communication with. Device selection does not use it, but the file is checked
+ * whole, so every command that reads it refuses the same bad link. gbytes_per_s 0: not given. */
+typedef struct coh_inventory_link {
+    double gbytes_per_s; /* 1e-6 to 1e6 when given */
+    double latency_us;   /* 0 to 1e7 */
+} coh_inventory_link;
+
 typedef struct coh_inventory {
     coh_cpu_info cpu;
     int ngpus;
     coh_gpu *gpus;         /* per vendor in PCI bus order (the order of an inventory file) */
     char source[COH_DEV_NOTE_MAX]; /* "nvml", "inventory file <path>", "probe" */
     char note[COH_DEV_NOTE_MAX];   /* one-line note, e.g. that no NVIDIA driver was found; "" */
+    coh_inventory_link intra_node, inter_node; /* an inventory file's "links"; a probe: none */
 } coh_inventory;
 
 /* Probe the CPU: cores online and NUMA nodes from /sys, the affinity mask, and the cgroup v2

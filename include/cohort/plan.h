@@ -149,20 +149,20 @@ typedef struct coh_remedy {
 coh_status coh_plan_remedies(const coh_model_desc *m, const coh_parallel_config *s, uint64_t device_bytes,
                              int gpus_per_node, coh_remedy *out, int cap, int *count);
 
-/* The GPUs of a device inventory file (the device layer's schema:
- * {"gpus": [{"name": ..., "memory_total_mib": 81920, ...}, ...]}) as the estimator and the
- * planner price them: a configuration must fit on every device, so at the smallest memory. */
+/* The GPUs of a device inventory file (docs/inventory.md, read by coh_inventory_load as
+ * `cohort devices` reads it) as the estimator and the planner price them: a configuration must
+ * fit on every device, so at the smallest memory. */
 typedef struct coh_inventory_memory {
     int gpus;                    /* GPUs listed */
     int smallest, largest;       /* index in "gpus" of the first GPU with the least / most
                                     memory */
     uint64_t smallest_mib, largest_mib;
-    char name[96];               /* the smallest's name ("" when it has none) */
+    char name[96];               /* the smallest's name */
     int other;                   /* the first GPU named otherwise, or -1 */
     char other_name[96];
 } coh_inventory_memory;
-/* Errors: COH_ERR_IO for the file, COH_ERR_INVALID naming the GPU whose memory is missing or
- * malformed. */
+/* Errors: as coh_inventory_load (COH_ERR_INVALID naming the file, JSON path and value;
+ * COH_ERR_NOT_FOUND / COH_ERR_IO for the file), and COH_ERR_INVALID when it lists no GPUs. */
 coh_status coh_plan_inventory_gpus(const char *path, coh_inventory_memory *out);
 /* The smallest memory of the GPUs listed in a device inventory file, in bytes. */
 coh_status coh_plan_inventory_memory(const char *path, uint64_t *bytes);

@@ -97,8 +97,10 @@ coh_status coh_hw_preset_for_gpu(const char *gpu_name, uint64_t memory_bytes, co
  * needing a preset, devices per node (the number of GPUs listed), and its "links" object:
  *   "links": {"intra_node": {"gbytes_per_s": 300, "latency_us": 3},
  *             "inter_node": {"gbytes_per_s": 25, "latency_us": 5}}
- * `nodes` > 1 needs inter_node. Errors: COH_ERR_INVALID naming the file, key and value;
- * COH_ERR_IO for the file. */
+ * `nodes` > 1 needs inter_node. The file is read by coh_inventory_load, as `cohort devices`
+ * reads it. Errors: as coh_inventory_load (COH_ERR_INVALID naming the file, JSON path and
+ * value; COH_ERR_NOT_FOUND / COH_ERR_IO for the file); COH_ERR_INVALID for no GPUs, a GPU
+ * without a preset, or no inter_node link for `nodes` > 1. */
 coh_status coh_hw_from_inventory(const char *path, int nodes, coh_hw *out);
 
 /* ---- calibration ---------------------------------------------------------------------------- */

@@ -1,6 +1,7 @@
 /* inventory.c: the inventory file (a machine's accelerators described in JSON), validated with
  * errors that name the JSON path and the bad value; plus inventory lifetime and selection. */
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -146,6 +147,22 @@ static coh_status get_int(const json_value *obj, const char *base, const char *k
     return COH_OK;
 }
 
+/* Number member `key` of obj, finite, in [lo, hi]; required. */
+static coh_status get_num(const json_value *obj, const char *base, const char *key, double lo,
+                          double hi, double *out, ctx *c)
+{
+    path_set(c, base, key);
+    const json_value *v = json_get(obj, key);
+    if (!v)
+        return bad(c, "missing (a number from %g to %g is required)", lo, hi);
+    char b[80];
+    if (v->type != JSON_NUMBER || !isfinite(v->u.num.value) || v->u.num.value < lo ||
+        v->u.num.value > hi)
+        return bad(c, "%s is not a number from %g to %g", show(v, b, sizeof b), lo, hi);
+    *out = v->u.num.value;
+    return COH_OK;
+}
+
 static coh_status get_str(const json_value *obj, const char *base, const char *key, int required,
                           char *dst, size_t cap, ctx *c)
 {
@@ -232,6 +249,8 @@ static const char *const mig_keys[] = {"uuid", "gpu_instance", "compute_instance
                                        "memory_total_mib", "memory_used_mib", "processes", NULL};
 static const char *const cpu_keys[] = {"cores", "numa_nodes", "cores_available", NULL};
 static const char *const root_keys[] = {"cpu", "gpus", "links", NULL}; /* links: cohort plan */
+static const char *const links_keys[] = {"intra_node", "inter_node", NULL};
+static const char *const link_keys[] = {"gbytes_per_s", "latency_us", NULL};
 
 #define MAX_MIB (1LL << 40)
 static coh_status parse_mig(const json_value *v, const char *base, coh_mig *m, ctx *c)
@@ -394,6 +413,35 @@ static coh_status parse_cpu(const json_value *root, coh_cpu_info *cpu, ctx *c)
     return COH_OK;
 }
 
+/* One link of "links": both figures required, so a link is never half-priced. The bounds keep
+ * the planner's arithmetic finite: 1 kB/s to 1 PB/s, up to 10 s of latency. */
+static coh_status parse_link(const json_value *links, const char *key, coh_inventory_link *l,
+                             ctx *c)
+{
+    const json_value *v = json_get(links, key);
+    if (!v)
+        return COH_OK;
+    char base[32];
+    snprintf(base, sizeof base, "links.%s", key);
+    snprintf(c->path, sizeof c->path, "%s", base);
+    JSON_TRY(check_keys(c, v, link_keys));
+    JSON_TRY(get_num(v, base, "gbytes_per_s", 1e-6, 1e6, &l->gbytes_per_s, c));
+    return get_num(v, base, "latency_us", 0, 1e7, &l->latency_us, c);
+}
+
+/* "links" is the planner's (docs/plan.md), but checked here with the rest of the file: one
+ * schema for every command, so `cohort devices` refuses the bad link `cohort plan` would. */
+static coh_status parse_links(const json_value *root, coh_inventory *inv, ctx *c)
+{
+    const json_value *v = json_get(root, "links");
+    if (!v)
+        return COH_OK;
+    snprintf(c->path, sizeof c->path, "links");
+    JSON_TRY(check_keys(c, v, links_keys));
+    JSON_TRY(parse_link(v, "intra_node", &inv->intra_node, c));
+    return parse_link(v, "inter_node", &inv->inter_node, c);
+}
+
 /* What MIG makes physically impossible on GPU i: an instance larger than its GPU, two
  * instances with one (gpu_instance, compute_instance) pair (the pair names one instance, as
  * CUDA's MIG-GPU-<uuid>/<gi>/<ci> does), compute instances of one GPU instance that disagree
@@ -512,7 +560,8 @@ static coh_status parse_root(const json_value *root, coh_inventory *inv, ctx *c)
         JSON_TRY(parse_gpu(a->u.arr.items[i], base, g, c));
         g->physical_index = per_vendor[g->vendor]++;
     }
-    return check_gpus(inv, c);
+    JSON_TRY(check_gpus(inv, c));
+    return parse_links(root, inv, c);
 }
 
 coh_status coh_inventory_parse(const char *text, size_t len, const char *name,

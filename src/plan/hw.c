@@ -170,46 +170,41 @@ static coh_status parse_link(const char *file, const char *where, const json_val
 
 /* ---- inventory ------------------------------------------------------------------------------ */
 
-static coh_status inventory_hw(const json_value *root, const char *path, int nodes, coh_hw *out)
+static coh_status inventory_hw(const coh_inventory *inv, const char *path, int nodes,
+                               coh_hw *out)
 {
-    const json_value *gpus = json_get(root, "gpus");
-    if (!gpus || gpus->type != JSON_ARRAY || gpus->u.arr.count == 0)
+    if (inv->ngpus == 0)
         return coh_errf(COH_ERR_INVALID, "inventory '%s' lists no GPUs: the planner prices GPUs "
                                          "from an inventory (this machine: --calibration)", path);
     /* A configuration must fit on every device, and synchronous training steps at the pace of
      * the slowest: memory is the smallest listed, the rates the slowest GPU's. */
     coh_inventory_memory mem;
-    JSON_TRY(plan_inventory_scan(root, path, &mem));
-    for (size_t i = 0; i < gpus->u.arr.count; i++) {
-        const json_value *g = gpus->u.arr.items[i];
-        const json_value *name = json_get(g, "name");
-        if (!name || name->type != JSON_STRING)
-            return coh_errf(COH_ERR_INVALID, "inventory '%s': gpus[%zu] needs \"name\"", path, i);
-        coh_hw gpu; /* its memory was checked by the scan; it picks among a preset's variants */
-        uint64_t bytes = (uint64_t)json_get(g, "memory_total_mib")->u.num.integer << 20;
-        if (coh_hw_preset_for_gpu(name->u.str.chars, bytes, &gpu)) {
+    JSON_TRY(plan_inventory_scan(inv, path, &mem));
+    for (int i = 0; i < inv->ngpus; i++) {
+        const coh_gpu *g = &inv->gpus[i];
+        coh_hw gpu; /* its memory picks among a preset's variants */
+        if (coh_hw_preset_for_gpu(g->name, g->memory_total_mib << 20, &gpu)) {
             char why[256]; /* a GPU without a preset is bad input in the file, as a bad key is */
             snprintf(why, sizeof why, "%s", coh_last_error());
-            return coh_errf(COH_ERR_INVALID, "inventory '%s': gpus[%zu]: %s", path, i, why);
+            return coh_errf(COH_ERR_INVALID, "inventory '%s': gpus[%d]: %s", path, i, why);
         }
         if (i == 0 || gpu.peak_flops < out->peak_flops ||
             (gpu.peak_flops == out->peak_flops && gpu.mem_bytes_per_s < out->mem_bytes_per_s))
             *out = gpu;
     }
     out->memory_bytes = mem.smallest_mib << 20;
-    out->gpus_per_node = (int)gpus->u.arr.count;
+    out->gpus_per_node = inv->ngpus;
     out->nodes = nodes;
     snprintf(out->source + strlen(out->source), sizeof out->source - strlen(out->source),
              "; inventory %s", path);
-    const json_value *links = json_get(root, "links");
-    if (links) {
-        static const char *const keys[] = {"intra_node", "inter_node", NULL};
-        JSON_TRY(check_keys(path, "links", links, keys));
-        const json_value *in = json_get(links, "intra_node"), *ex = json_get(links, "inter_node");
-        if (in)
-            JSON_TRY(parse_link(path, "links.intra_node", in, &out->intra));
-        if (ex)
-            JSON_TRY(parse_link(path, "links.inter_node", ex, &out->inter));
+    /* "links" was checked with the rest of the file; a link not given keeps the preset's. */
+    if (inv->intra_node.gbytes_per_s > 0) {
+        out->intra.bytes_per_s = inv->intra_node.gbytes_per_s * 1e9;
+        out->intra.alpha_s = inv->intra_node.latency_us * 1e-6;
+    }
+    if (inv->inter_node.gbytes_per_s > 0) {
+        out->inter.bytes_per_s = inv->inter_node.gbytes_per_s * 1e9;
+        out->inter.alpha_s = inv->inter_node.latency_us * 1e-6;
     }
     if (nodes > 1 && out->inter.bytes_per_s <= 0)
         return coh_errf(COH_ERR_INVALID, "inventory '%s' has no \"links\": {\"inter_node\": "
@@ -218,15 +213,17 @@ static coh_status inventory_hw(const json_value *root, const char *path, int nod
     return COH_OK;
 }
 
+/* The device layer's parser reads the file (src/device/inventory.c), as for `cohort devices`:
+ * one schema, one set of checks and the same messages for every command. */
 coh_status coh_hw_from_inventory(const char *path, int nodes, coh_hw *out)
 {
     memset(out, 0, sizeof *out); /* defined on every error */
-    json_doc *doc;
-    coh_status st = json_parse_file(path, &doc);
+    coh_inventory *inv;
+    coh_status st = coh_inventory_load(path, &inv);
     if (st != COH_OK)
-        return st == COH_ERR_INVALID ? coh_err_prefix(st, "malformed inventory") : st;
-    st = inventory_hw(json_root(doc), path, nodes < 1 ? 1 : nodes, out);
-    json_free(doc);
+        return st;
+    st = inventory_hw(inv, path, nodes < 1 ? 1 : nodes, out);
+    coh_inventory_destroy(inv);
     return st;
 }
 

@@ -2,11 +2,11 @@
 #ifndef COHORT_PLAN_INT_H
 #define COHORT_PLAN_INT_H
 
+#include "cohort/device.h"
 #include "cohort/plan.h"
 
-struct json_value;
-/* coh_plan_inventory_gpus on a parsed inventory's root (hw.c reads its links from it too). */
-coh_status plan_inventory_scan(const struct json_value *root, const char *path,
+/* coh_plan_inventory_gpus on a parsed inventory (hw.c prices its GPUs and links too). */
+coh_status plan_inventory_scan(const coh_inventory *inv, const char *path,
                                coh_inventory_memory *out);
 
 /* Parameters of one transformer block held by one tensor-parallel rank. */

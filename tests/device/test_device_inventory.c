@@ -1,5 +1,6 @@
 /* test_device_inventory.c: the inventory file: the issue's example parses field by field, and
- * every schema violation is an error naming the JSON path and the bad value. */
+ * every schema violation (the planner's "links" too) is an error naming the JSON path and the
+ * bad value. */
 #include "check.h"
 #include "dev_test.h"
 
@@ -234,6 +235,60 @@ static void mig_consistency(void)
              "8.0 or later");
 }
 
+/* One nvidia GPU with the "links" object `links`: the parse must fail with `want`, or succeed
+ * when want is NULL and then hold the figures. */
+static coh_inventory *links_case(const char *links, const char *want)
+{
+    char text[1024];
+    snprintf(text, sizeof text,
+             "{\"gpus\":[{\"vendor\":\"nvidia\",\"name\":\"a\",\"uuid\":\"GPU-1\","
+             "\"memory_total_mib\":40960}],\"links\":%s}", links);
+    coh_inventory *inv = NULL;
+    if (!want) {
+        CHECK_OK(coh_inventory_parse(text, strlen(text), "i.json", &inv));
+        return inv;
+    }
+    CHECK_FAILS(coh_inventory_parse(text, strlen(text), "i.json", &inv), COH_ERR_INVALID, want);
+    CHECK(inv == NULL);
+    return NULL;
+}
+
+/* "links" is the planner's, but one schema serves every command: the device parser reads and
+ * checks it, so `cohort devices` refuses the link `cohort plan` would. */
+static void links(void)
+{
+    coh_inventory *inv = links_case("{\"intra_node\":{\"gbytes_per_s\":300,\"latency_us\":3},"
+                                    "\"inter_node\":{\"gbytes_per_s\":0.15625,"
+                                    "\"latency_us\":30}}", NULL);
+    if (inv) {
+        CHECK(inv->intra_node.gbytes_per_s == 300 && inv->intra_node.latency_us == 3);
+        CHECK(inv->inter_node.gbytes_per_s == 0.15625 && inv->inter_node.latency_us == 30);
+        coh_inventory_destroy(inv);
+    }
+    inv = links_case("{\"intra_node\":{\"gbytes_per_s\":300,\"latency_us\":0}}", NULL);
+    if (inv) {
+        CHECK(inv->inter_node.gbytes_per_s == 0); /* not given */
+        coh_inventory_destroy(inv);
+    }
+    links_case("5", "i.json: links: expected an object, got 5");
+    links_case("{\"inter\":{}}", "i.json: links: unknown key 'inter' (valid keys: intra_node, "
+               "inter_node)");
+    links_case("{\"inter_node\":{\"gbytes_per_s\":25,\"latency_us\":5,\"hops\":1}}",
+               "i.json: links.inter_node: unknown key 'hops' (valid keys: gbytes_per_s, "
+               "latency_us)");
+    links_case("{\"inter_node\":{\"gbytes_per_s\":25}}",
+               "i.json: links.inter_node.latency_us: missing (a number from 0 to 1e+07 is "
+               "required)");
+    links_case("{\"intra_node\":{\"gbytes_per_s\":0,\"latency_us\":3}}",
+               "i.json: links.intra_node.gbytes_per_s: 0 is not a number from 1e-06 to 1e+06");
+    links_case("{\"intra_node\":{\"gbytes_per_s\":\"fast\",\"latency_us\":3}}",
+               "i.json: links.intra_node.gbytes_per_s: 'fast' is not a number");
+    links_case("{\"inter_node\":{\"gbytes_per_s\":25,\"latency_us\":-1}}",
+               "i.json: links.inter_node.latency_us: -1 is not a number from 0 to 1e+07");
+    links_case("{\"inter_node\":{\"gbytes_per_s\":1e999,\"latency_us\":1}}",
+               "i.json: links.inter_node.gbytes_per_s:");
+}
+
 int main(void)
 {
     RUN(issue_example);
@@ -241,5 +296,6 @@ int main(void)
     RUN(schema_errors);
     RUN(cross_checks);
     RUN(mig_consistency);
+    RUN(links);
     return CHECK_REPORT();
 }

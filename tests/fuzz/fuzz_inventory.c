@@ -1,5 +1,6 @@
-/* fuzz_inventory.c: libFuzzer target for inventory files: parse or fail with a message; what
- * parses is self-consistent and survives visibility and pick. */
+/* fuzz_inventory.c: libFuzzer target for inventory files (the one parser of devices, pick,
+ * run, plan and estimate): parse or fail with a message; what parses is self-consistent, its
+ * links within their bounds, and survives visibility and pick. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             !g->name[0] || !g->uuid[0])
             abort();
     }
+    /* a link is given whole or not at all, within the bounds the planner prices finitely */
+    const coh_inventory_link *links[] = {&inv->intra_node, &inv->inter_node};
+    for (int l = 0; l < 2; l++)
+        if (links[l]->gbytes_per_s != 0 &&
+            !(links[l]->gbytes_per_s >= 1e-6 && links[l]->gbytes_per_s <= 1e6 &&
+              links[l]->latency_us >= 0 && links[l]->latency_us <= 1e7))
+            abort();
     coh_vis_env env = {0};
     static const coh_accel kinds[] = {COH_ACCEL_CUDA, COH_ACCEL_XPU, COH_ACCEL_ROCM,
                                       COH_ACCEL_HPU, COH_ACCEL_MPS, COH_ACCEL_GPU};

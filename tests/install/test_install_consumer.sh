@@ -3,7 +3,8 @@
 # libcohort the ways docs/library.md names: pkg-config (shared, and --static on libcohort.a) and
 # CMake's find_package(cohort) (cohort::cohort and cohort::cohort_static), and runs; each
 # installed header compiles on its own as C99, C11 and C++17, with C linkage in C++; the shared
-# library exports its coh_ names only.
+# library exports its coh_ names only, and its soname (major.minor while the major version is 0)
+# is what the install links to and what a program linked on it names.
 set -u
 build=${COHORT_BUILD_DIR:?run through ctest}
 cohort=${COHORT:?run through ctest}
@@ -27,6 +28,7 @@ cmake --install "$build" --prefix "$prefix" >"$work/install.log" 2>&1 ||
     { fail "cmake --install: $(tail -3 "$work/install.log")"; finish; }
 libdir=$(dirname "$(ls "$prefix"/lib*/libcohort.so | head -1)")
 version=$("$cohort" --version | awk '{print $2}')
+IFS=. read -r major minor patch <<<"$version"
 # a sanitized libcohort needs its runtime linked into the program
 san=()
 grep -qs '^COHORT_SANITIZE:BOOL=ON' "$build/CMakeCache.txt" && san=(-fsanitize=address,undefined)
@@ -50,7 +52,6 @@ int main(void)
 }
 C
 } >"$work/user.c"
-IFS=. read -r major minor patch <<<"$version"
 number=$((major * 10000 + minor * 100 + patch))
 want="cohort $version
 headers $version ($number), library $number
@@ -72,6 +73,48 @@ expect_no_shared() {
         fail "$1 needs libcohort.so: $(ldd "$2" | grep libcohort)"
     fi
 }
+
+# ---- the soname: under semantic versioning a 0.x minor release may break the ABI, so while the
+# major version is 0 the soname is libcohort.so.MAJOR.MINOR, and from 1.0 libcohort.so.MAJOR;
+# the install links libcohort.so -> soname -> the file, and a program names the soname ----
+soname="libcohort.so.$major"
+[ "$major" -eq 0 ] && soname="libcohort.so.$major.$minor"
+# elf_entries KIND FILE: FILE's dynamic entries of KIND (SONAME, NEEDED), one a line
+elf_entries() {
+    if command -v readelf >/dev/null; then
+        readelf -d "$2" | sed -n "s/.*($1).*\[\(.*\)\]\$/\1/p"
+    else
+        objdump -p "$2" | awk -v kind="$1" '$1 == kind {print $2}'
+    fi
+}
+elf_tool=""
+command -v objdump >/dev/null && elf_tool=objdump
+command -v readelf >/dev/null && elf_tool=readelf
+# expect_needs WHAT PROGRAM: the program names the soname, the file a later patch replaces
+expect_needs() {
+    [ -n "$elf_tool" ] || return 0
+    local needed
+    needed=$(elf_entries NEEDED "$2" | grep '^libcohort')
+    [ "$needed" = "$soname" ] && echo "ok   $1 needs $needed" ||
+        fail "$1 needs '$needed', want '$soname'"
+}
+if [ -z "$elf_tool" ]; then
+    skip "soname" "no readelf or objdump"
+else
+    got=$(elf_entries SONAME "$libdir/libcohort.so")
+    [ "$got" = "$soname" ] && echo "ok   $elf_tool: libcohort.so's soname is $got" ||
+        fail "libcohort.so's soname is '$got', want '$soname' (version $version)"
+fi
+link_dev=$(readlink "$libdir/libcohort.so")
+link_so=$(readlink "$libdir/$soname")
+if [ "$link_dev" = "$soname" ] && [ "$link_so" = "libcohort.so.$version" ] &&
+    [ -f "$libdir/libcohort.so.$version" ] && [ ! -L "$libdir/libcohort.so.$version" ]; then
+    echo "ok   installed libcohort.so -> $link_dev -> $link_so"
+else
+    fail "installed links: libcohort.so -> '$link_dev', $soname -> '$link_so'," \
+        "want libcohort.so -> $soname -> libcohort.so.$version (a file):" \
+        "$(cd "$libdir" && ls -l libcohort.so* | awk '{print $9, $10, $11}' | tr '\n' ' ')"
+fi
 
 # ---- libcohort.so exports its coh_ names only: an internal helper's name (file_*, json_*,
 # crc32c, ...) would clash with, or be interposed by, a program's function of the same name ----
@@ -142,6 +185,7 @@ if command -v pkg-config >/dev/null; then
         "$work/user.c" $(pkg-config --libs cohort) -Wl,-rpath,"$libdir" -o "$work/user_pc" \
         2>"$work/cc.log"; then
         expect_run "pkg-config: a C99 program on the shared libcohort" "$work/user_pc"
+        expect_needs "pkg-config: the C99 program" "$work/user_pc"
     else
         fail "pkg-config shared build: $(head -5 "$work/cc.log")"
     fi
@@ -189,6 +233,7 @@ if cmake -S "$work/cmake-user" -B "$work/cmake-user/build" -DCMAKE_PREFIX_PATH="
     -DCMAKE_EXE_LINKER_FLAGS="$san_flags" >"$work/cmake.log" 2>&1 &&
     cmake --build "$work/cmake-user/build" >>"$work/cmake.log" 2>&1; then
     expect_run "find_package(cohort): cohort::cohort" "$work/cmake-user/build/user_shared"
+    expect_needs "find_package(cohort): cohort::cohort" "$work/cmake-user/build/user_shared"
     expect_run "find_package(cohort): cohort::cohort_static" "$work/cmake-user/build/user_static"
     expect_no_shared "cohort::cohort_static" "$work/cmake-user/build/user_static"
 else

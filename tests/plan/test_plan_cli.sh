@@ -109,21 +109,25 @@ expect 0 "fits, " --model gpt2 --device-memory 80GiB
 expect 0 "does not fit: 15.76 GiB short" --model gpt2-xl --dp 4 --device-memory 16GiB \
     --precision bf16-mixed --dropout
 expect 0 "--zero 3" --model gpt2-xl --dp 4 --device-memory 16GiB
-printf '{"gpus":[{"index":0,"memory_total_mib":16384}]}' >"$tmp/inv.json"
+# inventories of the device schema (docs/inventory.md), the one every command reads
+gpu() { # gpu N MIB: an entry with the required keys
+    printf '{"vendor":"nvidia","name":"NVIDIA A100-SXM4-80GB","uuid":"GPU-%s","memory_total_mib":%s}' \
+        "$1" "$2"
+}
+printf '{"gpus":[%s]}' "$(gpu 0 16384)" >"$tmp/inv.json"
 expect 0 "device memory 16.00 GiB ($tmp/inv.json): does not fit" --model gpt2-xl --dp 4 --inventory "$tmp/inv.json"
 printf '{"gpus":[]}' >"$tmp/none.json"
 expect 2 "lists no GPUs" --model gpt2 --inventory "$tmp/none.json"
 # GPUs of different memory: a configuration must fit on every one, so the smallest (not the
 # first) is the limit, and a warning names both
-printf '{"gpus":[{"memory_total_mib":81920},{"memory_total_mib":16384},{"memory_total_mib":81920}]}' \
-    >"$tmp/mixed.json"
+printf '{"gpus":[%s,%s,%s]}' "$(gpu 0 81920)" "$(gpu 1 16384)" "$(gpu 2 81920)" >"$tmp/mixed.json"
 expect 0 "device memory 16.00 GiB ($tmp/mixed.json): does not fit" --model gpt2-xl --dp 4 \
     --inventory "$tmp/mixed.json"
 expect 0 "warning: inventory '$tmp/mixed.json': its GPUs differ in memory (gpus[0] 81920 MiB, gpus[1] 16384 MiB): a configuration must fit on every device, so memory is priced at the smallest, gpus[1]'s" \
     --model gpt2-xl --dp 4 --inventory "$tmp/mixed.json"
-printf '{"gpus":[{"memory_total_mib":81920},{"memory_total_mib":"80GB"}]}' >"$tmp/badmem.json"
-expect 2 "inventory '$tmp/badmem.json': gpus[1] has no valid \"memory_total_mib\"" --model gpt2 \
-    --inventory "$tmp/badmem.json"
+printf '{"gpus":[%s,%s]}' "$(gpu 0 81920)" "$(gpu 1 '"80GB"')" >"$tmp/badmem.json"
+expect 2 "$tmp/badmem.json: gpus[1].memory_total_mib: '80GB' is not an integer from 1 to" \
+    --model gpt2 --inventory "$tmp/badmem.json"
 
 # Configs.
 cat >"$tmp/llama.json" <<'J'

@@ -218,25 +218,28 @@ fi
 expect 2 "unknown hardware preset 'tpu'" --model gpt2 --global-batch 8 --hw tpu
 # A100s of 80 and 40 GB: a configuration must fit on every device, so memory is the smallest's
 # (not the first's), and the rates are the slowest's (a step waits for it); a warning names them
-printf '{"gpus":[{"name":"NVIDIA A100-SXM4-80GB","memory_total_mib":81920},
-  {"name":"NVIDIA A100-SXM4-40GB","memory_total_mib":40960}]}' >"$tmp/mixed.json"
+gpu() { # gpu N NAME MIB: an inventory entry of the device schema (docs/inventory.md)
+    printf '{"vendor":"nvidia","name":"%s","uuid":"GPU-%s","memory_total_mib":%s}' "$2" "$1" "$3"
+}
+printf '{"gpus":[%s,%s]}' "$(gpu 0 "NVIDIA A100-SXM4-80GB" 81920)" \
+    "$(gpu 1 "NVIDIA A100-SXM4-40GB" 40960)" >"$tmp/mixed.json"
 expect 0 "hardware: a100-40gb, 40.00 GiB, 2 per node" --model gpt2 --global-batch 8 \
     --inventory "$tmp/mixed.json"
 expect 0 "warning: inventory '$tmp/mixed.json': its GPUs differ in memory (gpus[0] 81920 MiB, gpus[1] 40960 MiB): a configuration must fit on every device, so memory is priced at the smallest, gpus[1]'s" \
     --model gpt2 --global-batch 8 --inventory "$tmp/mixed.json"
 # one memory, two kinds, the faster first: priced as the slower
-printf '{"gpus":[{"name":"NVIDIA H100 80GB HBM3","memory_total_mib":81920},
-  {"name":"NVIDIA A100-SXM4-80GB","memory_total_mib":81920}]}' >"$tmp/kinds.json"
+printf '{"gpus":[%s,%s]}' "$(gpu 0 "NVIDIA H100 80GB HBM3" 81920)" \
+    "$(gpu 1 "NVIDIA A100-SXM4-80GB" 81920)" >"$tmp/kinds.json"
 expect 0 "hardware: a100-80gb, 80.00 GiB, 2 per node" --model gpt2 --global-batch 8 \
     --inventory "$tmp/kinds.json"
 expect 0 "warning: inventory '$tmp/kinds.json': its GPUs differ (gpus[0] 'NVIDIA H100 80GB HBM3', gpus[1] 'NVIDIA A100-SXM4-80GB'): a step waits for the slowest, so the rates are the slowest's" \
     --model gpt2 --global-batch 8 --inventory "$tmp/kinds.json"
 # every GPU needs a preset, not only the first
-printf '{"gpus":[{"name":"NVIDIA A100-SXM4-80GB","memory_total_mib":81920},
-  {"name":"NVIDIA GeForce RTX 4090","memory_total_mib":24564}]}' >"$tmp/rtx2.json"
+printf '{"gpus":[%s,%s]}' "$(gpu 0 "NVIDIA A100-SXM4-80GB" 81920)" \
+    "$(gpu 1 "NVIDIA GeForce RTX 4090" 24564)" >"$tmp/rtx2.json"
 expect 2 "inventory '$tmp/rtx2.json': gpus[1]: no preset for the GPU 'NVIDIA GeForce RTX 4090'" \
     --model gpt2 --global-batch 8 --inventory "$tmp/rtx2.json"
-printf '{"gpus":[{"name":"NVIDIA GeForce RTX 4090","memory_total_mib":24564}]}' >"$tmp/rtx.json"
+printf '{"gpus":[%s]}' "$(gpu 0 "NVIDIA GeForce RTX 4090" 24564)" >"$tmp/rtx.json"
 expect 2 "inventory '$tmp/rtx.json': gpus[0]: no preset for the GPU 'NVIDIA GeForce RTX 4090'" \
     --model gpt2 --global-batch 8 --inventory "$tmp/rtx.json"
 expect 2 "rates[0].gemm[1]: work 100 not above" "${small[@]}" --global-batch 8 --calibration "$cal/unsorted.json"
