@@ -51,6 +51,8 @@ void agent_stop(agent *a, int sig)
     for (int i = 0; i < a->nproc; i++)
         if (a->w[i].pid > 0)
             kill(-a->w[i].pid, sig);
+    if (sig > 0 && sig < 64) /* a worker it ends did not fail of itself */
+        a->stop_sigs |= 1ULL << sig;
     if (sig == SIGKILL)
         a->killed = 1;
 }
@@ -218,6 +220,7 @@ static worker *killed_first(agent *a, const worker *w)
         if (got != v->pid)
             continue; /* still ending (or not ours): w stays the root cause */
         v->status = st;
+        v->reaped_at = now_real();
         if (WIFSIGNALED(st))
             return v;
         kill(-v->pid, SIGKILL); /* strays left in its group */
@@ -233,6 +236,7 @@ static void reap_worker(agent *a, worker *w)
     if (w->pid <= 0 || waitpid(w->pid, &st, WNOHANG) != w->pid)
         return;
     w->status = st;
+    w->reaped_at = now_real();
     int bad = !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     if (bad && !a->stopping && !a->fail.valid) {
         worker *root = WIFSIGNALED(st) ? NULL : killed_first(a, w);
@@ -411,6 +415,7 @@ static coh_status start_worker(agent *a, worker *w)
     close(pe[1]);
     if (st)
         return st;
+    w->started_pid = (long)w->pid;
     guard_add(&a->g, w->pid);
     const char *tmpl = a->o->prefix ? a->o->prefix : "[rank{rank}]: ";
     launch_render_prefix(tmpl, w->out.prefix, sizeof w->out.prefix, w->rank, w->local_rank,
@@ -510,6 +515,7 @@ coh_status agent_attempt(agent *a)
     a->stopping = a->killed = a->remote_stop = a->end_sent = 0;
     a->settle_by = 0;
     a->interrupts = 0;
+    a->stop_sigs = 0;
     memset(&a->fail, 0, sizeof a->fail);
     a->down_mono = 0;
     for (int i = 0; i < a->nproc; i++) {
@@ -573,6 +579,52 @@ static void fmt_time(double t, char *buf, size_t n)
     snprintf(buf, n, "%s.%03d UTC", b, (int)((t - (double)s) * 1000));
 }
 
+/* w, a worker of this node, failed of itself: it ended badly, and not by a signal the teardown
+ * sent it (torchrun too lists only the workers that had failed when it stopped the rest). */
+static int failed_itself(const agent *a, const worker *w)
+{
+    int st = w->status;
+    if (w->reaped_at == 0 || (WIFEXITED(st) && WEXITSTATUS(st) == 0))
+        return 0;
+    return !(WIFSIGNALED(st) && WTERMSIG(st) < 64 && (a->stop_sigs >> WTERMSIG(st) & 1));
+}
+
+/* w's failure is the one the summary names first (the root cause, or this node's later one). */
+static int is_named_failure(const agent *a, const worker *w)
+{
+    const failure *f = &a->fail;
+    return f->valid && f->rank == w->rank && f->node_rank == a->node_rank;
+}
+
+#define OTHER_FAILURES_SHOWN 8 /* other failed workers listed in the summary; the rest counted */
+
+/* The local workers that failed of themselves besides the one named, as torchrun's "Other
+ * Failures": the first OTHER_FAILURES_SHOWN by rank, then how many more. */
+static void add_other_failures(const agent *a, char *out, size_t cap, size_t *o)
+{
+    int n = 0, shown = 0;
+    for (int i = 0; i < a->nproc; i++)
+        n += failed_itself(a, &a->w[i]) && !is_named_failure(a, &a->w[i]);
+    if (n > 0)
+        coh_str_append(out, cap, o, "  other failures on host %s (%d):\n", a->host, n);
+    for (int i = 0; i < a->nproc && shown < OTHER_FAILURES_SHOWN; i++) {
+        const worker *w = &a->w[i];
+        if (!failed_itself(a, w) || is_named_failure(a, w))
+            continue;
+        char how[64], when[64], sig[32];
+        if (WIFSIGNALED(w->status))
+            snprintf(how, sizeof how, "killed by %s", sig_name(WTERMSIG(w->status), sig, sizeof sig));
+        else
+            snprintf(how, sizeof how, "exit code %d", WEXITSTATUS(w->status));
+        fmt_time(w->reaped_at, when, sizeof when);
+        coh_str_append(out, cap, o, "    rank %d (local rank %d, pid %ld): %s at %s\n", w->rank,
+                       w->local_rank, w->started_pid, how, when);
+        shown++;
+    }
+    if (n > shown)
+        coh_str_append(out, cap, o, "    and %d more\n", n - shown);
+}
+
 void agent_print_summary(const agent *a, const char *head, int root_cause)
 {
     const failure *f = &a->fail;
@@ -606,6 +658,7 @@ void agent_print_summary(const agent *a, const char *head, int root_cause)
         for (int i = 0; i < f->ntail && o < sizeof out - 300; i++)
             ADD("    | %s\n", f->tail[i]);
     }
+    add_other_failures(a, out, sizeof out, &o);
     if (a->down_mono > 0 && a->fail_mono > 0)
         ADD("  teardown:   local workers down %.3f s after the failure (grace %g s)\n", a->down_mono - a->fail_mono, a->o->grace_s);
 #undef ADD

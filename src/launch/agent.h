@@ -16,6 +16,8 @@ typedef struct worker {
     int exec_fd; /* until the exec is confirmed */
     stream out, err;
     char error_file[PATH_MAX]; /* its TORCHELASTIC_ERROR_FILE; "" when none */
+    long started_pid; /* its pid, kept once reaped */
+    double reaped_at; /* wall clock when it was reaped (status valid); 0 before */
 } worker;
 
 /* Why an attempt failed: a worker (exit code or signal) or something else (what[]). */
@@ -100,6 +102,7 @@ typedef struct agent {
     char log_root[PATH_MAX];
     /* the current attempt */
     int stopping, killed;
+    unsigned long long stop_sigs; /* the signals the teardown sent the workers (bit per number) */
     double kill_at, fail_mono, down_mono;
     double settle_by; /* node 0 after a failure: when silent nodes count as lost */
     int interrupts;
