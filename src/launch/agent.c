@@ -4,6 +4,7 @@
 #define _GNU_SOURCE /* accept4, pipe2, sigabbrev_np, sched_setaffinity */
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -153,10 +154,21 @@ static char *error_file_text(const worker *w, size_t *len)
     return text;
 }
 
+/* When a worker's failure happened, as torchrun's ProcessFailure takes it: the second its error
+ * report gives (reported, -1 for none), else when the launcher saw it end (seen). The report's
+ * second is taken only when it is earlier than seen's (within seen's second, seen is the finer)
+ * and not before the attempt began (a copied or made-up report's). */
+static double failure_time(const agent *a, double reported, double seen)
+{
+    if (reported >= floor(a->started_real) && reported < floor(seen))
+        return reported;
+    return seen;
+}
+
 /* The first lines of the message of w's error file, as PyTorch's @record writes it:
- * {"message": {"message": "...", "extraInfo": {...}}}, or {"message": "..."}. Nothing when
- * the worker wrote none (the stderr tail then says what there is). */
-static void read_error_file(const worker *w, failure *f)
+ * {"message": {"message": "...", "extraInfo": {...}}}, or {"message": "..."}, and the failure
+ * time it gives. Nothing when the worker wrote none (the stderr tail then says what there is). */
+static void read_error_file(const agent *a, const worker *w, failure *f)
 {
     json_doc *doc = NULL;
     size_t size = 0;
@@ -175,6 +187,7 @@ static void read_error_file(const worker *w, failure *f)
             snprintf(f->error[f->nerror++], LAUNCH_TAIL_WIDTH, "%.*s", (int)len, p);
         p += len + (p[len] == '\n');
     }
+    f->when = failure_time(a, error_report_time(json_root(doc)), f->when);
     json_free(doc);
 }
 
@@ -189,7 +202,7 @@ static void fail_worker(agent *a, worker *w)
     }
     record_worker_failure(a, w);
     a->fail.ntail = stream_tail(&w->err, a->fail.tail, LAUNCH_TAIL_LINES);
-    read_error_file(w, &a->fail);
+    read_error_file(a, w, &a->fail);
     pid_t pg = w->pid;
     w->pid = -1;
     kill(-pg, SIGKILL); /* its own children go with it */
@@ -516,6 +529,7 @@ coh_status agent_attempt(agent *a)
     a->settle_by = 0;
     a->interrupts = 0;
     a->stop_sigs = 0;
+    a->started_real = now_real();
     memset(&a->fail, 0, sizeof a->fail);
     a->down_mono = 0;
     for (int i = 0; i < a->nproc; i++) {
@@ -596,6 +610,18 @@ static int is_named_failure(const agent *a, const worker *w)
     return f->valid && f->rank == w->rank && f->node_rank == a->node_rank;
 }
 
+/* When w's failure happened: the second its error report gives, else when it was reaped. */
+static double worker_failure_time(const agent *a, const worker *w)
+{
+    size_t size = 0;
+    json_doc *doc = NULL;
+    char *text = error_file_text(w, &size);
+    double reported = text && json_parse(text, size, &doc) == COH_OK ? error_report_time(json_root(doc)) : -1;
+    json_free(doc);
+    free(text);
+    return failure_time(a, reported, w->reaped_at);
+}
+
 #define OTHER_FAILURES_SHOWN 8 /* other failed workers listed in the summary; the rest counted */
 
 /* The local workers that failed of themselves besides the one named, as torchrun's "Other
@@ -616,7 +642,7 @@ static void add_other_failures(const agent *a, char *out, size_t cap, size_t *o)
             snprintf(how, sizeof how, "killed by %s", sig_name(WTERMSIG(w->status), sig, sizeof sig));
         else
             snprintf(how, sizeof how, "exit code %d", WEXITSTATUS(w->status));
-        fmt_time(w->reaped_at, when, sizeof when);
+        fmt_time(worker_failure_time(a, w), when, sizeof when);
         coh_str_append(out, cap, o, "    rank %d (local rank %d, pid %ld): %s at %s\n", w->rank,
                        w->local_rank, w->started_pid, how, when);
         shown++;

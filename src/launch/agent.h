@@ -103,6 +103,7 @@ typedef struct agent {
     /* the current attempt */
     int stopping, killed;
     unsigned long long stop_sigs; /* the signals the teardown sent the workers (bit per number) */
+    double started_real; /* wall clock at the attempt's start */
     double kill_at, fail_mono, down_mono;
     double settle_by; /* node 0 after a failure: when silent nodes count as lost */
     int interrupts;
@@ -181,6 +182,13 @@ int ctl_parse_exit(const char *line, int *code, int *root, const char **desc);
 /* "KIND TEXT" (TAIL, REPORT): TEXT into out, cut to n - 1 bytes (what the receiver keeps). */
 int ctl_parse_text(const char *line, const char *kind, char *out, size_t n);
 int ctl_parse_fail(const char *line, failure *f);
+
+/* error_report.c: reports in PyTorch's TORCHELASTIC_ERROR_FILE form */
+struct json_value;
+/* The whole seconds since the epoch at which a worker's report (PyTorch's @record) says it
+ * failed: message.extraInfo.timestamp, or timestamp beside a message that is a string, written
+ * as digits or an integer; -1 when it gives none. */
+double error_report_time(const struct json_value *root);
 
 /* auth.c */
 /* The secret from file (owner-only, else refused by name) or env_value (COHORT_JOB_TOKEN); with
