@@ -691,3 +691,64 @@ void agent_print_summary(const agent *a, const char *head, int root_cause)
     ssize_t w = write(2, out, o);
     (void)w;
 }
+
+/* The job failed: the report that the TORCHELASTIC_ERROR_FILE cohort run was given asks for, as
+ * torchrun's @record writes it. When a worker of this node failed, the report of the first one
+ * (the root cause, else this node's earliest), rewritten with its errorCode: the exit code, or
+ * minus the signal number (torchrun's exitcode); nothing when that worker wrote no report, as
+ * torchrun writes nothing then. Otherwise the launcher's own: what ended the job (an
+ * interruption, a lost launcher, a worker that could not start, another node's failure), or
+ * launcher_error when that is not NULL (the launcher failed before or between attempts). */
+void agent_write_report(const agent *a, const char *launcher_error)
+{
+    if (!a->report_file[0])
+        return;
+    const failure *f = &a->fail;
+    const worker *first = NULL;
+    for (int i = 0; i < a->nproc && a->w && !launcher_error; i++) {
+        const worker *w = &a->w[i];
+        if (is_named_failure(a, w)) {
+            first = w;
+            break;
+        }
+        if (failed_itself(a, w) && (!first || w->reaped_at < first->reaped_at))
+            first = w;
+    }
+    char *text = NULL, what[400];
+    size_t len = 0;
+    if (first) {
+        int st = first->status;
+        int code = WIFSIGNALED(st) ? -WTERMSIG(st) : WEXITSTATUS(st);
+        size_t size = 0;
+        char *child = error_file_text(first, &size);
+        if (!child) /* what torchrun's @record does: it has nothing to pass on */
+            return;
+        text = error_report_rewrite(child, size, code, &len);
+        free(child);
+        if (!text) {
+            coh_warn("rank %d's error file '%s' is not a JSON object: nothing written to '%s'",
+                     first->rank, first->error_file, a->report_file);
+            return;
+        }
+    } else {
+        char sig[32];
+        if (launcher_error)
+            snprintf(what, sizeof what, "%s", launcher_error);
+        else if (!f->valid)
+            snprintf(what, sizeof what, "job failed on node %d: %s", a->exit_root_node,
+                     a->exit_desc);
+        else if (f->rank < 0)
+            snprintf(what, sizeof what, "%s", f->what);
+        else if (f->sig > 0)
+            snprintf(what, sizeof what, "rank %d (node %d, host %s, pid %ld) was killed by %s",
+                     f->rank, f->node_rank, f->host, f->pid, sig_name(f->sig, sig, sizeof sig));
+        else
+            snprintf(what, sizeof what, "rank %d (node %d, host %s, pid %ld) exited with code %d",
+                     f->rank, f->node_rank, f->host, f->pid, f->code);
+        text = error_report_own(what, f->valid && !launcher_error ? f->when : now_real(), &len);
+    }
+    if (!text || error_report_write(a->report_file, text, len) != COH_OK)
+        coh_warn("cannot write the job's error report to TORCHELASTIC_ERROR_FILE '%s': %s",
+                 a->report_file, text ? coh_last_error() : "out of memory");
+    free(text);
+}

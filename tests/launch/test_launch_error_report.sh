@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# test_launch_error_report.sh: cohort run's failure reporting as torchrun 1.13's: the other
-# failed workers in the summary (at most 8, then how many more), and a failure's time taken from
-# the worker's report. No check reads the clock to time anything: a worker waits for the clock to
-# pass a second before failing, and every job whose workers were not stopped runs into its
-# HANG-second guard (timeout) rather than passing.
+# test_launch_error_report.sh: cohort run's failure reporting as torchrun 1.13's: the report it
+# writes to the TORCHELASTIC_ERROR_FILE it was itself given (the root cause worker's report with
+# its errorCode, replacing what was there, atomically; nothing when that worker wrote none; its
+# own failure otherwise), the other failed workers in the summary (at most 8, then how many
+# more), and a failure's time taken from the worker's report. No check reads the clock to time
+# anything: a worker waits for the clock to pass a second before failing, and every job whose
+# workers were not stopped runs into its HANG-second guard (timeout) rather than passing.
 set -u
 C=${COHORT:?COHORT must name the cohort binary}
 T=$(mktemp -d)
@@ -11,13 +13,85 @@ trap 'kill -9 $(jobs -p) 2>/dev/null; rm -rf "$T"' EXIT
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 export COHORT_LOG=warn
+ulimit -c 0 # the worker killed by SIGSEGV leaves no core file
+PY=/usr/bin/python3
 LONG=600 HANG=120
+
+# json_check FILE EXPR: FILE holds JSON for which the Python expression EXPR (over d) is true.
+json_check() {
+    "$PY" -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+sys.exit(0 if eval(sys.argv[2]) else 1)' "$1" "$2" 2>/dev/null
+}
 # A worker's report as PyTorch's @record writes it; rank 1 writes it and fails, the other
 # rank (which would sleep LONG s) is stopped.
 REC='{"message": {"message": "ValueError: bad batch", "extraInfo": {"py_callstack": "Traceback", "timestamp": "1"}}}'
 W_REC='if [ "$RANK" = 1 ]; then printf "%s" "$0" > "$TORCHELASTIC_ERROR_FILE"; exit 3; fi; exec sleep '$LONG
 
-# 1. Other failures: rank 1 fails first; ranks 2..10 then exit 4 of their own (they trap the
+# 1. The root cause's report reaches cohort run's own TORCHELASTIC_ERROR_FILE with errorCode
+# (PyTorch's dump_error_file), replacing an earlier file there; no temporary file is left beside
+# it; the workers still get files of their own. The report's timestamp "1" is long before the
+# job began: the summary does not take it as the failure's time.
+mkdir -p "$T/r1"
+echo stale >"$T/r1/parent.json"
+TORCHELASTIC_ERROR_FILE=$T/r1/parent.json timeout -k 5 $HANG "$C" run -n 2 --grace 1 \
+    sh -c "$W_REC" "$REC" 2>"$T/e1"
+rc=$?
+[ $rc -eq 3 ] || fail "report job: launcher exited $rc, expected 3: $(cat "$T/e1")"
+json_check "$T/r1/parent.json" 'd == {"message": {"message": "ValueError: bad batch", "extraInfo": {"py_callstack": "Traceback", "timestamp": "1"}, "errorCode": 3}}' ||
+    fail "cohort run's error file is not rank 1's report with errorCode 3: $(cat "$T/r1/parent.json")"
+[ "$(ls -A "$T/r1")" = parent.json ] || fail "files left beside the error report: $(ls -A "$T/r1")"
+grep -qF "error file of rank 1 (TORCHELASTIC_ERROR_FILE):" "$T/e1" || fail "summary lacks the report: $(cat "$T/e1")"
+! grep -q "time: *1970-" "$T/e1" || fail "a timestamp from before the job was taken as the failure's time: $(cat "$T/e1")"
+
+# 2. A worker killed by a signal after writing its report: errorCode is minus the signal number,
+# torchrun's exitcode; a report whose message is a string is passed on without errorCode.
+W_SEGV='if [ "$RANK" = 1 ]; then printf "%s" "$0" > "$TORCHELASTIC_ERROR_FILE"; kill -SEGV $$; fi; exec sleep '$LONG
+TORCHELASTIC_ERROR_FILE=$T/r2.json timeout -k 5 $HANG "$C" run -n 2 --grace 1 sh -c "$W_SEGV" "$REC" 2>"$T/e2"
+rc=$?
+[ $rc -eq 139 ] || fail "SIGSEGV job: launcher exited $rc, expected 139: $(cat "$T/e2")"
+json_check "$T/r2.json" 'd["message"]["errorCode"] == -11 and d["message"]["message"] == "ValueError: bad batch"' ||
+    fail "SIGSEGV job: errorCode is not -11: $(cat "$T/r2.json")"
+TORCHELASTIC_ERROR_FILE=$T/r2s.json timeout -k 5 $HANG "$C" run -n 2 --grace 1 \
+    sh -c "$W_REC" '{"message": "RuntimeError: plain", "timestamp": "1"}' 2>"$T/e2s"
+json_check "$T/r2s.json" 'd == {"message": "RuntimeError: plain", "timestamp": "1"}' ||
+    fail "a report with a string message was not passed on as it was: $(cat "$T/r2s.json")"
+
+# 3. A root cause that wrote no report: nothing is written (torchrun's @record only logs that);
+# a job that succeeds writes nothing either.
+TORCHELASTIC_ERROR_FILE=$T/r3.json timeout -k 5 $HANG "$C" run -n 2 --grace 1 \
+    sh -c 'if [ "$RANK" = 1 ]; then echo "no report" >&2; exit 3; fi; exec sleep '$LONG 2>"$T/e3"
+rc=$?
+[ $rc -eq 3 ] || fail "job without a report: launcher exited $rc, expected 3: $(cat "$T/e3")"
+[ ! -e "$T/r3.json" ] || fail "a worker without a report: an error report was written: $(cat "$T/r3.json")"
+TORCHELASTIC_ERROR_FILE=$T/r3ok.json "$C" run -n 2 true 2>"$T/e3ok"
+rc=$?
+[ $rc -eq 0 ] && [ ! -e "$T/r3ok.json" ] || fail "a job that succeeded: exit $rc, report '$(cat "$T/r3ok.json" 2>/dev/null)'"
+
+# 4. A failure of the launcher's own (here SIGTERM): its report says so, in record_exception's
+# form.
+rm -f "$T"/ready.*
+TORCHELASTIC_ERROR_FILE=$T/r4.json "$C" run -n 2 --grace 1 \
+    sh -c 'touch '"$T"'/ready.$RANK; exec sleep '$LONG 2>"$T/e4" &
+launcher=$!
+for _ in $(seq 2000); do [ "$(ls "$T"/ready.* 2>/dev/null | wc -l)" -ge 2 ] && break; sleep 0.05; done
+kill -TERM $launcher
+wait $launcher
+rc=$?
+[ $rc -eq 143 ] || fail "SIGTERM job: launcher exited $rc, expected 143: $(cat "$T/e4")"
+json_check "$T/r4.json" '"was interrupted by SIGTERM" in d["message"]["message"] and d["message"]["extraInfo"]["timestamp"].isdigit()' ||
+    fail "interrupted launcher: its report does not say so: $(cat "$T/r4.json" 2>/dev/null)"
+
+# 5. A report that cannot be written (its folder is missing) is a warning naming it; the job's
+# exit code stays the worker's.
+TORCHELASTIC_ERROR_FILE=$T/missing/r5.json timeout -k 5 $HANG "$C" run -n 2 --grace 1 \
+    sh -c "$W_REC" "$REC" 2>"$T/e5"
+rc=$?
+[ $rc -eq 3 ] || fail "unwritable report: launcher exited $rc, expected 3: $(cat "$T/e5")"
+grep -qF "cannot write the job's error report to TORCHELASTIC_ERROR_FILE '$T/missing/r5.json'" "$T/e5" ||
+    fail "unwritable report: no warning naming it: $(cat "$T/e5")"
+
+# 6. Other failures: rank 1 fails first; ranks 2..10 then exit 4 of their own (they trap the
 # teardown's SIGTERM) and are listed, 8 of them and "and 1 more"; rank 0, ended by the SIGTERM,
 # is not a failure of its own.
 rm -f "$T"/ready.*
@@ -35,14 +109,7 @@ grep -qF "other failures on host $(hostname) (9):" "$T/e6" || fail "summary does
 grep -qxF "    and 1 more" "$T/e6" || fail "summary does not say 1 more failed: $(cat "$T/e6")"
 ! grep -qF "rank 0 (local rank 0" "$T/e6" || fail "rank 0, stopped by the teardown, listed as a failure: $(cat "$T/e6")"
 
-# 2. A report's timestamp from long before the job began ("1") is not taken as the failure's time.
-timeout -k 5 $HANG "$C" run -n 2 --grace 1 sh -c "$W_REC" "$REC" 2>"$T/e1"
-rc=$?
-[ $rc -eq 3 ] || fail "report job: launcher exited $rc, expected 3: $(cat "$T/e1")"
-grep -qF "error file of rank 1 (TORCHELASTIC_ERROR_FILE):" "$T/e1" || fail "summary lacks the report: $(cat "$T/e1")"
-! grep -q "time: *1970-" "$T/e1" || fail "a timestamp from before the job was taken as the failure's time: $(cat "$T/e1")"
-
-# 3. A failure's time is the report's timestamp when the worker wrote one (torchrun's
+# 7. A failure's time is the report's timestamp when the worker wrote one (torchrun's
 # ProcessFailure): the worker writes its start second, waits for the clock to pass two more,
 # and fails; the summary shows that second.
 timeout -k 5 $HANG "$C" run -n 1 sh -c 's=$(date +%s); echo $s > '"$T"'/s7
