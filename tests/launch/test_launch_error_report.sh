@@ -3,9 +3,10 @@
 # writes to the TORCHELASTIC_ERROR_FILE it was itself given (the root cause worker's report with
 # its errorCode, replacing what was there, atomically; nothing when that worker wrote none; its
 # own failure otherwise), the other failed workers in the summary (at most 8, then how many
-# more), and a failure's time taken from the worker's report. No check reads the clock to time
-# anything: a worker waits for the clock to pass a second before failing, and every job whose
-# workers were not stopped runs into its HANG-second guard (timeout) rather than passing.
+# more), and a failure's time taken from the worker's report (which orders the root cause across
+# two nodes on loopback). No check reads the clock to time anything: a worker waits for the clock
+# to pass a second before failing, and every job whose workers were not stopped runs into its
+# HANG-second guard (timeout) rather than passing.
 set -u
 C=${COHORT:?COHORT must name the cohort binary}
 T=$(mktemp -d)
@@ -17,6 +18,21 @@ ulimit -c 0 # the worker killed by SIGSEGV leaves no core file
 PY=/usr/bin/python3
 LONG=600 HANG=120
 
+# free_port: a port P with P + 1 (the control port) free too, below the kernel's ephemeral range
+# (as test_launch_failures.sh picks one).
+free_port() {
+    "$PY" -c 'import random, socket
+lo = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+for _ in range(1000):
+    p = random.randrange(20000, min(lo, 29000) - 1)
+    try:
+        a, b = socket.socket(), socket.socket()
+        a.bind(("", p)); b.bind(("", p + 1))
+        a.close(); b.close()
+        print(p); break
+    except OSError:
+        pass'
+}
 # json_check FILE EXPR: FILE holds JSON for which the Python expression EXPR (over d) is true.
 json_check() {
     "$PY" -c 'import json, sys
@@ -118,6 +134,50 @@ while [ "$(date +%s)" -lt $((s + 2)) ]; do sleep 0.1; done; exit 3' 2>"$T/e7"
 rc=$?
 want="time:       $(date -u -d "@$(cat "$T/s7")" '+%Y-%m-%d %H:%M:%S').000 UTC"
 [ $rc -eq 3 ] && grep -qF "$want" "$T/e7" || fail "failure time: exit $rc, summary lacks '$want': $(cat "$T/e7")"
+
+# 8. Across nodes the root cause is the failure with the earliest time, its report's timestamp
+# when it wrote one: node 1's rank 1 writes a report at second S; node 0's rank 0 fails without
+# one once the clock has passed S + 2 and is reaped first; rank 1 then exits 3 while node 1's
+# launcher is stopped (SIGSTOP, so that it takes its worker's failure before node 0's STOP), and
+# reaches node 0 last. Rank 1's failure came first: both launchers exit 3, and node 0 names it.
+. "$(dirname "${BASH_SOURCE[0]}")/proc_lib.sh"
+P=$(free_port)
+rm -f "$T"/n.* "$T"/go* "$T/s8"
+W8='echo $$ > '"$T"'/n.$RANK
+if [ "$RANK" = 1 ]; then
+    s=$(date +%s)
+    printf "{\"message\": {\"message\": \"first\", \"extraInfo\": {\"timestamp\": \"%s\"}}}" $s > "$TORCHELASTIC_ERROR_FILE"
+    echo $s > '"$T"'/s8
+fi
+i=0; while [ ! -e '"$T"'/go$RANK ] && [ $i -lt 2000 ]; do sleep 0.05; i=$((i+1)); done
+if [ "$RANK" = 0 ]; then
+    s=$(cat '"$T"'/s8); while [ "$(date +%s)" -lt $((s + 2)) ]; do sleep 0.1; done
+fi
+exit $((5 - 2 * RANK))'
+timeout -k 5 $HANG "$C" run --nnodes 2 --node-rank 0 -n 1 --master-port "$P" --grace 30 --join-timeout 60 sh -c "$W8" 2>"$T/e8a" &
+n0=$!
+timeout -k 5 $HANG "$C" run --nnodes 2 --node-rank 1 -n 1 --master-port "$P" --grace 30 --join-timeout 60 sh -c "$W8" 2>"$T/e8b" &
+n1=$!
+n1_launcher=$(for _ in $(seq 200); do c=$(pgrep -P $n1 -x cohort) && { echo "$c"; break; }; sleep 0.05; done)
+for _ in $(seq 2000); do [ -s "$T/s8" ] && [ -s "$T/n.0" ] && break; sleep 0.05; done
+if [ -s "$T/s8" ] && [ -s "$T/n.0" ] && [ -n "$n1_launcher" ]; then
+    kill -STOP "$n1_launcher"
+    touch "$T/go0"
+    all_gone "$(cat "$T/n.0")" || fail "node 0's rank 0 did not exit"
+    touch "$T/go1"
+    for _ in $(seq 2000); do grep -qE '^[0-9]+ \(.*\) Z' "/proc/$(cat "$T/n.1")/stat" 2>/dev/null && break; sleep 0.05; done
+    kill -CONT "$n1_launcher"
+else
+    fail "two nodes: the job did not start"
+fi
+wait $n1
+rc1=$?
+wait $n0
+rc0=$?
+want="time:       $(date -u -d "@$(cat "$T/s8" 2>/dev/null)" '+%Y-%m-%d %H:%M:%S').000 UTC"
+[ $rc0 -eq 3 ] && [ $rc1 -eq 3 ] || fail "two nodes: launchers exited $rc0 and $rc1, expected 3 and 3: $(cat "$T/e8a" "$T/e8b")"
+grep -qF "job failed: rank 1 exited with code 3" "$T/e8a" && grep -qF "$want" "$T/e8a" ||
+    fail "two nodes: node 0 does not name rank 1 the root cause at its report's time: $(cat "$T/e8a")"
 
 [ $failures -eq 0 ] && echo "all launch error report checks passed"
 exit $((failures > 0))
