@@ -179,5 +179,16 @@ want="time:       $(date -u -d "@$(cat "$T/s8" 2>/dev/null)" '+%Y-%m-%d %H:%M:%S
 grep -qF "job failed: rank 1 exited with code 3" "$T/e8a" && grep -qF "$want" "$T/e8a" ||
     fail "two nodes: node 0 does not name rank 1 the root cause at its report's time: $(cat "$T/e8a")"
 
+# 9. A launcher that fails before any attempt (node 0 never answers within --join-timeout) writes
+# its own error in its report, and still says it on stderr.
+P=$(free_port)
+TORCHELASTIC_ERROR_FILE=$T/r9.json timeout -k 5 $HANG "$C" run --nnodes 2 --node-rank 1 -n 1 \
+    --master-port "$P" --join-timeout 2 true 2>"$T/e9"
+rc=$?
+[ $rc -ne 0 ] && grep -qF "did not answer in time" "$T/e9" ||
+    fail "node 0 absent: exit $rc, stderr: $(cat "$T/e9")"
+json_check "$T/r9.json" '"did not answer in time" in d["message"]["message"]' ||
+    fail "node 0 absent: the launcher's report lacks its error: $(cat "$T/r9.json" 2>/dev/null)"
+
 [ $failures -eq 0 ] && echo "all launch error report checks passed"
 exit $((failures > 0))
