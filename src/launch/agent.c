@@ -4,6 +4,7 @@
 #define _GNU_SOURCE /* accept4, pipe2, sigabbrev_np, sched_setaffinity */
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -51,6 +52,8 @@ void agent_stop(agent *a, int sig)
     for (int i = 0; i < a->nproc; i++)
         if (a->w[i].pid > 0)
             kill(-a->w[i].pid, sig);
+    if (sig > 0 && sig < 64) /* a worker it ends did not fail of itself */
+        a->stop_sigs |= 1ULL << sig;
     if (sig == SIGKILL)
         a->killed = 1;
 }
@@ -151,10 +154,21 @@ static char *error_file_text(const worker *w, size_t *len)
     return text;
 }
 
+/* When a worker's failure happened, as torchrun's ProcessFailure takes it: the second its error
+ * report gives (reported, -1 for none), else when the launcher saw it end (seen). The report's
+ * second is taken only when it is earlier than seen's (within seen's second, seen is the finer)
+ * and not before the attempt began (a copied or made-up report's). */
+static double failure_time(const agent *a, double reported, double seen)
+{
+    if (reported >= floor(a->started_real) && reported < floor(seen))
+        return reported;
+    return seen;
+}
+
 /* The first lines of the message of w's error file, as PyTorch's @record writes it:
- * {"message": {"message": "...", "extraInfo": {...}}}, or {"message": "..."}. Nothing when
- * the worker wrote none (the stderr tail then says what there is). */
-static void read_error_file(const worker *w, failure *f)
+ * {"message": {"message": "...", "extraInfo": {...}}}, or {"message": "..."}, and the failure
+ * time it gives. Nothing when the worker wrote none (the stderr tail then says what there is). */
+static void read_error_file(const agent *a, const worker *w, failure *f)
 {
     json_doc *doc = NULL;
     size_t size = 0;
@@ -173,6 +187,7 @@ static void read_error_file(const worker *w, failure *f)
             snprintf(f->error[f->nerror++], LAUNCH_TAIL_WIDTH, "%.*s", (int)len, p);
         p += len + (p[len] == '\n');
     }
+    f->when = failure_time(a, error_report_time(json_root(doc)), f->when);
     json_free(doc);
 }
 
@@ -187,7 +202,7 @@ static void fail_worker(agent *a, worker *w)
     }
     record_worker_failure(a, w);
     a->fail.ntail = stream_tail(&w->err, a->fail.tail, LAUNCH_TAIL_LINES);
-    read_error_file(w, &a->fail);
+    read_error_file(a, w, &a->fail);
     pid_t pg = w->pid;
     w->pid = -1;
     kill(-pg, SIGKILL); /* its own children go with it */
@@ -218,6 +233,7 @@ static worker *killed_first(agent *a, const worker *w)
         if (got != v->pid)
             continue; /* still ending (or not ours): w stays the root cause */
         v->status = st;
+        v->reaped_at = now_real();
         if (WIFSIGNALED(st))
             return v;
         kill(-v->pid, SIGKILL); /* strays left in its group */
@@ -233,6 +249,7 @@ static void reap_worker(agent *a, worker *w)
     if (w->pid <= 0 || waitpid(w->pid, &st, WNOHANG) != w->pid)
         return;
     w->status = st;
+    w->reaped_at = now_real();
     int bad = !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     if (bad && !a->stopping && !a->fail.valid) {
         worker *root = WIFSIGNALED(st) ? NULL : killed_first(a, w);
@@ -411,6 +428,7 @@ static coh_status start_worker(agent *a, worker *w)
     close(pe[1]);
     if (st)
         return st;
+    w->started_pid = (long)w->pid;
     guard_add(&a->g, w->pid);
     const char *tmpl = a->o->prefix ? a->o->prefix : "[rank{rank}]: ";
     launch_render_prefix(tmpl, w->out.prefix, sizeof w->out.prefix, w->rank, w->local_rank,
@@ -510,6 +528,8 @@ coh_status agent_attempt(agent *a)
     a->stopping = a->killed = a->remote_stop = a->end_sent = 0;
     a->settle_by = 0;
     a->interrupts = 0;
+    a->stop_sigs = 0;
+    a->started_real = now_real();
     memset(&a->fail, 0, sizeof a->fail);
     a->down_mono = 0;
     for (int i = 0; i < a->nproc; i++) {
@@ -573,6 +593,64 @@ static void fmt_time(double t, char *buf, size_t n)
     snprintf(buf, n, "%s.%03d UTC", b, (int)((t - (double)s) * 1000));
 }
 
+/* w, a worker of this node, failed of itself: it ended badly, and not by a signal the teardown
+ * sent it (torchrun too lists only the workers that had failed when it stopped the rest). */
+static int failed_itself(const agent *a, const worker *w)
+{
+    int st = w->status;
+    if (w->reaped_at == 0 || (WIFEXITED(st) && WEXITSTATUS(st) == 0))
+        return 0;
+    return !(WIFSIGNALED(st) && WTERMSIG(st) < 64 && (a->stop_sigs >> WTERMSIG(st) & 1));
+}
+
+/* w's failure is the one the summary names first (the root cause, or this node's later one). */
+static int is_named_failure(const agent *a, const worker *w)
+{
+    const failure *f = &a->fail;
+    return f->valid && f->rank == w->rank && f->node_rank == a->node_rank;
+}
+
+/* When w's failure happened: the second its error report gives, else when it was reaped. */
+static double worker_failure_time(const agent *a, const worker *w)
+{
+    size_t size = 0;
+    json_doc *doc = NULL;
+    char *text = error_file_text(w, &size);
+    double reported = text && json_parse(text, size, &doc) == COH_OK ? error_report_time(json_root(doc)) : -1;
+    json_free(doc);
+    free(text);
+    return failure_time(a, reported, w->reaped_at);
+}
+
+#define OTHER_FAILURES_SHOWN 8 /* other failed workers listed in the summary; the rest counted */
+
+/* The local workers that failed of themselves besides the one named, as torchrun's "Other
+ * Failures": the first OTHER_FAILURES_SHOWN by rank, then how many more. */
+static void add_other_failures(const agent *a, char *out, size_t cap, size_t *o)
+{
+    int n = 0, shown = 0;
+    for (int i = 0; i < a->nproc; i++)
+        n += failed_itself(a, &a->w[i]) && !is_named_failure(a, &a->w[i]);
+    if (n > 0)
+        coh_str_append(out, cap, o, "  other failures on host %s (%d):\n", a->host, n);
+    for (int i = 0; i < a->nproc && shown < OTHER_FAILURES_SHOWN; i++) {
+        const worker *w = &a->w[i];
+        if (!failed_itself(a, w) || is_named_failure(a, w))
+            continue;
+        char how[64], when[64], sig[32];
+        if (WIFSIGNALED(w->status))
+            snprintf(how, sizeof how, "killed by %s", sig_name(WTERMSIG(w->status), sig, sizeof sig));
+        else
+            snprintf(how, sizeof how, "exit code %d", WEXITSTATUS(w->status));
+        fmt_time(worker_failure_time(a, w), when, sizeof when);
+        coh_str_append(out, cap, o, "    rank %d (local rank %d, pid %ld): %s at %s\n", w->rank,
+                       w->local_rank, w->started_pid, how, when);
+        shown++;
+    }
+    if (n > shown)
+        coh_str_append(out, cap, o, "    and %d more\n", n - shown);
+}
+
 void agent_print_summary(const agent *a, const char *head, int root_cause)
 {
     const failure *f = &a->fail;
@@ -606,9 +684,71 @@ void agent_print_summary(const agent *a, const char *head, int root_cause)
         for (int i = 0; i < f->ntail && o < sizeof out - 300; i++)
             ADD("    | %s\n", f->tail[i]);
     }
+    add_other_failures(a, out, sizeof out, &o);
     if (a->down_mono > 0 && a->fail_mono > 0)
         ADD("  teardown:   local workers down %.3f s after the failure (grace %g s)\n", a->down_mono - a->fail_mono, a->o->grace_s);
 #undef ADD
     ssize_t w = write(2, out, o);
     (void)w;
+}
+
+/* The job failed: the report that the TORCHELASTIC_ERROR_FILE cohort run was given asks for, as
+ * torchrun's @record writes it. When a worker of this node failed, the report of the first one
+ * (the root cause, else this node's earliest), rewritten with its errorCode: the exit code, or
+ * minus the signal number (torchrun's exitcode); nothing when that worker wrote no report, as
+ * torchrun writes nothing then. Otherwise the launcher's own: what ended the job (an
+ * interruption, a lost launcher, a worker that could not start, another node's failure), or
+ * launcher_error when that is not NULL (the launcher failed before or between attempts). */
+void agent_write_report(const agent *a, const char *launcher_error)
+{
+    if (!a->report_file[0])
+        return;
+    const failure *f = &a->fail;
+    const worker *first = NULL;
+    for (int i = 0; i < a->nproc && a->w && !launcher_error; i++) {
+        const worker *w = &a->w[i];
+        if (is_named_failure(a, w)) {
+            first = w;
+            break;
+        }
+        if (failed_itself(a, w) && (!first || w->reaped_at < first->reaped_at))
+            first = w;
+    }
+    char *text = NULL, what[400];
+    size_t len = 0;
+    if (first) {
+        int st = first->status;
+        int code = WIFSIGNALED(st) ? -WTERMSIG(st) : WEXITSTATUS(st);
+        size_t size = 0;
+        char *child = error_file_text(first, &size);
+        if (!child) /* what torchrun's @record does: it has nothing to pass on */
+            return;
+        text = error_report_rewrite(child, size, code, &len);
+        free(child);
+        if (!text) {
+            coh_warn("rank %d's error file '%s' is not a JSON object: nothing written to '%s'",
+                     first->rank, first->error_file, a->report_file);
+            return;
+        }
+    } else {
+        char sig[32];
+        if (launcher_error)
+            snprintf(what, sizeof what, "%s", launcher_error);
+        else if (!f->valid)
+            snprintf(what, sizeof what, "job failed on node %d: %s", a->exit_root_node,
+                     a->exit_desc);
+        else if (f->rank < 0)
+            snprintf(what, sizeof what, "%s", f->what);
+        else if (f->sig > 0)
+            snprintf(what, sizeof what, "rank %d (node %d, host %s, pid %ld) was killed by %s",
+                     f->rank, f->node_rank, f->host, f->pid, sig_name(f->sig, sig, sizeof sig));
+        else
+            snprintf(what, sizeof what, "rank %d (node %d, host %s, pid %ld) exited with code %d",
+                     f->rank, f->node_rank, f->host, f->pid, f->code);
+        text = error_report_own(what, f->valid && !launcher_error ? f->when : now_real(), &len);
+    }
+    if (!text || error_report_write(a->report_file, text, len) != COH_OK)
+        coh_warn("cannot write the job's error report to TORCHELASTIC_ERROR_FILE '%s': %s",
+                 a->report_file, text ? coh_last_error() : "out of memory");
+    free(text);
 }

@@ -16,6 +16,8 @@ typedef struct worker {
     int exec_fd; /* until the exec is confirmed */
     stream out, err;
     char error_file[PATH_MAX]; /* its TORCHELASTIC_ERROR_FILE; "" when none */
+    long started_pid; /* its pid, kept once reaped */
+    double reaped_at; /* wall clock when it was reaped (status valid); 0 before */
 } worker;
 
 /* Why an attempt failed: a worker (exit code or signal) or something else (what[]). */
@@ -100,6 +102,8 @@ typedef struct agent {
     char log_root[PATH_MAX];
     /* the current attempt */
     int stopping, killed;
+    unsigned long long stop_sigs; /* the signals the teardown sent the workers (bit per number) */
+    double started_real; /* wall clock at the attempt's start */
     double kill_at, fail_mono, down_mono;
     double settle_by; /* node 0 after a failure: when silent nodes count as lost */
     int interrupts;
@@ -127,6 +131,9 @@ typedef struct agent {
     int refused;        /* node 0: connections that failed to prove the job secret */
     char refused_desc[160];
     double ctl_timeout_s; /* COHORT_CONTROL_TIMEOUT: a launcher silent this long is lost */
+    /* the TORCHELASTIC_ERROR_FILE cohort run itself was given (a scheduler's or an outer
+     * agent's): where the job's error report goes when it fails; "" when none */
+    char report_file[PATH_MAX];
 } agent;
 
 /* The tcp transport's port: MASTER_PORT + 2 (+1 is the control channel's), never the control
@@ -146,6 +153,10 @@ void agent_fail_other(agent *a, int exit_code, const char *fmt, ...)
 /* The failure's summary on stderr; root_cause 0: a failure of this node that came after the
  * job's root cause (another node's, named before it). */
 void agent_print_summary(const agent *a, const char *head, int root_cause);
+/* The job failed: its error report to a->report_file (when one was given), as torchrun's
+ * @record writes it (agent.c says what it holds); launcher_error: the launcher's own error, when
+ * it failed before or between attempts, else NULL. */
+void agent_write_report(const agent *a, const char *launcher_error);
 
 /* control.c */
 coh_status ctl_join(agent *a);               /* connect all launchers; agree on ids */
@@ -178,6 +189,23 @@ int ctl_parse_exit(const char *line, int *code, int *root, const char **desc);
 /* "KIND TEXT" (TAIL, REPORT): TEXT into out, cut to n - 1 bytes (what the receiver keeps). */
 int ctl_parse_text(const char *line, const char *kind, char *out, size_t n);
 int ctl_parse_fail(const char *line, failure *f);
+
+/* error_report.c: reports in PyTorch's TORCHELASTIC_ERROR_FILE form */
+struct json_value;
+/* The whole seconds since the epoch at which a worker's report (PyTorch's @record) says it
+ * failed: message.extraInfo.timestamp, or timestamp beside a message that is a string, written
+ * as digits or an integer; -1 when it gives none. */
+double error_report_time(const struct json_value *root);
+/* A worker's report (text, len) as its launcher's, what PyTorch's ErrorHandler.dump_error_file
+ * writes: the same document, with message.errorCode = code when message is an object and code is
+ * not 0 (a worker killed by a signal cannot write its code). NULL when text is not a JSON object
+ * (no report) or memory ran out; *out_len is the length of the malloc'd text. */
+char *error_report_rewrite(const char *text, size_t len, int code, size_t *out_len);
+/* The launcher's own failure as PyTorch's record_exception writes one: the message and a
+ * timestamp (whole seconds of when). */
+char *error_report_own(const char *message, double when, size_t *out_len);
+/* text to path, atomically: a temporary file in its folder, renamed over it. */
+coh_status error_report_write(const char *path, const char *text, size_t len);
 
 /* auth.c */
 /* The secret from file (owner-only, else refused by name) or env_value (COHORT_JOB_TOKEN); with

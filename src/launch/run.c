@@ -113,6 +113,14 @@ static coh_status log_root_choose(agent *a, const char *run_id)
 static coh_status setup(agent *a, const coh_launch_opts *o)
 {
     a->o = o;
+    /* A scheduler's or an outer agent's TORCHELASTIC_ERROR_FILE is where the job's report goes;
+     * each worker still gets a file of its own (worker_env.c drops this one). */
+    const char *report = getenv("TORCHELASTIC_ERROR_FILE");
+    if (report && strlen(report) >= sizeof a->report_file)
+        coh_warn("TORCHELASTIC_ERROR_FILE '%.60s...' is too long a path: no error report is "
+                 "written there", report);
+    else if (report)
+        snprintf(a->report_file, sizeof a->report_file, "%s", report);
     a->nproc = o->nproc_per_node;
     a->nnodes = o->nnodes;
     a->node_rank = o->node_rank;
@@ -197,9 +205,20 @@ static coh_status run_attempts(agent *a, int *exit_code)
         if ((st = ctl_after_attempt(a, &restart, exit_code)))
             return st;
         report(a, restart, *exit_code);
+        if (!restart && *exit_code != 0)
+            agent_write_report(a, NULL);
         if (!restart)
             return COH_OK;
     }
+}
+
+/* The launcher failed with st: its error report says so, and the error stays st's. */
+static void launcher_failed(agent *a, coh_status st)
+{
+    char why[1024];
+    snprintf(why, sizeof why, "%s", coh_last_error());
+    agent_write_report(a, why);
+    coh_errf(st, "%s", why);
 }
 
 coh_status coh_launch_run(const coh_launch_opts *o, int *exit_code)
@@ -211,11 +230,9 @@ coh_status coh_launch_run(const coh_launch_opts *o, int *exit_code)
     agent a;
     memset(&a, 0, sizeof a);
     saved sv;
-    if ((st = setup(&a, o)) || (st = guard_start(&a.g, a.error_dir))) {
-        teardown(&a);
-        return st;
-    }
-    if ((st = signals_take(&a, &sv))) {
+    if ((st = setup(&a, o)) || (st = guard_start(&a.g, a.error_dir)) ||
+        (st = signals_take(&a, &sv))) {
+        launcher_failed(&a, st);
         teardown(&a);
         return st;
     }
@@ -225,6 +242,8 @@ coh_status coh_launch_run(const coh_launch_opts *o, int *exit_code)
         describe_job(&a);
         st = run_attempts(&a, exit_code);
     }
+    if (st != COH_OK)
+        launcher_failed(&a, st);
     signals_give_back(&a, &sv);
     teardown(&a);
     return st;
