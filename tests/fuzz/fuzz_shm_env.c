@@ -36,7 +36,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (e.half < 4096 || e.arena < 4096 || e.half % 4096 || e.arena % 4096)
         abort();
     /* the segment's largest terms (shm.c's offsets) for the most ranks shm serves */
-    unsigned __int128 bytes = (unsigned __int128)2 * e.half * 256 + (unsigned __int128)e.arena * 256;
+    unsigned __int128 bytes = (unsigned __int128)2 * e.half * 256 +
+                              (unsigned __int128)e.arena * 256;
     if (bytes >> 63)
         abort();
     if (!(e.spin_s >= 0 && e.spin_s <= 10) || e.spin_set != (vals[2] != NULL))
