@@ -64,6 +64,11 @@ int cli_parse_size(const char *cmd, const char *opt, const char *s, uint64_t lo,
  * rather than read as bytes. */
 int cli_parse_memory(const char *cmd, const char *opt, const char *s, uint64_t *out);
 
+/* A link as GB/S[:LATENCY_US] ("25:5"; latency 5 us when left out): bandwidth above 0 and at
+ * most 1e6 GB/s, latency from 0 to 1e7 us, into the planner's coh_link (bytes/s, seconds). */
+struct coh_link;
+int cli_parse_link(const char *cmd, const char *opt, const char *s, struct coh_link *out);
+
 /* Name of the program as invoked, for usage lines ("cohort"). */
 extern const char *cli_progname;
 

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cohort/planner.h"
 #include "cohort/size.h"
 
 int cli_parse_long(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out)
@@ -83,4 +84,31 @@ int cli_parse_memory(const char *cmd, const char *opt, const char *s, uint64_t *
         return 0;
     }
     return cli_parse_size(cmd, opt, s, 1, out);
+}
+
+/* One number of a link: all of `s` up to `stop` (a ':' or the end), without blanks, finite,
+ * from 0 to hi. */
+static int link_number(const char *s, const char *stop, double hi, double *out)
+{
+    char *end;
+    errno = 0;
+    *out = strtod(s, &end);
+    return end != s && end == stop && !errno && !isspace((unsigned char)*s) && isfinite(*out) &&
+           *out >= 0 && *out <= hi;
+}
+
+int cli_parse_link(const char *cmd, const char *opt, const char *s, struct coh_link *out)
+{
+    /* strtod alone skipped leading blanks (" 25: 5" passed), unlike every other option value */
+    const char *colon = strchr(s, ':');
+    double gb, us = 5.0;
+    if (!link_number(s, colon ? colon : s + strlen(s), 1e6, &gb) || !(gb > 0) ||
+        (colon && !link_number(colon + 1, colon + 1 + strlen(colon + 1), 1e7, &us))) {
+        cli_usage_error(cmd, "invalid %s '%s': need GB/S[:LATENCY_US], e.g. 25:5 (bandwidth "
+                        "above 0 up to 1e6 GB/s, latency from 0 to 1e7 us)", opt, s);
+        return 0;
+    }
+    out->bytes_per_s = gb * 1e9;
+    out->alpha_s = us * 1e-6;
+    return 1;
 }

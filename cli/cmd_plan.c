@@ -108,28 +108,6 @@ static const char *const SEARCH_CHOOSES[] = {
     "sequence-parallel", "offload", "threads",
 };
 
-static int parse_link(const char *opt, const char *s, coh_link *l)
-{
-    char *end;
-    double gb = strtod(s, &end), us = 5.0;
-    if (end == s || !(gb > 0) || gb > 1e6)
-        return cli_usage_error(cmd, "invalid %s '%s': need GB/S[:LATENCY_US], e.g. 25:5", opt, s),
-               0;
-    if (*end == ':') {
-        const char *u = end + 1;
-        us = strtod(u, &end);
-        if (end == u || !(us >= 0) || us > 1e7)
-            return cli_usage_error(cmd, "invalid %s '%s': need GB/S[:LATENCY_US], e.g. 25:5",
-                                   opt, s), 0;
-    }
-    if (*end)
-        return cli_usage_error(cmd, "invalid %s '%s': need GB/S[:LATENCY_US], e.g. 25:5", opt, s),
-               0;
-    l->bytes_per_s = gb * 1e9;
-    l->alpha_s = us * 1e-6;
-    return 1;
-}
-
 /* Handle one option (a cli_option_fn); notes which of the search's degrees the flags fix. */
 static int parse_option(void *ctx, int c, const char *name, const char *arg)
 {
@@ -233,9 +211,9 @@ static int build_hw(opts *o, coh_hw *hw)
             hw->gpus_per_node = p->gpus_per_node;
         hw->nodes = p->nodes ? p->nodes : 1;
     }
-    if (o->link_intra && !parse_link("--link-intra", o->link_intra, &hw->intra))
+    if (o->link_intra && !cli_parse_link(cmd, "--link-intra", o->link_intra, &hw->intra))
         return CLI_USAGE;
-    if (o->link_inter && !parse_link("--link-inter", o->link_inter, &hw->inter))
+    if (o->link_inter && !cli_parse_link(cmd, "--link-inter", o->link_inter, &hw->inter))
         return CLI_USAGE;
     if (!hw->gpu && o->cfg.threads)
         hw->threads = (int)o->cfg.threads;

@@ -117,8 +117,10 @@ coh_status coh_state_save(const char *path, const coh_train_state *state,
                           const coh_st_meta *meta, size_t nmeta);
 
 /* Open a state file: validates it as coh_st_open does and parses the state; the returned file
- * gives the tensors (coh_st_read) and caller metadata. Errors: COH_ERR_INVALID naming the file
- * and the missing or malformed key (also for a safetensors file that is not a state file). */
+ * gives the tensors (coh_st_read) and caller metadata. The trainer's own keys, when present,
+ * are checked too: "threads" a whole number from 0, "micro_batch", "grad_accum" and "seq" from
+ * 1, each at most INT_MAX. Errors: COH_ERR_INVALID naming the file and the missing or
+ * malformed key and value (also for a safetensors file that is not a state file). */
 coh_status coh_state_open(const char *path, coh_train_state *state, coh_st_file **out);
 
 #ifdef __cplusplus

@@ -1,7 +1,6 @@
 /* views.c: the figures other tools print, for users comparing: DeepSpeed's ZeRO-2/ZeRO-3 model
  * state estimators and Hugging Face accelerate's estimate-memory; and parameter-count parsing. */
 #include <ctype.h>
-#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,28 +67,73 @@ void coh_accel_rows(int64_t params, int64_t largest_layer, coh_accel_row rows[4]
     }
 }
 
+static coh_status count_syntax_error(const char *text)
+{
+    return coh_errf(COH_ERR_INVALID,
+                    "invalid parameter count '%s': expected a positive number such as "
+                    "124439808, 7.5e9, 7.5B or 350M",
+                    text ? text : "");
+}
+
+/* Read in decimal, not through a double: 8.2 has no exact double, and 8.2 x 1e9 came out
+ * 8199999999.999999, which was refused as not a whole number. The count is the digits of
+ * "<digits>[.<digits>][e[+-]<digits>][K|M|B|G|T]" times a power of ten, computed exactly. */
 coh_status coh_count_parse(const char *text, int64_t *out)
 {
     if (!text || !*text || !(isdigit((unsigned char)*text) || *text == '.'))
-        return coh_errf(COH_ERR_INVALID,
-                        "invalid parameter count '%s': expected a positive number such as "
-                        "124439808, 7.5e9, 7.5B or 350M",
-                        text ? text : "");
-    char *end;
-    errno = 0;
-    double v = strtod(text, &end);
-    double scale = 1;
-    if (*end && !end[1]) {
-        switch (toupper((unsigned char)*end)) {
-        case 'K': scale = 1e3; end++; break;
-        case 'M': scale = 1e6; end++; break;
-        case 'B': case 'G': scale = 1e9; end++; break;
-        case 'T': scale = 1e12; end++; break;
-        default: break;
+        return count_syntax_error(text);
+    const char *p = text, *first = NULL, *last = NULL; /* the first and last nonzero digits */
+    long frac = 0, exp10 = 0, trailing = 0;           /* digits after the point; after `last` */
+    int any = 0, point = 0;
+    for (;; p++) {
+        if (*p == '.' && !point) {
+            point = 1;
+            continue;
+        }
+        if (!isdigit((unsigned char)*p))
+            break;
+        any = 1;
+        frac += point;
+        if (*p != '0') {
+            first = first ? first : p;
+            last = p;
+            trailing = 0;
+        } else {
+            trailing++;
         }
     }
-    v *= scale;
-    if (*end || errno || !(v >= 1) || v > 1125899906842624.0 || v != floor(v))
+    if (!any)
+        return count_syntax_error(text);
+    if (*p == 'e' || *p == 'E') {
+        int neg = p[1] == '-';
+        p += 1 + (p[1] == '-' || p[1] == '+');
+        if (!isdigit((unsigned char)*p))
+            return count_syntax_error(text);
+        for (; isdigit((unsigned char)*p); p++)
+            exp10 = exp10 < 100000 ? exp10 * 10 + (*p - '0') : exp10; /* far past 2^50 */
+        exp10 = neg ? -exp10 : exp10;
+    }
+    static const char suffixes[] = "KMBGT";
+    static const int thousands[] = {1, 2, 3, 3, 4};
+    const char *sfx = *p ? strchr(suffixes, toupper((unsigned char)*p)) : NULL;
+    if (sfx) {
+        exp10 += 3L * thousands[sfx - suffixes];
+        p++;
+    }
+    if (*p)
+        return count_syntax_error(text);
+    /* the significant digits times 10^shift; a zero has none */
+    long shift = exp10 - frac + trailing, ndigits = 0;
+    uint64_t v = 0;
+    for (const char *d = first; first && d <= last; d++)
+        if (*d != '.') {
+            ndigits++;
+            v = ndigits <= 17 ? v * 10 + (uint64_t)(*d - '0') : v;
+        }
+    int whole = first && shift >= 0, small = ndigits + shift <= 16; /* 2^50 < 10^16 */
+    for (long i = 0; whole && small && i < shift; i++)
+        v *= 10;
+    if (!whole || !small || v > 1125899906842624ull)
         return coh_errf(COH_ERR_INVALID,
                         "invalid parameter count '%s': expected a positive whole number up to "
                         "2^50, such as 124439808, 7.5e9, 7.5B or 350M (suffixes K, M, B, T are "

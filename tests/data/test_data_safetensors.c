@@ -334,6 +334,38 @@ static void test_state_file(void)
     CHECK_FAILS(coh_state_open(q, &r, &f), COH_ERR_INVALID, "not a cohort state file");
 }
 
+/* The trainer's own keys, which resume divides and multiplies by, are whole numbers in range:
+ * a state saying micro_batch -1 or seq 99999999999999999999 is refused naming key and value. */
+static void test_state_trainer_keys(void)
+{
+    coh_train_state s = {.step = 1, .data = {.windows = 64, .global_rows = 4}};
+    float m[1] = {0};
+    coh_st_tensor t = {.name = "adamw.m", .dtype = COH_ST_F32, .ndim = 1, .shape = {1}, .data = m};
+    const char *p = path_in("state-keys.safetensors");
+    coh_train_state r;
+    coh_st_file *f = NULL;
+    coh_st_meta good[4] = {{"threads", "0"}, {"micro_batch", "2"}, {"grad_accum", "2"},
+                           {"seq", "64"}};
+    CHECK_OK(coh_state_save(p, &s, &t, 1, good, 4));
+    CHECK_OK(coh_state_open(p, &r, &f));
+    coh_st_close(f);
+    static const struct {
+        const char *key, *value;
+    } bad[] = {{"micro_batch", "-1"}, {"micro_batch", "0"}, {"grad_accum", "x"},
+               {"seq", "99999999999999999999"}, {"seq", "2147483648"}, {"threads", "-4"},
+               {"micro_batch", " 2"}, {"grad_accum", "+2"}, {"seq", ""}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        coh_st_meta one = {bad[i].key, bad[i].value};
+        char want[96];
+        snprintf(want, sizeof want, "invalid '%s' value '%s'", bad[i].key, bad[i].value);
+        CHECK_OK(coh_state_save(p, &s, &t, 1, &one, 1));
+        f = NULL;
+        CHECK_FAILS(coh_state_open(p, &r, &f), COH_ERR_INVALID, want);
+        CHECK(f == NULL);
+        coh_st_close(f);
+    }
+}
+
 int main(void)
 {
     if (test_tmpdir(dir, sizeof dir, "st-test") != 0)
@@ -344,6 +376,7 @@ int main(void)
     RUN(test_corrupt_files);
     RUN(test_atomic_save);
     RUN(test_state_file);
+    RUN(test_state_trainer_keys);
     test_rmtree(dir);
     return CHECK_REPORT();
 }

@@ -181,6 +181,17 @@ static void test_count_parse(void)
     CHECK_INT(n, 350000000);
     CHECK_OK(coh_count_parse("7.5B", &n));
     CHECK_INT(n, 7500000000LL);
+    /* decimals that binary floating point misses by a hair are still whole counts */
+    CHECK_OK(coh_count_parse("8.2B", &n));
+    CHECK_INT(n, 8200000000LL);
+    CHECK_OK(coh_count_parse("4.1B", &n));
+    CHECK_INT(n, 4100000000LL);
+    CHECK_OK(coh_count_parse("16.1M", &n));
+    CHECK_INT(n, 16100000);
+    CHECK_OK(coh_count_parse("1125.899906842624T", &n));
+    CHECK_INT(n, 1125899906842624LL);
+    CHECK_FAILS(coh_count_parse("1125899906842625", &n), COH_ERR_INVALID, "up to 2^50");
+    CHECK_FAILS(coh_count_parse("0x10", &n), COH_ERR_INVALID, "invalid parameter count '0x10'");
     CHECK_FAILS(coh_count_parse("-5", &n), COH_ERR_INVALID, "invalid parameter count '-5'");
     CHECK_FAILS(coh_count_parse("1.5", &n), COH_ERR_INVALID, "positive whole number");
     CHECK_FAILS(coh_count_parse("12x", &n), COH_ERR_INVALID, "invalid parameter count '12x'");

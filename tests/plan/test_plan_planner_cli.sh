@@ -192,6 +192,11 @@ expect 2 "needs the link between nodes" --model gpt2-xl --global-batch 64 --hw a
 # a flag overrides the file: --link-inter gives the link the inventory lacks
 expect 0 "inter-node 25.0 GB/s per device, 2 nodes" --model gpt2-xl --global-batch 64 \
     --inventory "$inv/a100x8_nolinks.json" --nodes 2 --link-inter 25
+# a link's numbers are read whole, as every option value: blanks around them are refused
+expect 2 "invalid --link-inter ' 25: 5': need GB/S[:LATENCY_US]" --model gpt2 --hw a100-80gb \
+    --nodes 8 --link-inter ' 25: 5' --explain --tp 4
+expect 2 "invalid --link-intra '25:5:1'" --model gpt2 --hw a100-80gb --link-intra 25:5:1 \
+    --explain --tp 4
 # one rule for --nodes with and without --explain: the node's devices come from the hardware
 expect 0 "inter-node 25.0 GB/s per device, 8 nodes" --model gpt2 --global-batch 64 --hw a100-80gb \
     --nodes 8 --link-inter 25

@@ -74,16 +74,47 @@ size_t shm_piece(shm *s, size_t esz, int blocks)
 
 /* ---- sizes from the environment ------------------------------------------------------------ */
 
-static coh_status env_bytes(const char *name, uint64_t dflt, uint64_t lo, uint64_t *out)
+/* One size variable: `dflt` when unset; else at least `lo` and at most `mem` (the machine's
+ * memory), so that the segment's size, a sum of products of it by at most 256 ranks, cannot
+ * wrap around and map a segment smaller than its offsets reach. */
+static coh_status env_bytes(const char *name, const char *v, uint64_t dflt, uint64_t lo,
+                            uint64_t mem, uint64_t *out)
 {
-    const char *v = getenv(name);
     *out = dflt;
     if (!v)
         return COH_OK;
     if (coh_size_parse(v, out) || *out < lo)
         return coh_errf(COH_ERR_INVALID, "invalid %s '%s': expected a size of at least %llu "
                         "bytes, such as 1MiB", name, v, (unsigned long long)lo);
+    if (*out > mem)
+        return coh_errf(COH_ERR_INVALID, "invalid %s '%s': %llu bytes for each rank is more "
+                        "than this machine's memory (%llu bytes)", name, v,
+                        (unsigned long long)*out, (unsigned long long)mem);
     *out = align_up(*out, 4096);
+    return COH_OK;
+}
+
+coh_status shm_env_parse(const char *stage, const char *arena, const char *spin, uint64_t mem,
+                         shm_env *out)
+{
+    /* 256 TiB, more than any machine holds, also bounds a memory size unknown or misread */
+    const uint64_t most = (uint64_t)1 << 48, cap = mem && mem < most ? mem : most;
+    coh_status st;
+    if ((st = env_bytes("COHORT_SHM_STAGE", stage, 256u << 10, 4096, cap, &out->half)) ||
+        (st = env_bytes("COHORT_SHM_ARENA", arena, 256u << 20, 4096, cap, &out->arena)))
+        return st;
+    out->spin_set = spin != NULL;
+    out->spin_s = 1e-3;
+    if (spin) {
+        /* digits only: atoi read "1ms" as 1 us and "fast" as 0 without a word */
+        long us = -1;
+        if (*spin && strspn(spin, "0123456789") == strlen(spin) && strlen(spin) <= 8)
+            us = strtol(spin, NULL, 10);
+        if (us < 0 || us > SHM_SPIN_MAX_US)
+            return coh_errf(COH_ERR_INVALID, "invalid COHORT_SHM_SPIN '%s': expected "
+                            "microseconds from 0 to %d", spin, SHM_SPIN_MAX_US);
+        out->spin_s = (double)us * 1e-6;
+    }
     return COH_OK;
 }
 
@@ -377,22 +408,17 @@ static coh_status seg_wait_all(shm *s)
 static coh_status shm_new(int rank, int n, double timeout, const char *name, const char *job,
                           const char *launch, int create, int wait_all, shm **out)
 {
-    uint64_t half, arena;
     coh_status st;
-    if ((st = env_bytes("COHORT_SHM_STAGE", 256u << 10, 4096, &half)) ||
-        (st = env_bytes("COHORT_SHM_ARENA", 256u << 20, 4096, &arena)))
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    shm_env env;
+    if ((st = shm_env_parse(getenv("COHORT_SHM_STAGE"), getenv("COHORT_SHM_ARENA"),
+                            getenv("COHORT_SHM_SPIN"),
+                            pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0, &env)))
         return st;
+    uint64_t half = env.half, arena = env.arena;
     if (n > 256)
         return coh_errf(COH_ERR_UNSUPPORTED, "shared memory serves at most 256 ranks, not '%d'",
                         n);
-    /* the segment is sparse, so a part no machine of this size can fill would still map, and
-     * writing it would fill the machine instead of failing */
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-    if (pages > 0 && page > 0 && arena > (uint64_t)pages * (uint64_t)page)
-        return coh_errf(COH_ERR_INVALID, "invalid COHORT_SHM_ARENA '%s': %llu bytes for each "
-                        "rank is more than this machine's memory (%llu bytes)",
-                        getenv("COHORT_SHM_ARENA"), (unsigned long long)arena,
-                        (unsigned long long)pages * (unsigned long long)page);
     size_t bytes = off_arena(n, half) + arena * (size_t)n;
     shm *s = calloc(1, sizeof *s);
     if (!s)
@@ -410,9 +436,8 @@ static coh_status shm_new(int rank, int n, double timeout, const char *name, con
     s->spin_turns = 100;
     s->spin_s = 1e-3;
     s->pure_s = 20e-6;
-    const char *spin = getenv("COHORT_SHM_SPIN");
-    if (spin)
-        s->spin_s = atoi(spin) * 1e-6;
+    if (env.spin_set)
+        s->spin_s = env.spin_s;
     if (create && (st = seg_create(s, bytes))) {
         free(s);
         return st;

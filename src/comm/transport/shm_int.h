@@ -87,6 +87,20 @@ typedef struct shm {
     size_t next_ext, cap_ext;
 } shm;
 
+/* What the environment sets of a segment: COHORT_SHM_STAGE (bytes of each staging half),
+ * COHORT_SHM_ARENA (bytes of each rank's arena), both at least 4096 and at most the machine's
+ * memory, rounded up to pages; COHORT_SHM_SPIN (microseconds, 0 to SHM_SPIN_MAX_US). */
+#define SHM_SPIN_MAX_US 10000000
+typedef struct shm_env {
+    uint64_t half, arena;
+    double spin_s;
+    int spin_set; /* COHORT_SHM_SPIN was given (else spin_s is the default) */
+} shm_env;
+/* The three values (NULL: unset) for a machine of `mem` bytes (0: unknown); COH_ERR_INVALID
+ * naming the variable and its value. */
+coh_status shm_env_parse(const char *stage, const char *arena, const char *spin, uint64_t mem,
+                         shm_env *out);
+
 shm_slot *shm_slot_of(shm *s, int r);
 shm_chan *shm_chan_of(shm *s, int from, int to);
 char *shm_chan_buf(shm *s, int from, int to);

@@ -46,4 +46,8 @@ coh_status st_save_stream(const char *path, const coh_st_tensor *tensors, size_t
 coh_status st_check_tensor(const coh_st_file *f, const char *name, coh_st_dtype dtype, int ndim,
                            const int64_t *shape, const coh_st_tensor **out);
 
+/* coh_state_open's reading of an open file (`path` names it in messages): the state into *s,
+ * and the trainer's keys (threads, micro_batch, grad_accum, seq) checked when present. */
+coh_status ckpt_state_parse(const coh_st_file *f, const char *path, coh_train_state *s);
+
 #endif

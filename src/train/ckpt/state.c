@@ -2,6 +2,7 @@
  * step, RNG words and loader position, and whose tensors are the trainer's (optimizer state). */
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,7 +114,25 @@ static coh_status parse_rng(const coh_st_file *f, const char *path, uint64_t *rn
     return COH_OK;
 }
 
-static coh_status parse_state(const coh_st_file *f, const char *path, coh_train_state *s)
+/* The trainer's own keys (gpt_state_meta): absent in older files, else a whole number from `lo`
+ * to INT_MAX, so that its readers (resume's checks, which divide and multiply by them) take it
+ * as written. */
+static coh_status check_trainer_key(const coh_st_file *f, const char *path, const char *key,
+                                    long lo)
+{
+    const char *v = coh_st_meta_get(f, key);
+    if (!v)
+        return COH_OK;
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || end == v || *end || v[0] < '0' || v[0] > '9' || x < lo || x > INT_MAX)
+        return coh_errf(COH_ERR_INVALID, "'%s': invalid '%s' value '%s': expected a whole number "
+                        "from %ld to %d", path, key, v, lo, INT_MAX);
+    return COH_OK;
+}
+
+coh_status ckpt_state_parse(const coh_st_file *f, const char *path, coh_train_state *s)
 {
     const char *format = coh_st_meta_get(f, "cohort.format");
     const char *version = coh_st_meta_get(f, "cohort.version");
@@ -140,6 +159,15 @@ static coh_status parse_state(const coh_st_file *f, const char *path, coh_train_
         st = get_u64(f, path, "cohort.data.windows", 10, &s->data.windows);
     if (st == COH_OK)
         st = get_u64(f, path, "cohort.data.global_rows", 10, &s->data.global_rows);
+    /* threads may be 0: a trainer that did not know its count */
+    if (st == COH_OK)
+        st = check_trainer_key(f, path, "threads", 0);
+    if (st == COH_OK)
+        st = check_trainer_key(f, path, "micro_batch", 1);
+    if (st == COH_OK)
+        st = check_trainer_key(f, path, "grad_accum", 1);
+    if (st == COH_OK)
+        st = check_trainer_key(f, path, "seq", 1);
     return st;
 }
 
@@ -151,7 +179,7 @@ coh_status coh_state_open(const char *path, coh_train_state *state, coh_st_file 
     if (st != COH_OK)
         return st;
     memset(state, 0, sizeof *state);
-    st = parse_state(f, path, state);
+    st = ckpt_state_parse(f, path, state);
     if (st != COH_OK) {
         coh_st_close(f);
         return st;
