@@ -2,7 +2,8 @@
 # test_pipeline_ckpt.sh: a pipeline's checkpoints are mesh-independent and survive a dead stage.
 # A run saved at pp 2 resumes at pp 1, 2 and 4 (and as ddp or zero1 replicas of a 2-stage
 # pipeline, whose checkpoint resumes in one process) to
-# the final parameters of an uninterrupted run, and `cohort eval` reads it; a stage killed with
+# the final parameters of an uninterrupted run (at pp 1 with --tied-grad-order pipeline: the
+# uninterrupted pipeline's, bit for bit), and `cohort eval` reads it; a stage killed with
 # -9 mid-run ends the job within seconds, and with --max-restarts 1 the job resumes from the
 # last checkpoint to the uninterrupted run's final loss, bit for bit.
 . "$(dirname "${BASH_SOURCE[0]}")/par_lib.sh"
@@ -40,6 +41,16 @@ resume "pp 2" 2 --pp 2
 resume "pp 4" 4 --pp 4 --schedule gpipe
 resume "dp 2 x pp 2" 4 --pp 2 --strategy ddp --micro-batch 1
 resume "dp 2 x pp 2, zero1" 4 --pp 2 --strategy zero1 --micro-batch 1
+# one device summing the tied embedding's gradients as the pipeline does continues the
+# pipeline's run exactly: the losses of its steps 7..12 and its final parameters
+"$cohort" run --nproc-per-node 2 "$cohort" train "${model[@]}" --pp 2 --metrics "$work/pp2full.jsonl" \
+    --dump-params "$work/pp2full.bin" >"$work/pp2full.out" 2>&1 ||
+    fail "uninterrupted pp 2: $(tail -3 "$work/pp2full.out")"
+resume "pp 1, the pipeline's order" 1 --tied-grad-order pipeline
+tail -n 6 "$work/pp2full.jsonl" >"$work/pp2full.tail.jsonl"
+cp "$work/pp2full.bin" "$work/pp2full.tail.bin"
+same_bits "pp 2 saved at step 6, resumed on one device in the pipeline's order, against pp 2" \
+    pp2full.tail "pp 1, the pipeline's order"
 # a checkpoint of ZeRO-1 replicas (one shard per rank) resumes in one process, to the final
 # parameters of the uninterrupted ZeRO-1 pipeline
 z1=("$cohort" run --nproc-per-node 4 "$cohort" train "${model[@]}" --pp 2 --strategy zero1 --micro-batch 1)
