@@ -18,21 +18,7 @@ ulimit -c 0 # the worker killed by SIGSEGV leaves no core file
 PY=/usr/bin/python3
 LONG=600 HANG=120
 
-# free_port: a port P with P + 1 (the control port) free too, below the kernel's ephemeral range
-# (as test_launch_failures.sh picks one).
-free_port() {
-    "$PY" -c 'import random, socket
-lo = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
-for _ in range(1000):
-    p = random.randrange(20000, min(lo, 29000) - 1)
-    try:
-        a, b = socket.socket(), socket.socket()
-        a.bind(("", p)); b.bind(("", p + 1))
-        a.close(); b.close()
-        print(p); break
-    except OSError:
-        pass'
-}
+. "$(dirname "${BASH_SOURCE[0]}")/port_lib.sh" # free_port
 # json_check FILE EXPR: FILE holds JSON for which the Python expression EXPR (over d) is true.
 json_check() {
     "$PY" -c 'import json, sys
