@@ -3,8 +3,10 @@
 # libcohort the ways docs/library.md names: pkg-config (shared, and --static on libcohort.a) and
 # CMake's find_package(cohort) (cohort::cohort and cohort::cohort_static), and runs; each
 # installed header compiles on its own as C99, C11 and C++17, with C linkage in C++; the shared
-# library exports its coh_ names only, and its soname (major.minor while the major version is 0)
-# is what the install links to and what a program linked on it names.
+# library exports exactly the functions the headers declare, the installed static library shows
+# no other global name, and a program with its own json_parse and crc32c links on it; the
+# soname (major.minor while the major version is 0) is what the install links to and what a
+# program linked on it names.
 set -u
 build=${COHORT_BUILD_DIR:?run through ctest}
 cohort=${COHORT:?run through ctest}
@@ -116,19 +118,50 @@ else
         "$(cd "$libdir" && ls -l libcohort.so* | awk '{print $9, $10, $11}' | tr '\n' ' ')"
 fi
 
-# ---- libcohort.so exports its coh_ names only: an internal helper's name (file_*, json_*,
-# crc32c, ...) would clash with, or be interposed by, a program's function of the same name ----
+# ---- libcohort.so exports the functions the public headers declare, no more and no fewer: an
+# internal helper's name (file_*, json_*, crc32c, coh_shm_open, ...) would clash with, or be
+# interposed by, a program's function of the same name, and would become API ----
 exported=""
 command -v nm >/dev/null &&
-    exported=$(nm -D --defined-only "$libdir/libcohort.so" | awk '$2 == "T" {print $3}')
-leaked=$(nm -D --defined-only "$libdir/libcohort.so" 2>/dev/null | awk '$3 !~ /^coh_/ {print $3}')
+    exported=$(nm -D --defined-only "$libdir/libcohort.so" | awk '$2 == "T" {print $3}' | sort)
 if [ -z "$exported" ]; then
     skip "exports and C linkage" "no nm, or it read no functions from libcohort.so"
-elif [ -z "$leaked" ]; then
-    echo "ok   libcohort.so exports coh_ names only"
 else
-    fail "libcohort.so exports $(wc -l <<<"$leaked") names without coh_:" \
-        "$(head -8 <<<"$leaked" | tr '\n' ' ')"
+    leaked=$(nm -D --defined-only "$libdir/libcohort.so" |
+        awk '$3 !~ /^coh_/ || $2 != "T" {print $3}')
+    # what the headers declare, read here apart from the build's list: the names called like
+    # functions in their text without comments, that the build's whole static library defines
+    # (a macro or a static inline function is no symbol of it)
+    defined=$(nm -g --defined-only "$build/libcohort.a" | awk 'NF == 3 && $2 == "T" {print $3}')
+    declared=$(for h in "$prefix"/include/cohort/*.h; do
+        "$cc" -fpreprocessed -dD -E -P -x c "$h"
+    done | grep -o '\bcoh_[a-z0-9_]*[[:space:]]*(' | tr -d ' (' | sort -u |
+        grep -Fxf <(echo "$defined"))
+    undeclared=$(comm -23 <(echo "$exported") <(echo "$declared"))
+    unexported=$(comm -13 <(echo "$exported") <(echo "$declared"))
+    if [ -z "$leaked" ] && [ -z "$undeclared" ] && [ -z "$unexported" ]; then
+        echo "ok   libcohort.so exports the $(wc -l <<<"$exported") functions the headers declare"
+    else
+        [ -z "$leaked" ] || fail "libcohort.so exports $(wc -l <<<"$leaked") names that are no" \
+            "coh_ function: $(head -8 <<<"$leaked" | tr '\n' ' ')"
+        [ -z "$undeclared" ] || fail "libcohort.so exports $(wc -l <<<"$undeclared") functions" \
+            "no installed header declares: $(head -8 <<<"$undeclared" | tr '\n' ' ')"
+        [ -z "$unexported" ] || fail "libcohort.so does not export $(wc -l <<<"$unexported")" \
+            "declared functions: $(head -8 <<<"$unexported" | tr '\n' ' ')"
+    fi
+    # libcohort.a, an archive, would keep every object's globals: the installed one shows the
+    # same names as libcohort.so and no others
+    archived=$(nm -g --defined-only "$libdir/libcohort.a" | awk 'NF == 3 {print $3}' | sort)
+    extra=$(comm -23 <(echo "$archived") <(echo "$exported"))
+    missing=$(comm -13 <(echo "$archived") <(echo "$exported"))
+    if [ -z "$extra" ] && [ -z "$missing" ]; then
+        echo "ok   libcohort.a's global names are libcohort.so's $(wc -l <<<"$archived")"
+    else
+        [ -z "$extra" ] || fail "libcohort.a defines $(wc -l <<<"$extra") global names" \
+            "libcohort.so does not export: $(head -8 <<<"$extra" | tr '\n' ' ')"
+        [ -z "$missing" ] || fail "libcohort.a lacks $(wc -l <<<"$missing") of libcohort.so's" \
+            "names: $(head -8 <<<"$missing" | tr '\n' ' ')"
+    fi
 fi
 
 # ---- each installed header on its own: C99 and C11 with -pedantic, and C++17, where every
@@ -198,6 +231,45 @@ if command -v pkg-config >/dev/null; then
         expect_no_shared "pkg-config --static" "$work/user_pc_static"
     else
         fail "pkg-config --static build: $(head -5 "$work/cc.log")"
+    fi
+    # A program with its own json_parse and crc32c, the names of two of libcohort's helpers:
+    # linked on libcohort.a it must neither be refused (duplicate definitions) nor lend them to
+    # the library, which checksums and parses a safetensors file with its own.
+    cat >"$work/clash.c" <<'C'
+#include <stdio.h>
+#include <cohort/checkpoint.h>
+int json_parse(const char *text) { return text[0] == '{' ? 42 : -1; }
+unsigned crc32c(const char *text) { return text[0] == 'x' ? 7u : 0u; }
+int main(int argc, char **argv)
+{
+    const float weights[3] = {1.5f, -2.0f, 0.25f};
+    coh_st_tensor t = {.name = "w", .dtype = COH_ST_F32, .ndim = 1, .shape = {3}, .data = weights};
+    coh_st_file *f = NULL;
+    float back[3] = {0};
+    if (argc < 2 || coh_st_save(argv[1], &t, 1, NULL, 0) != COH_OK ||
+        coh_st_open(argv[1], &f) != COH_OK || !coh_st_has_checksum(f) ||
+        coh_st_read(f, "w", COH_ST_F32, 1, t.shape, back) != COH_OK) {
+        fprintf(stderr, "clash: %s\n", coh_last_error());
+        return 1;
+    }
+    coh_st_close(f);
+    printf("own %d %u, library %g %g %g\n", json_parse("{}"), crc32c("x"), back[0], back[1],
+           back[2]);
+    return 0;
+}
+C
+    # shellcheck disable=SC2046,SC2086
+    if "$cc" -std=c11 -Wall -Wextra -Werror "${san[@]}" $(pkg-config --cflags cohort) \
+        "$work/clash.c" $static_libs -o "$work/clash" 2>"$work/cc.log"; then
+        out=$("$work/clash" "$work/clash.safetensors" 2>&1)
+        if [ "$out" = "own 42 7, library 1.5 -2 0.25" ]; then
+            echo "ok   a program with its own json_parse and crc32c links on libcohort.a and runs"
+        else
+            fail "a program with its own json_parse and crc32c on libcohort.a printed '$out'"
+        fi
+    else
+        fail "a program with its own json_parse and crc32c does not link on libcohort.a:" \
+            "$(grep -m3 'error\|multiple\|undefined' "$work/cc.log")"
     fi
     # a C++ program on the same headers and library
     if [ -n "$cxx" ]; then
