@@ -4,12 +4,14 @@
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
 #include "cli_commands.h" /* generated: cli_commands[] */
+#include "cohort/log.h"
 #include "cohort/status.h"
 
 const char *cli_progname = "cohort";
@@ -120,9 +122,16 @@ int main(int argc, char **argv)
         printf("cohort %s\n", coh_version());
         return CLI_OK;
     }
-    for (size_t i = 0; i < cli_command_count; i++)
-        if (!strcmp(name, cli_commands[i].name))
-            return cli_commands[i].run(argc - 1, argv + 1);
+    for (size_t i = 0; i < cli_command_count; i++) {
+        if (strcmp(name, cli_commands[i].name))
+            continue;
+        /* the library can only warn of a COHORT_LOG typo when it first logs: refuse it here */
+        const char *log = getenv("COHORT_LOG");
+        coh_log_level level;
+        if (log && *log && coh_log_level_parse(log, &level) != COH_OK)
+            return cli_fail(name, COH_ERR_INVALID);
+        return cli_commands[i].run(argc - 1, argv + 1);
+    }
     fprintf(stderr, "cohort: error: unknown command '%s' (see 'cohort --help')\n", name);
     return CLI_USAGE;
 }

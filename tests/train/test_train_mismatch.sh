@@ -102,6 +102,14 @@ expect 0 "--resume '$work/h.ck' is at step 4, which --steps 4 asks for: nothing 
     "$cohort" train "${m1[@]}" --micro-batch 2 --steps 4 --resume "$work/h.ck"
 expect 2 "--seq 16 disagrees with --resume '$work/h.ck', which trained on --seq 32" \
     "$cohort" train "${m1[@]}" --seq 16 --micro-batch 2 --steps 8 --resume "$work/h.ck"
+# COHORT_COMM_ISA names kernels: a typo is refused (it chose the best kernels without a word),
+# and so is a COHORT_LOG that names no level
+expect 2 "invalid COHORT_COMM_ISA 'avx3': expected scalar, avx2 or avx512" \
+    env COHORT_COMM_ISA=avx3 "$cohort" train "${tiny[@]}" --vocab 256 "${byte[@]}"
+expect 2 "invalid COHORT_COMM_ISA 'avx3'" env COHORT_COMM_ISA=avx3 \
+    "$cohort" run -n 2 "$cohort" train "${tiny[@]}" --vocab 256 "${byte[@]}" --strategy ddp
+expect 2 "cohort train: error: invalid COHORT_LOG 'verbose': expected quiet, error, warn, info or debug" \
+    env COHORT_LOG=verbose "$cohort" train "${tiny[@]}" --vocab 256 "${byte[@]}"
 
 # eval and generate: a --heads that contradicts the checkpoint's metadata, refused as train's
 expect 2 "--heads 1 disagrees with --checkpoint '$work/h.ck', whose model has --heads 2" \
