@@ -1,6 +1,7 @@
 /* cohort.c: the cohort command-line tool: dispatches `cohort <command> [options]` to the
  * subcommands in cli/cmd_*.c (their table is generated from the file names). */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -70,6 +71,19 @@ int cli_check_folder_of(const char *cmd, const char *opt, const char *path)
     if (access(dir, W_OK | X_OK))
         return cli_usage_error(cmd, "invalid %s '%s': cannot write in folder '%s': %s", opt,
                                path, dir, strerror(errno));
+    return CLI_OK;
+}
+
+int cli_check_input(const char *cmd, const char *opt, const char *path)
+{
+    struct stat s;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return cli_usage_error(cmd, "cannot read %s '%s': %s", opt, path, strerror(errno));
+    int folder = !fstat(fd, &s) && S_ISDIR(s.st_mode);
+    close(fd);
+    if (folder)
+        return cli_usage_error(cmd, "cannot read %s '%s': it is a folder, not a file", opt, path);
     return CLI_OK;
 }
 
