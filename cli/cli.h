@@ -32,6 +32,11 @@ void cli_folder_of(const char *path, char *buf, size_t cap);
  * error naming the option, the path and the folder (checked before the work that writes it). */
 int cli_check_folder_of(const char *cmd, const char *opt, const char *path);
 
+/* The file named by option opt can be opened and is no folder: CLI_OK, else a usage error
+ * naming the option, the path and why (checked before reading it, so that a missing input is
+ * exit 2 whichever reader takes it). */
+int cli_check_input(const char *cmd, const char *opt, const char *path);
+
 /* What a command does with one option: code and arg as getopt_long gives them, name the long
  * option as its table spells it (NULL for -h). Returns 1 to go on, 0 after a usage error, -1 to
  * stop (after printing the help). */

@@ -9,13 +9,16 @@
 
 int cli_inventory_fail(const char *cmd, coh_status st)
 {
-    /* A file the user named that is missing is a usage error too. */
-    return cli_fail(cmd, st == COH_ERR_NOT_FOUND ? COH_ERR_INVALID : st);
+    /* A file the user named that is missing or unreadable (a folder) is a usage error too. */
+    return cli_fail(cmd, st == COH_ERR_NOT_FOUND || st == COH_ERR_IO ? COH_ERR_INVALID : st);
 }
 
 int cli_device_open(const char *cmd, const char *path, coh_inventory **inv)
 {
     coh_status st = coh_inventory_open(path, inv);
+    const char *env = getenv("COHORT_INVENTORY");
+    if (st != COH_OK && !path && !(env && *env)) /* probed: no file of the user's */
+        return cli_fail(cmd, st);
     return st == COH_OK ? CLI_OK : cli_inventory_fail(cmd, st);
 }
 

@@ -9,7 +9,7 @@
 #include "cohort/json_writer.h"
 
 /* Print the error of reading an inventory file and return the exit code: 2 for a bad or
- * missing file, as every command that takes --inventory does (devices, pick, run, plan,
+ * missing or unreadable file, as every command that takes --inventory does (devices, pick, run, plan,
  * estimate). */
 int cli_inventory_fail(const char *cmd, coh_status st);
 

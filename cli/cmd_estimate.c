@@ -124,6 +124,8 @@ static int build_model(const parsed *p, est_request *r)
         return cli_config_model(cmd, c, &r->model);
     if (c->preset)
         st = coh_model_preset(c->preset, &r->model);
+    else if (p->config && cli_check_input(cmd, "--config", p->config) != CLI_OK)
+        return CLI_USAGE;
     else if (p->config)
         st = coh_model_from_hf_file(p->config, &r->model);
     else {
@@ -148,6 +150,11 @@ static int build_rest(parsed *p, est_request *r)
     r->precision_given = p->cfg.precision_given;
     if (p->devmem && p->inventory)
         return cli_usage_error(cmd, "give --device-memory or --inventory, not both");
+    const char *env_inventory = getenv("COHORT_INVENTORY"), *prefix = NULL;
+    if (!p->devmem && !p->inventory && env_inventory && *env_inventory) {
+        p->inventory = env_inventory; /* the default device, as cohort devices takes it */
+        prefix = "COHORT_INVENTORY";
+    }
     coh_status st = COH_OK;
     if (p->devmem) {
         if (!cli_parse_memory(cmd, "--device-memory", p->devmem, &r->device_bytes))
@@ -164,6 +171,8 @@ static int build_rest(parsed *p, est_request *r)
         if (note[0])
             fprintf(stderr, "%s %s: warning: %s\n", cli_progname, cmd, note);
     }
+    if (st != COH_OK && prefix)
+        st = coh_err_prefix(st, "%s", prefix);
     return st == COH_OK ? CLI_OK : cli_inventory_fail(cmd, st);
 }
 

@@ -93,6 +93,7 @@ typedef struct opts {
     cli_config cfg;
     const char *config, *inventory, *hw, *cal, *link_intra, *link_inter, *devmem, *trace;
     long global_batch, devices, top;
+    int inventory_env; /* the inventory is COHORT_INVENTORY's: no machine was named */
     int runnable, explain, json, measure, tp_given, pp_given, recompute_given, strategy_given;
     int micro_batch_given;
     char chosen_by_search[64]; /* the first flag given that the search chooses itself, as
@@ -164,6 +165,8 @@ static int build_model(const opts *o, coh_model_desc *m)
                                             : "no model: give --model NAME, --config FILE or "
                                               "--layers/--dim/--heads/--vocab/--seq");
     coh_status st;
+    if (o->config && cli_check_input(cmd, "--config", o->config) != CLI_OK)
+        return CLI_USAGE;
     if (o->config)
         st = coh_model_from_hf_file(o->config, m);
     else if (!custom)
@@ -192,6 +195,8 @@ static int build_hw(opts *o, coh_hw *hw)
         return cli_usage_error(cmd, "give one of --inventory, --hw and --calibration");
     coh_parallel_config *p = &o->cfg.par;
     coh_status st;
+    if (o->cal && cli_check_input(cmd, "--calibration", o->cal) != CLI_OK)
+        return CLI_USAGE;
     if (o->inventory) /* a flag overrides the file: --link-inter gives the missing link */
         st = coh_hw_from_inventory(o->inventory, o->link_inter ? 1 : p->nodes ? p->nodes : 1, hw);
     else if (o->hw)
@@ -201,7 +206,8 @@ static int build_hw(opts *o, coh_hw *hw)
     else
         st = coh_calibration_measure(1, 0, hw);
     if (st != COH_OK && o->inventory)
-        return cli_inventory_fail(cmd, st);
+        return cli_inventory_fail(cmd, o->inventory_env ? coh_err_prefix(st, "COHORT_INVENTORY")
+                                                        : st);
     if (st != COH_OK)
         return cli_fail(cmd, st);
     if (o->inventory)
@@ -731,6 +737,11 @@ int cmd_plan(int argc, char **argv)
     if (o.cfg.par.stage_layers && o.cfg.par.pp < 2)
         return cli_usage_error(cmd, "--stage-layers '%s' needs a pipeline (--pp 2 or more)",
                                o.cfg.par.stage_layers);
+    const char *env_inventory = getenv("COHORT_INVENTORY");
+    if (!o.inventory && !o.hw && !o.cal && !o.measure && env_inventory && *env_inventory) {
+        o.inventory = env_inventory; /* the default machine, as cohort devices takes it */
+        o.inventory_env = 1;
+    }
     coh_hw hw;
     if (!o.inventory && !o.hw && (!o.cal || o.measure)) /* measures this machine: with the */
         coh_engine_ensure_environment();                 /* kernel and spin train runs with */

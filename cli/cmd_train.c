@@ -548,8 +548,11 @@ static void read_resume(const train_opts *o, resume_facts *r)
     /* before the state recorded it: every step took accum batches of the loader, so the
      * batches taken so far over the steps (when that divides) */
     unsigned long long rows = s.data.global_rows, epoch_batches = rows ? s.data.windows / rows : 0,
-                       taken = s.data.epoch * epoch_batches + s.data.step;
-    if (!r->accum && s.step && taken % s.step == 0)
+                       taken;
+    /* an absurd state's product wraps around: then it tells nothing (the loader refuses it) */
+    int wraps = __builtin_mul_overflow(s.data.epoch, epoch_batches, &taken) ||
+                __builtin_add_overflow(taken, s.data.step, &taken);
+    if (!r->accum && !wraps && s.step && taken % s.step == 0 && taken / s.step <= INT_MAX)
         r->accum = (long)(taken / s.step);
 }
 
@@ -678,41 +681,50 @@ static int check_resume(const train_opts *o, const resume_facts *r)
                                "new run without --resume", o->tc.seq, o->resume, r->seq);
     const coh_parallel_config *p = &o->cfg.par;
     long mb = o->tc.batch, rows = mb * p->dp, accum = o->tc.accum;
-    long was_rows = (long)r->data.global_rows;
-    if (!r->accum && was_rows != rows) /* a state that tells no accumulation */
+    /* the state's rows are any 64-bit number and its accumulation up to INT_MAX: their product
+     * is taken without wrapping around (a wrapped one could equal this run's batch) */
+    unsigned long long was_rows = r->data.global_rows, was_global;
+    int was_huge = __builtin_mul_overflow(was_rows, (unsigned long long)r->accum, &was_global);
+    char was_total[48];
+    if (was_huge)
+        snprintf(was_total, sizeof was_total, "more than %llu", ULLONG_MAX);
+    else
+        snprintf(was_total, sizeof was_total, "%llu", was_global);
+    if (!r->accum && was_rows != (unsigned long long)rows) /* a state that tells no accumulation */
         return cli_usage_error(CMD, "the batch changed: --resume '%s' was trained on "
-                               "micro-batches of %ld sequences (micro-batch x data-parallel), "
+                               "micro-batches of %llu sequences (micro-batch x data-parallel), "
                                "this run on %ld (%ld x %d); start a new run to change it",
                                o->resume, was_rows, rows, mb, p->dp);
-    if (r->accum && was_rows * r->accum != rows * accum) {
+    if (r->accum && (was_huge || was_global != (unsigned long long)(rows * accum))) {
         char was[96], now[96], what[160] = "";
         if (r->micro_batch)
-            snprintf(was, sizeof was, "micro-batch %ld x grad-accum %ld x data-parallel %ld",
-                     r->micro_batch, r->accum, was_rows / r->micro_batch);
+            snprintf(was, sizeof was, "micro-batch %ld x grad-accum %ld x data-parallel %llu",
+                     r->micro_batch, r->accum, was_rows / (unsigned long long)r->micro_batch);
         else /* a state from before the split was recorded */
-            snprintf(was, sizeof was, "micro-batch x data-parallel %ld x grad-accum %ld",
+            snprintf(was, sizeof was, "micro-batch x data-parallel %llu x grad-accum %ld",
                      was_rows, r->accum);
         snprintf(now, sizeof now, "%ld x %ld x %d", mb, accum, p->dp);
         size_t n = 0;
         if (r->micro_batch && r->micro_batch != mb)
             n += (size_t)snprintf(what + n, sizeof what - n, "--micro-batch %ld (saved %ld), ",
                                   mb, r->micro_batch);
-        if (r->micro_batch && was_rows / r->micro_batch != p->dp)
+        if (r->micro_batch && was_rows / (unsigned long long)r->micro_batch !=
+                                  (unsigned long long)p->dp)
             n += (size_t)snprintf(what + n, sizeof what - n, "the data-parallel size %d (saved "
-                                  "%ld), ", p->dp, was_rows / r->micro_batch);
-        if (!r->micro_batch && was_rows != rows)
+                                  "%llu), ", p->dp, was_rows / (unsigned long long)r->micro_batch);
+        if (!r->micro_batch && was_rows != (unsigned long long)rows)
             n += (size_t)snprintf(what + n, sizeof what - n, "micro-batch x data-parallel %ld "
-                                  "(saved %ld), ", rows, was_rows);
+                                  "(saved %llu), ", rows, was_rows);
         if (r->accum && r->accum != accum)
             n += (size_t)snprintf(what + n, sizeof what - n, "--grad-accum %ld (saved %ld), ",
                                   accum, r->accum);
         if (n >= 2)
             what[n - 2] = 0;
-        return cli_usage_error(CMD, "the global batch changed: --resume '%s' was trained on %ld "
+        return cli_usage_error(CMD, "the global batch changed: --resume '%s' was trained on %s "
                                "sequences a step (%s), this run on %ld (%s): %s; keep the global "
                                "batch (another split of it resumes: e.g. half the ranks and twice "
                                "--grad-accum) or start a new run", o->resume,
-                               was_rows * r->accum, was, rows * accum, now, what);
+                               was_total, was, rows * accum, now, what);
     }
     if (o->tc.steps == (long)r->step && !o->dry_run) {
         coh_info("--resume '%s' is at step %llu, which --steps %ld asks for: nothing to train",

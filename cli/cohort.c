@@ -1,15 +1,18 @@
 /* cohort.c: the cohort command-line tool: dispatches `cohort <command> [options]` to the
  * subcommands in cli/cmd_*.c (their table is generated from the file names). */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
 #include "cli_commands.h" /* generated: cli_commands[] */
+#include "cohort/log.h"
 #include "cohort/status.h"
 
 const char *cli_progname = "cohort";
@@ -71,6 +74,19 @@ int cli_check_folder_of(const char *cmd, const char *opt, const char *path)
     return CLI_OK;
 }
 
+int cli_check_input(const char *cmd, const char *opt, const char *path)
+{
+    struct stat s;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return cli_usage_error(cmd, "cannot read %s '%s': %s", opt, path, strerror(errno));
+    int folder = !fstat(fd, &s) && S_ISDIR(s.st_mode);
+    close(fd);
+    if (folder)
+        return cli_usage_error(cmd, "cannot read %s '%s': it is a folder, not a file", opt, path);
+    return CLI_OK;
+}
+
 int cli_parse_options(const char *cmd, int argc, char **argv, const struct option *options,
                       cli_option_fn take, void *ctx)
 {
@@ -120,9 +136,16 @@ int main(int argc, char **argv)
         printf("cohort %s\n", coh_version());
         return CLI_OK;
     }
-    for (size_t i = 0; i < cli_command_count; i++)
-        if (!strcmp(name, cli_commands[i].name))
-            return cli_commands[i].run(argc - 1, argv + 1);
+    for (size_t i = 0; i < cli_command_count; i++) {
+        if (strcmp(name, cli_commands[i].name))
+            continue;
+        /* the library can only warn of a COHORT_LOG typo when it first logs: refuse it here */
+        const char *log = getenv("COHORT_LOG");
+        coh_log_level level;
+        if (log && *log && coh_log_level_parse(log, &level) != COH_OK)
+            return cli_fail(name, COH_ERR_INVALID);
+        return cli_commands[i].run(argc - 1, argv + 1);
+    }
     fprintf(stderr, "cohort: error: unknown command '%s' (see 'cohort --help')\n", name);
     return CLI_USAGE;
 }

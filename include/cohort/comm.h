@@ -59,7 +59,8 @@ typedef enum coh_comm_kind {
 /* Create the world communicator from the environment the launcher set: RANK, WORLD_SIZE,
  * LOCAL_RANK, LOCAL_WORLD_SIZE, COHORT_JOB_ID, COHORT_RESTART_COUNT (or, under mpirun,
  * OMPI_COMM_WORLD_*). Every rank must call it. Operations time out after COHORT_COMM_TIMEOUT
- * seconds (default 300). Errors: COH_ERR_INVALID for a missing or malformed variable (named),
+ * seconds (default 300). Errors: COH_ERR_INVALID for a missing or malformed variable (named;
+ * COHORT_COMM_ISA too, which every communicator below checks as well),
  * COH_ERR_UNSUPPORTED when the ranks span nodes and shared memory is forced or MPI
  * unavailable, COH_ERR_TIMEOUT when peers do not join in time. The caller owns *out (coh_comm_destroy). */
 coh_status coh_comm_create(coh_comm_kind kind, coh_comm **out);

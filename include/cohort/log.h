@@ -1,7 +1,9 @@
 /* log.h: cohort's one-line diagnostics on stderr ("cohort: note: ..."), with a level set by
- * COHORT_LOG=quiet|warn|info|debug (default info). */
+ * COHORT_LOG=quiet|error|warn|info|debug (default info). */
 #ifndef COHORT_LOG_H
 #define COHORT_LOG_H
+
+#include "cohort/status.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -15,7 +17,12 @@ typedef enum coh_log_level {
     COH_LOG_DEBUG
 } coh_log_level;
 
-/* Current level (read from COHORT_LOG on first use unless set). */
+/* A level by name: quiet, error, warn, info or debug. COH_ERR_INVALID naming the text and the
+ * valid names otherwise. */
+coh_status coh_log_level_parse(const char *text, coh_log_level *out);
+
+/* Current level (read from COHORT_LOG on first use unless set; a value that is not a level's
+ * name is said in one warning and the default, info, is used). */
 coh_log_level coh_log_get_level(void);
 void coh_log_set_level(coh_log_level level);
 

@@ -114,7 +114,8 @@ coh_status coh_comm_create(coh_comm_kind kind, coh_comm **out)
     coh_comm_env env;
     coh_comm_kind which;
     coh_status st;
-    if ((st = coh_comm_env_read(&env)) || (st = pick(kind, &env, &which)))
+    if ((st = coh_reduce_isa_env_check()) || (st = coh_comm_env_read(&env)) ||
+        (st = pick(kind, &env, &which)))
         return st;
     const coh_transport_ops *ops;
     void *tp;
@@ -153,8 +154,8 @@ coh_status coh_comm_create(coh_comm_kind kind, coh_comm **out)
 coh_status coh_comm_create_self(coh_comm **out)
 {
     void *tp;
-    coh_status st = coh_self_open(&tp);
-    if (st)
+    coh_status st = coh_reduce_isa_env_check();
+    if (st || (st = coh_self_open(&tp)))
         return st;
     return coh_comm_wrap(&coh_self_ops, tp, 0, 1, 300, out);
 }
@@ -166,8 +167,10 @@ coh_status coh_comm_create_threads(int n, double timeout_s, coh_comm **out)
                         COH_COMM_THREADS_MAX);
     timeout_s = timeout_s > 0 ? timeout_s : 300;
     void **tp = calloc((size_t)n, sizeof *tp);
-    coh_status st = tp ? coh_thread_open(n, timeout_s, tp)
-                       : coh_errf(COH_ERR_NOMEM, "out of memory for a thread group");
+    coh_status st = coh_reduce_isa_env_check();
+    if (!st)
+        st = tp ? coh_thread_open(n, timeout_s, tp)
+                : coh_errf(COH_ERR_NOMEM, "out of memory for a thread group");
     for (int i = 0; i < n; i++)
         out[i] = NULL;
     for (int i = 0; !st && i < n; i++) {

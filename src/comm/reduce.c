@@ -161,6 +161,18 @@ coh_status coh_reduce_isa_set(coh_isa isa)
     return COH_OK;
 }
 
+coh_status coh_reduce_isa_env_check(void)
+{
+    const char *want = getenv("COHORT_COMM_ISA");
+    for (int i = COH_ISA_SCALAR; want && i <= COH_ISA_AVX512; i++)
+        if (!strcmp(want, coh_isa_name((coh_isa)i)))
+            return COH_OK;
+    if (!want)
+        return COH_OK;
+    return coh_errf(COH_ERR_INVALID, "invalid COHORT_COMM_ISA '%s': expected scalar, avx2 or "
+                    "avx512", want);
+}
+
 coh_isa coh_reduce_isa(void)
 {
     int isa = __atomic_load_n(&isa_chosen, __ATOMIC_RELAXED);

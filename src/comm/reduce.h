@@ -20,6 +20,11 @@ void coh_reduce_n(void *dst, const void *const *src, int nsrc, size_t count, coh
 typedef enum coh_isa { COH_ISA_SCALAR = 0, COH_ISA_AVX2, COH_ISA_AVX512 } coh_isa;
 coh_status coh_reduce_isa_set(coh_isa isa);
 coh_isa coh_reduce_isa(void);
+/* COHORT_COMM_ISA unset or one of the names above; else COH_ERR_INVALID naming the value and
+ * the valid ones. A name this CPU lacks is not an error: the best it has is used instead.
+ * Communicators are refused on an unknown name (a typo would otherwise pick the best kernels
+ * without a word); coh_reduce_isa itself cannot fail and ignores one. */
+coh_status coh_reduce_isa_env_check(void);
 const char *coh_isa_name(coh_isa isa);
 
 /* memcpy with non-temporal stores, for copies much larger than the caches; dst and src must

@@ -7,6 +7,7 @@
 
 #include "cohort/launch.h"
 #include "launch/launch_int.h"
+#include "util/strutil.h"
 
 extern char **environ;
 
@@ -78,7 +79,7 @@ static coh_status get_int(const char *const *envp, const char *name, long max, i
     if (!v)
         return COH_OK;
     long x;
-    if (!launch_parse_int(v, max, &x))
+    if (!coh_str_uint(v, max, &x))
         return coh_errf(COH_ERR_INVALID,
                         "invalid %s '%s': expected a non-negative integer below %ld", name, v,
                         max + 1);
@@ -195,7 +196,7 @@ static int slurm_in_step(const char *const *envp)
 {
     const char *step = env_get(envp, "SLURM_STEP_ID");
     long x;
-    return step && launch_parse_int(step, 1L << 30, &x);
+    return step && coh_str_uint(step, 1L << 30, &x);
 }
 
 /* srun --mpi=pmi2 serves PMI itself: PMI_JOBID is "<SLURM_JOB_ID>.<SLURM_STEP_ID>". */

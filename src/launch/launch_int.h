@@ -14,8 +14,6 @@
 
 /* ---- small parsers (options.c) ---- */
 
-/* Strict non-negative decimal integer <= max. */
-int launch_parse_int(const char *s, long max, long *out);
 /* Render a prefix template (already checked). */
 void launch_render_prefix(const char *tmpl, char *buf, size_t n, int rank, int local_rank,
                           int node_rank, const char *role, const char *host, long pid,

@@ -14,22 +14,7 @@
 
 #include "cohort/launch.h"
 #include "launch/agent.h"
-
-int launch_parse_int(const char *s, long max, long *out)
-{
-    if (!s || !*s)
-        return 0;
-    long v = 0;
-    for (const char *p = s; *p; p++) {
-        if (*p < '0' || *p > '9')
-            return 0;
-        v = v * 10 + (*p - '0');
-        if (v > max)
-            return 0;
-    }
-    *out = v;
-    return 1;
-}
+#include "util/strutil.h"
 
 coh_status coh_cpu_bind_parse(const char *s, coh_cpu_bind *out)
 {
@@ -64,7 +49,7 @@ coh_status coh_launch_parse_ranks(const char *s, int n, unsigned char *mask)
         long lo, hi;
         if (dash)
             *dash = '\0';
-        if (!launch_parse_int(item, INT_MAX, &lo) || (dash && !launch_parse_int(dash + 1, INT_MAX, &hi)))
+        if (!coh_str_uint(item, INT_MAX, &lo) || (dash && !coh_str_uint(dash + 1, INT_MAX, &hi)))
             return coh_errf(COH_ERR_INVALID, "invalid ranks filter '%s': entry %d is not a rank or a range 'a-b'", s, pos);
         if (!dash)
             hi = lo;

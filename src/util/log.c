@@ -9,19 +9,31 @@
 
 static int level = -1;
 
+coh_status coh_log_level_parse(const char *text, coh_log_level *out)
+{
+    static const char *const names[] = {"quiet", "error", "warn", "info", "debug"};
+    for (int i = 0; text && i < (int)(sizeof names / sizeof *names); i++)
+        if (!strcmp(text, names[i])) {
+            *out = (coh_log_level)i;
+            return COH_OK;
+        }
+    return coh_errf(COH_ERR_INVALID, "invalid COHORT_LOG '%s': expected quiet, error, warn, info "
+                    "or debug", text ? text : "(null)");
+}
+
+/* Read on the first message, where no caller is left to refuse a typo to: it is said once, in
+ * a line of its own, and the default is kept (the CLI refuses it before anything logs). */
 static coh_log_level level_from_env(void)
 {
     const char *e = getenv("COHORT_LOG");
-    if (!e || !*e)
-        return COH_LOG_INFO;
-    if (!strcmp(e, "quiet"))
-        return COH_LOG_QUIET;
-    if (!strcmp(e, "error"))
-        return COH_LOG_ERROR;
-    if (!strcmp(e, "warn"))
-        return COH_LOG_WARN;
-    if (!strcmp(e, "debug"))
-        return COH_LOG_DEBUG;
+    coh_log_level l = COH_LOG_INFO;
+    if (!e || !*e || coh_log_level_parse(e, &l) == COH_OK)
+        return l;
+    char line[320];
+    int n = snprintf(line, sizeof line, "cohort: warning: invalid COHORT_LOG '%.200s': expected "
+                     "quiet, error, warn, info or debug; using info\n", e);
+    ssize_t w = write(2, line, n > 0 && (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+    (void)w;
     return COH_LOG_INFO;
 }
 

@@ -34,3 +34,18 @@ int coh_str_starts(const char *s, const char *prefix)
 {
     return strncmp(s, prefix, strlen(prefix)) == 0;
 }
+
+int coh_str_uint(const char *s, long max, long *out)
+{
+    if (!s || !*s || max < 0)
+        return 0;
+    long v = 0;
+    for (const char *p = s; *p; p++) {
+        int d = *p - '0';
+        if (d < 0 || d > 9 || d > max || v > (max - d) / 10) /* v * 10 + d > max */
+            return 0;
+        v = v * 10 + d;
+    }
+    *out = v;
+    return 1;
+}

@@ -1,5 +1,5 @@
-/* strutil.h: small string helpers shared by the library's modules: bounded appending, trimming
- * and prefix tests. Internal to libcohort. */
+/* strutil.h: small string helpers shared by the library's modules: bounded appending, trimming,
+ * prefix tests and strict whole numbers. Internal to libcohort. */
 #ifndef COHORT_UTIL_STRUTIL_H
 #define COHORT_UTIL_STRUTIL_H
 
@@ -17,6 +17,11 @@ void coh_str_append(char *buf, size_t cap, size_t *len, const char *fmt, ...)
 /* Narrow the span (*s, *len) to leave out white space (isspace) at both ends; an all-blank
  * span becomes empty (*len = 0). The text itself is not changed. */
 void coh_str_trim(const char **s, size_t *len);
+
+/* The strict reader of a whole number that the environment's and files' knobs share: 1 when s
+ * is decimal digits alone (no blank, no sign, not empty) worth at most max (>= 0), stored in
+ * *out; 0 otherwise, *out untouched. strtol would take " 4" and "+4" as 4. */
+int coh_str_uint(const char *s, long max, long *out);
 
 /* 1 when s begins with prefix (every string begins with ""), 0 otherwise. */
 int coh_str_starts(const char *s, const char *prefix);

@@ -251,6 +251,61 @@ static void test_env_errors(void)
     setenv("COHORT_COMM", "nccl", 1);
     CHECK_FAILS(coh_comm_create(COH_COMM_AUTO, &c), COH_ERR_INVALID,
                 "invalid COHORT_COMM 'nccl': expected shm, mpi, tcp or auto");
+    /* a typo in the kernels' name is refused by every communicator, not taken as the best */
+    static const char *const isa_typos[] = {"avx3", "AVX2", "", " avx2", "sse"};
+    for (size_t i = 0; i < sizeof isa_typos / sizeof *isa_typos; i++) {
+        char want[96];
+        snprintf(want, sizeof want, "invalid COHORT_COMM_ISA '%s': expected scalar, avx2 or "
+                 "avx512", isa_typos[i]);
+        clear_env();
+        setenv("COHORT_COMM_ISA", isa_typos[i], 1);
+        CHECK_FAILS(coh_comm_create(COH_COMM_AUTO, &c), COH_ERR_INVALID, want);
+        CHECK_FAILS(coh_comm_create_self(&c), COH_ERR_INVALID, want);
+        coh_comm *two[2] = {NULL, NULL};
+        CHECK_FAILS(coh_comm_create_threads(2, 1, two), COH_ERR_INVALID, want);
+        CHECK(!two[0] && !two[1]);
+    }
+    clear_env();
+    setenv("COHORT_COMM_ISA", "scalar", 1); /* every cpu has it */
+    CHECK_OK(coh_comm_create_self(&c));
+    coh_comm_destroy(c);
+    c = NULL;
+    /* ports and the hierarchy's numbers are digits alone, as every other number cohort reads */
+    static const char *const ports[][3] = {
+        {"MASTER_PORT", " 29500", "invalid MASTER_PORT ' 29500': expected a port 1..65533"},
+        {"MASTER_PORT", "+29500", "invalid MASTER_PORT '+29500': expected a port 1..65533"},
+        {"COHORT_COMM_PORT", "+29502", "invalid COHORT_COMM_PORT '+29502': expected a port "
+                                       "1..65535"},
+        {"COHORT_COMM_PORT", " 29502", "invalid COHORT_COMM_PORT ' 29502'"},
+    };
+    for (size_t i = 0; i < sizeof ports / sizeof *ports; i++) {
+        clear_env();
+        setenv("RANK", "1", 1);
+        setenv("WORLD_SIZE", "2", 1);
+        setenv("LOCAL_WORLD_SIZE", "1", 1);
+        setenv("COHORT_JOB_ID", "job1", 1);
+        setenv("COHORT_COMM_TIMEOUT", "2", 1); /* a port taken would wait for rank 0 */
+        setenv("MASTER_ADDR", "127.0.0.1", 1);
+        setenv(ports[i][0], ports[i][1], 1);
+        CHECK_FAILS(coh_comm_create(COH_COMM_AUTO, &c), COH_ERR_INVALID, ports[i][2]);
+    }
+    unsetenv("MASTER_ADDR");
+    unsetenv("MASTER_PORT");
+    static const char *const hier[][3] = {
+        {"COHORT_COMM_RANKS_PER_NODE", " 2", "invalid COHORT_COMM_RANKS_PER_NODE ' 2'"},
+        {"COHORT_COMM_RANKS_PER_NODE", "+2", "invalid COHORT_COMM_RANKS_PER_NODE '+2'"},
+        {"COHORT_COMM_HIER", "+1", "invalid COHORT_COMM_HIER '+1'"},
+        {"COHORT_COMM_HIER", " 0", "invalid COHORT_COMM_HIER ' 0'"},
+    };
+    for (size_t i = 0; i < sizeof hier / sizeof *hier; i++) {
+        clear_env();
+        setenv(hier[i][0], hier[i][1], 1);
+        /* the variables are read before the transport is touched: self stands in for it */
+        const coh_transport_ops *ops = &coh_self_ops;
+        void *tp = NULL;
+        CHECK_FAILS(coh_hier_wrap(1, 0, 2, &ops, &tp), COH_ERR_INVALID, hier[i][2]);
+        CHECK(ops == &coh_self_ops && tp == NULL);
+    }
     clear_env();
     CHECK(c == NULL);
     CHECK_OK(coh_comm_create(COH_COMM_AUTO, &c)); /* no launcher: a one-rank communicator */

@@ -1,12 +1,15 @@
 /* data_st_tool.c: test helper: `write PATH` saves known tensors with cohort's safetensors writer;
  * `read PATH` loads a file with cohort's reader and prints each tensor as a JSON line (name,
- * dtype, shape, values as numbers) for test_data_st_python.py to compare. */
+ * dtype, shape, values as numbers) for test_data_st_python.py to compare; `state-rows CKPT ROWS`
+ * saves the training state of checkpoint CKPT again, checksummed, with its loader's global_rows
+ * set to ROWS (a state no trainer writes, for the tests of resume's checks). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cohort/checkpoint.h"
+#include "cohort/train_ckpt.h"
 
 static int write_known(const char *path)
 {
@@ -112,12 +115,44 @@ static int read_file(const char *path)
     return 0;
 }
 
+static int state_rows(const char *ckpt, const char *rows)
+{
+    static const char *const keys[] = {"threads", "micro_batch", "grad_accum", "seq",
+                                       "zero_index"};
+    char path[4200], *end;
+    coh_train_state s;
+    coh_st_file *f = NULL;
+    coh_st_tensor ten[16];
+    coh_st_meta meta[sizeof keys / sizeof *keys];
+    size_t nmeta = 0, nten = 0;
+    coh_status st = coh_ckpt_state_path(ckpt, path, sizeof path);
+    if (!st)
+        st = coh_state_open(path, &s, &f);
+    for (size_t i = 0; !st && i < coh_st_count(f) && nten < 16; i++)
+        ten[nten++] = *coh_st_at(f, i);
+    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++)
+        if (coh_st_meta_get(f, keys[i]))
+            meta[nmeta++] = (coh_st_meta){keys[i], coh_st_meta_get(f, keys[i])};
+    if (!st) {
+        s.data.global_rows = strtoull(rows, &end, 10);
+        st = coh_state_save(path, &s, ten, nten, meta, nmeta);
+    }
+    coh_st_close(f);
+    if (st != COH_OK) {
+        fprintf(stderr, "data_st_tool: %s\n", coh_last_error());
+        return 1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 4 && !strcmp(argv[1], "state-rows"))
+        return state_rows(argv[2], argv[3]);
     if (argc == 3 && !strcmp(argv[1], "write"))
         return write_known(argv[2]);
     if (argc == 3 && !strcmp(argv[1], "read"))
         return read_file(argv[2]);
-    fprintf(stderr, "usage: data_st_tool write|read PATH\n");
+    fprintf(stderr, "usage: data_st_tool write|read PATH | state-rows CKPT ROWS\n");
     return 2;
 }

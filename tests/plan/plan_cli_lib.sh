@@ -4,6 +4,7 @@
 set -u
 : "${COHORT:?}" "${COHORT_SOURCE_DIR:?}" "${COHORT_PYTHON:=/usr/bin/python3}"
 fail=0
+unset COHORT_INVENTORY # plan's machine when none is named: the tests name theirs
 cal=$COHORT_SOURCE_DIR/tests/fuzz/corpus/calibration
 
 # expect CODE NEEDLE ARGS...: `cohort plan ARGS` exits CODE and its output (stdout and stderr,

@@ -3,10 +3,11 @@
 # paper's figures as printed (GB only with --si, GiB otherwise), the DeepSpeed and accelerate
 # views, fit verdicts and remedies, inventory files, and every refusal's exit code and message.
 set -u
-: "${COHORT:?}" "${COHORT_PYTHON:=/usr/bin/python3}"
+: "${COHORT:?}" "${COHORT_SOURCE_DIR:?}" "${COHORT_PYTHON:=/usr/bin/python3}"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
+unset COHORT_INVENTORY # the default device when none is named: tested below
 
 # expect CODE NEEDLE ARGS...: run cohort estimate ARGS, check exit code and that NEEDLE is in the
 # combined output (runs of spaces count as one, so column widths do not matter).
@@ -141,7 +142,19 @@ expect 2 "config has no layer count" --config "$tmp/nolayers.json"
 printf '{"n_layer": 2, "n_embd": 64,\n "n_head": }' >"$tmp/bad.json"
 expect 2 "malformed config" --config "$tmp/bad.json"
 expect 2 "line 2" --config "$tmp/bad.json"
-expect 1 "cannot open '$tmp/missing.json'" --config "$tmp/missing.json"
+expect 2 "cannot read --config '$tmp/missing.json': No such file or directory" \
+    --config "$tmp/missing.json"
+
+# COHORT_INVENTORY is the device when none is named, as cohort devices reads it; --inventory
+# and --device-memory win over it.
+v100=$COHORT_SOURCE_DIR/tests/plan/inventories/v100x8_nvlink.json
+COHORT_INVENTORY=$v100 expect 0 "device memory 32.00 GiB ($v100): fits" --model gpt2
+COHORT_INVENTORY=$v100 expect 0 "device memory 16.00 GiB (--device-memory): fits" --model gpt2 \
+    --device-memory 16GiB
+COHORT_INVENTORY=$v100 expect 0 "device memory 80.00 GiB (" --model gpt2 \
+    --inventory "$COHORT_SOURCE_DIR/tests/plan/inventories/a100x8_nvlink.json"
+COHORT_INVENTORY=$tmp/missing.json expect 2 \
+    "COHORT_INVENTORY: cannot open inventory file '$tmp/missing.json'" --model gpt2
 
 # Refusals name the conflicting numbers.
 expect 2 "tensor parallel size 5 does not divide the 12 attention heads" --model gpt2 --tp 5

@@ -221,6 +221,30 @@ else
     echo "ok   remedies keep tp within the node"
 fi
 expect 2 "unknown hardware preset 'tpu'" --model gpt2 --global-batch 8 --hw tpu
+# an input file named on the command line that cannot be read is a usage error naming the option
+# and the path, as a missing --inventory is (a missing --calibration exited 1)
+expect 2 "cannot read --calibration '$tmp/none.json': No such file or directory" --model gpt2 \
+    --global-batch 8 --calibration "$tmp/none.json"
+expect 2 "cannot read --calibration '$tmp': it is a folder, not a file" --model gpt2 \
+    --global-batch 8 --calibration "$tmp"
+expect 2 "cannot read --config '$tmp/none.json': No such file or directory" --global-batch 8 \
+    --hw a100-80gb --config "$tmp/none.json"
+expect 2 "cannot open inventory file '$tmp/none.json'" --model gpt2 --global-batch 8 \
+    --inventory "$tmp/none.json"
+expect 2 "cannot read inventory file '$tmp'" --model gpt2 --global-batch 8 --inventory "$tmp"
+# COHORT_INVENTORY is the machine when none is named, as cohort devices reads it: --inventory
+# wins over it, and --hw or --calibration name another machine instead of it
+v100=$inv/v100x8_nvlink.json
+COHORT_INVENTORY=$v100 expect 0 "hardware: v100-32gb, 32.00 GiB, 8 per node" --model gpt2 \
+    --global-batch 8
+COHORT_INVENTORY=$v100 expect 0 "hardware: a100-80gb, 80.00 GiB, 8 per node, intra-node 300" \
+    --model gpt2 --global-batch 8 --inventory "$inv/a100x8_nvlink.json"
+COHORT_INVENTORY=$v100 expect 0 "hardware: a100-80gb, 80.00 GiB, 8 per node, intra-node 300" \
+    --model gpt2 --global-batch 8 --hw a100-80gb
+COHORT_INVENTORY=$v100 expect 0 "rates: calibration $cal/measured.json" "${small[@]}" \
+    --global-batch 8 --devices 2 --calibration "$cal/measured.json"
+COHORT_INVENTORY=$tmp/none.json expect 2 \
+    "COHORT_INVENTORY: cannot open inventory file '$tmp/none.json'" --model gpt2 --global-batch 8
 # A100s of 80 and 40 GB: a configuration must fit on every device, so memory is the smallest's
 # (not the first's), and the rates are the slowest's (a step waits for it); a warning names them
 gpu() { # gpu N NAME MIB: an inventory entry of the device schema (docs/inventory.md)
@@ -249,7 +273,6 @@ expect 2 "inventory '$tmp/rtx.json': gpus[0]: no preset for the GPU 'NVIDIA GeFo
     --model gpt2 --global-batch 8 --inventory "$tmp/rtx.json"
 expect 2 "rates[0].gemm[1]: work 100 not above" "${small[@]}" --global-batch 8 --calibration "$cal/unsorted.json"
 expect 2 "unknown key 'colour'" "${small[@]}" --global-batch 8 --calibration "$cal/unknown_key.json"
-expect 1 "cannot read calibration file" "${small[@]}" --global-batch 8 --calibration "$tmp/none.json"
 # --measure times the engine on this machine: said so, and refused for GPU hardware by name
 expect 0 "compute measured on the engine itself" "${small[@]}" --global-batch 4 --devices 2 \
     --measure --calibration "$cal/measured.json" --top 2

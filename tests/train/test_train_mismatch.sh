@@ -9,6 +9,7 @@
 set -u
 cohort=${COHORT:?}
 src=${COHORT_SOURCE_DIR:?}
+build=${COHORT_BUILD_DIR:?}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fails=0
@@ -102,6 +103,22 @@ expect 0 "--resume '$work/h.ck' is at step 4, which --steps 4 asks for: nothing 
     "$cohort" train "${m1[@]}" --micro-batch 2 --steps 4 --resume "$work/h.ck"
 expect 2 "--seq 16 disagrees with --resume '$work/h.ck', which trained on --seq 32" \
     "$cohort" train "${m1[@]}" --seq 16 --micro-batch 2 --steps 8 --resume "$work/h.ck"
+# a state whose rows times its accumulation pass 2^64 (no trainer writes one): 2^63 + 1 rows x
+# grad-accum 2 wrapped around to this run's 2 and the resume went on; now the product is whole
+"$cohort" train "${m1[@]}" --micro-batch 1 --grad-accum 2 --steps 4 --stop-at 2 \
+    --save "$work/w.ck" >/dev/null 2>&1 || fail "the run saved at step 2"
+"$build/tests/data/data_st_tool" state-rows "$work/w.ck" 9223372036854775809 ||
+    fail "rewriting the rows of w.ck's state"
+expect 2 "the global batch changed: --resume '$work/w.ck' was trained on more than 18446744073709551615 sequences a step (micro-batch 1 x grad-accum 2 x data-parallel 9223372036854775809), this run on 2 (1 x 2 x 1): the data-parallel size 1 (saved 9223372036854775809)" \
+    "$cohort" train "${m1[@]}" --micro-batch 1 --grad-accum 2 --steps 4 --resume "$work/w.ck"
+# COHORT_COMM_ISA names kernels: a typo is refused (it chose the best kernels without a word),
+# and so is a COHORT_LOG that names no level
+expect 2 "invalid COHORT_COMM_ISA 'avx3': expected scalar, avx2 or avx512" \
+    env COHORT_COMM_ISA=avx3 "$cohort" train "${tiny[@]}" --vocab 256 "${byte[@]}"
+expect 2 "invalid COHORT_COMM_ISA 'avx3'" env COHORT_COMM_ISA=avx3 \
+    "$cohort" run -n 2 "$cohort" train "${tiny[@]}" --vocab 256 "${byte[@]}" --strategy ddp
+expect 2 "cohort train: error: invalid COHORT_LOG 'verbose': expected quiet, error, warn, info or debug" \
+    env COHORT_LOG=verbose "$cohort" train "${tiny[@]}" --vocab 256 "${byte[@]}"
 
 # eval and generate: a --heads that contradicts the checkpoint's metadata, refused as train's
 expect 2 "--heads 1 disagrees with --checkpoint '$work/h.ck', whose model has --heads 2" \

@@ -1,4 +1,6 @@
-/* test_strutil.c: the library's small string helpers: bounded appending, trimming, prefixes. */
+/* test_strutil.c: the library's small string helpers: bounded appending, trimming, prefixes,
+ * strict whole numbers. */
+#include <limits.h>
 #include <string.h>
 
 #include "check.h"
@@ -98,11 +100,33 @@ static void test_starts(void)
     CHECK(!coh_str_starts("", "a"));
 }
 
+/* The knobs' shared reader takes digits alone: no blank, sign or trailing text, nothing past
+ * max, and no wrap-around near LONG_MAX. */
+static void test_uint(void)
+{
+    long v = -7;
+    CHECK(coh_str_uint("0", 5, &v) && v == 0);
+    CHECK(coh_str_uint("29500", 65533, &v) && v == 29500);
+    CHECK(coh_str_uint("0065533", 65533, &v) && v == 65533);
+    CHECK(coh_str_uint("9223372036854775807", LONG_MAX, &v) && v == LONG_MAX);
+    v = -7;
+    static const char *const bad[] = {"", " 4", "4 ", "+4", "-4", "4x", "0x10", "\t4", "4.0"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        CHECK(!coh_str_uint(bad[i], 65535, &v));
+    CHECK(!coh_str_uint(NULL, 65535, &v));
+    CHECK(!coh_str_uint("65534", 65533, &v));
+    CHECK(!coh_str_uint("5", 0, &v)); /* one digit above a max below 10 */
+    CHECK(!coh_str_uint("9223372036854775808", LONG_MAX, &v));
+    CHECK(!coh_str_uint("99999999999999999999999", LONG_MAX, &v));
+    CHECK(v == -7); /* untouched by a refusal */
+}
+
 int main(void)
 {
     RUN(test_append);
     RUN(test_append_cut);
     RUN(test_trim);
     RUN(test_starts);
+    RUN(test_uint);
     return CHECK_REPORT();
 }

@@ -23,9 +23,8 @@ static int env_int(const char *name, int dflt, int lo, int hi, int *out)
     *out = dflt;
     if (!s)
         return 0;
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (!*s || *end || v < lo || v > hi)
+    long v;
+    if (!coh_str_uint(s, hi, &v) || v < lo) /* " 2" and "+2" are typos too */
         return -1;
     *out = (int)v;
     return 0;

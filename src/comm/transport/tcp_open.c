@@ -13,6 +13,7 @@
 #include "cohort/clock.h"
 #include "cohort/log.h"
 #include "comm/transport/tcp_int.h"
+#include "util/strutil.h"
 
 tcp *tcp_new(int rank, int size, uint64_t gid, double timeout)
 {
@@ -101,9 +102,8 @@ static coh_status master_of(tcp_addr *m)
         return coh_errf(COH_ERR_INVALID, "tcp transport: MASTER_ADDR is not set: start the job "
                         "with 'cohort run' or torchrun, or set MASTER_ADDR and MASTER_PORT");
     const char *s = ps ? ps : mp;
-    char *end;
-    long port = s ? strtol(s, &end, 10) : -1;
-    if (!s || !*s || *end || port < 1 || port > 65535 - (ps ? 0 : TCP_PORT_OFFSET))
+    long port;
+    if (!coh_str_uint(s, 65535 - (ps ? 0 : TCP_PORT_OFFSET), &port) || port < 1)
         return coh_errf(COH_ERR_INVALID, "tcp transport: invalid %s '%s': expected a port "
                         "1..%d", var, s ? s : "(unset)", 65535 - (ps ? 0 : TCP_PORT_OFFSET));
     m->port = htons((uint16_t)(port + (ps ? 0 : TCP_PORT_OFFSET)));
