@@ -176,18 +176,6 @@ static int build_model(const opts *o, coh_model_desc *m)
     return st == COH_OK ? CLI_OK : cli_fail(cmd, st);
 }
 
-/* Says so when an inventory's GPUs differ: the plan prices every device as the smallest. */
-static void warn_mixed_inventory(const char *path)
-{
-    coh_inventory_memory m;
-    char note[512];
-    if (coh_plan_inventory_gpus(path, &m) != COH_OK)
-        return; /* read once already: only the warning could be lost */
-    coh_plan_inventory_note(&m, path, 1, note, sizeof note);
-    if (note[0])
-        fprintf(stderr, "%s %s: warning: %s\n", cli_progname, cmd, note);
-}
-
 static int build_hw(opts *o, coh_hw *hw)
 {
     int sources = !!o->inventory + !!o->hw + !!o->cal;
@@ -210,8 +198,8 @@ static int build_hw(opts *o, coh_hw *hw)
                                                         : st);
     if (st != COH_OK)
         return cli_fail(cmd, st);
-    if (o->inventory)
-        warn_mixed_inventory(o->inventory);
+    if (hw->note[0]) /* an inventory's GPUs differ: every device is priced as the smallest */
+        fprintf(stderr, "%s %s: warning: %s\n", cli_progname, cmd, hw->note);
     if (hw->gpu) {
         if (p->gpus_per_node)
             hw->gpus_per_node = p->gpus_per_node;

@@ -71,6 +71,8 @@ typedef struct coh_hw {
     double mem_bytes_per_s;    /* GPU roofline: memory bandwidth a thin GEMM is bound by */
     struct coh_engine_costs *engine; /* CPU: measured costs of cohort's engine (owned; NULL:
                                         priced from the rates) */
+    char note[512];            /* a warning for the user about the machine (an inventory whose
+                                  GPUs differ: coh_plan_inventory_note), else "" */
 } coh_hw;
 
 /* Price each configuration's compute by timing cohort's own engine on this machine at the

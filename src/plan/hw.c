@@ -193,6 +193,7 @@ static coh_status inventory_hw(const coh_inventory *inv, const char *path, int n
             *out = gpu;
     }
     out->memory_bytes = mem.smallest_mib << 20;
+    coh_plan_inventory_note(&mem, path, 1, out->note, sizeof out->note);
     out->gpus_per_node = inv->ngpus;
     out->nodes = nodes;
     snprintf(out->source + strlen(out->source), sizeof out->source - strlen(out->source),

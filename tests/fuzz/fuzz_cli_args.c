@@ -1,6 +1,6 @@
 /* fuzz_cli_args.c: libFuzzer target for the CLI's parsers of option values (cli/cli_args.c:
  * integers, numbers, sizes, device memory, and plan's links GB/S[:LATENCY_US]), compiled in
- * here with a usage-error stub that keeps the message. The first byte picks the parser; the
+ * here with its own cli_usage_error, which records the message. The first byte picks the parser; the
  * rest is the value. Accepted values are in range and free of blanks; a refusal is one usage
  * message naming the option and the value as typed. */
 #include <stdarg.h>
