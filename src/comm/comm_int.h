@@ -127,6 +127,9 @@ typedef struct coh_comm_env {
     double timeout_s;
 } coh_comm_env;
 coh_status coh_comm_env_read(coh_comm_env *env);
+/* The launch key (coh_comm_env.launch) of the ranks that `cohort run`'s process launcher_pid
+ * starts: its pid and start time. */
+void coh_comm_launch_key(long launcher_pid, char *buf, size_t n);
 /* COH_ERR_INVALID saying that env has no job id and how to give one. */
 coh_status coh_comm_env_no_job(const coh_comm_env *env);
 
@@ -134,6 +137,11 @@ extern const coh_transport_host coh_host;
 
 /* Transports. */
 coh_status coh_shm_open(const coh_comm_env *env, void **self);
+/* Unlinks this user's shared-memory segments that ranks of the launch `launch` created and
+ * left: a segment is unlinked once every rank has mapped it, so one is left only when ranks
+ * were killed before all had joined (the launcher's teardown after a rank failed early).
+ * The launcher calls it once its ranks are down. Returns how many it removed. */
+int coh_shm_remove_launch(const char *launch);
 extern const coh_transport_ops coh_shm_ops;
 coh_status coh_self_open(void **self);
 extern const coh_transport_ops coh_self_ops;

@@ -50,6 +50,12 @@ static coh_status env_job(coh_comm_env *env, const coh_launch_env *le)
     return COH_OK;
 }
 
+void coh_comm_launch_key(long launcher_pid, char *buf, size_t n)
+{
+    snprintf(buf, n, "cohort-%ld-%llu", launcher_pid,
+             coh_proc_start_time((pid_t)launcher_pid));
+}
+
 /* What tells this launch from another one given the same job id: the job id may be chosen by
  * the user (COHORT_JOB_ID, cohort run --run-id, torchrun's run id), but cohort run's process is
  * the one that started this node's ranks, and the other launchers number their jobs
@@ -57,8 +63,7 @@ static coh_status env_job(coh_comm_env *env, const coh_launch_env *le)
 static void env_launch(coh_comm_env *env, const coh_launch_env *le)
 {
     if (le->launcher == COH_LAUNCHER_COHORT && le->launcher_pid > 0)
-        snprintf(env->launch, sizeof env->launch, "cohort-%ld-%llu", le->launcher_pid,
-                 coh_proc_start_time((pid_t)le->launcher_pid));
+        coh_comm_launch_key(le->launcher_pid, env->launch, sizeof env->launch);
     else if (le->launcher != COH_LAUNCHER_COHORT && le->launcher != COH_LAUNCHER_TORCHRUN)
         snprintf(env->launch, sizeof env->launch, "%.95s", le->job_id);
 }

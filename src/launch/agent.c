@@ -19,6 +19,7 @@
 
 #include "cohort/clock.h"
 #include "cohort/log.h"
+#include "comm/comm_int.h"
 #include "launch/agent.h"
 #include "util/json.h"
 #include "util/proc.h"
@@ -523,6 +524,18 @@ int agent_comm_port(const agent *a)
     return launch_comm_port(a->master_port, a->o->control_port);
 }
 
+/* Ranks killed while they waited for the others to join shared memory (the teardown after one
+ * failed early) leave the segment under the job's name: with every rank of this node down, the
+ * segments of this launch are garbage. */
+static void remove_left_segments(void)
+{
+    char key[96];
+    coh_comm_launch_key((long)getpid(), key, sizeof key);
+    int n = coh_shm_remove_launch(key);
+    if (n > 0)
+        coh_info("removed %d shared-memory segment(s) that this node's stopped ranks left", n);
+}
+
 coh_status agent_attempt(agent *a)
 {
     a->stopping = a->killed = a->remote_stop = a->end_sent = 0;
@@ -580,6 +593,7 @@ coh_status agent_attempt(agent *a)
     }
     free(p), free(m0), free(m1);
     free_workers(a);
+    remove_left_segments();
     return COH_OK;
 }
 

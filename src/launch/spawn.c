@@ -1,5 +1,6 @@
 /* spawn.c: starting workers (own process group, death signal tied to the launcher, pipes,
- * cpu affinity) and the guard process that kills them all if the launcher is SIGKILLed. */
+ * cpu affinity) and the guard process that kills them all if the launcher is SIGKILLed and
+ * removes what they leave. */
 #define _GNU_SOURCE /* accept4, pipe2, sigabbrev_np, sched_setaffinity */
 #include <errno.h>
 #include <fcntl.h>
@@ -17,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "comm/comm_int.h"
 #include "launch/launch_int.h"
 
 static int is_executable(const char *path)
@@ -74,7 +76,15 @@ void remove_tree(const char *dir)
         nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-static void guard_main(int fd, const char *cleanup_dir)
+/* Whether a killed process group is gone, waiting up to 2 s (its members turn into zombies that
+ * the launcher, now dead, no longer reaps: init does). */
+static void wait_group_gone(pid_t pgid)
+{
+    for (int i = 0; i < 200 && kill(-pgid, 0) == 0; i++)
+        nanosleep(&(struct timespec){0, 10000000}, NULL);
+}
+
+static void guard_main(int fd, const char *cleanup_dir, const char *launch_key)
 {
     /* Terminal signals are for the launcher; the guard only acts when the launcher is gone. */
     signal(SIGINT, SIG_IGN);
@@ -111,6 +121,9 @@ static void guard_main(int fd, const char *cleanup_dir)
     for (size_t i = 0; groups && i < n; i++)
         kill(-groups[i], SIGKILL);
     remove_tree(cleanup_dir); /* the workers' error files: the launcher cannot remove them now */
+    for (size_t i = 0; groups && i < n; i++)
+        wait_group_gone(groups[i]);
+    coh_shm_remove_launch(launch_key); /* shared memory that ranks killed before joining left */
     _exit(0);
 }
 
@@ -140,6 +153,8 @@ static int guard_write(int fd, int32_t v)
 coh_status guard_start(guard *g, const char *cleanup_dir)
 {
     int p[2];
+    char launch_key[96];
+    coh_comm_launch_key((long)getpid(), launch_key, sizeof launch_key);
     g->pid = -1;
     g->fd = -1;
     if (pipe2(p, O_CLOEXEC) < 0)
@@ -161,7 +176,7 @@ coh_status guard_start(guard *g, const char *cleanup_dir)
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
-        guard_main(p[0], cleanup_dir);
+        guard_main(p[0], cleanup_dir, launch_key);
     }
     close(p[0]);
     g->pid = pid;

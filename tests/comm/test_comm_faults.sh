@@ -54,17 +54,97 @@ stale_test() {
 stale_test
 
 # Ranks given different arena sizes make segments of different sizes: both refuse at once,
-# naming both sizes (before, they waited the whole timeout and blamed each other).
-COHORT_COMM_TIMEOUT=10 launch 2 sh -c 'COHORT_SHM_ARENA=$((4096 * (RANK + 1))) exec "$0" sweep' \
-    "$rank_bin" >"$log" 2>&1
-if [ "$(grep -c "^comm_rank: .*ranks disagree on WORLD_SIZE or COHORT_SHM_\*" "$log")" -eq 2 ]; then
+# naming both sizes (before, they waited the whole timeout and blamed each other). Started by
+# hand, so that no launcher stops rank 0 before it has seen rank 1's refusal.
+arena_rank() { # RANK: one rank of 2 with job id $job, an arena that differs by rank
+    env -u COHORT_RANK -u COHORT_WORLD_SIZE RANK="$1" WORLD_SIZE=2 LOCAL_RANK="$1" \
+        LOCAL_WORLD_SIZE=2 COHORT_JOB_ID="$job" COHORT_COMM=shm COHORT_COMM_TIMEOUT=30 \
+        COHORT_SHM_ARENA=$((4096 * ($1 + 1))) "$rank_bin" sweep
+}
+new_job
+arena_rank 0 >"$comm_tmp/arena.0" 2>&1 &
+pid0=$!
+arena_rank 1 >"$comm_tmp/arena.1" 2>&1
+rc1=$?
+wait "$pid0"
+rc0=$?
+sizes='holds 2 ranks and \([0-9]*\) bytes but .* expects 2 and \([0-9]*\): ranks disagree on WORLD_SIZE or COHORT_SHM_\*'
+named=$(cat "$comm_tmp"/arena.* | sed -n "s/^comm_rank: .*$sizes.*/\1 \2/p" | awk '$1 != $2' | wc -l)
+if [ "$rc0" -ne 0 ] && [ "$rc1" -ne 0 ] && [ "$named" -eq 2 ]; then
     echo "ok   arena sizes that differ between ranks"
 else
-    echo "FAIL arena sizes that differ between ranks: not refused on both ranks"
-    tail -20 "$log"
+    echo "FAIL arena sizes that differ between ranks: exits $rc0 $rc1, $named of 2 name both sizes"
+    cat "$comm_tmp"/arena.*
     fails=$((fails + 1))
 fi
 check_no_shm "arena sizes that differ between ranks"
+
+# The same under cohort run: rank 1's refusal fails the job, and the launcher may stop rank 0
+# before rank 0 has seen it; the segment rank 0 made is still removed.
+COHORT_COMM_TIMEOUT=30 launch 2 sh -c 'COHORT_SHM_ARENA=$((4096 * (RANK + 1))) exec "$0" sweep' \
+    "$rank_bin" >"$log" 2>&1
+rc=$?
+if [ "$rc" -ne 0 ] && grep -q "^comm_rank: .*ranks disagree on WORLD_SIZE or COHORT_SHM_\*" "$log" &&
+    ! grep -q "within 30 s" "$log"; then
+    echo "ok   arena sizes that differ between ranks under cohort run"
+else
+    echo "FAIL arena sizes that differ between ranks under cohort run: exit $rc"
+    tail -20 "$log"
+    fails=$((fails + 1))
+fi
+check_no_shm "arena sizes that differ between ranks under cohort run"
+
+# A rank that fails before it joins (a script's import error), once rank 0 has made the segment
+# and waits for it in there: the launcher stops rank 0 there, and removes the segment it made.
+new_job
+job_fresh=1
+COHORT_COMM_TIMEOUT=60 launch 2 sh -c '
+    if [ "$RANK" = 1 ]; then
+        i=0
+        until ls /dev/shm | grep -qF "cohort-$1-$2-r"; do
+            i=$((i + 1)); [ "$i" -lt 2000 ] || exit 4; sleep 0.05
+        done
+        echo "rank 1 fails before it joins" >&2
+        exit 3
+    fi
+    exec "$0" sweep' "$rank_bin" "$user" "$job" >"$log" 2>&1
+rc=$?
+if [ "$rc" -eq 3 ] && grep -q "rank 1 fails before it joins" "$log"; then
+    echo "ok   a rank that fails before it joins"
+else
+    echo "FAIL a rank that fails before it joins: exit $rc (3 expected)"
+    tail -20 "$log"
+    fails=$((fails + 1))
+fi
+check_no_shm "a rank that fails before it joins"
+
+# The launcher SIGKILLed while rank 0 waits in its segment for rank 1 (which never joins): its
+# guard kills the ranks and removes the segment.
+new_job
+COHORT_COMM_TIMEOUT=60 "$cohort" run --standalone --nproc-per-node 2 --run-id "$job" --prefix '' \
+    -- sh -c 'if [ "$RANK" = 1 ]; then exec sleep 120; fi; exec "$0" sweep' "$rank_bin" \
+    >"$log" 2>&1 &
+launcher=$!
+seg=""
+for i in $(seq 2000); do
+    seg=$(ls /dev/shm 2>/dev/null | grep -F "cohort-$user-$job-r" | head -1)
+    [ -n "$seg" ] && break
+    sleep 0.05
+done
+kill -9 "$launcher"
+wait "$launcher" 2>/dev/null
+for i in $(seq 600); do # the guard waits for the killed ranks to go before it removes it
+    [ -e "/dev/shm/$seg" ] || break
+    sleep 0.05
+done
+if [ -n "$seg" ]; then
+    echo "ok   the launcher killed while rank 0 waits in its segment"
+else
+    echo "FAIL the launcher killed while rank 0 waits in its segment: no segment appeared"
+    cat "$log"
+    fails=$((fails + 1))
+fi
+check_no_shm "the launcher killed while rank 0 waits in its segment"
 
 # Two live jobs given the same job id: the second fails at once naming the id, and the first
 # keeps its segment (before, the second's rank 0 replaced it and the two jobs' ranks mixed).

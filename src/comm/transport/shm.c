@@ -1,7 +1,10 @@
 /* shm.c: the shared-memory transport for ranks on one node: one segment per communicator,
  * created mode 0600 under a name holding the user and the job id, and unlinked as soon as
- * every rank has mapped it, so nothing is left in /dev/shm even when ranks are killed. */
+ * every rank has mapped it, so nothing is left in /dev/shm when ranks are killed after that;
+ * one left by ranks killed before all had joined is removed by their launcher
+ * (coh_shm_remove_launch) or replaced by the next run of the job id. */
 #define _GNU_SOURCE /* process_vm_readv */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pwd.h>
@@ -470,6 +473,41 @@ static coh_status shm_new(int rank, int n, double timeout, const char *name, con
     }
     *out = s;
     return COH_OK;
+}
+
+int coh_shm_remove_launch(const char *launch)
+{
+    char prefix[240];
+    seg_name(prefix, sizeof prefix, "", ""); /* "/cohort-USER-" */
+    size_t plen = strlen(prefix + 1);
+    DIR *d = launch && *launch ? opendir("/dev/shm") : NULL;
+    if (!d)
+        return 0;
+    int removed = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char name[300];
+        if (strncmp(e->d_name, prefix + 1, plen) ||
+            snprintf(name, sizeof name, "/%s", e->d_name) >= (int)sizeof name)
+            continue;
+        int fd = shm_open(name, O_RDONLY, 0);
+        struct stat st;
+        if (fd < 0)
+            continue;
+        if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+            (size_t)st.st_size >= sizeof(shm_ctl)) {
+            const shm_ctl *ctl = mmap(NULL, sizeof *ctl, PROT_READ, MAP_SHARED, fd, 0);
+            if (ctl != MAP_FAILED) {
+                if (atomic_load(&ctl->magic) == SHM_MAGIC &&
+                    !strncmp(ctl->launch, launch, sizeof ctl->launch) && shm_unlink(name) == 0)
+                    removed++;
+                munmap((void *)ctl, sizeof *ctl);
+            }
+        }
+        close(fd);
+    }
+    closedir(d);
+    return removed;
 }
 
 static void shm_free_all(shm *s)
