@@ -18,6 +18,8 @@ typedef struct worker {
     char error_file[PATH_MAX]; /* its TORCHELASTIC_ERROR_FILE; "" when none */
     long started_pid; /* its pid, kept once reaped */
     double reaped_at; /* wall clock when it was reaped (status valid); 0 before */
+    int stop_sent;    /* the teardown signalled it while it ran: however it ends, not a
+                         failure of its own */
 } worker;
 
 /* Why an attempt failed: a worker (exit code or signal) or something else (what[]). */
@@ -102,7 +104,6 @@ typedef struct agent {
     char log_root[PATH_MAX];
     /* the current attempt */
     int stopping, killed;
-    unsigned long long stop_sigs; /* the signals the teardown sent the workers (bit per number) */
     double started_real; /* wall clock at the attempt's start */
     double kill_at, fail_mono, down_mono;
     double settle_by; /* node 0 after a failure: when silent nodes count as lost */

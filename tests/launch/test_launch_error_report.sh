@@ -93,23 +93,54 @@ rc=$?
 grep -qF "cannot write the job's error report to TORCHELASTIC_ERROR_FILE '$T/missing/r5.json'" "$T/e5" ||
     fail "unwritable report: no warning naming it: $(cat "$T/e5")"
 
-# 6. Other failures: rank 1 fails first; ranks 2..10 then exit 4 of their own (they trap the
-# teardown's SIGTERM) and are listed, 8 of them and "and 1 more"; rank 0, ended by the SIGTERM,
-# is not a failure of its own.
-rm -f "$T"/ready.*
-timeout -k 5 $HANG "$C" run -n 11 --grace 30 sh -c 'case $RANK in
+# 6. Other failures: rank 1 fails first, then ranks 2..10 exit 4 of their own before the
+# launcher has taken rank 1's failure (it is stopped, SIGSTOP, until all have exited): they are
+# listed, 8 of them and "and 1 more". Rank 0, ended by the teardown's SIGTERM, and rank 11, which
+# traps that SIGTERM and exits 4, did not fail of themselves (torchrun too lists only the
+# workers that had failed when it stopped the rest).
+rm -f "$T"/ready.* "$T"/pid.* "$T/go6" "$T/launcher6"
+W6='echo $$ > '"$T"'/pid.$RANK.tmp; mv '"$T"'/pid.$RANK.tmp '"$T"'/pid.$RANK
+echo "$COHORT_LAUNCHER_PID" > '"$T"'/launcher6.$RANK
+zombie() { grep -qE "^[0-9]+ \(.*\) Z" "/proc/$1/stat" 2>/dev/null; }
+case $RANK in
 0) touch '"$T"'/ready.$RANK; exec sleep '$LONG' ;;
-1) i=0; while [ "$(ls '"$T"'/ready.* | wc -l)" -lt 10 ] && [ $i -lt 2000 ]; do sleep 0.05; i=$((i+1)); done
-   exit 3 ;;
-*) trap "exit 4" TERM; touch '"$T"'/ready.$RANK; sleep '$LONG' & wait ;;
-esac' 2>"$T/e6"
+11) trap "exit 4" TERM; touch '"$T"'/ready.$RANK; sleep '$LONG' & wait ;;
+*) i=0; while [ ! -e '"$T"'/go6 ] && [ $i -lt 2000 ]; do sleep 0.05; i=$((i+1)); done
+   [ "$RANK" = 1 ] && exit 3
+   i=0; while ! zombie "$(cat '"$T"'/pid.1)" && [ $i -lt 2000 ]; do sleep 0.05; i=$((i+1)); done
+   exit 4 ;;
+esac'
+timeout -k 5 $HANG "$C" run -n 12 --grace 30 sh -c "$W6" 2>"$T/e6" &
+job6=$!
+for _ in $(seq 2000); do
+    [ "$(ls "$T"/pid.* 2>/dev/null | grep -c '/pid\.[0-9]*$')" -eq 12 ] && [ -e "$T/ready.0" ] &&
+        [ -e "$T/ready.11" ] && break
+    sleep 0.05
+done
+launcher6=$(cat "$T/launcher6.0" 2>/dev/null)
+if [ -n "$launcher6" ] && [ -e "$T/ready.11" ]; then
+    kill -STOP "$launcher6"
+    touch "$T/go6"
+    for r in 1 2 3 4 5 6 7 8 9 10; do
+        for _ in $(seq 2000); do
+            grep -qE '^[0-9]+ \(.*\) Z' "/proc/$(cat "$T/pid.$r")/stat" 2>/dev/null && break
+            sleep 0.05
+        done
+    done
+    kill -CONT "$launcher6"
+else
+    fail "other failures job: the workers did not start"
+fi
+wait $job6
 rc=$?
 [ $rc -eq 3 ] || fail "other failures job: launcher exited $rc, expected 3: $(cat "$T/e6")"
+grep -qF "job failed: rank 1 exited with code 3" "$T/e6" || fail "other failures job: rank 1 is not the root cause: $(cat "$T/e6")"
 grep -qF "other failures on host $(hostname) (9):" "$T/e6" || fail "summary does not count 9 other failures: $(cat "$T/e6")"
 [ "$(grep -cE '^    rank ([2-9]|10) \(local rank ([2-9]|10), pid [0-9]+\): exit code 4 at ' "$T/e6")" -eq 8 ] ||
     fail "summary does not list 8 other failures: $(cat "$T/e6")"
 grep -qxF "    and 1 more" "$T/e6" || fail "summary does not say 1 more failed: $(cat "$T/e6")"
 ! grep -qF "rank 0 (local rank 0" "$T/e6" || fail "rank 0, stopped by the teardown, listed as a failure: $(cat "$T/e6")"
+! grep -qF "rank 11 (local rank 11" "$T/e6" || fail "rank 11, which exited 4 on the teardown's SIGTERM, listed as a failure: $(cat "$T/e6")"
 
 # 7. A failure's time is the report's timestamp when the worker wrote one (torchrun's
 # ProcessFailure): the worker writes its start second, waits for the clock to pass two more,
