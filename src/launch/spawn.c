@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cohort/clock.h"
 #include "comm/comm_int.h"
 #include "launch/launch_int.h"
 
@@ -76,12 +77,15 @@ void remove_tree(const char *dir)
         nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-/* Whether a killed process group is gone, waiting up to 2 s (its members turn into zombies that
- * the launcher, now dead, no longer reaps: init does). */
-static void wait_group_gone(pid_t pgid)
+/* Wait until the killed process groups are gone, at most 2 s in all (their members turn into
+ * zombies that the launcher, now dead, no longer reaps: init does, or, in a container whose
+ * init does not reap, no one). */
+static void wait_groups_gone(const pid_t *groups, size_t n)
 {
-    for (int i = 0; i < 200 && kill(-pgid, 0) == 0; i++)
-        nanosleep(&(struct timespec){0, 10000000}, NULL);
+    double until = coh_now_s() + 2.0;
+    for (size_t i = 0; groups && i < n; i++)
+        while (kill(-groups[i], 0) == 0 && coh_now_s() < until)
+            nanosleep(&(struct timespec){0, 10000000}, NULL);
 }
 
 static void guard_main(int fd, const char *cleanup_dir, const char *launch_key)
@@ -121,8 +125,7 @@ static void guard_main(int fd, const char *cleanup_dir, const char *launch_key)
     for (size_t i = 0; groups && i < n; i++)
         kill(-groups[i], SIGKILL);
     remove_tree(cleanup_dir); /* the workers' error files: the launcher cannot remove them now */
-    for (size_t i = 0; groups && i < n; i++)
-        wait_group_gone(groups[i]);
+    wait_groups_gone(groups, n);
     coh_shm_remove_launch(launch_key); /* shared memory that ranks killed before joining left */
     _exit(0);
 }
