@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_gpu_train.sh: the whole model on the GPU against the CPU engine: 20 steps of fp32 training
 # give the same losses within 1e-4 relative, bf16-mixed within 2e-2 (bf16 rounding of every
-# product's operands, compounded over the steps), and the start-up line names the GPU. Skipped
+# product's operands, compounded over the steps), as does fp32 with the tied embedding's head
+# gradient kept apart (--tied-grad-order pipeline), and the start-up line names the GPU. Skipped
 # by name without a GPU (COHORT_REQUIRE_GPU=1 makes that a failure).
 set -u
 cohort=${COHORT:?}
@@ -53,6 +54,16 @@ else
         [ "$prec" = bf16-mixed ] && bound=2e-2
         compare "losses $prec cuda vs cpu" "$work/cpu-$prec.jsonl" "$work/gpu-$prec.jsonl" "$bound"
     done
+    # --tied-grad-order pipeline keeps the head's part of the tied embedding's gradient in a
+    # buffer of its own (the backend's memory: device memory here), added at the step's end
+    for d in cpu cuda; do
+        "$cohort" train "${model[@]}" --tied-grad-order pipeline --device $d \
+            --metrics "$work/tied-$d.jsonl" >/dev/null 2>"$work/tied-$d.err" ||
+            fail "--tied-grad-order pipeline on $d: $(tail -3 "$work/tied-$d.err")"
+    done
+    [ -s "$work/tied-cpu.jsonl" ] && [ -s "$work/tied-cuda.jsonl" ] &&
+        compare "losses fp32 --tied-grad-order pipeline cuda vs cpu" "$work/tied-cpu.jsonl" \
+            "$work/tied-cuda.jsonl" 1e-4
 fi
 [ $fails -eq 0 ] || exit 1
 [ $skips -eq 0 ] || exit 77
