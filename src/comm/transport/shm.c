@@ -157,9 +157,77 @@ static int seg_live_creator(const char *name)
     return creator;
 }
 
+/* ---- leftovers: names that no rank will unlink ------------------------------------------- */
+
+/* Unlinks every shared-memory segment of this user (its name, owner and magic say so) for
+ * which garbage(ctl, arg) says yes; returns how many. */
+static int seg_sweep(int (*garbage)(const shm_ctl *ctl, const void *arg), const void *arg)
+{
+    char prefix[240];
+    seg_name(prefix, sizeof prefix, "", ""); /* "/cohort-USER-" */
+    size_t plen = strlen(prefix + 1);
+    DIR *d = opendir("/dev/shm");
+    if (!d)
+        return 0;
+    int removed = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char name[300];
+        if (strncmp(e->d_name, prefix + 1, plen) ||
+            snprintf(name, sizeof name, "/%s", e->d_name) >= (int)sizeof name)
+            continue;
+        int fd = shm_open(name, O_RDONLY, 0);
+        struct stat st;
+        if (fd < 0)
+            continue;
+        if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+            (size_t)st.st_size >= sizeof(shm_ctl)) {
+            const shm_ctl *ctl = mmap(NULL, sizeof *ctl, PROT_READ, MAP_SHARED, fd, 0);
+            if (ctl != MAP_FAILED) {
+                if (atomic_load(&ctl->magic) == SHM_MAGIC && garbage(ctl, arg) &&
+                    shm_unlink(name) == 0)
+                    removed++;
+                munmap((void *)ctl, sizeof *ctl);
+            }
+        }
+        close(fd);
+    }
+    closedir(d);
+    return removed;
+}
+
+static int of_launch(const shm_ctl *ctl, const void *launch)
+{
+    return !strncmp(ctl->launch, launch, sizeof ctl->launch);
+}
+
+int coh_shm_remove_launch(const char *launch)
+{
+    return launch && *launch ? seg_sweep(of_launch, launch) : 0;
+}
+
+#define JOIN_DEADLINE_SLACK_S 5 /* past a name's join deadline before it counts as left */
+
+/* Past its join deadline: its creator, had it lived, would have unlinked it by then. */
+static int expired(const shm_ctl *ctl, const void *now)
+{
+    uint64_t deadline = ctl->join_deadline;
+    return deadline && deadline < UINT64_MAX - JOIN_DEADLINE_SLACK_S &&
+           *(const uint64_t *)now > deadline + JOIN_DEADLINE_SLACK_S;
+}
+
+/* The names that killed runs of this user left (under any launcher: cohort run removes its own
+ * at once), removed by the next rank 0 that creates one. */
+static void seg_sweep_expired(void)
+{
+    uint64_t now = (uint64_t)time(NULL);
+    seg_sweep(expired, &now);
+}
+
 static coh_status seg_create(const shm *s, size_t bytes)
 {
     const char *name = s->name;
+    seg_sweep_expired();
     int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
     if (fd < 0 && errno == EEXIST) {
         /* another job running with the same job id: replacing its segment would hand this
@@ -461,6 +529,9 @@ static coh_status shm_new(int rank, int n, double timeout, const char *name, con
         s->ctl->one_phase = s->oversubscribed ? SHM_ONE_PHASE_OVER : SHM_ONE_PHASE;
         s->ctl->n = (uint32_t)n;
         memcpy(s->ctl->launch, s->launch, sizeof s->ctl->launch);
+        /* seg_wait_all's deadline starts after this, and it unlinks the name by then */
+        s->ctl->join_deadline = timeout < 1e12 ? (uint64_t)time(NULL) + (uint64_t)timeout + 1
+                                               : UINT64_MAX;
         atomic_store(&s->ctl->magic, SHM_MAGIC);
     }
     if ((st = seg_join(s, bytes)) || (wait_all && (st = seg_wait_all(s)))) {
@@ -473,41 +544,6 @@ static coh_status shm_new(int rank, int n, double timeout, const char *name, con
     }
     *out = s;
     return COH_OK;
-}
-
-int coh_shm_remove_launch(const char *launch)
-{
-    char prefix[240];
-    seg_name(prefix, sizeof prefix, "", ""); /* "/cohort-USER-" */
-    size_t plen = strlen(prefix + 1);
-    DIR *d = launch && *launch ? opendir("/dev/shm") : NULL;
-    if (!d)
-        return 0;
-    int removed = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        char name[300];
-        if (strncmp(e->d_name, prefix + 1, plen) ||
-            snprintf(name, sizeof name, "/%s", e->d_name) >= (int)sizeof name)
-            continue;
-        int fd = shm_open(name, O_RDONLY, 0);
-        struct stat st;
-        if (fd < 0)
-            continue;
-        if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
-            (size_t)st.st_size >= sizeof(shm_ctl)) {
-            const shm_ctl *ctl = mmap(NULL, sizeof *ctl, PROT_READ, MAP_SHARED, fd, 0);
-            if (ctl != MAP_FAILED) {
-                if (atomic_load(&ctl->magic) == SHM_MAGIC &&
-                    !strncmp(ctl->launch, launch, sizeof ctl->launch) && shm_unlink(name) == 0)
-                    removed++;
-                munmap((void *)ctl, sizeof *ctl);
-            }
-        }
-        close(fd);
-    }
-    closedir(d);
-    return removed;
 }
 
 static void shm_free_all(shm *s)

@@ -46,6 +46,10 @@ typedef struct shm_ctl {
      * launch to tell them apart): 1 + that rank, so that every rank fails at once. */
     _Atomic int32_t doubled;
     int32_t doubled_pids[2]; /* the slot's holder, and the process that found it taken */
+    /* The wall-clock second (time(2)) by which the creator has unlinked the name if not every
+     * rank joined: a name still there later is a killed run's, which any rank 0 of the user may
+     * remove. 0 in segments of versions that did not record it (left alone). */
+    uint64_t join_deadline;
 } __attribute__((aligned(128))) shm_ctl;
 
 typedef struct shm_slot {
