@@ -44,35 +44,24 @@ static const char *sig_name(int sig, char *buf, size_t n)
     return buf;
 }
 
-/* Reap the workers that have ended by now, before any is signalled: a worker that failed of
- * itself while the launcher was busy must not pass for one the teardown ended. */
-static void reap_ended(agent *a)
-{
-    for (int i = 0; i < a->nproc; i++) {
-        worker *w = &a->w[i];
-        int st;
-        if (w->pid <= 0 || waitpid(w->pid, &st, WNOHANG) != w->pid)
-            continue;
-        w->status = st;
-        w->reaped_at = now_real();
-        kill(-w->pid, SIGKILL); /* strays left in its group */
-        w->pid = -1;
-    }
-}
-
 void agent_stop(agent *a, int sig)
 {
     if (!a->stopping) {
         a->stopping = 1;
         a->kill_at = coh_now_s() + a->o->grace_s;
-        reap_ended(a);
     }
-    for (int i = 0; i < a->nproc; i++)
-        if (a->w[i].pid > 0) {
-            kill(-a->w[i].pid, sig);
-            if (a->w[i].reaped_at == 0) /* else only strays of its group are left */
-                a->w[i].stop_sent = 1;
-        }
+    for (int i = 0; i < a->nproc; i++) {
+        worker *w = &a->w[i];
+        if (w->pid <= 0)
+            continue;
+        /* one that had ended (not reaped yet, or its main thread a zombie while its others
+         * end) failed, if it did, before this signal */
+        if (w->reaped_at == 0 && !coh_pid_dead(w->pid))
+            w->stop_sent = 1;
+        kill(-w->pid, sig);
+    }
+    if (sig > 0 && sig < 64) /* one it ends, even before this reached it, did not fail */
+        a->stop_sigs |= 1ULL << sig;
     if (sig == SIGKILL)
         a->killed = 1;
 }
@@ -559,6 +548,7 @@ coh_status agent_attempt(agent *a)
     a->stopping = a->killed = a->remote_stop = a->end_sent = 0;
     a->settle_by = 0;
     a->interrupts = 0;
+    a->stop_sigs = 0;
     a->started_real = now_real();
     memset(&a->fail, 0, sizeof a->fail);
     a->down_mono = 0;
@@ -625,13 +615,15 @@ static void fmt_time(double t, char *buf, size_t n)
 }
 
 /* w, a worker of this node, failed of itself: it ended badly before the teardown signalled it
- * (torchrun too lists only the workers that had failed when it stopped the rest); one that the
- * teardown's signal ended, or that exited badly on it (a handler's exit code), did not. */
+ * (torchrun too lists only the workers that had failed when it stopped the rest). Not one that
+ * a signal of the teardown ended (a SIGTERM forwarded from outside may reach it first), nor one
+ * that exited badly once signalled (a handler's exit code). */
 static int failed_itself(const agent *a, const worker *w)
 {
-    (void)a;
     int st = w->status;
-    return w->reaped_at != 0 && !(WIFEXITED(st) && WEXITSTATUS(st) == 0) && !w->stop_sent;
+    if (w->reaped_at == 0 || (WIFEXITED(st) && WEXITSTATUS(st) == 0) || w->stop_sent)
+        return 0;
+    return !(WIFSIGNALED(st) && WTERMSIG(st) < 64 && (a->stop_sigs >> WTERMSIG(st) & 1));
 }
 
 /* w's failure is the one the summary names first (the root cause, or this node's later one). */

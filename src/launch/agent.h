@@ -104,6 +104,7 @@ typedef struct agent {
     char log_root[PATH_MAX];
     /* the current attempt */
     int stopping, killed;
+    unsigned long long stop_sigs; /* the signals the teardown sent the workers (bit per number) */
     double started_real; /* wall clock at the attempt's start */
     double kill_at, fail_mono, down_mono;
     double settle_by; /* node 0 after a failure: when silent nodes count as lost */

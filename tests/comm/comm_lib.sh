@@ -39,6 +39,11 @@ check_no_shm() {
     fi
 }
 
+# seg_ready SEG: the segment /dev/shm/SEG has its header (its creator wrote the magic last)
+seg_ready() {
+    [ "$(od -An -tx8 -N8 "/dev/shm/$1" 2>/dev/null | tr -d ' ')" = 636f686f72747368 ]
+}
+
 # expect_ok WHAT N CMD...: all ranks must pass.
 expect_ok() {
     local what=$1

@@ -101,7 +101,8 @@ job_fresh=1
 COHORT_COMM_TIMEOUT=60 launch 2 sh -c '
     if [ "$RANK" = 1 ]; then
         i=0
-        until ls /dev/shm | grep -qF "cohort-$1-$2-r"; do
+        until seg=$(ls /dev/shm | grep -F "cohort-$1-$2-r" | head -1) && [ -n "$seg" ] &&
+            [ "$(od -An -tx8 -N8 "/dev/shm/$seg" 2>/dev/null | tr -d " ")" = 636f686f72747368 ]; do
             i=$((i + 1)); [ "$i" -lt 2000 ] || exit 4; sleep 0.05
         done
         echo "rank 1 fails before it joins" >&2
@@ -128,7 +129,7 @@ launcher=$!
 seg=""
 for i in $(seq 2000); do
     seg=$(ls /dev/shm 2>/dev/null | grep -F "cohort-$user-$job-r" | head -1)
-    [ -n "$seg" ] && break
+    [ -n "$seg" ] && seg_ready "$seg" && break
     sleep 0.05
 done
 kill -9 "$launcher"

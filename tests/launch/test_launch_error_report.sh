@@ -93,11 +93,12 @@ rc=$?
 grep -qF "cannot write the job's error report to TORCHELASTIC_ERROR_FILE '$T/missing/r5.json'" "$T/e5" ||
     fail "unwritable report: no warning naming it: $(cat "$T/e5")"
 
-# 6. Other failures: rank 1 fails first, then ranks 2..10 exit 4 of their own before the
-# launcher has taken rank 1's failure (it is stopped, SIGSTOP, until all have exited): they are
-# listed, 8 of them and "and 1 more". Rank 0, ended by the teardown's SIGTERM, and rank 11, which
-# traps that SIGTERM and exits 4, did not fail of themselves (torchrun too lists only the
-# workers that had failed when it stopped the rest).
+# 6. Other failures: rank 1 is killed (SIGKILL) first, then ranks 2..10 exit 4 of their own
+# before the launcher has taken rank 1's failure (it is stopped, SIGSTOP, until all have
+# exited, so it signals them as it stops the job, unreaped): they are listed, 8 of them and
+# "and 1 more". Rank 0, ended by the teardown's SIGTERM, and rank 11, which traps that SIGTERM
+# and exits 4, did not fail of themselves (torchrun too lists only the workers that had failed
+# when it stopped the rest).
 rm -f "$T"/ready.* "$T"/pid.* "$T/go6" "$T/launcher6"
 W6='echo $$ > '"$T"'/pid.$RANK.tmp; mv '"$T"'/pid.$RANK.tmp '"$T"'/pid.$RANK
 echo "$COHORT_LAUNCHER_PID" > '"$T"'/launcher6.$RANK
@@ -106,7 +107,7 @@ case $RANK in
 0) touch '"$T"'/ready.$RANK; exec sleep '$LONG' ;;
 11) trap "exit 4" TERM; touch '"$T"'/ready.$RANK; sleep '$LONG' & wait ;;
 *) i=0; while [ ! -e '"$T"'/go6 ] && [ $i -lt 2000 ]; do sleep 0.05; i=$((i+1)); done
-   [ "$RANK" = 1 ] && exit 3
+   [ "$RANK" = 1 ] && kill -KILL $$
    i=0; while ! zombie "$(cat '"$T"'/pid.1)" && [ $i -lt 2000 ]; do sleep 0.05; i=$((i+1)); done
    exit 4 ;;
 esac'
@@ -133,14 +134,47 @@ else
 fi
 wait $job6
 rc=$?
-[ $rc -eq 3 ] || fail "other failures job: launcher exited $rc, expected 3: $(cat "$T/e6")"
-grep -qF "job failed: rank 1 exited with code 3" "$T/e6" || fail "other failures job: rank 1 is not the root cause: $(cat "$T/e6")"
+[ $rc -eq 137 ] || fail "other failures job: launcher exited $rc, expected 137: $(cat "$T/e6")"
+grep -qF "job failed: rank 1 was killed by SIGKILL" "$T/e6" || fail "other failures job: rank 1 is not the root cause: $(cat "$T/e6")"
 grep -qF "other failures on host $(hostname) (9):" "$T/e6" || fail "summary does not count 9 other failures: $(cat "$T/e6")"
 [ "$(grep -cE '^    rank ([2-9]|10) \(local rank ([2-9]|10), pid [0-9]+\): exit code 4 at ' "$T/e6")" -eq 8 ] ||
     fail "summary does not list 8 other failures: $(cat "$T/e6")"
 grep -qxF "    and 1 more" "$T/e6" || fail "summary does not say 1 more failed: $(cat "$T/e6")"
 ! grep -qF "rank 0 (local rank 0" "$T/e6" || fail "rank 0, stopped by the teardown, listed as a failure: $(cat "$T/e6")"
 ! grep -qF "rank 11 (local rank 11" "$T/e6" || fail "rank 11, which exited 4 on the teardown's SIGTERM, listed as a failure: $(cat "$T/e6")"
+
+# 6b. A scheduler's stop (Slurm's scancel signals every process of the step): SIGTERM reaches
+# the workers, which die of it, before the launcher takes its own (it is stopped until then).
+# They were ended by the signal the launcher forwards, not failures of their own: the launcher
+# exits 143 naming its interruption and lists no other failure.
+rm -f "$T"/pid.* "$T"/launcher6.*
+timeout -k 5 $HANG "$C" run -n 3 --grace 30 sh -c 'echo $$ > '"$T"'/pid.$RANK.tmp; mv '"$T"'/pid.$RANK.tmp '"$T"'/pid.$RANK
+echo "$COHORT_LAUNCHER_PID" > '"$T"'/launcher6.$RANK; exec sleep '$LONG 2>"$T/e6b" &
+job6=$!
+for _ in $(seq 2000); do
+    [ "$(ls "$T"/pid.* 2>/dev/null | grep -c '/pid\.[0-9]*$')" -eq 3 ] && [ -s "$T/launcher6.2" ] && break
+    sleep 0.05
+done
+launcher6=$(cat "$T/launcher6.0" 2>/dev/null)
+if [ -n "$launcher6" ] && [ -s "$T/pid.2" ]; then
+    kill -STOP "$launcher6"
+    for r in 0 1 2; do kill -TERM "$(cat "$T/pid.$r")"; done
+    for r in 0 1 2; do
+        for _ in $(seq 2000); do
+            grep -qE '^[0-9]+ \(.*\) Z' "/proc/$(cat "$T/pid.$r")/stat" 2>/dev/null && break
+            sleep 0.05
+        done
+    done
+    kill -TERM "$launcher6"
+    kill -CONT "$launcher6"
+else
+    fail "scheduler stop: the workers did not start"
+fi
+wait $job6
+rc=$?
+[ $rc -eq 143 ] && grep -qF "was interrupted by SIGTERM" "$T/e6b" ||
+    fail "scheduler stop: launcher exited $rc (143 expected) or did not name SIGTERM: $(cat "$T/e6b")"
+! grep -qF "other failures" "$T/e6b" || fail "scheduler stop: workers ended by SIGTERM listed as failures: $(cat "$T/e6b")"
 
 # 7. A failure's time is the report's timestamp when the worker wrote one (torchrun's
 # ProcessFailure): the worker writes its start second, waits for the clock to pass two more,

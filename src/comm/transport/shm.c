@@ -1,8 +1,9 @@
 /* shm.c: the shared-memory transport for ranks on one node: one segment per communicator,
  * created mode 0600 under a name holding the user and the job id, and unlinked as soon as
- * every rank has mapped it, so nothing is left in /dev/shm when ranks are killed after that;
- * one left by ranks killed before all had joined is removed by their launcher
- * (coh_shm_remove_launch) or replaced by the next run of the job id. */
+ * every rank has mapped it, so nothing is left in /dev/shm when ranks are killed after that.
+ * One left by ranks killed before all had joined is removed by their launcher
+ * (coh_shm_remove_launch), by the next creator of the user (seg_sweep: its creator's lock is
+ * gone), or replaced by the next run of the job id. */
 #define _GNU_SOURCE /* process_vm_readv */
 #include <dirent.h>
 #include <errno.h>
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -159,9 +161,38 @@ static int seg_live_creator(const char *name)
 
 /* ---- leftovers: names that no rank will unlink ------------------------------------------- */
 
-/* Unlinks every shared-memory segment of this user (its name, owner and magic say so) for
- * which garbage(ctl, arg) says yes; returns how many. */
-static int seg_sweep(int (*garbage)(const shm_ctl *ctl, const void *arg), const void *arg)
+/* A segment's creator takes a shared flock(2) on it at once and keeps it until the name is
+ * unlinked; the kernel drops it when the creator dies. A named segment whose lock anyone can
+ * take exclusively has no live creator: ranks killed before all had joined left it. Locks are
+ * the file's, so this holds across pid namespaces that share /dev/shm, and reads no clock. */
+#define UNMARKED_LEFT_S 10 /* a segment with no magic and no lock this old is a killed one's */
+
+typedef enum { SWEEP_LAUNCH, SWEEP_ALL } sweep_kind;
+
+/* Whether the segment open on fd (st: its fstat) is left by a killed run: no live creator
+ * holds its lock, and it is of `launch` (SWEEP_LAUNCH) or of anyone (SWEEP_ALL, where one whose
+ * creator died before writing its header counts once UNMARKED_LEFT_S old). */
+static int seg_left(int fd, const struct stat *st, sweep_kind kind, const char *launch)
+{
+    if ((size_t)st->st_size < sizeof(shm_ctl))
+        return 0;
+    const shm_ctl *ctl = mmap(NULL, sizeof *ctl, PROT_READ, MAP_SHARED, fd, 0);
+    if (ctl == MAP_FAILED)
+        return 0;
+    int ours = 0;
+    if (atomic_load(&ctl->magic) == SHM_MAGIC)
+        ours = ctl->creator_locks == 1 &&
+               (kind == SWEEP_ALL || !strncmp(ctl->launch, launch, sizeof ctl->launch));
+    else
+        ours = kind == SWEEP_ALL && time(NULL) - st->st_ctime > UNMARKED_LEFT_S;
+    munmap((void *)ctl, sizeof *ctl);
+    return ours && flock(fd, LOCK_EX | LOCK_NB) == 0;
+}
+
+/* Unlinks this user's segments that seg_left finds left; returns how many. Only regular files
+ * the user owns are opened, and without blocking (anyone may put a FIFO in /dev/shm), and a
+ * name is unlinked only while it still names the file that was judged. */
+static int seg_sweep(sweep_kind kind, const char *launch)
 {
     char prefix[240];
     seg_name(prefix, sizeof prefix, "", ""); /* "/cohort-USER-" */
@@ -173,61 +204,51 @@ static int seg_sweep(int (*garbage)(const shm_ctl *ctl, const void *arg), const 
     struct dirent *e;
     while ((e = readdir(d))) {
         char name[300];
+        struct stat st, now;
         if (strncmp(e->d_name, prefix + 1, plen) ||
-            snprintf(name, sizeof name, "/%s", e->d_name) >= (int)sizeof name)
+            snprintf(name, sizeof name, "/%s", e->d_name) >= (int)sizeof name ||
+            fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+            !S_ISREG(st.st_mode) || st.st_uid != geteuid())
             continue;
-        int fd = shm_open(name, O_RDONLY, 0);
-        struct stat st;
+        int fd = shm_open(name, O_RDONLY | O_NONBLOCK | O_NOFOLLOW, 0);
         if (fd < 0)
             continue;
         if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
-            (size_t)st.st_size >= sizeof(shm_ctl)) {
-            const shm_ctl *ctl = mmap(NULL, sizeof *ctl, PROT_READ, MAP_SHARED, fd, 0);
-            if (ctl != MAP_FAILED) {
-                if (atomic_load(&ctl->magic) == SHM_MAGIC && garbage(ctl, arg) &&
-                    shm_unlink(name) == 0)
-                    removed++;
-                munmap((void *)ctl, sizeof *ctl);
-            }
-        }
-        close(fd);
+            seg_left(fd, &st, kind, launch) &&
+            fstatat(dirfd(d), e->d_name, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
+            now.st_ino == st.st_ino && now.st_dev == st.st_dev && shm_unlink(name) == 0)
+            removed++;
+        close(fd); /* and with it the lock seg_left took */
     }
     closedir(d);
     return removed;
 }
 
-static int of_launch(const shm_ctl *ctl, const void *launch)
-{
-    return !strncmp(ctl->launch, launch, sizeof ctl->launch);
-}
-
 int coh_shm_remove_launch(const char *launch)
 {
-    return launch && *launch ? seg_sweep(of_launch, launch) : 0;
+    return launch && *launch ? seg_sweep(SWEEP_LAUNCH, launch) : 0;
 }
 
-#define JOIN_DEADLINE_SLACK_S 5 /* past a name's join deadline before it counts as left */
-
-/* Past its join deadline: its creator, had it lived, would have unlinked it by then. */
-static int expired(const shm_ctl *ctl, const void *now)
+/* Take the creator's shared lock on the segment just created (fd), kept in s until its name is
+ * unlinked (seg_unlock). A sweeper that opened the file in the meantime holds it only for a
+ * moment. */
+static void seg_lock(shm *s, int fd)
 {
-    uint64_t deadline = ctl->join_deadline;
-    return deadline && deadline < UINT64_MAX - JOIN_DEADLINE_SLACK_S &&
-           *(const uint64_t *)now > deadline + JOIN_DEADLINE_SLACK_S;
+    while (flock(fd, LOCK_SH) != 0 && errno == EINTR)
+        ;
+    s->lock_fd = fd;
 }
 
-/* The names that killed runs of this user left (under any launcher: cohort run removes its own
- * at once), removed by the next rank 0 that creates one. */
-static void seg_sweep_expired(void)
+static void seg_unlock(shm *s)
 {
-    uint64_t now = (uint64_t)time(NULL);
-    seg_sweep(expired, &now);
+    if (s->lock_fd >= 0)
+        close(s->lock_fd);
+    s->lock_fd = -1;
 }
 
-static coh_status seg_create(const shm *s, size_t bytes)
+static coh_status seg_create(shm *s, size_t bytes)
 {
     const char *name = s->name;
-    seg_sweep_expired();
     int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
     if (fd < 0 && errno == EEXIST) {
         /* another job running with the same job id: replacing its segment would hand this
@@ -241,14 +262,16 @@ static coh_status seg_create(const shm *s, size_t bytes)
     if (fd < 0)
         return coh_errf(COH_ERR_SYSTEM, "cannot create shared memory '%s': %s", name,
                         strerror(errno));
+    seg_lock(s, fd);
     if (ftruncate(fd, (off_t)bytes) != 0) {
         int e = errno;
-        close(fd);
         shm_unlink(name);
+        seg_unlock(s);
         return coh_errf(COH_ERR_SYSTEM, "cannot size shared memory '%s' to %zu bytes: %s",
                         name, bytes, strerror(e));
     }
-    close(fd);
+    /* what killed runs of this user left under other names (this one's is held) */
+    seg_sweep(SWEEP_ALL, NULL);
     return COH_OK;
 }
 
@@ -496,6 +519,7 @@ static coh_status shm_new(int rank, int n, double timeout, const char *name, con
         return coh_errf(COH_ERR_NOMEM, "out of memory");
     s->rank = rank;
     s->n = n;
+    s->lock_fd = -1;
     s->timeout = timeout;
     snprintf(s->name, sizeof s->name, "%s", name);
     snprintf(s->job, sizeof s->job, "%s", job);
@@ -516,6 +540,7 @@ static coh_status shm_new(int rank, int n, double timeout, const char *name, con
     if (create) {
         if ((st = seg_map(s, bytes, coh_now_s() + timeout))) {
             shm_unlink(name);
+            seg_unlock(s);
             free(s);
             return st;
         }
@@ -529,9 +554,7 @@ static coh_status shm_new(int rank, int n, double timeout, const char *name, con
         s->ctl->one_phase = s->oversubscribed ? SHM_ONE_PHASE_OVER : SHM_ONE_PHASE;
         s->ctl->n = (uint32_t)n;
         memcpy(s->ctl->launch, s->launch, sizeof s->ctl->launch);
-        /* seg_wait_all's deadline starts after this, and it unlinks the name by then */
-        s->ctl->join_deadline = timeout < 1e12 ? (uint64_t)time(NULL) + (uint64_t)timeout + 1
-                                               : UINT64_MAX;
+        s->ctl->creator_locks = 1; /* seg_lock */
         atomic_store(&s->ctl->magic, SHM_MAGIC);
     }
     if ((st = seg_join(s, bytes)) || (wait_all && (st = seg_wait_all(s)))) {
@@ -539,15 +562,19 @@ static coh_status shm_new(int rank, int n, double timeout, const char *name, con
             munmap(s->base, s->bytes);
         if (create)
             shm_unlink(name);
+        seg_unlock(s);
         free(s);
         return st;
     }
+    if (wait_all) /* every rank mapped it: the last one unlinked the name */
+        seg_unlock(s);
     *out = s;
     return COH_OK;
 }
 
 static void shm_free_all(shm *s)
 {
+    seg_unlock(s);
     if (s->base)
         munmap(s->base, s->bytes);
     free(s->ext);
@@ -677,14 +704,22 @@ static coh_status shm_split(void *self, int color, int key, const int *members, 
     shm *s = NULL;
     if (leader)
         st = shm_new(0, nmembers, p->timeout, name, p->job, p->launch, 1, 0, &s);
-    if ((sync_st = shm_sync(p)))
+    if ((sync_st = shm_sync(p))) {
+        if (s) {
+            shm_unlink(name);
+            shm_free_all(s);
+        }
         return sync_st;
+    }
     if (!st && color >= 0 && !leader)
         st = shm_new(new_rank, nmembers, p->timeout, name, p->job, p->launch, 0, 0, &s);
     if ((sync_st = shm_sync(p)))
         st = sync_st;
-    if (leader)
+    if (leader) {
         shm_unlink(name); /* normally gone already: the last member to map unlinked it */
+        if (s)
+            seg_unlock(s);
+    }
     if (st) {
         if (s)
             shm_free_all(s);

@@ -46,10 +46,11 @@ typedef struct shm_ctl {
      * launch to tell them apart): 1 + that rank, so that every rank fails at once. */
     _Atomic int32_t doubled;
     int32_t doubled_pids[2]; /* the slot's holder, and the process that found it taken */
-    /* The wall-clock second (time(2)) by which the creator has unlinked the name if not every
-     * rank joined: a name still there later is a killed run's, which any rank 0 of the user may
-     * remove. 0 in segments of versions that did not record it (left alone). */
-    uint64_t join_deadline;
+    /* 1: the creator holds a shared flock(2) on the segment from its creation until its name
+     * is unlinked, so a named segment that nobody holds is a killed run's, which any creator of
+     * the user may remove (shm.c, seg_sweep). 0 in segments of versions without the lock: they
+     * are left alone. */
+    uint32_t creator_locks;
 } __attribute__((aligned(128))) shm_ctl;
 
 typedef struct shm_slot {
@@ -79,6 +80,7 @@ typedef struct shm {
     char name[240];
     char job[128];    /* the job id the name is made of, for messages */
     char launch[96];  /* this rank's launch (coh_comm_env.launch); "" when unknown */
+    int lock_fd;      /* the creator's: holds the segment's shared lock while it is named; -1 */
     double timeout, deadline, next_check;
     uint32_t arrived; /* mirror of my slot's arrive */
     uint64_t round;   /* staging rounds so far: round & 1 picks the half */
