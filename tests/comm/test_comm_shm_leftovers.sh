@@ -24,9 +24,6 @@ wait_ready() { # JOB: until its segment has its header (at most 100 s: a loaded 
     return 1
 }
 dead="ctest$$-dead$RANDOM" live="ctest$$-live$RANDOM"
-fifo="/dev/shm/cohort-$user-ctest$$-fifo$RANDOM-r0"
-mkfifo "$fifo" || fails=$((fails + 1))
-trap 'rm -rf "$comm_tmp" "$fifo"' EXIT
 
 hand_rank "$dead" 0 >"$comm_tmp/dead.log" 2>&1 &
 dead_pid=$!
@@ -44,6 +41,9 @@ if [ -z "$dead_seg" ] || [ -z "$live_seg" ]; then
     fails=$((fails + 1))
 fi
 
+fifo="/dev/shm/cohort-$user-ctest$$-fifo$RANDOM-r0"
+trap 'rm -rf "$comm_tmp" "$fifo"' EXIT INT TERM
+mkfifo "$fifo" || fails=$((fails + 1))
 new_job
 if timeout -k 5 120 "$cohort" run --standalone --nproc-per-node 2 --run-id "$job" --prefix '' \
     -- "$rank_bin" allreduce 1,1000 >"$log" 2>&1; then
@@ -54,13 +54,15 @@ else
     fails=$((fails + 1))
 fi
 check_no_shm "a run after the killed one"
+[ -p "$fifo" ] && fifo_left=1 || fifo_left=0
+rm -f "$fifo"
 if [ -n "$dead_seg" ] && [ -e "/dev/shm/$dead_seg" ]; then
     echo "FAIL the killed run's segment $dead_seg is still there"
     fails=$((fails + 1))
 else
     echo "ok   the killed run's segment was removed by the next run"
 fi
-if [ -n "$live_seg" ] && [ -e "/dev/shm/$live_seg" ] && [ -p "$fifo" ]; then
+if [ -n "$live_seg" ] && [ -e "/dev/shm/$live_seg" ] && [ "$fifo_left" = 1 ]; then
     echo "ok   the live run's segment and the FIFO were left alone"
 else
     echo "FAIL the live run's segment '$live_seg' or the FIFO was removed"
