@@ -24,3 +24,12 @@ all_gone() {
     for p in "$@"; do alive "$p" && ps -o pid=,stat=,args= -p "$p"; done
     return 1
 }
+# zombie PID: PID has ended but its parent has not reaped it (a stopped launcher's worker).
+zombie() { grep -qE '^[0-9]+ \(.*\) Z' "/proc/$1/stat" 2>/dev/null; }
+# wait_zombies PIDFILE...: until the process of each file is a zombie (at most 100 s each).
+wait_zombies() {
+    local f
+    for f in "$@"; do
+        for _ in $(seq 2000); do zombie "$(cat "$f")" && break; sleep 0.05; done
+    done
+}

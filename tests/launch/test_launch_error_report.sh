@@ -19,6 +19,7 @@ PY=/usr/bin/python3
 LONG=600 HANG=120
 
 . "$(dirname "${BASH_SOURCE[0]}")/port_lib.sh" # free_port
+. "$(dirname "${BASH_SOURCE[0]}")/proc_lib.sh" # alive, all_gone, zombie, wait_zombies
 # json_check FILE EXPR: FILE holds JSON for which the Python expression EXPR (over d) is true.
 json_check() {
     "$PY" -c 'import json, sys
@@ -122,12 +123,7 @@ launcher6=$(cat "$T/launcher6.0" 2>/dev/null)
 if [ -n "$launcher6" ] && [ -e "$T/ready.11" ]; then
     kill -STOP "$launcher6"
     touch "$T/go6"
-    for r in 1 2 3 4 5 6 7 8 9 10; do
-        for _ in $(seq 2000); do
-            grep -qE '^[0-9]+ \(.*\) Z' "/proc/$(cat "$T/pid.$r")/stat" 2>/dev/null && break
-            sleep 0.05
-        done
-    done
+    wait_zombies "$T"/pid.{1,2,3,4,5,6,7,8,9,10}
     kill -CONT "$launcher6"
 else
     fail "other failures job: the workers did not start"
@@ -159,12 +155,7 @@ launcher6=$(cat "$T/launcher6.0" 2>/dev/null)
 if [ -n "$launcher6" ] && [ -s "$T/pid.2" ]; then
     kill -STOP "$launcher6"
     for r in 0 1 2; do kill -TERM "$(cat "$T/pid.$r")"; done
-    for r in 0 1 2; do
-        for _ in $(seq 2000); do
-            grep -qE '^[0-9]+ \(.*\) Z' "/proc/$(cat "$T/pid.$r")/stat" 2>/dev/null && break
-            sleep 0.05
-        done
-    done
+    wait_zombies "$T"/pid.{0,1,2}
     kill -TERM "$launcher6"
     kill -CONT "$launcher6"
 else
@@ -191,7 +182,6 @@ want="time:       $(date -u -d "@$(cat "$T/s7")" '+%Y-%m-%d %H:%M:%S').000 UTC"
 # one once the clock has passed S + 2 and is reaped first; rank 1 then exits 3 while node 1's
 # launcher is stopped (SIGSTOP, so that it takes its worker's failure before node 0's STOP), and
 # reaches node 0 last. Rank 1's failure came first: both launchers exit 3, and node 0 names it.
-. "$(dirname "${BASH_SOURCE[0]}")/proc_lib.sh"
 P=$(free_port)
 rm -f "$T"/n.* "$T"/go* "$T/s8"
 W8='echo $$ > '"$T"'/n.$RANK

@@ -366,7 +366,6 @@ all_gone $pids || fail "processes outlived the launcher after its guard was rest
 # 12. The root cause is the first worker to die, even when another died too before the launcher
 # woke (a loaded machine): with the launcher stopped, rank 1 is killed, then rank 0; the summary
 # names rank 1.
-zombie() { grep -qE '^[0-9]+ \(.*\) Z' "/proc/$1/stat" 2>/dev/null; }
 rm -f "$T"/z.*
 "$C" run -n 2 sh -c 'echo $$ > '"$T"'/z.$RANK; exec sleep '$LONG 2>"$T/e12" &
 launcher=$!
