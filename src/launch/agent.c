@@ -119,7 +119,7 @@ static void watch_guard(agent *a)
     else
         snprintf(how, sizeof how, "(pid %ld) exited with code %d", old, WEXITSTATUS(st));
     int groups = 0;
-    if (guard_start(&a->g, a->error_dir) != COH_OK) {
+    if (guard_start(&a->g, a->error_dir, a->launch_key) != COH_OK) {
         coh_warn("the launcher's guard process %s and could not be started again (%s): workers "
                  "may outlive a SIGKILL of this launcher", how, coh_last_error());
         return;
@@ -534,11 +534,9 @@ int agent_comm_port(const agent *a)
 /* Ranks killed while they waited for the others to join shared memory (the teardown after one
  * failed early) leave the segment under the job's name: with every rank of this node down, the
  * segments of this launch are garbage. */
-static void remove_left_segments(void)
+static void remove_left_segments(const agent *a)
 {
-    char key[96];
-    coh_comm_launch_key((long)getpid(), key, sizeof key);
-    int n = coh_shm_remove_launch(key);
+    int n = coh_shm_remove_launch(a->launch_key);
     if (n > 0)
         coh_info("removed %d shared-memory segment(s) that this node's stopped ranks left", n);
 }
@@ -600,7 +598,7 @@ coh_status agent_attempt(agent *a)
     }
     free(p), free(m0), free(m1);
     free_workers(a);
-    remove_left_segments();
+    remove_left_segments(a);
     return COH_OK;
 }
 

@@ -98,6 +98,7 @@ typedef struct agent {
     guard g;
     /* without --log-dir: the launcher's private folder of the workers' error files (removed at
      * exit); "" with --log-dir (they go beside the logs) or when it could not be made */
+    char launch_key[96]; /* what the shared memory of this launch's ranks records (coh_comm_launch_key) */
     char error_dir[PATH_MAX];
     /* with --log-dir: this run's folder, <log dir>/<run id> (or, when an earlier run of that run
      * id left one, a fresh <log dir>/<run id>_XXXXXX) */

@@ -89,8 +89,9 @@ typedef struct guard {
     int fd;
 } guard;
 /* cleanup_dir: a folder of the launcher's ("" for none) the guard removes, with what is in it,
- * when the launcher dies without saying goodbye. */
-coh_status guard_start(guard *g, const char *cleanup_dir);
+ * when the launcher dies without saying goodbye, and the shared memory its ranks of launch_key
+ * (coh_comm_launch_key) left. */
+coh_status guard_start(guard *g, const char *cleanup_dir, const char *launch_key);
 void guard_add(guard *g, pid_t pgid);
 /* 1 (and the guard reaped, *status its wait status) when the guard has died; else 0. */
 int guard_lost(guard *g, int *status);

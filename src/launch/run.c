@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cohort/log.h"
+#include "comm/comm_int.h"
 #include "launch/agent.h"
 
 static const int handled[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT};
@@ -113,6 +114,7 @@ static coh_status log_root_choose(agent *a, const char *run_id)
 static coh_status setup(agent *a, const coh_launch_opts *o)
 {
     a->o = o;
+    coh_comm_launch_key((long)getpid(), a->launch_key, sizeof a->launch_key);
     /* A scheduler's or an outer agent's TORCHELASTIC_ERROR_FILE is where the job's report goes;
      * each worker still gets a file of its own (worker_env.c drops this one). */
     const char *report = getenv("TORCHELASTIC_ERROR_FILE");
@@ -230,7 +232,7 @@ coh_status coh_launch_run(const coh_launch_opts *o, int *exit_code)
     agent a;
     memset(&a, 0, sizeof a);
     saved sv;
-    if ((st = setup(&a, o)) || (st = guard_start(&a.g, a.error_dir)) ||
+    if ((st = setup(&a, o)) || (st = guard_start(&a.g, a.error_dir, a.launch_key)) ||
         (st = signals_take(&a, &sv))) {
         launcher_failed(&a, st);
         teardown(&a);

@@ -153,11 +153,9 @@ static int guard_write(int fd, int32_t v)
     return w == (ssize_t)sizeof v ? 0 : -1;
 }
 
-coh_status guard_start(guard *g, const char *cleanup_dir)
+coh_status guard_start(guard *g, const char *cleanup_dir, const char *launch_key)
 {
     int p[2];
-    char launch_key[96];
-    coh_comm_launch_key((long)getpid(), launch_key, sizeof launch_key);
     g->pid = -1;
     g->fd = -1;
     if (pipe2(p, O_CLOEXEC) < 0)
