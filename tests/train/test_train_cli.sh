@@ -177,7 +177,7 @@ saved=$(echo "$line" | sed -nE "s/.*last checkpoint: step ([0-9]+) in '.*sig.ck'
 # the BLAS fix through the CLI: a forced weak kernel is replaced, in one log line. Any cpu with
 # AVX has a better kernel than Prescott (Sandybridge, Haswell or SkylakeX: src/train/blas.c).
 if grep -qw avx /proc/cpuinfo; then
-    k=$(OPENBLAS_CORETYPE=Prescott "$cohort" train --blas-info 2>"$work/blas.err")
+    k=$(env -u COHORT_BLAS_KEEP OPENBLAS_CORETYPE=Prescott "$cohort" train --blas-info 2>"$work/blas.err")
     [ "$k" != "Prescott" ] && [ "$(wc -l < "$work/blas.err")" -eq 1 ] &&
         grep -q "'Prescott'" "$work/blas.err" || fail "blas fix: kernel '$k', log '$(cat "$work/blas.err")'"
     echo "ran blas fix: Prescott forced, '$k' used"
