@@ -197,6 +197,12 @@ for t in parallel/test_parallel_bf16_mesh parallel/test_parallel_bf16; do
     step "cpu_avx512bf16_${t##*/test_}" 150 env -u LD_LIBRARY_PATH ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16 \
         COHORT="$LOGS/wrap/cohort" COHORT_PYTHON=python3 bash "$root/tests/$t.sh"
 done
+# the bf16 mesh test's 30-step bounds are statistical: their figures over 12 seeds on both kernel
+# sets, and how many seeds would break them (tests/parallel/bf16_mesh_drift.sh)
+step cpu_drift 60 env -u LD_LIBRARY_PATH COHORT="$LOGS/wrap/cohort" COHORT_PYTHON=python3 \
+    bash "$root/tests/parallel/bf16_mesh_drift.sh" 1 12
+step cpu_avx512bf16_drift 60 env -u LD_LIBRARY_PATH ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16 \
+    COHORT="$LOGS/wrap/cohort" COHORT_PYTHON=python3 bash "$root/tests/parallel/bf16_mesh_drift.sh" 1 12
 
 # ---- a probe the session brings (gpu-assets/probe/run.sh), if any ----
 [ -x "$assets/probe/run.sh" ] && step probe 300 env -u LD_LIBRARY_PATH COHORT="$LOGS/wrap/cohort" \

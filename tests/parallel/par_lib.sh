@@ -76,6 +76,17 @@ par_cmp() {
 par_loss_err() { sed -nE 's/.*loss max rel err ([^;]+);.*/\1/p' "$work/$1.cmp"; }
 par_param_err() { sed -nE 's/.*worst tensor l2 rel err ([^ ]+) .*/\1/p' "$work/$1.cmp"; }
 
+# par_bf16_mesh_model: the corpus and the model of test_parallel_bf16_mesh.sh (and of
+# bf16_mesh_drift.sh, which measures its 30-step figures over seeds): 30 steps of bf16-mixed,
+# micro-batches 2 x accumulation 4.
+par_bf16_mesh_model() {
+    par_prepare --val-fraction 0.1 "$src/tests/parallel/equiv_corpus.txt"
+    V=256 C=32 L=2 T=32
+    par_model $V $L 2 $C $T
+    model+=(--lr 1e-3 --warmup 3 --deterministic --shuffle on --steps 30 --precision bf16-mixed
+            --micro-batch 2 --grad-accum 4)
+}
+
 # par_train NAME RANKS OPTIONS...: `cohort train` with the model and OPTIONS on RANKS ranks
 # under cohort run, its metrics, parameters and output kept as $work/NAME.*; returns 1 (and
 # counts a failure) when the run fails.

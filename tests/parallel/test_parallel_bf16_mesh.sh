@@ -23,15 +23,11 @@
 . "$(dirname "${BASH_SOURCE[0]}")/par_lib.sh"
 "$py" -c "import numpy, torch" 2>/dev/null || { echo "numpy or torch missing"; exit 77; }
 
-par_prepare --val-fraction 0.1 "$src/tests/parallel/equiv_corpus.txt"
-V=256 C=32 L=2 T=32
-par_model $V $L 2 $C $T
-if ! out=$("$cohort" train "${model[@]}" --steps 1 --precision bf16-mixed --dry-run 2>&1); then
+par_bf16_mesh_model
+if ! out=$("$cohort" train "${model[@]}" --steps 1 --dry-run 2>&1); then
     echo "SKIP bf16-mixed: $out"
     exit 77
 fi
-model+=(--lr 1e-3 --warmup 3 --deterministic --shuffle on --steps 30 --precision bf16-mixed
-        --micro-batch 2 --grad-accum 4)
 
 # ---- one step from one state: the longest sum of a step has K = 256 terms (the weight
 # gradients' 8 x 32 tokens, the 256-token vocabulary; 4C = 128) ----
