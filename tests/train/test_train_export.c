@@ -65,7 +65,7 @@ static void byte_identical(void)
     CHECK(cfg.vocab * cfg.dim * 4 > (1 << 20)); /* the embedding spans several stream chunks */
     CHECK_OK(coh_gpt_save_arena_dtype(&cfg, p, at("plain32"), "byte", 7, COH_ST_F32));
     CHECK_OK(coh_gpt_save_arena_dtype(&cfg, p, at("plain16"), "byte", 7, COH_ST_BF16));
-    CHECK_OK(gpt_save_commit(&cfg, p, at("ck"), "byte", 7, 0));
+    CHECK_OK(gpt_save_commit(&cfg, p, at("ck"), "byte", (ckpt_tag){7, 0}, 0));
     CHECK(!same_bytes(at("ck"), at("plain32"))); /* the commit names its state file */
     CHECK_OK(coh_ckpt_export(at("ck"), at("e32"), COH_ST_F32));
     CHECK_OK(coh_ckpt_export(at("ck"), at("e16"), COH_ST_BF16));

@@ -1,27 +1,111 @@
-/* commit.c: the commit of a checkpoint as a whole (step-suffixed names, cleanup of the other
- * steps' files after the commit) and the fault-injection points of a save. */
+/* commit.c: the commit of a checkpoint as a whole (names tagged by step, and by a second set for
+ * a save of the committed step; cleanup of the other tags' files after the commit) and the
+ * fault-injection points of a save. */
 #include "train/ckpt/commit.h"
 
 #include <ctype.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cohort/train_ckpt.h"
+#include "train/ckpt/ckpt_int.h"
+#include "util/json.h"
 
-coh_status ckpt_state_name(char *buf, size_t cap, const char *path, long step)
+/* The tag at s = "<digits>[.1]<rest>" and *rest; 0 when s does not start with digits. */
+static int tag_at(const char *s, ckpt_tag *t, const char **rest);
+
+void ckpt_state_suffix(char *buf, size_t cap, ckpt_tag t)
 {
-    if ((size_t)snprintf(buf, cap, "%s.state%ld", path, step) >= cap)
+    snprintf(buf, cap, ".state%ld%s", t.step, t.gen ? ".1" : "");
+}
+
+coh_status ckpt_state_name(char *buf, size_t cap, const char *path, ckpt_tag t)
+{
+    char sfx[48];
+    ckpt_state_suffix(sfx, sizeof sfx, t);
+    if ((size_t)snprintf(buf, cap, "%s%s", path, sfx) >= cap)
         return coh_errf(COH_ERR_INVALID, "checkpoint path '%s' is too long", path);
     return COH_OK;
 }
 
-void ckpt_state_suffix(char *buf, size_t cap, long step)
+/* The tag of suffix `sfx` (NULL: the older layout, gen 0 of `ms`) and step text `ms`. */
+static coh_status tag_from(const char *sfx, const char *ms, const char *path, ckpt_tag *out)
 {
-    snprintf(buf, cap, ".state%ld", step);
+    const char *rest = "";
+    char *end;
+    long step = ms && *ms ? strtol(ms, &end, 10) : -1;
+    if (step >= 0 && *end)
+        step = -1;
+    if (!sfx) {
+        *out = (ckpt_tag){step, 0};
+        return COH_OK;
+    }
+    if (strncmp(sfx, ".state", 6) || !tag_at(sfx + 6, out, &rest) || *rest)
+        return coh_errf(COH_ERR_INVALID, "checkpoint '%s': invalid state_suffix '%s' (expected "
+                        "'.state', a step and, for a second save of a step, '.1')", path, sfx);
+    if (out->step != step)
+        return coh_errf(COH_ERR_INVALID, "checkpoint '%s': its state_suffix '%s' names another "
+                        "step than its step '%s'", path, sfx, ms ? ms : "");
+    return COH_OK;
+}
+
+coh_status ckpt_tag_of(const coh_st_file *f, const char *path, ckpt_tag *out)
+{
+    return tag_from(coh_st_meta_get(f, "state_suffix"), coh_st_meta_get(f, "step"), path, out);
+}
+
+/* The string value of `key` in the "__metadata__" of a safetensors header (NULL: none). */
+static const char *meta_string(const json_value *root, const char *key)
+{
+    const json_value *m = json_get(root, "__metadata__"), *v = m ? json_get(m, key) : NULL;
+    return v && v->type == JSON_STRING ? v->u.str.chars : NULL;
+}
+
+/* The tag that the commit at `path` names, read from its header alone: its tensors (the whole
+ * model's weights in the single-file layout) are neither read nor mapped, so that a save holds
+ * no more than it did. 0 when no readable commit is there. */
+static int committed_tag(const char *path, ckpt_tag *out)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY), found = 0;
+    struct stat sb;
+    unsigned char len[8];
+    uint64_t hlen = 0;
+    if (fd < 0)
+        return 0;
+    if (fstat(fd, &sb) || !S_ISREG(sb.st_mode) || pread(fd, len, 8, 0) != 8) {
+        close(fd);
+        return 0;
+    }
+    for (int i = 7; i >= 0; i--)
+        hlen = hlen << 8 | len[i];
+    char *text = hlen >= 2 && hlen <= ST_MAX_HEADER && hlen <= (uint64_t)sb.st_size - 8
+                     ? malloc((size_t)hlen)
+                     : NULL;
+    json_doc *doc = NULL;
+    if (text && pread(fd, text, (size_t)hlen, 8) == (ssize_t)hlen &&
+        json_parse(text, (size_t)hlen, &doc) == COH_OK) {
+        const char *sfx = meta_string(json_root(doc), "state_suffix");
+        found = sfx && tag_from(sfx, meta_string(json_root(doc), "step"), path, out) == COH_OK;
+    }
+    json_free(doc);
+    free(text);
+    close(fd);
+    return found;
+}
+
+ckpt_tag ckpt_tag_for(const char *path, long step)
+{
+    ckpt_tag now;
+    int named = committed_tag(path, &now);
+    coh_err_clear();
+    return (ckpt_tag){step, named && now.step == step && now.gen == 0};
 }
 
 coh_status ckpt_drop_uncommitted(coh_status st, const char *path, const char *state)
@@ -48,45 +132,50 @@ static int tmp_suffix(const char *s)
     return !strncmp(s, ".tmp.", 5) && digits(s + 5) && !s[5 + digits(s + 5)];
 }
 
-/* The step of `s` = "<digits><rest>" and *rest; -1 when it does not start with digits. */
-static long step_of(const char *s, const char **rest)
+static int tag_at(const char *s, ckpt_tag *t, const char **rest)
 {
     if (!digits(s))
-        return -1;
+        return 0;
     char *end;
-    long step = strtol(s, &end, 10);
-    *rest = end;
-    return step;
+    t->step = strtol(s, &end, 10);
+    t->gen = end[0] == '.' && end[1] == '1' && (!end[2] || end[2] == '-' || end[2] == '.');
+    *rest = end + 2 * t->gen;
+    return 1;
 }
 
-int ckpt_other_file(const char *s, long keep)
+static int same_tag(ckpt_tag a, const ckpt_tag *keep)
+{
+    return keep && a.step == keep->step && a.gen == keep->gen;
+}
+
+int ckpt_other_file(const char *s, const ckpt_tag *keep)
 {
     const char *rest;
-    long step;
+    ckpt_tag t;
     int r, n, used = 0;
     if (tmp_suffix(s) || !strcmp(s, ".state"))
         return 1; /* the weights' temporary file; the older layout's unsuffixed state */
-    if (!strncmp(s, ".state", 6) && (step = step_of(s + 6, &rest)) >= 0)
-        return tmp_suffix(rest) || (!*rest && step != keep);
-    /* ".shard<step>-<r>-of-<n>": the sharded layout; ".zero...": the older ZeRO layout's */
+    if (!strncmp(s, ".state", 6) && tag_at(s + 6, &t, &rest))
+        return tmp_suffix(rest) || (!*rest && !same_tag(t, keep));
+    /* ".shard<tag>-<r>-of-<n>": the sharded layout; ".zero...": the older ZeRO layout's */
     int shard = !strncmp(s, ".shard", 6), skip = shard ? 6 : 5;
-    if ((!shard && strncmp(s, ".zero", 5)) || (step = step_of(s + skip, &rest)) < 0)
+    if ((!shard && strncmp(s, ".zero", 5)) || !tag_at(s + skip, &t, &rest))
         return 0;
     if (!shard && !strncmp(rest, ".index", 6))
         used = 6;
     else if (sscanf(rest, "-%d-of-%d%n", &r, &n, &used) != 2)
         return 0;
-    return tmp_suffix(rest + used) || (!rest[used] && step != keep);
+    return tmp_suffix(rest + used) || (!rest[used] && !same_tag(t, keep));
 }
 
 int coh_ckpt_file_of(const char *path, const char *name)
 {
     const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
     size_t bl = strlen(base);
-    return *base && !strncmp(name, base, bl) && (!name[bl] || ckpt_other_file(name + bl, -1));
+    return *base && !strncmp(name, base, bl) && (!name[bl] || ckpt_other_file(name + bl, NULL));
 }
 
-void ckpt_remove_others(const char *path, long keep)
+void ckpt_remove_others(const char *path, ckpt_tag keep)
 {
     const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
     size_t bl = strlen(base);
@@ -99,7 +188,7 @@ void ckpt_remove_others(const char *path, long keep)
     if (!d)
         return;
     for (struct dirent *e; (e = readdir(d));) {
-        if (!strncmp(e->d_name, base, bl) && ckpt_other_file(e->d_name + bl, keep)) {
+        if (!strncmp(e->d_name, base, bl) && ckpt_other_file(e->d_name + bl, &keep)) {
             snprintf(name, sizeof name, "%s/%s", dir, e->d_name);
             unlink(name);
         }

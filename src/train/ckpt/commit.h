@@ -6,27 +6,46 @@
 
 #include <stddef.h>
 
+#include "cohort/checkpoint.h"
 #include "cohort/status.h"
 
-/* "<path>.state<step>": the state file of the checkpoint committed at `step`. */
-coh_status ckpt_state_name(char *buf, size_t cap, const char *path, long step);
-/* ".state<step>" into buf (>= 32 bytes): the weights file's "state_suffix" metadata. */
-void ckpt_state_suffix(char *buf, size_t cap, long step);
+/* A save's tag: its step, and which of two sets of names its files take: "<step>" (gen 0) or
+ * "<step>.1" (gen 1), as in "ck.state40.1" and "ck.shard40.1-0-of-2". The files beside the
+ * commit are written, then the commit names them: a save at the step of the checkpoint already
+ * committed at its path would otherwise rename its files over the ones that commit names before
+ * its own commit, and a crash or a failure in between would leave the old commit naming the
+ * new, unfinished save's files (same step, so no check could tell). Such a save takes the other
+ * set (ckpt_tag_for), so the old checkpoint stays whole until the new commit replaces it. */
+typedef struct ckpt_tag {
+    long step;
+    int gen;
+} ckpt_tag;
+/* The tag of a save of step `step` at `path`: gen 1 when the checkpoint committed there names
+ * gen 0 of this very step, else gen 0 (no checkpoint, an unreadable one, another step, or gen 1
+ * of this step). */
+ckpt_tag ckpt_tag_for(const char *path, long step);
+/* The tag the open commit file `f` of checkpoint `path` names: its "state_suffix", whose step
+ * must be the file's "step"; gen 0 of its "step" for the older layout without a suffix. */
+coh_status ckpt_tag_of(const coh_st_file *f, const char *path, ckpt_tag *out);
+/* ".state<tag>" into buf (>= 40 bytes): the commit's "state_suffix" metadata. */
+void ckpt_state_suffix(char *buf, size_t cap, ckpt_tag t);
+/* "<path>.state<tag>": the state file of the save tagged t. */
+coh_status ckpt_state_name(char *buf, size_t cap, const char *path, ckpt_tag t);
 
 /* After a save of `path` that failed with `st`: its step's state file `state`, written before
  * the commit failed, is removed unless the checkpoint names it (the failure came after the
  * commit), so the previous checkpoint stays whole and alone. Returns st, its message kept. */
 coh_status ckpt_drop_uncommitted(coh_status st, const char *path, const char *state);
 
-/* After the commit of step `keep` (one process, once every rank's files of that step exist):
- * removes the checkpoint's files of every other step (shard sets, indexes, state files, the
+/* After the commit of tag `keep` (one process, once every rank's files of that save exist):
+ * removes the checkpoint's files of every other tag (shard sets, indexes, state files, the
  * older unsuffixed state) and the temporary files a killed save left. */
-void ckpt_remove_others(const char *path, long keep);
+void ckpt_remove_others(const char *path, ckpt_tag keep);
 /* 1 when a directory entry, past the checkpoint's base name (`s`), is one that
- * ckpt_remove_others removes: a file of the checkpoint for a step other than `keep`, or a
- * temporary file of any step (once a step is committed and every rank has written it, nothing
- * of this job is writing another). */
-int ckpt_other_file(const char *s, long keep);
+ * ckpt_remove_others removes: a file of the checkpoint of another tag than *keep (NULL: any
+ * file of the checkpoint), or a temporary file of any tag (once a save is committed and every
+ * rank has written it, nothing of this job is writing another). */
+int ckpt_other_file(const char *s, const ckpt_tag *keep);
 
 /* Fault injection (environment COHORT_CKPT_KILL="RANK:SAVE:POINT", first attempt only):
  * ckpt_fault_begin starts a save of this process (COH_ERR_INVALID for a malformed value),

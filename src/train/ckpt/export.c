@@ -65,7 +65,7 @@ static coh_status export_open(const coh_st_file *f, const char *ckpt, const char
     if (!st) {
         list(&c, dtype, t, info, off);
         gpt_meta_text m;
-        size_t nm = gpt_weights_meta(&c, tok, sstep ? atol(sstep) : 0, 0, &m);
+        size_t nm = gpt_weights_meta(&c, tok, sstep ? atol(sstep) : 0, NULL, &m);
         e->off = off;
         e->dtype = dtype;
         st = st_save_stream(out, t, (size_t)n, m.meta, nm, fill, e);

@@ -61,8 +61,8 @@ static coh_status list_tensors(const coh_gpt_config *c, const float *arena, coh_
 /* The weights file, with "state_suffix" naming its step's state file when `commit` is set (the
  * file is then the checkpoint's commit); params in device memory (a model's) or on the host. */
 static coh_status save_arena(const coh_gpt_config *c, const float *params, const char *path,
-                             const char *tokenizer, long step, coh_st_dtype dtype, int commit,
-                             int device)
+                             const char *tokenizer, long step, coh_st_dtype dtype,
+                             const ckpt_tag *commit, int device)
 {
     if (gpt_tp(c) > 1)
         return coh_errf(COH_ERR_INVALID, "checkpoint '%s': an arena of one of %d tensor-parallel "
@@ -92,17 +92,18 @@ coh_status coh_gpt_save(coh_gpt *g, const char *path, const char *tokenizer, lon
                         "tensor-parallel shards; the parallel trainer saves whole tensors", path,
                         g->tp);
     return save_arena(coh_gpt_get_config(g), coh_gpt_params(g, NULL), path, tokenizer, step,
-                      COH_ST_F32, 0, 1);
+                      COH_ST_F32, NULL, 1);
 }
 
 
-size_t gpt_weights_meta(const coh_gpt_config *c, const char *tokenizer, long step, int commit,
-                        gpt_meta_text *m)
+size_t gpt_weights_meta(const coh_gpt_config *c, const char *tokenizer, long step,
+                        const ckpt_tag *commit, gpt_meta_text *m)
 {
     const long vals[6] = {c->layers, c->heads, c->dim, c->vocab, c->seq, step};
     for (int i = 0; i < 6; i++)
         snprintf(m->nums[i], sizeof m->nums[i], "%ld", vals[i]);
-    ckpt_state_suffix(m->suffix, sizeof m->suffix, step);
+    if (commit)
+        ckpt_state_suffix(m->suffix, sizeof m->suffix, *commit);
     const coh_st_meta meta[] = {
         {"format", "pt"},              {"n_layer", m->nums[0]},    {"n_head", m->nums[1]},
         {"n_embd", m->nums[2]},        {"vocab_size", m->nums[3]}, {"n_positions", m->nums[4]},
@@ -116,20 +117,21 @@ size_t gpt_weights_meta(const coh_gpt_config *c, const char *tokenizer, long ste
 coh_status coh_gpt_save_arena(const coh_gpt_config *c, const float *params, const char *path,
                               const char *tokenizer, long step)
 {
-    return save_arena(c, params, path, tokenizer, step, COH_ST_F32, 0, 0);
+    return save_arena(c, params, path, tokenizer, step, COH_ST_F32, NULL, 0);
 }
 
 coh_status coh_gpt_save_arena_dtype(const coh_gpt_config *c, const float *params,
                                     const char *path, const char *tokenizer, long step,
                                     coh_st_dtype dtype)
 {
-    return save_arena(c, params, path, tokenizer, step, dtype, 0, 0);
+    return save_arena(c, params, path, tokenizer, step, dtype, NULL, 0);
 }
 
 coh_status gpt_save_commit(const coh_gpt_config *c, const float *params, const char *path,
-                           const char *tokenizer, long step, int bf16)
+                           const char *tokenizer, ckpt_tag tag, int bf16)
 {
-    return save_arena(c, params, path, tokenizer, step, bf16 ? COH_ST_BF16 : COH_ST_F32, 1, 1);
+    return save_arena(c, params, path, tokenizer, tag.step, bf16 ? COH_ST_BF16 : COH_ST_F32, &tag,
+                      1);
 }
 
 static int meta_int(const coh_st_file *f, const char *key, long *v)
@@ -290,15 +292,16 @@ coh_status coh_gpt_load(coh_gpt *g, const char *path)
 
 coh_status gpt_state_path_of(const coh_st_file *f, const char *path, char *buf, size_t cap)
 {
-    const char *sfx = coh_st_meta_get(f, "state_suffix");
-    if (!sfx) /* the older layout: a pair of unsuffixed files */
-        sfx = ".state";
-    else if (strncmp(sfx, ".state", 6) || !sfx[6] || strspn(sfx + 6, "0123456789") != strlen(sfx + 6))
-        return coh_errf(COH_ERR_INVALID, "checkpoint '%s': invalid state_suffix '%s' (expected "
-                        "'.state' and a step)", path, sfx);
-    if ((size_t)snprintf(buf, cap, "%s%s", path, sfx) >= cap)
-        return coh_errf(COH_ERR_INVALID, "checkpoint path '%s' is too long", path);
-    return COH_OK;
+    ckpt_tag t;
+    coh_status st = ckpt_tag_of(f, path, &t);
+    if (st)
+        return st;
+    if (!coh_st_meta_get(f, "state_suffix")) { /* the older layout: a pair of unsuffixed files */
+        if ((size_t)snprintf(buf, cap, "%s.state", path) >= cap)
+            return coh_errf(COH_ERR_INVALID, "checkpoint path '%s' is too long", path);
+        return COH_OK;
+    }
+    return ckpt_state_name(buf, cap, path, t);
 }
 
 coh_status coh_ckpt_state_path(const char *path, char *buf, size_t cap)
@@ -329,7 +332,8 @@ coh_status coh_trainer_save(coh_trainer *t, const char *path, const char *tokeni
     char sp[4096];
     long step = coh_trainer_get_step(t);
     coh_gpt *g = coh_trainer_model(t);
-    coh_status st = ckpt_state_name(sp, sizeof sp, path, step);
+    ckpt_tag tag = ckpt_tag_for(path, step);
+    coh_status st = ckpt_state_name(sp, sizeof sp, path, tag);
     if (st)
         return st;
     if (g->tp > 1)
@@ -354,10 +358,10 @@ coh_status coh_trainer_save(coh_trainer *t, const char *path, const char *tokeni
     if ((st = ckpt_state_save_device(sp, &s, ten, 2, mt.meta, nmeta)))
         return st;
     if ((st = gpt_save_commit(coh_gpt_get_config(g), coh_gpt_params(g, NULL), path, tokenizer,
-                              step, coh_trainer_get_config(t)->save_bf16)))
+                              tag, coh_trainer_get_config(t)->save_bf16)))
         return ckpt_drop_uncommitted(st, path, sp);
     ckpt_fault_point("committed, cleanup next", path);
-    ckpt_remove_others(path, step);
+    ckpt_remove_others(path, tag);
     return COH_OK;
 }
 

@@ -192,7 +192,7 @@ static coh_status write_file(shard_out *o, const char *name, long step)
 }
 
 /* Build this rank's lists and write its file when it holds something (o kept for the index). */
-static coh_status write_shard(coh_par_trainer *t, const char *path, long step, shard_out *o)
+static coh_status write_shard(coh_par_trainer *t, const char *path, ckpt_tag tag, shard_out *o)
 {
     *o = (shard_out){.params = coh_gpt_params(t->model, NULL), .bf16 = t->cfg.train.save_bf16};
     coh_adamw *opt = coh_trainer_optimizer(t->base);
@@ -206,9 +206,9 @@ static coh_status write_shard(coh_par_trainer *t, const char *path, long step, s
     ckpt_runs_free(&o->tmp);
     if (!st && (o->w.n || o->mo.n)) {
         char name[4200];
-        ckpt_shard_name(name, sizeof name, path, step, coh_comm_rank(t->mesh->world),
+        ckpt_shard_name(name, sizeof name, path, tag, coh_comm_rank(t->mesh->world),
                         coh_comm_size(t->mesh->world));
-        st = write_file(o, name, step);
+        st = write_file(o, name, tag.step);
     }
     return st;
 }
@@ -259,16 +259,16 @@ static coh_status gather_index(coh_comm *w, const shard_out *o, const int64_t *c
     return st;
 }
 
-static coh_status write_state(const coh_par_trainer *t, const char *path, long step,
+static coh_status write_state(const coh_par_trainer *t, const char *path, ckpt_tag tag,
                               const coh_loader_pos *data, int threads)
 {
     char sp[4200];
-    coh_status st = ckpt_state_name(sp, sizeof sp, path, step);
+    coh_status st = ckpt_state_name(sp, sizeof sp, path, tag);
     if (st)
         return st;
     coh_train_state s;
     memset(&s, 0, sizeof s);
-    s.step = (uint64_t)step;
+    s.step = (uint64_t)tag.step;
     if (data)
         s.data = *data;
     gpt_state_meta_text mt;
@@ -311,7 +311,7 @@ static coh_status check_cover(const ckpt_model *m, const int64_t *rows, int64_t 
 /* The index's entries of one tensor's state w from rows [*i, ...) (sorted; the moments' rows
  * serve exp_avg and exp_avg_sq): "<key>": [[file, piece, box], ...]. */
 static void index_list(coh_jw *jw, const ckpt_model *m, const int64_t *rows, int64_t n,
-                       int64_t *i, ckpt_what w, long step, int nfiles)
+                       int64_t *i, ckpt_what w, ckpt_tag tag, int nfiles)
 {
     char key[CKPT_NAME_MAX], piece[CKPT_NAME_MAX], box[CKPT_NAME_MAX], file[96];
     int tensor = (int)rows[ROW * *i + 1];
@@ -324,7 +324,7 @@ static void index_list(coh_jw *jw, const ckpt_model *m, const int64_t *rows, int
         ckpt_box b = {tensor, w, r[3], r[4], r[5], r[6]};
         ckpt_piece_name(m, &b, piece, sizeof piece);
         ckpt_box_text(m, &b, box, sizeof box);
-        snprintf(file, sizeof file, ".shard%ld-%d-of-%d", step, (int)r[0], nfiles);
+        ckpt_shard_name(file, sizeof file, "", tag, (int)r[0], nfiles);
         coh_jw_array_begin(jw);
         coh_jw_string(jw, file);
         coh_jw_string(jw, piece);
@@ -335,7 +335,7 @@ static void index_list(coh_jw *jw, const ckpt_model *m, const int64_t *rows, int
 }
 
 /* The index as JSON text: weights, exp_avg, exp_avg_sq; each in the model's tensor order. */
-static coh_status index_text(const ckpt_model *m, const int64_t *rows, int64_t n, long step,
+static coh_status index_text(const ckpt_model *m, const int64_t *rows, int64_t n, ckpt_tag tag,
                              int nfiles, char **out)
 {
     size_t len = 0;
@@ -350,7 +350,7 @@ static coh_status index_text(const ckpt_model *m, const int64_t *rows, int64_t n
         moments++;
     for (int w = CKPT_W; w <= CKPT_V; w++)
         for (int64_t i = w == CKPT_W ? 0 : moments; i < (w == CKPT_W ? moments : n);)
-            index_list(&jw, m, rows, n, &i, (ckpt_what)w, step, nfiles);
+            index_list(&jw, m, rows, n, &i, (ckpt_what)w, tag, nfiles);
     coh_jw_object_end(&jw);
     if (fclose(f) || !*out)
         return coh_errf(COH_ERR_NOMEM, "out of memory writing a checkpoint's index");
@@ -360,7 +360,7 @@ static coh_status index_text(const ckpt_model *m, const int64_t *rows, int64_t n
 /* The commit file: the whole model's config and metadata (as a weights file's, naming the
  * state), the layout, the file count and the index; no tensors. */
 static coh_status write_commit(const coh_par_trainer *t, const char *path, const char *tokenizer,
-                               long step, int n, int64_t *rows, int64_t nrows)
+                               ckpt_tag tag, int n, int64_t *rows, int64_t nrows)
 {
     coh_gpt_config whole = t->cfg.train.model;
     whole.tp = 1;
@@ -372,10 +372,10 @@ static coh_status write_commit(const coh_par_trainer *t, const char *path, const
     if (!st)
         st = check_cover(&m, rows, nrows, path);
     if (!st)
-        st = index_text(&m, rows, nrows, step, n, &index);
+        st = index_text(&m, rows, nrows, tag, n, &index);
     if (!st) {
         gpt_meta_text mt;
-        size_t nmeta = gpt_weights_meta(&whole, tokenizer, step, 1, &mt);
+        size_t nmeta = gpt_weights_meta(&whole, tokenizer, tag.step, &tag, &mt);
         char sn[24];
         snprintf(sn, sizeof sn, "%d", n);
         coh_st_meta meta[12];
@@ -398,9 +398,14 @@ static coh_status save_sharded(coh_par_trainer *t, const char *path, const char 
 {
     coh_comm *w = t->mesh->world;
     int n = coh_comm_size(w), me = coh_comm_rank(w);
-    long step = coh_trainer_get_step(t->base);
+    /* rank 0 reads the commit now at the path, and every rank writes the names it chose */
+    int64_t gen = me == 0 ? ckpt_tag_for(path, coh_trainer_get_step(t->base)).gen : 0;
+    coh_status st = coh_broadcast(w, &gen, 1, COH_I64, 0);
+    if (st)
+        return st;
+    ckpt_tag tag = {coh_trainer_get_step(t->base), (int)gen};
     shard_out o;
-    coh_status st = write_shard(t, path, step, &o);
+    st = write_shard(t, path, tag, &o);
     int64_t mine[2] = {st != COH_OK, (int64_t)(o.w.n + o.mo.n)};
     int64_t *all = malloc(2 * (size_t)n * sizeof *all), *rows = NULL, nrows = 0;
     coh_status s2 = all ? coh_allgather(w, mine, all, 2, COH_I64)
@@ -413,10 +418,10 @@ static coh_status save_sharded(coh_par_trainer *t, const char *path, const char 
     if (!st)
         st = gather_index(w, &o, all, &rows, &nrows);
     shard_out_free(&o);
-    if (!st && me == 0 && !(st = write_state(t, path, step, data, threads)) &&
-        (st = write_commit(t, path, tokenizer, step, n, rows, nrows))) {
+    if (!st && me == 0 && !(st = write_state(t, path, tag, data, threads)) &&
+        (st = write_commit(t, path, tokenizer, tag, n, rows, nrows))) {
         char sp[4200];
-        if (!ckpt_state_name(sp, sizeof sp, path, step))
+        if (!ckpt_state_name(sp, sizeof sp, path, tag))
             st = ckpt_drop_uncommitted(st, path, sp);
     }
     free(all);
@@ -425,7 +430,7 @@ static coh_status save_sharded(coh_par_trainer *t, const char *path, const char 
     st = st ? st : s2;
     if (!st && me == 0) {
         ckpt_fault_point("committed, cleanup next", path);
-        ckpt_remove_others(path, step);
+        ckpt_remove_others(path, tag);
     }
     return st;
 }

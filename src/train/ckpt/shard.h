@@ -12,6 +12,7 @@
 
 #include "cohort/checkpoint.h"
 #include "cohort/train.h"
+#include "train/ckpt/commit.h"
 #include "train/data/strmap.h"
 
 /* One contiguous run: `len` elements at `src` of a rank's buffer (its arena or its optimizer's
@@ -99,8 +100,8 @@ uint64_t ckpt_save_bytes(const coh_gpt_config *c, int dp, int pp);
 /* The most pieces of one kind (weights, or moments) a rank of model c writes. */
 uint64_t ckpt_pieces_bound(const coh_gpt_config *c);
 
-/* "<path>.shard<step>-<r>-of-<n>": the file of world rank r of n. */
-void ckpt_shard_name(char *b, size_t cap, const char *path, long step, int r, int n);
+/* "<path>.shard<tag>-<r>-of-<n>": the file of world rank r of n in the save tagged t. */
+void ckpt_shard_name(char *b, size_t cap, const char *path, ckpt_tag t, int r, int n);
 /* The commit file of the sharded layout (metadata "layout" = "shards"). */
 int ckpt_is_sharded(const coh_st_file *f);
 

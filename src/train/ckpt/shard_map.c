@@ -172,9 +172,9 @@ uint64_t ckpt_save_bytes(const coh_gpt_config *c, int dp, int pp)
            all * idx;
 }
 
-void ckpt_shard_name(char *b, size_t cap, const char *path, long step, int r, int n)
+void ckpt_shard_name(char *b, size_t cap, const char *path, ckpt_tag t, int r, int n)
 {
-    snprintf(b, cap, "%s.shard%ld-%d-of-%d", path, step, r, n);
+    snprintf(b, cap, "%s.shard%ld%s-%d-of-%d", path, t.step, t.gen ? ".1" : "", r, n);
 }
 
 int ckpt_is_sharded(const coh_st_file *f)

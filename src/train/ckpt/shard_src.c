@@ -23,6 +23,7 @@ struct ckpt_src {
     size_t nparams;
     int sharded, f32_only;
     long step;
+    ckpt_tag tag; /* the names of the save's files (its step, and gen) */
     int nfiles;
     src_box *box;    /* sorted by what, tensor, first row, first column */
     size_t nbox, *first; /* the boxes of (what, tensor) g: [first[g], first[g + 1]) */
@@ -43,11 +44,11 @@ static int cmp_box(const void *x, const void *y)
     return a->c0 < b->c0 ? -1 : a->c0 > b->c0;
 }
 
-/* The file an index entry names: ".shard<step>-<r>-of-<n>" of this checkpoint, nothing else. */
+/* The file an index entry names: ".shard<tag>-<r>-of-<n>" of this checkpoint, nothing else. */
 static coh_status entry_file(const ckpt_src *s, const char *key, const char *name, int *j)
 {
     char pre[48], canon[96];
-    snprintf(pre, sizeof pre, ".shard%ld-", s->step);
+    snprintf(pre, sizeof pre, ".shard%ld%s-", s->tag.step, s->tag.gen ? ".1" : "");
     long r = -1;
     if (!strncmp(name, pre, strlen(pre))) {
         char *end;
@@ -175,6 +176,9 @@ static coh_status open_sharded(ckpt_src *s)
                         "count from 1)", s->path, n ? n : "");
     s->nfiles = (int)v;
     s->step = ms ? atol(ms) : -1;
+    coh_status st = ckpt_tag_of(s->f, s->path, &s->tag);
+    if (st)
+        return st;
     s->files = calloc((size_t)v, sizeof *s->files);
     if (!s->files)
         return coh_errf(COH_ERR_NOMEM, "out of memory opening '%s'", s->path);
@@ -272,7 +276,7 @@ static coh_status piece_of(ckpt_src *s, src_box *bx)
 {
     char name[4200], piece[CKPT_NAME_MAX];
     int j = bx->file;
-    ckpt_shard_name(name, sizeof name, s->path, s->step, j, s->nfiles);
+    ckpt_shard_name(name, sizeof name, s->path, s->tag, j, s->nfiles);
     if (!s->files[j]) {
         coh_status st = coh_st_open(name, &s->files[j]);
         if (!st && (st = ckpt_shard_check(s->files[j], name, &s->m, s->step))) {
