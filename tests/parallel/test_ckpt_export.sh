@@ -2,7 +2,8 @@
 # test_ckpt_export.sh: `cohort export` of a tp 2 x pp 2 checkpoint (cohort run -n 4): the plain
 # file names no state and holds the checkpoint's tensors (cohort eval gives the same loss on
 # both); its bf16 export is byte-identical to the export of the same deterministic run saved
-# with --save-dtype bf16 (the save's own rounding); bad input is refused, naming it.
+# with --save-dtype bf16 (the save's own rounding); bad input is refused, naming it, and so is an
+# output that is one of the checkpoint's own files (its state, a shard), however it is named.
 . "$(dirname "${BASH_SOURCE[0]}")/par_lib.sh"
 
 par_prepare --val-fraction 0.1 "$src/tests/parallel/equiv_corpus.txt"
@@ -28,6 +29,32 @@ a=$(ev "$work/ck.fp32") b=$(ev "$work/e32.safetensors")
 echo "tp 2 x pp 2: cohort eval of the checkpoint $a, of its export $b; bf16 exports byte-identical"
 
 expect 2 "it is the checkpoint itself" "$cohort" export "$work/ck.fp32" -o "$work/ck.fp32"
+# the checkpoint's other files: its state, a shard, through "./", a symlink and a symlinked
+# folder, and names a save writes or removes that do not exist now; each refused naming the
+# output, and no file written or changed
+(cd "$work" && sha256sum ck.fp32*) >"$work/ck.sums"
+ln -s "$work/ck.fp32.state4" "$work/link.state"
+ln -s "$work" "$work/dirlink"
+for o in "$work/ck.fp32.state4" "$work/ck.fp32.shard4-1-of-4" "$work/./ck.fp32.state4" \
+    "$work/link.state" "$work/dirlink/ck.fp32.shard4-3-of-4" "$work/ck.fp32.state9" \
+    "$work/ck.fp32.tmp.123"; do
+    for d in fp32 bf16; do
+        expect 2 "invalid -o '$o': it is a file of checkpoint" "$cohort" export "$work/ck.fp32" \
+            -o "$o" --dtype $d
+    done
+done
+expect 2 "invalid -o 'ck.fp32.state4'" sh -c "cd '$work' && '$cohort' export ck.fp32 -o ck.fp32.state4"
+expect 2 "invalid -o './ck.fp32.shard4-0-of-4'" \
+    sh -c "cd '$work' && '$cohort' export '$work/dirlink/ck.fp32' -o ./ck.fp32.shard4-0-of-4"
+(cd "$work" && sha256sum --quiet -c ck.sums) || fail "a refused export changed the checkpoint"
+[ "$(cd "$work" && ls -d ck.fp32*)" = "$(sed 's/.* //' "$work/ck.sums")" ] ||
+    fail "a refused export wrote files: $(cd "$work" && ls ck.fp32*)"
+par_model 256 4 2 32 32
+"$cohort" train "${model[@]}" --lr 1e-3 --deterministic --micro-batch 2 --grad-accum 2 --steps 5 \
+    --resume "$work/ck.fp32" >"$work/resume.out" 2>&1 ||
+    fail "resume after the refused exports: $(tail -3 "$work/resume.out")"
+# a name that only starts with the checkpoint's is another file
+"$cohort" export "$work/ck.fp32" -o "$work/ck.fp32.hf.safetensors" || fail "export to ck.fp32.hf..."
 expect 2 "invalid --dtype 'f16'" "$cohort" export "$work/ck.fp32" -o "$work/x" --dtype f16
 expect 1 "ck.none" "$cohort" export "$work/ck.none" -o "$work/x"
 par_done "cohort export streams a tp 2 x pp 2 checkpoint into the plain HF file"
