@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -289,6 +290,32 @@ static int progress_kind(void)
     return no_color && *no_color ? 1 : 2;
 }
 
+/* Test hook (environment COHORT_CKPT_PAUSE="RANK:SAVE", the job's first attempt only, as
+ * COHORT_CKPT_KILL): rank RANK, at the start of its SAVE-th save, where a SIGINT already waits
+ * for the save's end, says "checkpoint pause: rank R at the start of save S (step N)" and waits
+ * for a signal (at most 60 s), so that a test interrupts a job at a known moment of a save
+ * instead of guessing one with sleeps. */
+static coh_status pause_point(const run *r, long step)
+{
+    static int saves;
+    const char *v = getenv("COHORT_CKPT_PAUSE"), *restart = getenv("COHORT_RESTART_COUNT");
+    int rank, nth, used = 0;
+    saves++;
+    if (!v || !*v || (restart && atoi(restart) > 0))
+        return COH_OK;
+    if (sscanf(v, "%d:%d%n", &rank, &nth, &used) != 2 || v[used] || rank < 0 || nth < 1)
+        return coh_errf(COH_ERR_INVALID, "COHORT_CKPT_PAUSE '%s': expected RANK:SAVE (a rank "
+                        "from 0, a save from 1)", v);
+    if (rank != r->par.rank || nth != saves)
+        return COH_OK;
+    fprintf(stderr, "checkpoint pause: rank %d at the start of save %d (step %ld), waiting for "
+            "a signal\n", rank, saves, step);
+    fflush(stderr);
+    for (int i = 0; i < 600 && !pending; i++)
+        nanosleep(&(struct timespec){0, 100 * 1000 * 1000}, NULL); /* a signal cuts it short */
+    return COH_OK;
+}
+
 static coh_status save(run *r, long step)
 {
     coh_loader_pos pos;
@@ -298,7 +325,9 @@ static coh_status save(run *r, long step)
     snprintf(saving_tmp[1], sizeof saving_tmp[1], "%s.tmp.%ld", r->o->save, (long)getpid());
     saving = 1;
     /* a failed save removes its own uncommitted state file (ckpt_drop_uncommitted) */
-    coh_status st = coh_par_trainer_save(r->pt, r->o->save, r->o->tokenizer, &pos, r->threads);
+    coh_status st = pause_point(r, step);
+    if (!st)
+        st = coh_par_trainer_save(r->pt, r->o->save, r->o->tokenizer, &pos, r->threads);
     saving = 0;
     return st;
 }
