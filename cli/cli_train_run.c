@@ -39,26 +39,35 @@ typedef struct run {
     long first_step, last_step;
 } run;
 
-/* SIGINT (Ctrl-C) on rank 0: one line saying where the run was and which step its
- * checkpoint holds, then the run dies of the signal (exit status 130). A signal that
- * comes during a save waits for its end, so that no half-written step is left beside the
- * committed one; a second signal then ends the run at once, removing the save's temporary files
- * (named after this process, never a committed file). The line is made outside the handler
- * (snprintf is not async-signal-safe), in one buffer while the handler may read the other. */
+/* SIGINT (Ctrl-C), on every rank: rank 0 writes one line saying where the run was and which
+ * step its checkpoint holds (the others' line is empty), then the rank dies of the signal (exit
+ * status 130). A signal that comes during a save waits for its end on every rank (a launcher
+ * forwards it to all of them, and a rank that died mid-save would leave its shard half-written
+ * and the step uncommitted); the ranks then agree to stop (stop_together). A second signal ends
+ * the rank at once, removing the state and commit files' temporaries (named after this
+ * process, never a committed file). The line is made outside the handler (snprintf is not
+ * async-signal-safe), in one buffer while the handler may read the other. */
 static char interrupt_line[2][600];
 static volatile sig_atomic_t interrupt_cur;
 static char saving_tmp[2][4300];
-static volatile sig_atomic_t saving, pending;
+static volatile sig_atomic_t saving, pending, said;
 
-static void die_of(int sig)
+/* The interrupt line, once. */
+static void say_interrupted(void)
 {
     const char *line = interrupt_line[interrupt_cur];
     size_t n = 0;
     while (line[n])
         n++;
-    if (write(STDERR_FILENO, line, n) < 0) {
+    if (!said && write(STDERR_FILENO, line, n) < 0) {
         /* nothing to do: the run ends either way */
     }
+    said = 1;
+}
+
+static void die_of(int sig)
+{
+    say_interrupted();
     for (int i = 0; saving && i < 2; i++)
         unlink(saving_tmp[i]);
     signal(sig, SIG_DFL);
@@ -328,8 +337,32 @@ static coh_status save(run *r, long step)
     coh_status st = pause_point(r, step);
     if (!st)
         st = coh_par_trainer_save(r->pt, r->o->save, r->o->tokenizer, &pos, r->threads);
+    return st; /* still saving: stop_together ends it */
+}
+
+/* After a save, while a signal still waits (saving): the signal the ranks stop on, 0 to go on.
+ * Every rank takes the largest one any rank deferred during the save, so that all stop or none
+ * does: a rank that stopped alone would leave the others in the next step's collectives, and a
+ * rank the signal missed (another node's launcher was not interrupted) would run that step
+ * alone. A signal that came after this rank gave its part stops this rank as one after a save
+ * does (its peers got it too, or they find this rank gone). *st receives the exchange's
+ * failure when the save had none. */
+static int stop_together(run *r, coh_status *st)
+{
+    int32_t mine = pending, all = mine;
+    if (r->par.world_size > 1) {
+        coh_status s2 = coh_allreduce(r->par.world, &mine, &all, 1, COH_I32, COH_MAX);
+        if (s2 && !*st)
+            *st = s2;
+        /* rank 0's line is out before any rank ends: a launcher that sees a rank die of a
+         * signal it did not forward stops the others at once (cohort run's teardown) */
+        if (all && !s2) {
+            say_interrupted();
+            coh_barrier(r->par.world);
+        }
+    }
     saving = 0;
-    return st;
+    return all ? all : pending;
 }
 
 static coh_status loop(run *r)
@@ -342,12 +375,11 @@ static coh_status loop(run *r)
     if (r->resume && r->resume != o->resume) /* a restart resumed from --save */
         saved = r->first_step;
     struct sigaction was;
-    if (lead) {
+    if (lead)
         set_interrupt_line(o, r->first_step, saved, 0);
-        /* an ignored SIGINT (nohup, a script's background job) stays ignored */
-        if (!sigaction(SIGINT, NULL, &was) && was.sa_handler != SIG_IGN)
-            signal(SIGINT, on_interrupt);
-    }
+    /* an ignored SIGINT (nohup, a script's background job) stays ignored */
+    if (!sigaction(SIGINT, NULL, &was) && was.sa_handler != SIG_IGN)
+        signal(SIGINT, on_interrupt);
     for (long step = r->first_step; step < r->last_step; step++) {
         coh_step_stats s;
         double t0 = coh_now_s();
@@ -390,8 +422,9 @@ static coh_status loop(run *r)
                 saved = s.step;
             if (lead)
                 set_interrupt_line(o, s.step, saved, 0);
-            if (pending) /* it came during the save, which is now over */
-                die_of(pending);
+            int sig = stop_together(r, &st);
+            if (sig) /* it came during the save, which is now over on every rank */
+                die_of(sig);
             if (st)
                 return st;
         }
