@@ -49,7 +49,7 @@ typedef struct run {
  * async-signal-safe), in one buffer while the handler may read the other. */
 static char interrupt_line[2][600];
 static volatile sig_atomic_t interrupt_cur;
-static char saving_tmp[2][4300];
+static char saving_tmp[3][4300];
 static volatile sig_atomic_t saving, pending, said;
 
 /* The interrupt line, once. */
@@ -68,7 +68,7 @@ static void say_interrupted(void)
 static void die_of(int sig)
 {
     say_interrupted();
-    for (int i = 0; saving && i < 2; i++)
+    for (int i = 0; saving && i < 3; i++)
         unlink(saving_tmp[i]);
     signal(sig, SIG_DFL);
     raise(sig);
@@ -332,6 +332,9 @@ static coh_status save(run *r, long step)
     snprintf(saving_tmp[0], sizeof saving_tmp[0], "%s.state%ld.tmp.%ld", r->o->save, step,
              (long)getpid());
     snprintf(saving_tmp[1], sizeof saving_tmp[1], "%s.tmp.%ld", r->o->save, (long)getpid());
+    /* or, in a save at the committed checkpoint's own step, the state's other name */
+    snprintf(saving_tmp[2], sizeof saving_tmp[2], "%s.state%ld.1.tmp.%ld", r->o->save, step,
+             (long)getpid());
     saving = 1;
     /* a failed save removes its own uncommitted state file (ckpt_drop_uncommitted) */
     coh_status st = pause_point(r, step);

@@ -398,14 +398,13 @@ static coh_status save_sharded(coh_par_trainer *t, const char *path, const char 
 {
     coh_comm *w = t->mesh->world;
     int n = coh_comm_size(w), me = coh_comm_rank(w);
-    /* rank 0 reads the commit now at the path, and every rank writes the names it chose */
-    int64_t gen = me == 0 ? ckpt_tag_for(path, coh_trainer_get_step(t->base)).gen : 0;
-    coh_status st = coh_broadcast(w, &gen, 1, COH_I64, 0);
-    if (st)
-        return st;
-    ckpt_tag tag = {coh_trainer_get_step(t->base), (int)gen};
+    /* Every rank reads the commit's header for the names of this save: the checkpoint lives
+     * where every rank reads it (a resume on any mesh reads every rank's pieces), and the last
+     * commit was renamed into place before the barrier that ended the last save. No collective
+     * before a rank writes: each rank's shard goes out as soon as it is ready. */
+    ckpt_tag tag = ckpt_tag_for(path, coh_trainer_get_step(t->base));
     shard_out o;
-    st = write_shard(t, path, tag, &o);
+    coh_status st = write_shard(t, path, tag, &o);
     int64_t mine[2] = {st != COH_OK, (int64_t)(o.w.n + o.mo.n)};
     int64_t *all = malloc(2 * (size_t)n * sizeof *all), *rows = NULL, nrows = 0;
     coh_status s2 = all ? coh_allgather(w, mine, all, 2, COH_I64)
