@@ -66,20 +66,38 @@ void agent_stop(agent *a, int sig)
         a->killed = 1;
 }
 
-void agent_fail_other(agent *a, int exit_code, const char *fmt, ...)
+static void fail_other(agent *a, int exit_code, const char *fmt, va_list ap)
 {
-    if (a->fail.valid)
-        return;
     memset(&a->fail, 0, sizeof a->fail);
     a->fail.valid = 1;
     a->fail.rank = -1;
     a->fail.exit_code = exit_code;
     a->fail.when = now_real();
     a->fail_mono = coh_now_s();
+    vsnprintf(a->fail.what, sizeof a->fail.what, fmt, ap);
+}
+
+void agent_fail_other(agent *a, int exit_code, const char *fmt, ...)
+{
+    if (a->fail.valid)
+        return;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(a->fail.what, sizeof a->fail.what, fmt, ap);
+    fail_other(a, exit_code, fmt, ap);
     va_end(ap);
+}
+
+int agent_fail_final(agent *a, int exit_code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int first = !a->fail.valid;
+    if (first)
+        fail_other(a, exit_code, fmt, ap);
+    else if (!a->final_why[0]) /* the first such event is the one that ended the job */
+        vsnprintf(a->final_why, sizeof a->final_why, fmt, ap);
+    va_end(ap);
+    return first;
 }
 
 static void record_worker_failure(agent *a, worker *w)
@@ -546,6 +564,7 @@ coh_status agent_attempt(agent *a)
     a->stopping = a->killed = a->remote_stop = a->end_sent = 0;
     a->settle_by = 0;
     a->interrupts = 0;
+    a->final_why[0] = '\0';
     a->stop_sigs = 0;
     a->started_real = now_real();
     memset(&a->fail, 0, sizeof a->fail);
@@ -708,6 +727,8 @@ void agent_print_summary(const agent *a, const char *head, int root_cause)
     add_other_failures(a, out, sizeof out, &o);
     if (a->down_mono > 0 && a->fail_mono > 0)
         ADD("  teardown:   local workers down %.3f s after the failure (grace %g s)\n", a->down_mono - a->fail_mono, a->o->grace_s);
+    if (a->final_why[0])
+        ADD("  ended by:   %s (the job is not restarted)\n", a->final_why);
 #undef ADD
     ssize_t w = write(2, out, o);
     (void)w;

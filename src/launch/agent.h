@@ -63,6 +63,8 @@ typedef struct peer {
     size_t len;
     int ended; /* sent END for the current attempt */
     int lost_errno; /* why the connection ended (ETIMEDOUT: the other end stopped answering) */
+    int send_lost;  /* a send to it failed and closed it: lost, not taken as such yet (a closed
+                       connection is no longer polled, so ctl_handle takes it) */
     int active; /* node 0: in the current round (elastic: a node that joined during a round
                    waits, 0, until the next restart) */
     char tail[LAUNCH_TAIL_LINES][LAUNCH_TAIL_WIDTH];
@@ -111,6 +113,10 @@ typedef struct agent {
     double settle_by; /* node 0 after a failure: when silent nodes count as lost */
     int interrupts;
     int first_interrupt; /* the signal of the first interruption, for the second's warning */
+    /* What ends the job although it came after the attempt's root cause (a lost node of a static
+     * job): the job is not restarted, the root cause stays the one named, and the summary says
+     * this too; "" when nothing did. */
+    char final_why[200];
     /* the child of the first SIGCHLD since the last reap (SIGCHLDs pending together are one,
      * with the first one's sender): reaped first, so that the root cause is the first to die */
     long first_exit;
@@ -152,6 +158,11 @@ coh_status auth_comm_key(agent *a);
 coh_status agent_attempt(agent *a);         /* run one attempt to its end */
 void agent_stop(agent *a, int sig);         /* begin teardown with this signal */
 void agent_fail_other(agent *a, int exit_code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Something that ends the job whatever came before it (a lost node of a static job): the
+ * attempt's failure when it has none yet (1 returned; not restartable), else the attempt keeps
+ * its root cause and this is why the job ends without a restart (a->final_why; 0 returned). */
+int agent_fail_final(agent *a, int exit_code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* The failure's summary on stderr; root_cause 0: a failure of this node that came after the
  * job's root cause (another node's, named before it). */

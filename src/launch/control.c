@@ -52,8 +52,10 @@ static void send_or_lose(agent *a, peer *p, const char *line)
     auth_mac_hex(p->skey, sizeof p->skey, is_master(a) ? "m" : "n", seq, payload, mac);
     snprintf(out, sizeof out, "%s %s\n", payload, mac);
     if (net_send_line(p->fd, out) < 0) {
+        p->lost_errno = errno;
         close(p->fd);
         p->fd = -1;
+        p->send_lost = 1; /* no longer polled: ctl_handle takes it as lost */
     }
 }
 
@@ -685,13 +687,21 @@ static void on_lost(agent *a, peer *q)
         return;
     }
     if (is_master(a)) {
-        int first = !a->fail.valid;
+        char what[300]; /* cut to fail.what when it is kept */
         if (silent(q))
-            agent_fail_other(a, 1, "node %d's launcher (host %s, %s) stopped answering for %g s: its machine or link is gone", q->node_rank, q->host, q->addr, a->ctl_timeout_s);
+            snprintf(what, sizeof what, "node %d's launcher (host %.64s, %s) stopped answering for %g s: its machine or link is gone", q->node_rank, q->host, q->addr, a->ctl_timeout_s);
         else
-            agent_fail_other(a, 1, "node %d's launcher (host %s) was lost", q->node_rank, q->host);
-        if (first && a->elastic) /* the job goes on with the nodes that remain */
-            a->fail.restartable = 1;
+            snprintf(what, sizeof what, "node %d's launcher (host %.64s) was lost", q->node_rank, q->host);
+        if (a->elastic) { /* the job goes on with the nodes that remain */
+            int first = !a->fail.valid;
+            agent_fail_other(a, 1, "%s", what);
+            if (first)
+                a->fail.restartable = 1;
+        } else {
+            /* A static job has no world without this node: even when a worker failure came
+             * first (the root cause, restartable), the job ends here, and says why. */
+            agent_fail_final(a, 1, "%s", what);
+        }
         broadcast(a, "STOP\n");
     } else {
         if (silent(q))
@@ -704,8 +714,24 @@ static void on_lost(agent *a, peer *q)
     a->remote_stop = 1;
 }
 
+/* Peers whose connection a failed send closed: no longer polled, so taken as lost here (each
+ * on_lost may broadcast STOP and lose another). */
+static void take_send_losses(agent *a)
+{
+    for (int again = 1; again;) {
+        again = 0;
+        for (int i = 0; i < a->npeers; i++)
+            if (a->peers[i].send_lost) {
+                a->peers[i].send_lost = 0;
+                on_lost(a, &a->peers[i]);
+                again = 1;
+            }
+    }
+}
+
 void ctl_handle(agent *a, struct pollfd *p, int n)
 {
+    take_send_losses(a);
     for (int j = 0; j < n; j++) {
         if (p[j].revents == 0)
             continue;
@@ -736,6 +762,7 @@ void ctl_handle(agent *a, struct pollfd *p, int n)
      * revents above were not its own */
     if (a->lfd >= 0)
         handle_port(a, p, n);
+    take_send_losses(a);
 }
 
 int ctl_settled(agent *a, int local_done)
@@ -760,6 +787,8 @@ int ctl_settled(agent *a, int local_done)
             close(q->fd);
             q->fd = -1;
             q->ended = 1;
+            if (!a->elastic) /* as lost: a static job cannot start again without it */
+                agent_fail_final(a, 1, "node %d's launcher (host %.64s) did not report its workers down within %g s of the failure", q->node_rank, q->host, a->o->grace_s + 5);
         }
         return 1;
     }
@@ -810,9 +839,15 @@ coh_status ctl_after_attempt(agent *a, int *restart, int *exit_code)
     *restart = 0;
     *exit_code = 0;
     if (a->npeers == 0 || is_master(a)) {
+        take_send_losses(a);
+        /* However a node was lost (a failed send, one given up on), a static job never starts
+         * again without it; a job that ends anyway needs no second word of it. */
+        for (int i = 0; i < a->npeers && !a->elastic; i++)
+            if (a->peers[i].fd < 0 && (!a->fail.valid || a->fail.restartable))
+                agent_fail_final(a, 1, "node %d's launcher (host %.64s) was lost", a->peers[i].node_rank, a->peers[i].host);
         if (a->fail.valid) {
             *exit_code = a->fail.exit_code;
-            *restart = a->fail.restartable && a->attempt < a->o->max_restarts;
+            *restart = a->fail.restartable && !a->final_why[0] && a->attempt < a->o->max_restarts;
         }
         if (*restart && a->elastic)
             *restart = elastic_next_round(a);
@@ -829,6 +864,9 @@ coh_status ctl_after_attempt(agent *a, int *restart, int *exit_code)
             describe(a, desc, sizeof desc);
         else
             snprintf(desc, sizeof desc, "every rank exited 0");
+        size_t dl = strlen(desc); /* what ended the job after its root cause: the others see it */
+        if (a->final_why[0])
+            snprintf(desc + dl, sizeof desc - dl, "; then %s", a->final_why);
         snprintf(msg, sizeof msg, "EXIT %d %d %s\n", *exit_code, a->fail.valid ? a->fail.node_rank : 0, desc);
         broadcast(a, msg);
         return COH_OK;

@@ -1,7 +1,8 @@
 /* test_launch_control.c: node 0's side of the control channel, fed authenticated lines through a
  * socket pair as another node's launcher sends them: which failure becomes the job's root cause
- * when several nodes report one, and what of a remote worker's failure (stderr tail, error
- * report) node 0 keeps for its summary. */
+ * when several nodes report one, what of a remote worker's failure (stderr tail, error report)
+ * node 0 keeps for its summary, and what it decides after the attempt: a static job that lost a
+ * node is not restarted, whatever failed first. */
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
@@ -46,7 +47,8 @@ static void fixture_free(fixture *x)
 {
     if (x->node1.fd >= 0)
         close(x->node1.fd);
-    close(x->other);
+    if (x->other >= 0)
+        close(x->other);
 }
 
 /* Send payload from node 1, framed as its launcher frames it ("PAYLOAD MAC", the MAC under the
@@ -177,6 +179,68 @@ static void test_interruption_stays(void)
     fixture_free(&x);
 }
 
+/* After a worker failure (restartable), node 1's launcher goes away: a static job is not
+ * restarted with a world that counts it; the worker failure stays the root cause and the loss is
+ * why the job ends. */
+static void test_lost_node_ends_static_job(void)
+{
+    fixture x;
+    CHECK_INT(fixture_init(&x), 0);
+    x.o.max_restarts = 2;
+    local_failure(&x, 1000.5);
+    close(x.other);
+    x.other = -1;
+    node0_reads(&x);
+    CHECK_INT(x.node1.fd, -1);
+    int restart = -1, code = -1;
+    CHECK_INT(ctl_after_attempt(&x.a, &restart, &code), COH_OK);
+    CHECK_INT(restart, 0);
+    CHECK_INT(code, 1);
+    CHECK_INT(x.a.fail.rank, 0);
+    CHECK(strstr(x.a.final_why, "node 1's launcher") != NULL);
+    CHECK_INT(x.a.attempt, 0);
+    fixture_free(&x);
+}
+
+/* The same with a node that node 0 gave up on (no END within the grace period + 5 s). */
+static void test_given_up_node_ends_static_job(void)
+{
+    fixture x;
+    CHECK_INT(fixture_init(&x), 0);
+    x.o.max_restarts = 2;
+    local_failure(&x, 1000.5);
+    x.a.settle_by = 1; /* long past */
+    CHECK_INT(ctl_settled(&x.a, 1), 1);
+    CHECK_INT(x.node1.fd, -1);
+    int restart = -1, code = -1;
+    CHECK_INT(ctl_after_attempt(&x.a, &restart, &code), COH_OK);
+    CHECK_INT(restart, 0);
+    CHECK_INT(code, 1);
+    CHECK(strstr(x.a.final_why, "node 1's launcher") != NULL);
+    fixture_free(&x);
+}
+
+/* An elastic job goes on without the lost node: the worker failure is restarted. */
+static void test_lost_node_elastic_restarts(void)
+{
+    fixture x;
+    CHECK_INT(fixture_init(&x), 0);
+    x.o.max_restarts = 2;
+    x.o.nnodes = 2;
+    x.o.nnodes_min = 1;
+    x.a.elastic = 1;
+    local_failure(&x, 1000.5);
+    close(x.other);
+    x.other = -1;
+    node0_reads(&x);
+    int restart = -1, code = -1;
+    CHECK_INT(ctl_after_attempt(&x.a, &restart, &code), COH_OK);
+    CHECK_INT(restart, 1);
+    CHECK_INT(x.a.attempt, 1);
+    CHECK_STR(x.a.final_why, "");
+    fixture_free(&x);
+}
+
 int main(void)
 {
     RUN(test_remote_report);
@@ -184,5 +248,8 @@ int main(void)
     RUN(test_earlier_remote_failure_is_root_cause);
     RUN(test_later_remote_failure_is_not);
     RUN(test_interruption_stays);
+    RUN(test_lost_node_ends_static_job);
+    RUN(test_given_up_node_ends_static_job);
+    RUN(test_lost_node_elastic_restarts);
     return CHECK_REPORT();
 }
