@@ -324,10 +324,18 @@ static void on_signal(agent *a)
             continue;
         }
         a->first_interrupt = sig;
+        a->interrupted = sig;
         coh_info("%s received: forwarding it to every worker", name);
-        agent_fail_other(a, 128 + sig, "the launcher on %s (node %d) was interrupted by %s", a->host, a->node_rank, name);
+        /* An interruption is never restarted, not even one during a failed attempt's teardown:
+         * the worker failure stays the root cause, and this is why the job ends. */
+        char what[200];
+        snprintf(what, sizeof what, "the launcher on %.64s (node %d) was interrupted by %s", a->host, a->node_rank, name);
+        int first = agent_fail_final(a, 128 + sig, "%s", what);
         agent_stop(a, sig);
-        ctl_local_failure(a);
+        if (first)
+            ctl_local_failure(a);
+        else
+            ctl_local_final(a, 128 + sig, what);
     }
 }
 
@@ -563,7 +571,8 @@ coh_status agent_attempt(agent *a)
 {
     a->stopping = a->killed = a->remote_stop = a->end_sent = 0;
     a->settle_by = 0;
-    a->interrupts = 0;
+    a->interrupts = a->interrupted = 0;
+    a->first_exit = 0; /* a SIGCHLD read at the last attempt's end names none of this one's */
     a->final_why[0] = '\0';
     a->stop_sigs = 0;
     a->started_real = now_real();
@@ -611,6 +620,11 @@ coh_status agent_attempt(agent *a)
             drain_until = a->down_mono + DRAIN_S;
         }
         int local_done = live == 0 && (open_streams(a) == 0 || coh_now_s() >= drain_until);
+        /* A signal that came as the last worker ended (one that worker sent its launcher, say)
+         * is taken before this node reports its workers down: node 0 must hear of it before it
+         * decides a restart. */
+        if (local_done)
+            on_signal(a);
         if (local_done && ctl_settled(a, 1))
             break;
         loop_once(a, local_done ? 0 : drain_until, p, map);
@@ -727,7 +741,9 @@ void agent_print_summary(const agent *a, const char *head, int root_cause)
     add_other_failures(a, out, sizeof out, &o);
     if (a->down_mono > 0 && a->fail_mono > 0)
         ADD("  teardown:   local workers down %.3f s after the failure (grace %g s)\n", a->down_mono - a->fail_mono, a->o->grace_s);
-    if (a->final_why[0])
+    if (a->final_why[0] && a->interrupted) /* its exit code is not the root cause's */
+        ADD("  ended by:   %s (the job is not restarted; this launcher exits %d)\n", a->final_why, 128 + a->interrupted);
+    else if (a->final_why[0])
         ADD("  ended by:   %s (the job is not restarted)\n", a->final_why);
 #undef ADD
     ssize_t w = write(2, out, o);

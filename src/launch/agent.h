@@ -113,9 +113,11 @@ typedef struct agent {
     double settle_by; /* node 0 after a failure: when silent nodes count as lost */
     int interrupts;
     int first_interrupt; /* the signal of the first interruption, for the second's warning */
-    /* What ends the job although it came after the attempt's root cause (a lost node of a static
-     * job): the job is not restarted, the root cause stays the one named, and the summary says
-     * this too; "" when nothing did. */
+    int interrupted;     /* the signal that interrupted this launcher in this attempt, 0 none: it
+                            then exits 128 + that signal, whatever the job's root cause */
+    /* What ends the job although it came after the attempt's root cause (an interruption of this
+     * launcher or another node's, a lost node of a static job): the job is not restarted, the
+     * root cause stays the one named, and the summary says this too; "" when nothing did. */
     char final_why[200];
     /* the child of the first SIGCHLD since the last reap (SIGCHLDs pending together are one,
      * with the first one's sender): reaped first, so that the root cause is the first to die */
@@ -159,9 +161,10 @@ coh_status agent_attempt(agent *a);         /* run one attempt to its end */
 void agent_stop(agent *a, int sig);         /* begin teardown with this signal */
 void agent_fail_other(agent *a, int exit_code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* Something that ends the job whatever came before it (a lost node of a static job): the
- * attempt's failure when it has none yet (1 returned; not restartable), else the attempt keeps
- * its root cause and this is why the job ends without a restart (a->final_why; 0 returned). */
+/* Something that ends the job whatever came before it (an interruption, a lost node of a static
+ * job): the attempt's failure when it has none yet (1 returned; not restartable), else the
+ * attempt keeps its root cause and this is why the job ends without a restart (a->final_why; 0
+ * returned). */
 int agent_fail_final(agent *a, int exit_code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* The failure's summary on stderr; root_cause 0: a failure of this node that came after the
@@ -177,6 +180,9 @@ coh_status ctl_join(agent *a);               /* connect all launchers; agree on 
 int ctl_fill(agent *a, struct pollfd *p);    /* add control fds; returns how many */
 void ctl_handle(agent *a, struct pollfd *p, int n);
 void ctl_local_failure(agent *a);            /* tell the others a local failure happened */
+/* This launcher ends the job after the attempt's failure (what: its interruption; exit_code: what
+ * it exits with): node 0 must not restart it. */
+void ctl_local_final(agent *a, int exit_code, const char *what);
 int ctl_settled(agent *a, int local_done);   /* may the attempt end now? */
 /* After an attempt: restart (a->attempt is then the next attempt) or the job's exit code. */
 coh_status ctl_after_attempt(agent *a, int *restart, int *exit_code);

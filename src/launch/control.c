@@ -6,16 +6,18 @@
  * job id, attempt). A node whose worker fails sends its stderr tail (TAIL lines), the first
  * lines of the worker's error report (REPORT lines, when it wrote one) and FAIL; node 0 sends
  * STOP to all; each node answers END when its workers are down; node 0 then sends START again
- * (restart) or EXIT with the root cause. A launcher ignores a line of a kind it does not know,
- * so the protocol grows by new kinds of lines, never by new fields of an existing one: an older
- * node 0 skips the REPORT lines of a newer node, and a newer node 0 shows an older node's
- * failure without a report. Node 0 keeps at most LAUNCH_TAIL_LINES TAIL and LAUNCH_ERROR_LINES
- * REPORT lines per node and attempt, each cut to LAUNCH_TAIL_WIDTH. A lost connection counts
- * as a failure, so no node's workers outlive another node's launcher; one that vanishes
- * without a word (machine or link gone) is lost after COHORT_CONTROL_TIMEOUT, by TCP keepalive
- * (net_keepalive). One text line per message; after the handshake each line ends in an HMAC
- * under the connection's session key over its direction and sequence number, so a line cannot
- * be forged, replayed or reordered. */
+ * (restart) or EXIT with the root cause. A launcher interrupted after its node's or another's
+ * failure sends a FAIL of its own before its END (no worker's: rank -1, not restartable): node 0
+ * keeps its root cause and does not restart, as it does not once a node of a static job is
+ * lost. A launcher ignores a line of a kind it does not know, so the protocol grows by new
+ * kinds of lines, never by new fields of an existing one: an older node 0 skips the REPORT lines
+ * of a newer node, and a newer node 0 shows an older node's failure without a report. Node 0
+ * keeps at most LAUNCH_TAIL_LINES TAIL and LAUNCH_ERROR_LINES REPORT lines per node and
+ * attempt, each cut to LAUNCH_TAIL_WIDTH. A lost connection counts as a failure, so no node's
+ * workers outlive another node's launcher; one that vanishes without a word (machine or link
+ * gone) is lost after COHORT_CONTROL_TIMEOUT, by TCP keepalive (net_keepalive). One text line
+ * per message; after the handshake each line ends in an HMAC under the connection's session key
+ * over its direction and sequence number, so a line cannot be forged, replayed or reordered. */
 #define _GNU_SOURCE /* accept4, pipe2, sigabbrev_np, sched_setaffinity */
 #include <errno.h>
 #include <fcntl.h>
@@ -27,6 +29,7 @@
 #include <string.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cohort/clock.h"
@@ -625,6 +628,24 @@ void ctl_local_failure(agent *a)
     send_or_lose(a, &a->peers[0], msg);
 }
 
+void ctl_local_final(agent *a, int exit_code, const char *what)
+{
+    if (a->npeers == 0)
+        return;
+    if (is_master(a)) { /* node 0 decides: the others need only stop */
+        broadcast(a, "STOP\n");
+        return;
+    }
+    /* A FAIL of its own (no worker's: rank -1, not restartable) after the one node 0 has: node 0
+     * keeps its root cause, and does not restart. */
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    char msg[1024];
+    snprintf(msg, sizeof msg, "FAIL %d 0 -1 0 %d 0 0 0 %.3f %s %s\n", exit_code, a->node_rank,
+             (double)ts.tv_sec + ts.tv_nsec * 1e-9, a->host, what);
+    send_or_lose(a, &a->peers[0], msg);
+}
+
 /* f, a worker's failure, happened before cur, the worker failure taken as the root cause so
  * far. Its FAIL can arrive later than cur was taken: node 0 reaps its own worker that failed of
  * another node's failure before that node's word crosses the network, and of two other nodes
@@ -652,6 +673,10 @@ static void master_on_fail(agent *a, peer *q, const char *line)
         f.nerror = q->nerror;
         a->fail = f;
         a->fail_mono = heard;
+    } else if (!f.restartable && f.rank < 0) {
+        /* that node's launcher was interrupted (or could not start a worker) after the root
+         * cause: the root cause stays, and the job is not restarted */
+        agent_fail_final(a, f.exit_code, "%s", f.what);
     }
     a->remote_stop = 1;
     broadcast(a, "STOP\n");
@@ -845,10 +870,11 @@ coh_status ctl_after_attempt(agent *a, int *restart, int *exit_code)
         for (int i = 0; i < a->npeers && !a->elastic; i++)
             if (a->peers[i].fd < 0 && (!a->fail.valid || a->fail.restartable))
                 agent_fail_final(a, 1, "node %d's launcher (host %.64s) was lost", a->peers[i].node_rank, a->peers[i].host);
-        if (a->fail.valid) {
-            *exit_code = a->fail.exit_code;
+        int code = a->fail.valid ? a->fail.exit_code : 0; /* the root cause's: the job's */
+        if (a->fail.valid)
             *restart = a->fail.restartable && !a->final_why[0] && a->attempt < a->o->max_restarts;
-        }
+        /* an interrupted launcher exits 128 + its signal, whatever the root cause */
+        *exit_code = a->interrupted ? 128 + a->interrupted : code;
         if (*restart && a->elastic)
             *restart = elastic_next_round(a);
         if (*restart)
@@ -867,21 +893,29 @@ coh_status ctl_after_attempt(agent *a, int *restart, int *exit_code)
         size_t dl = strlen(desc); /* what ended the job after its root cause: the others see it */
         if (a->final_why[0])
             snprintf(desc + dl, sizeof desc - dl, "; then %s", a->final_why);
-        snprintf(msg, sizeof msg, "EXIT %d %d %s\n", *exit_code, a->fail.valid ? a->fail.node_rank : 0, desc);
+        snprintf(msg, sizeof msg, "EXIT %d %d %s\n", code, a->fail.valid ? a->fail.node_rank : 0, desc);
         broadcast(a, msg);
         return COH_OK;
     }
     if (a->master_lost) {
-        *exit_code = a->fail.exit_code;
+        *exit_code = a->interrupted ? 128 + a->interrupted : a->fail.exit_code;
         return COH_OK;
     }
     coh_status st = node_wait_cmd(a, coh_now_s() + a->o->join_timeout_s);
     if (st)
         return st;
-    if (a->next_cmd == 1)
+    if (a->next_cmd == 1 && a->interrupted) {
+        /* node 0 decided before it heard of the interruption (or does not know it ends the job):
+         * this launcher ends all the same, and node 0 finds this node lost */
+        coh_warn("node 0 restarts the job, but this launcher was interrupted: it does not take part");
+        snprintf(a->exit_desc, sizeof a->exit_desc, "%s", a->fail.valid && a->fail.rank < 0 ? a->fail.what : "this launcher was interrupted");
+        a->exit_root_node = a->node_rank;
+        a->exit_from_master = 128 + a->interrupted;
+    }
+    if (a->next_cmd == 1 && !a->interrupted)
         *restart = 1; /* node_wait_cmd stored the new attempt */
     else
-        *exit_code = a->exit_from_master;
+        *exit_code = a->interrupted ? 128 + a->interrupted : a->exit_from_master;
     a->next_cmd = 0;
     return COH_OK;
 }

@@ -188,10 +188,16 @@ static void report(agent *a, int restart, int exit_code)
         if (a->fail.valid)
             agent_print_summary(a, restart ? "job failed, restarting it" : "job failed", 1);
     } else if (exit_code != 0) {
-        fprintf(stderr, "cohort run: job failed on node %d: %s (exit code %d)\n",
-                a->exit_root_node, a->exit_desc, exit_code);
+        /* the job's exit code; an interrupted launcher's own is 128 + its signal */
+        char own[64] = "";
+        if (exit_code != a->exit_from_master)
+            snprintf(own, sizeof own, "; this launcher exits %d", exit_code);
+        fprintf(stderr, "cohort run: job failed on node %d: %s (exit code %d%s)\n",
+                a->exit_root_node, a->exit_desc, a->exit_from_master, own);
         if (mine)
             agent_print_summary(a, "a worker of this node failed after that", 0);
+        else if (a->interrupted && a->fail.valid && !strstr(a->exit_desc, a->fail.what))
+            fprintf(stderr, "  and then:   %s\n", a->fail.what); /* node 0 did not say it */
     }
     if (restart)
         coh_info("restart %d of %d", a->attempt, a->o->max_restarts);

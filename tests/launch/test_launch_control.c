@@ -2,7 +2,8 @@
  * socket pair as another node's launcher sends them: which failure becomes the job's root cause
  * when several nodes report one, what of a remote worker's failure (stderr tail, error report)
  * node 0 keeps for its summary, and what it decides after the attempt: a static job that lost a
- * node is not restarted, whatever failed first. */
+ * node is not restarted, whatever failed first, nor a job whose launcher (node 0's or another's)
+ * was interrupted during a failed attempt's teardown. */
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
@@ -241,6 +242,71 @@ static void test_lost_node_elastic_restarts(void)
     fixture_free(&x);
 }
 
+/* Node 1's launcher, interrupted during the teardown of node 0's worker failure, says so: */
+static void node1_interrupted(fixture *x)
+{
+    node1_says(x, "FAIL 143 0 -1 0 1 0 0 0 1001.000 node1host the launcher on node1host (node 1) was interrupted by SIGTERM");
+    node0_reads(x);
+}
+
+/* node 0 keeps its worker failure as the root cause and does not restart the job. */
+static void test_remote_interruption_ends_job(void)
+{
+    fixture x;
+    CHECK_INT(fixture_init(&x), 0);
+    x.o.max_restarts = 2;
+    local_failure(&x, 1000.5);
+    node1_interrupted(&x);
+    CHECK_INT(x.a.fail.rank, 0);
+    CHECK(strstr(x.a.final_why, "(node 1) was interrupted by SIGTERM") != NULL);
+    int restart = -1, code = -1;
+    CHECK_INT(ctl_after_attempt(&x.a, &restart, &code), COH_OK);
+    CHECK_INT(restart, 0);
+    CHECK_INT(code, 1);
+    fixture_free(&x);
+}
+
+/* An earlier worker failure heard after the interruption becomes the root cause, and the job
+ * still ends: what ended it is kept apart from the root cause. */
+static void test_interruption_outlives_new_root_cause(void)
+{
+    fixture x;
+    CHECK_INT(fixture_init(&x), 0);
+    x.o.max_restarts = 2;
+    local_failure(&x, 1000.5);
+    node1_interrupted(&x);
+    node1_fails(&x, 1000.2);
+    CHECK_INT(x.a.fail.rank, 1);
+    CHECK_INT(x.a.fail.restartable, 1);
+    int restart = -1, code = -1;
+    CHECK_INT(ctl_after_attempt(&x.a, &restart, &code), COH_OK);
+    CHECK_INT(restart, 0);
+    CHECK_INT(code, 4);
+    fixture_free(&x);
+}
+
+/* Node 0's own launcher interrupted after its worker failed: it exits 128 + the signal, and tells
+ * node 1 the root cause's exit code. */
+static void test_own_interruption_ends_job(void)
+{
+    fixture x;
+    CHECK_INT(fixture_init(&x), 0);
+    x.o.max_restarts = 2;
+    local_failure(&x, 1000.5);
+    x.a.interrupted = 15;
+    CHECK_INT(agent_fail_final(&x.a, 143, "the launcher on node0host (node 0) was interrupted by SIGTERM"), 0);
+    CHECK_INT(x.a.fail.rank, 0);
+    int restart = -1, code = -1;
+    CHECK_INT(ctl_after_attempt(&x.a, &restart, &code), COH_OK);
+    CHECK_INT(restart, 0);
+    CHECK_INT(code, 143);
+    char got[1300] = "";
+    CHECK(read(x.other, got, sizeof got - 1) > 0);
+    CHECK(strncmp(got, "EXIT 1 0 rank 0 ", 16) == 0);
+    CHECK(strstr(got, "; then the launcher on node0host (node 0) was interrupted by SIGTERM") != NULL);
+    fixture_free(&x);
+}
+
 int main(void)
 {
     RUN(test_remote_report);
@@ -251,5 +317,8 @@ int main(void)
     RUN(test_lost_node_ends_static_job);
     RUN(test_given_up_node_ends_static_job);
     RUN(test_lost_node_elastic_restarts);
+    RUN(test_remote_interruption_ends_job);
+    RUN(test_interruption_outlives_new_root_cause);
+    RUN(test_own_interruption_ends_job);
     return CHECK_REPORT();
 }
