@@ -232,6 +232,7 @@ static void fail_worker(agent *a, worker *w)
     pid_t pg = w->pid;
     w->pid = -1;
     kill(-pg, SIGKILL); /* its own children go with it */
+    guard_drop(&a->g, pg);
     agent_stop(a, SIGTERM);
     ctl_local_failure(a);
 }
@@ -263,6 +264,7 @@ static worker *killed_first(agent *a, const worker *w)
         if (WIFSIGNALED(st))
             return v;
         kill(-v->pid, SIGKILL); /* strays left in its group */
+        guard_drop(&a->g, v->pid);
         v->pid = -1;
     }
     return NULL;
@@ -284,6 +286,7 @@ static void reap_worker(agent *a, worker *w)
             return;
     }
     kill(-w->pid, SIGKILL); /* strays left in the group of an exited worker */
+    guard_drop(&a->g, w->pid); /* its id may serve an unrelated process once the group is gone */
     w->pid = -1;
 }
 
@@ -594,6 +597,8 @@ coh_status agent_attempt(agent *a)
     for (int i = 0; i < a->nproc; i++) {
         worker *w = &a->w[i];
         coh_status cs = w->exec_fd >= 0 ? spawn_confirm(a->path, &w->pid, &w->exec_fd) : COH_OK;
+        if (cs != COH_OK) /* reaped: it never ran the program, its group is gone */
+            guard_drop(&a->g, (pid_t)w->started_pid);
         if (cs != COH_OK && st == COH_OK) {
             st = cs;
             snprintf(why, sizeof why, "rank %d: %s", w->rank, coh_last_error());

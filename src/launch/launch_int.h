@@ -83,7 +83,8 @@ void worker_env_free(char **env, int owned);
 /* ---- processes (spawn.c) ---- */
 
 /* The guard: a helper process that SIGKILLs every worker process group if the launcher dies
- * without saying goodbye (SIGKILL of the launcher), so even grandchildren never outlive it. */
+ * without saying goodbye (SIGKILL of the launcher), so even grandchildren never outlive it. It
+ * knows only the groups of workers not reaped yet (guard_add, guard_drop). */
 typedef struct guard {
     pid_t pid;
     int fd;
@@ -93,6 +94,9 @@ typedef struct guard {
  * (coh_comm_launch_key) left. */
 coh_status guard_start(guard *g, const char *cleanup_dir, const char *launch_key);
 void guard_add(guard *g, pid_t pgid);
+/* pgid's worker was reaped and its group killed: the guard forgets it, since once the group is
+ * gone the system may give that id to an unrelated process, which the guard must never kill. */
+void guard_drop(guard *g, pid_t pgid);
 /* 1 (and the guard reaped, *status its wait status) when the guard has died; else 0. */
 int guard_lost(guard *g, int *status);
 void guard_stop(guard *g); /* goodbye; reaps the guard */

@@ -110,6 +110,14 @@ static void guard_main(int fd, const char *cleanup_dir, const char *launch_key)
             continue;
         if (r == (ssize_t)sizeof v && v == 0)
             _exit(0); /* the launcher said goodbye: it reaped its workers itself */
+        if (r == (ssize_t)sizeof v && v < 0) { /* a reaped worker's group: forget it */
+            for (size_t i = 0; groups && i < n; i++)
+                if (groups[i] == (pid_t)-v) {
+                    groups[i] = groups[--n];
+                    break;
+                }
+            continue;
+        }
         if (r == (ssize_t)sizeof v && v > 0) {
             if (n == cap && groups) {
                 pid_t *g = realloc(groups, 2 * cap * sizeof *groups);
@@ -189,6 +197,12 @@ void guard_add(guard *g, pid_t pgid)
 {
     if (g->fd >= 0)
         guard_write(g->fd, (int32_t)pgid); /* a dead guard is noticed by guard_lost */
+}
+
+void guard_drop(guard *g, pid_t pgid)
+{
+    if (g->fd >= 0 && pgid > 0)
+        guard_write(g->fd, -(int32_t)pgid);
 }
 
 int guard_lost(guard *g, int *status)
