@@ -33,6 +33,13 @@ no_restart() {
     [ "$(cat "$T"/att.* 2>/dev/null | grep -c '^0 ')" -eq "$2" ] || fail "$1: not every worker ran: $(grep -H . "$T"/att.*)"
     ! grep -qv '^0 ' "$T"/att.* || fail "$1: the job was restarted: $(grep -H . "$T"/att.*)"
 }
+# both_exit: the two launchers' exit codes, rc0 and rc1
+both_exit() {
+    wait $n0
+    rc0=$?
+    wait $n1
+    rc1=$?
+}
 # Every worker: its attempt to att.RANK, its pid to pid.RANK; attempts after the first exit 0.
 PRE='echo "$COHORT_RESTART_COUNT $WORLD_SIZE" >> '"$T"'/att.$RANK; echo $$ > '"$T"'/pid.$RANK
 [ "$COHORT_RESTART_COUNT" = 0 ] || exit 0
@@ -68,10 +75,7 @@ for k in 0 1 2; do
     timeout -k 5 $HANG "$C" run --nnodes 3 --node-rank $k -n 1 --master-port "$P" --grace 30 --join-timeout 60 --max-restarts 1 sh -c "$W1" 2>"$T/e.$k" &
     eval n$k=$!
 done
-wait $n0
-rc0=$?
-wait $n1
-rc1=$?
+both_exit
 wait $n2 2>/dev/null # killed: no word of it from the shell
 [ $rc0 -eq 3 ] && [ $rc1 -eq 3 ] || fail "static node lost after a worker failure: launchers of nodes 0 and 1 exited $rc0 and $rc1, expected 3 and 3: $(cat "$T"/e.*)"
 no_restart "static node lost after a worker failure" 3
@@ -108,10 +112,7 @@ two_nodes() { # WORKER: both launchers, stderr to e.0 and e.1
 fresh
 two_nodes "$PRE"'if [ "$GROUP_RANK" = 0 ]; then '"$(fails_when_ready 1)"'; fi
 '"$(deaf 'kill -TERM $COHORT_LAUNCHER_PID')" 1
-wait $n0
-rc0=$?
-wait $n1
-rc1=$?
+both_exit
 [ $rc0 -eq 3 ] && [ $rc1 -eq 143 ] || fail "node 1 interrupted during the teardown: launchers exited $rc0 and $rc1, expected 3 and 143: $(cat "$T"/e.*)"
 no_restart "node 1 interrupted during the teardown" 2
 grep -qF "root cause: rank 0 (local rank 0, node 0)" "$T/e.0" || fail "node 0 does not name rank 0 the root cause: $(cat "$T/e.0")"
@@ -125,10 +126,7 @@ two_nodes "$PRE"'if [ "$GROUP_RANK" = 1 ]; then '"$(fails_when_ready 1)"'; fi
 '"$(deaf :)" 1
 wait_files 1 "$T/term.0.1" || fail "node 0 interrupted: rank 0 never got the teardown's SIGTERM"
 kill -TERM $(launcher_of $n0)
-wait $n0
-rc0=$?
-wait $n1
-rc1=$?
+both_exit
 [ $rc0 -eq 143 ] && [ $rc1 -eq 3 ] || fail "node 0 interrupted during the teardown: launchers exited $rc0 and $rc1, expected 143 and 3: $(cat "$T"/e.*)"
 no_restart "node 0 interrupted during the teardown" 2
 grep -qF "root cause: rank 1 (local rank 0, node 1)" "$T/e.0" || fail "node 0 interrupted: rank 1 is not the root cause: $(cat "$T/e.0")"
@@ -142,10 +140,7 @@ two_nodes "$PRE"'case $RANK in
 2) '"$(deaf 'kill -TERM $COHORT_LAUNCHER_PID')"' ;;
 *) exec sleep '$LONG' ;;
 esac' 2
-wait $n0
-rc0=$?
-wait $n1
-rc1=$?
+both_exit
 [ $rc0 -eq 3 ] && [ $rc1 -eq 143 ] || fail "node 1 interrupted after its own worker failed: launchers exited $rc0 and $rc1, expected 3 and 143: $(cat "$T"/e.*)"
 no_restart "node 1 interrupted after its own worker failed" 3
 grep -qF "ended by:   the launcher on $HOST (node 1) was interrupted by SIGTERM" "$T/e.0" || fail "node 1's interruption after its own failure: node 0 does not name it: $(cat "$T/e.0")"
