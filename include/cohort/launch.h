@@ -117,7 +117,8 @@ coh_status coh_launch_check(const coh_launch_opts *o);
 /* Run the job to its end: coh_launch_check, then start, supervise and (on failure) tear down
  * and restart the workers. On COH_OK, *exit_code is the job's result: 0 when every worker
  * exited 0; otherwise the root-cause worker's exit code, or 128 + signal number when it was
- * killed by a signal or the launcher was interrupted; a summary is printed on stderr.
+ * killed by a signal or the launcher was interrupted (also before any worker started: while
+ * the launchers joined); a summary is printed on stderr.
  * Other statuses mean no job ran to a result (check failed, the other launchers never came,
  * a system call failed). Installs signal handling for SIGINT, SIGTERM, SIGHUP, SIGQUIT and
  * SIGCHLD for its duration; call from a single-threaded process. */

@@ -44,6 +44,15 @@
 
 static int is_master(const agent *a) { return a->node_rank == 0; }
 
+/* A signal (not SIGCHLD) ended a wait of the launchers outside an attempt (joining, or waiting
+ * for node 0's word after one): this launcher then exits 128 + it, as an interrupted job does. */
+static coh_status interrupted_while(agent *a, int sig, const char *during)
+{
+    const char *abbr = sigabbrev_np(sig);
+    a->interrupted = sig;
+    return coh_errf(COH_ERR_SYSTEM, "interrupted by SIG%s while %s", abbr ? abbr : "?", during);
+}
+
 /* One authenticated line: "PAYLOAD MAC"; line is the payload, with or without its '\n'. */
 static void send_or_lose(agent *a, peer *p, const char *line)
 {
@@ -302,7 +311,7 @@ static coh_status master_accept(agent *a, int lfd, double deadline)
         if (p[0].revents) {
             struct signalfd_siginfo si;
             if (read(a->sigfd, &si, sizeof si) == (ssize_t)sizeof si && si.ssi_signo != SIGCHLD)
-                st = coh_errf(COH_ERR_SYSTEM, "interrupted by signal %u while waiting for the other nodes", si.ssi_signo);
+                st = interrupted_while(a, (int)si.ssi_signo, "waiting for the other nodes");
         }
         for (int i = 0; i < np && st == COH_OK; i++) {
             if (p[2 + i].revents)
@@ -375,7 +384,7 @@ static int node_next_line(agent *a, int auth, char *line, size_t n, double deadl
         if (p[0].revents) {
             struct signalfd_siginfo si;
             if (read(a->sigfd, &si, sizeof si) == (ssize_t)sizeof si && si.ssi_signo != SIGCHLD) {
-                *st = coh_errf(COH_ERR_SYSTEM, "interrupted by signal %u while waiting for node 0", si.ssi_signo);
+                *st = interrupted_while(a, (int)si.ssi_signo, "waiting for node 0's launcher");
                 return 0;
             }
         }
@@ -536,7 +545,10 @@ coh_status ctl_join(agent *a)
     }
     peer *m = &a->peers[0];
     m->node_rank = 0;
-    if ((st = net_connect_retry(a->o->master_addr, port, deadline, &m->fd)) ||
+    int sig = 0;
+    if ((st = net_connect_retry(a->o->master_addr, port, deadline, a->sigfd, &sig, &m->fd)))
+        a->interrupted = sig; /* a signal during the connect: exit 128 + it */
+    if (st ||
         (st = net_keepalive(m->fd, a->ctl_timeout_s)) ||
         (st = node_handshake(a, port, deadline)) || (st = node_wait_cmd(a, deadline)))
         return st;

@@ -38,8 +38,10 @@ coh_status net_check_port(int port, const char *what);
 coh_status net_listen(const char *host, int port, int *fd);
 /* "address:port" of the other end of a connected socket. */
 void net_peer_name(int fd, char *buf, size_t n);
-/* Connect to host:port, retrying until the deadline (monotonic seconds). */
-coh_status net_connect_retry(const char *host, int port, double deadline, int *fd);
+/* Connect to host:port, retrying until the deadline (monotonic seconds); no connect outlives
+ * it. A signal other than SIGCHLD on sigfd (-1: none watched) ends the wait: COH_ERR_SYSTEM
+ * naming it, *sig its number (else 0). */
+coh_status net_connect_retry(const char *host, int port, double deadline, int sigfd, int *sig, int *fd);
 /* Keepalive and TCP_USER_TIMEOUT so that a silent other end ends the connection (ETIMEDOUT)
  * within timeout_s + 1 s (net.c says how). */
 coh_status net_keepalive(int fd, double timeout_s);

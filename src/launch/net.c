@@ -3,13 +3,16 @@
 #define _GNU_SOURCE /* accept4, pipe2, sigabbrev_np, sched_setaffinity */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cohort/clock.h"
@@ -131,7 +134,43 @@ void net_peer_name(int fd, char *buf, size_t n)
     snprintf(buf, n, "%s:%d", host, port);
 }
 
-static int connect_once(const char *host, int port, int *err)
+/* A signal other than SIGCHLD waiting on sigfd (taken): its number, else 0. SIGCHLD is read and
+ * dropped: no worker runs while the launchers join. */
+static int take_signal(int sigfd)
+{
+    struct signalfd_siginfo si;
+    while (sigfd >= 0 && read(sigfd, &si, sizeof si) == (ssize_t)sizeof si)
+        if (si.ssi_signo != SIGCHLD)
+            return (int)si.ssi_signo;
+    return 0;
+}
+
+/* Wait until fd (-1: none) is writable, a signal comes on sigfd, or the deadline: 1 writable, 0
+ * deadline, -1 a signal (*sig). */
+static int wait_writable(int fd, int sigfd, double deadline, int *sig)
+{
+    for (;;) {
+        double left = deadline - coh_now_s();
+        if (left <= 0)
+            return 0;
+        struct pollfd p[2] = {{.fd = sigfd, .events = POLLIN}, {.fd = fd, .events = POLLOUT}};
+        int r = poll(p, 2, (int)(left * 1000) + 1);
+        if (r < 0 && errno != EINTR)
+            return 0;
+        if (r > 0 && p[0].revents && (*sig = take_signal(sigfd)))
+            return -1;
+        if (r > 0 && p[1].revents)
+            return 1;
+    }
+}
+
+/* One connect to each address of host:port in turn, non-blocking: a SYN that is never answered
+ * (dropped by a firewall, or by node 0's kernel while its accept queue is full) would otherwise
+ * hold a blocking connect() for the kernel's SYN retries (about 127 s), past the deadline, and
+ * deaf to SIGTERM and SIGINT, which the launcher blocks to read them from sigfd. A connected fd
+ * (blocking again); -1 failed (*err), -2 host does not resolve (*err: getaddrinfo's), -3 a
+ * signal (*sig). */
+static int connect_once(const char *host, int port, double deadline, int sigfd, int *sig, int *err)
 {
     char ps[16];
     snprintf(ps, sizeof ps, "%d", port);
@@ -143,38 +182,58 @@ static int connect_once(const char *host, int port, int *err)
     }
     int fd = -1;
     for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
-        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
         if (fd < 0)
             continue;
-        if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
+        int w = 1, e = 0; /* 1 connected, 0 failed (e), -1 a signal */
+        if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
+            socklen_t len = sizeof e;
+            if (errno != EINPROGRESS)
+                w = 0, e = errno;
+            else if ((w = wait_writable(fd, sigfd, deadline, sig)) == 0)
+                e = ETIMEDOUT; /* no answer by the deadline */
+            else if (w > 0 && (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &len) < 0 || e != 0))
+                w = 0, e = e ? e : errno;
+        }
+        if (w > 0)
             break;
-        *err = errno;
         close(fd);
-        fd = -1;
+        fd = w < 0 ? -3 : -1;
+        if (w < 0)
+            break;
+        *err = e;
     }
     freeaddrinfo(res);
     if (fd >= 0) {
         int one = 1;
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK); /* whole lines from now on */
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     }
     return fd;
 }
 
-coh_status net_connect_retry(const char *host, int port, double deadline, int *out)
+coh_status net_connect_retry(const char *host, int port, double deadline, int sigfd, int *sig, int *out)
 {
-    int err = 0;
+    int err = ETIMEDOUT;
+    *sig = 0;
     for (;;) {
-        int fd = connect_once(host, port, &err);
+        int fd = connect_once(host, port, deadline, sigfd, sig, &err);
         if (fd >= 0) {
             *out = fd;
             return COH_OK;
         }
         if (fd == -2)
             return coh_errf(COH_ERR_INVALID, "invalid master address '%s': %s", host, gai_strerror(-err));
+        /* the master may not be up yet: again in 0.1 s, a signal ending the wait */
+        double next = coh_now_s() + 0.1;
+        if (fd == -1 && coh_now_s() < deadline && wait_writable(-1, sigfd, next < deadline ? next : deadline, sig) < 0)
+            fd = -3;
+        if (fd == -3) {
+            const char *abbr = sigabbrev_np(*sig);
+            return coh_errf(COH_ERR_SYSTEM, "interrupted by SIG%s while connecting to node 0's launcher at %s:%d", abbr ? abbr : "?", host, port);
+        }
         if (coh_now_s() >= deadline)
             return coh_errf(COH_ERR_TIMEOUT, "node 0's launcher at %s:%d did not answer in time (last error: %s)", host, port, strerror(err));
-        struct timespec ts = {0, 100 * 1000 * 1000}; /* the master may not be up yet */
-        nanosleep(&ts, NULL);
     }
 }
 

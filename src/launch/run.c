@@ -252,6 +252,13 @@ coh_status coh_launch_run(const coh_launch_opts *o, int *exit_code)
     }
     if (st != COH_OK)
         launcher_failed(&a, st);
+    if (st != COH_OK && a.interrupted) {
+        /* a signal ended a wait outside an attempt (joining the other launchers, or waiting for
+         * node 0's word): 128 + it, as for an interrupted job, not a launcher's failure */
+        fprintf(stderr, "cohort run: %s\n", coh_last_error());
+        *exit_code = 128 + a.interrupted;
+        st = COH_OK;
+    }
     signals_give_back(&a, &sv);
     teardown(&a);
     return st;
