@@ -176,7 +176,9 @@ void agent_print_summary(const agent *a, const char *head, int root_cause);
 void agent_write_report(const agent *a, const char *launcher_error);
 
 /* control.c */
-coh_status ctl_join(agent *a);               /* connect all launchers; agree on ids */
+/* connect all launchers; agree on ids. next_cmd 2 on COH_OK: the job ended (EXIT) while this
+ * node waited for an elastic job's next round */
+coh_status ctl_join(agent *a);
 int ctl_fill(agent *a, struct pollfd *p);    /* add control fds; returns how many */
 void ctl_handle(agent *a, struct pollfd *p, int n);
 void ctl_local_failure(agent *a);            /* tell the others a local failure happened */

@@ -3,24 +3,28 @@
  * with the node's nonce and an HMAC over both; WELCOME with node 0's HMAC, so each side knows
  * the other), within HANDSHAKE_S, or it is closed and logged with its address: only an
  * authenticated HELLO takes a node's place. Node 0 then answers START (world size, rank base,
- * job id, attempt). A node whose worker fails sends its stderr tail (TAIL lines), the first
- * lines of the worker's error report (REPORT lines, when it wrote one) and FAIL; node 0 sends
- * STOP to all; each node answers END when its workers are down; node 0 then sends START again
- * (restart) or EXIT with the root cause. A launcher interrupted after its node's or another's
- * failure sends a FAIL of its own before its END (no worker's: rank -1, not restartable): node 0
- * keeps its root cause and does not restart, as it does not once a node of a static job is
- * lost. A launcher ignores a line of a kind it does not know, so the protocol grows by new
- * kinds of lines, never by new fields of an existing one: an older node 0 skips the REPORT lines
- * of a newer node, and a newer node 0 shows an older node's failure without a report. Node 0
- * keeps at most LAUNCH_TAIL_LINES TAIL and LAUNCH_ERROR_LINES REPORT lines per node and
- * attempt, each cut to LAUNCH_TAIL_WIDTH. A lost connection counts as a failure, so no node's
- * workers outlive another node's launcher; one that vanishes without a word (machine or link
- * gone) is lost after COHORT_CONTROL_TIMEOUT, by TCP keepalive (net_keepalive). One text line
- * per message; after the handshake each line ends in an HMAC under the connection's session key
- * over its direction and sequence number, so a line cannot be forged, replayed or reordered. */
+ * job id, attempt); each node says CANWAIT after the handshake, and one that joined an elastic
+ * job during a round is then told WAIT: it waits for its START (the next restart) or EXIT
+ * without its join deadline (a node of an older cohort says no CANWAIT, is not told, and keeps
+ * its deadline). A node whose worker fails sends its stderr tail (TAIL lines), the first lines
+ * of the worker's error report (REPORT lines, when it wrote one) and FAIL; node 0 sends STOP to
+ * all; each node answers END when its workers are down; node 0 then sends START again (restart)
+ * or EXIT with the root cause. A launcher interrupted after its node's or another's failure
+ * sends a FAIL of its own before its END (no worker's: rank -1, not restartable): node 0 keeps
+ * its root cause and does not restart, as it does not once a node of a static job is lost. A
+ * launcher ignores a line of a kind it does not know, so the protocol grows by new kinds of
+ * lines, never by new fields of an existing one: an older node 0 skips the REPORT lines of a
+ * newer node, and a newer node 0 shows an older node's failure without a report. Node 0 keeps at
+ * most LAUNCH_TAIL_LINES TAIL and LAUNCH_ERROR_LINES REPORT lines per node and attempt, each cut
+ * to LAUNCH_TAIL_WIDTH. A lost connection counts as a failure, so no node's workers outlive
+ * another node's launcher; one that vanishes without a word (machine or link gone) is lost after
+ * COHORT_CONTROL_TIMEOUT, by TCP keepalive (net_keepalive). One text line per message; after the
+ * handshake each line ends in an HMAC under the connection's session key over its direction and
+ * sequence number, so a line cannot be forged, replayed or reordered. */
 #define _GNU_SOURCE /* accept4, pipe2, sigabbrev_np, sched_setaffinity */
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -193,10 +197,12 @@ static coh_status admit(agent *a, peer *q, const ctl_hello *h, int *joined)
     q->nproc = h->nproc;
     q->active = joined != NULL;
     snprintf(q->host, sizeof q->host, "%s", h->host);
-    if (joined)
+    if (joined) {
         (*joined)++;
-    else
-        coh_info("a node joined from %s (host %s, %d process(es)): it enters at the next restart", q->addr, q->host, q->nproc);
+        return COH_OK;
+    }
+    /* its CANWAIT, when it comes, gets WAIT (on_line) */
+    coh_info("a node joined from %s (host %s, %d process(es)): it enters at the next restart", q->addr, q->host, q->nproc);
     return COH_OK;
 }
 
@@ -277,7 +283,8 @@ static coh_status join_timeout(const agent *a, int joined)
 static int poll_ms(double until)
 {
     double left = until - coh_now_s();
-    return left <= 0 ? 0 : (int)(left * 1000) + 1;
+    /* an hour at most: a wait without a deadline (INFINITY) polls again after it */
+    return left <= 0 ? 0 : left > 3600 ? 3600 * 1000 : (int)(left * 1000) + 1;
 }
 
 static coh_status master_accept(agent *a, int lfd, double deadline)
@@ -423,6 +430,15 @@ static coh_status node_wait_cmd(agent *a, double deadline)
                 return coh_errf(COH_ERR_PEER_LOST, "node 0's launcher closed the connection");
             if (got == 0)
                 return coh_errf(COH_ERR_TIMEOUT, "node 0's launcher did not start the job within %g s", a->o->join_timeout_s);
+            if (!strcmp(line, "WAIT")) {
+                /* Node 0 took this node in during a round: it enters at the next restart, however
+                 * long the round lasts. What still ends the wait: node 0's launcher gone (its
+                 * connection closed, or silent for COHORT_CONTROL_TIMEOUT: keepalive), a signal,
+                 * or the job's end (EXIT). */
+                coh_info("node 0 is running a round of the job: this node waits for the next round and enters at the next restart");
+                deadline = INFINITY;
+                continue;
+            }
             if (strcmp(line, "STOP"))
                 break; /* a late STOP: our workers are down already */
         }
@@ -548,12 +564,16 @@ coh_status ctl_join(agent *a)
     int sig = 0;
     if ((st = net_connect_retry(a->o->master_addr, port, deadline, a->sigfd, &sig, &m->fd)))
         a->interrupted = sig; /* a signal during the connect: exit 128 + it */
-    if (st ||
-        (st = net_keepalive(m->fd, a->ctl_timeout_s)) ||
-        (st = node_handshake(a, port, deadline)) || (st = node_wait_cmd(a, deadline)))
+    if (st || (st = net_keepalive(m->fd, a->ctl_timeout_s)) || (st = node_handshake(a, port, deadline)))
         return st;
-    if (a->next_cmd != 1)
-        return coh_errf(COH_ERR_PEER_LOST, "node 0 ended the job before it started: %s", a->exit_desc);
+    /* this launcher understands WAIT (node 0 sends it only then); an older node 0 ignores the line */
+    send_or_lose(a, m, "CANWAIT\n");
+    if ((st = node_wait_cmd(a, deadline)))
+        return st;
+    if (a->next_cmd == 2) { /* the job ended while this node waited to enter it: run.c exits with its code */
+        coh_info("the job ended before this node entered it: %s", a->exit_desc);
+        return COH_OK;
+    }
     a->next_cmd = 0;
     return COH_OK;
 }
@@ -706,6 +726,11 @@ static void on_line(agent *a, peer *q, const char *line)
         master_on_fail(a, q, line);
     else if (!strncmp(line, "END", 3) && is_master(a))
         q->ended = 1;
+    else if (!strcmp(line, "CANWAIT") && is_master(a) && !q->active && q->node_rank >= 0)
+        /* a node taken in during a round that knows WAIT: it waits for the next round without
+         * its --join-timeout, which this round may outlast (an older node, which says no
+         * CANWAIT and would take WAIT for an error, keeps its deadline) */
+        send_or_lose(a, q, "WAIT\n");
     else if (!strcmp(line, "STOP"))
         a->remote_stop = 1;
     else if (!strncmp(line, "START ", 6) || !strncmp(line, "EXIT ", 5)) {

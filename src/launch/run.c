@@ -244,7 +244,14 @@ coh_status coh_launch_run(const coh_launch_opts *o, int *exit_code)
         teardown(&a);
         return st;
     }
-    if ((st = ctl_join(&a)) == COH_OK) {
+    if ((st = ctl_join(&a)) == COH_OK && a.next_cmd == 2) {
+        /* an elastic job that ended while this node waited for its next round: no worker ran
+         * here, and this launcher exits with the job's code, as every node does */
+        *exit_code = a.exit_from_master;
+        report(&a, 0, *exit_code);
+        if (*exit_code != 0)
+            agent_write_report(&a, NULL);
+    } else if (st == COH_OK) {
         if (o->log_dir && !a.log_root[0]) /* a fresh run id: no earlier run used it */
             snprintf(a.log_root, sizeof a.log_root, "%s/%s", o->log_dir, a.run_id);
         describe_job(&a);
