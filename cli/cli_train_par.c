@@ -265,6 +265,9 @@ void cli_par_print_start(const train_opts *o, const cli_par *p, coh_par_trainer 
     if (c->tied_grad_apart)
         coh_info("tied embedding: the head's and the embedding's wte gradients are each summed "
                  "over the step, then added (a pipeline's order: --tied-grad-order pipeline)");
+    if (c->grad_accum_apart)
+        coh_info("gradients: each micro-batch's summed from zero in a buffer of its own, then "
+                 "added (2 data-parallel ranks' order: --grad-accum-order apart)");
     coh_par_memory pm;
     char tot[24], eng[24], tr[24], base[24], st[128];
     if (!cli_par_predict(o, p, &pm))

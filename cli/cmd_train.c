@@ -75,6 +75,12 @@ static void help(void)
            "                        (each over the step, then added: the order of --pp 2 or\n"
            "                        more, so that one device reproduces a pipeline run bit for\n"
            "                        bit; one wte more memory; not with data parallelism)\n"
+           "  --grad-accum-order O  how one rank sums its micro-batches' gradients: interleaved\n"
+           "                        (the default: all into one buffer) or apart (each from zero\n"
+           "                        in a buffer of its own, then added: the order of 2\n"
+           "                        data-parallel ranks' all-reduce, so that one device\n"
+           "                        reproduces ddp or zero1-3 at 2 ranks of one micro-batch\n"
+           "                        each bit for bit; one gradient arena more memory)\n"
            "output:\n"
            "  --metrics FILE        JSON lines: step, loss, lr, tokens_per_s, mfu, elapsed_s,\n"
            "                        val_loss (when evaluated), memory per rank (model state,\n"
@@ -105,7 +111,7 @@ enum {
     O_INIT = 256, O_DATA, O_VAL, O_SHUFFLE, O_STEPS, O_LR, O_MINLR, O_WARMUP, O_WD, O_CLIP, O_SEED,
     O_DET, O_METRICS, O_LOGEVERY, O_VALEVERY, O_VALBATCHES, O_SAVE, O_SAVEEVERY, O_RESUME,
     O_STOPAT, O_TOKENIZER, O_BLASINFO, O_TRACE, O_DUMP, O_DEVICES, O_DRYRUN, O_JSON,
-    O_STAGELAYERS, O_SAVEDTYPE, O_DEVICE, O_WORLD, O_PEAK, O_TIED
+    O_STAGELAYERS, O_SAVEDTYPE, O_DEVICE, O_WORLD, O_PEAK, O_TIED, O_ACCUMORDER
 };
 
 static const struct option own_options[] = {
@@ -127,6 +133,7 @@ static const struct option own_options[] = {
     {"device", 1, 0, O_DEVICE},
     {"world", 1, 0, O_WORLD},         {"peak-gflops", 1, 0, O_PEAK},
     {"tied-grad-order", 1, 0, O_TIED},
+    {"grad-accum-order", 1, 0, O_ACCUMORDER},
     {0, 0, 0, 0},
 };
 
@@ -181,6 +188,14 @@ static int parse_value(void *ctx, int c, const char *name, const char *a)
         o->tied_order = a;
         o->tc.tied_grad_apart = !strcmp(a, "pipeline");
         return 1;
+    case O_ACCUMORDER:
+        if (strcmp(a, "interleaved") && strcmp(a, "apart")) {
+            cli_usage_error(CMD, "invalid --grad-accum-order '%s': valid are interleaved, apart",
+                            a);
+            return 0;
+        }
+        o->tc.grad_accum_apart = !strcmp(a, "apart");
+        return 1;
     case O_METRICS: o->metrics = a; return 1;
     case O_LOGEVERY: return cli_parse_long(CMD, "--log-every", a, 1, BIG, &o->log_every);
     case O_VALEVERY: return cli_parse_long(CMD, "--val-every", a, 1, BIG, &o->val_every);
@@ -233,6 +248,18 @@ static int check_tied_order(const train_opts *o)
                                "it is for one data-parallel replica (a replica's wte gradient is "
                                "reduced before the head's part could join it)",
                                coh_strategy_name(p->strategy), (long long)p->dp);
+    /* --grad-accum-order apart: one rank summing as 2 data-parallel ranks' all-reduce does */
+    if (o->tc.grad_accum_apart && (p->dp > 1 || p->pp > 1 || p->tp > 1 ||
+                                   p->strategy == COH_STRATEGY_DP))
+        return cli_usage_error(CMD, "--grad-accum-order apart with --strategy %s on dp %lld x pp "
+                               "%lld x tp %lld: it is for one rank (one device summing its "
+                               "micro-batches as 2 data-parallel ranks do)",
+                               coh_strategy_name(p->strategy), (long long)p->dp,
+                               (long long)p->pp, (long long)p->tp);
+    if (o->tc.grad_accum_apart && o->tc.tied_grad_apart)
+        return cli_usage_error(CMD, "--grad-accum-order apart with --tied-grad-order pipeline: "
+                               "choose one order (apart is data parallelism's, pipeline a "
+                               "pipeline's)");
     return 0;
 }
 
@@ -815,6 +842,8 @@ static int dry_run(const train_opts *o)
         coh_jw_field_int(&w, "threads", o->cfg.threads);
         coh_jw_key(&w, "tied_grad_order");
         coh_jw_string(&w, o->tc.tied_grad_apart || p->pp > 1 ? "pipeline" : "interleaved");
+        coh_jw_key(&w, "grad_accum_order");
+        coh_jw_string(&w, o->tc.grad_accum_apart ? "apart" : "interleaved");
         if (p->strategy != COH_STRATEGY_DP && mesh_json(&w, o)) {
             coh_jw_object_end(&w);
             coh_jw_finish(&w);
@@ -832,6 +861,9 @@ static int dry_run(const train_opts *o)
            o->tc.batch, o->tc.seq, o->tc.accum, p->dp);
     if (o->tc.tied_grad_apart && p->pp == 1)
         printf("tied wte  its two gradients summed in a pipeline's order (one wte more)\n");
+    if (o->tc.grad_accum_apart)
+        printf("gradients each micro-batch's summed apart, then added: 2 data-parallel ranks' "
+               "order (one gradient arena more)\n");
     int world = p->dp * p->pp * p->tp, per = p->gpus_per_node > 0 ? p->gpus_per_node : world;
     if (world > 1)
         printf("mesh      %d ranks, %d a node: tp fastest, then dp, then pp (--json: every "

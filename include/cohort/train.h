@@ -380,6 +380,10 @@ typedef struct coh_trainer_config {
     int tied_grad_apart;     /* pp 1: sum the tied wte's head and embedding gradients in a
                                 pipeline's order (coh_gpt_keep_head_grad_apart), one wte more;
                                 one data-parallel replica only */
+    int grad_accum_apart;    /* one rank: each micro-batch's gradient (its forward's head part
+                                and its backward) summed from zero in a buffer of its own, then
+                                added to the step's, as 2 data-parallel ranks' all-reduce adds
+                                theirs; one gradient arena more */
 } coh_trainer_config;
 
 /* Defaults: accum 1, warmup 0, lr 3e-4, min_lr_frac 0.1, betas 0.9/0.95, eps 1e-8, wd 0.1,

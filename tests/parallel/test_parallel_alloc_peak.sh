@@ -7,8 +7,9 @@
 # created without the whole model's activations and its slots are sized for its own layers, so
 # no transient whole-model peak precedes the stage's own). The allocator's figure is a count,
 # not a page measure, so it holds under AddressSanitizer too. single with --tied-grad-order
-# pipeline (a train option: the estimate is single's) holds one wte more, and its prediction
-# says exactly that.
+# pipeline (a train option: the estimate is single's) holds one wte more, and with
+# --grad-accum-order apart (accumulation 2) one gradient arena more; the prediction says exactly
+# that.
 . "$(dirname "${BASH_SOURCE[0]}")/par_lib.sh"
 
 par_prepare
@@ -33,12 +34,16 @@ run tp2 2 1 --tp 2
 run pp1f1b 2 1 --pp 2 --schedule 1f1b --microbatches 4
 run ppgpipe 2 1 --pp 2 --schedule gpipe --microbatches 4
 train_only="--tied-grad-order pipeline" run single-tied 1 1 --strategy single
+train_only="--grad-accum-order apart --grad-accum 2" run single-apart 1 1 --strategy single
 
-"$py" - "$work" <<'PYEOF' || fail "allocator peaks"
+"$py" - "$work" "$src/tests/parallel" <<'PYEOF' || fail "allocator peaks"
 import json, sys
 work = sys.argv[1]
+sys.path.insert(0, sys.argv[2])
+from par_compare import tensors
 bound = {"single": 0.05, "ddp": 0.05, "zero1": 0.05, "zero2": 0.05, "zero3": 0.05,
-         "tp2": 0.05, "pp1f1b": 0.05, "ppgpipe": 0.05, "single-tied": 0.05}
+         "tp2": 0.05, "pp1f1b": 0.05, "ppgpipe": 0.05, "single-tied": 0.05,
+         "single-apart": 0.05}
 ok, peaks = True, {}
 for name, b in bound.items():
     est = json.load(open("%s/%s.est" % (work, name)))["per_device"]
@@ -69,6 +74,15 @@ if extra != 4 * 512 * 256:
 if not peaks["single-tied"] - peaks["single"] >= 4 * 512 * 256:
     print("--tied-grad-order pipeline's allocator peak %d is not one wte above single's %d"
           % (peaks["single-tied"], peaks["single"])); ok = False
+# each micro-batch's gradient apart: one arena of the model's parameters more, predicted
+arena = 4 * sum(k for _, k in tensors(512, 256, 4, 64))
+extra = predicted("single-apart") - predicted("single")
+if extra != arena:
+    print("--grad-accum-order apart predicts %d bytes more than single, want %d" % (extra, arena))
+    ok = False
+if not peaks["single-apart"] - peaks["single"] >= arena:
+    print("--grad-accum-order apart's allocator peak %d is not one gradient arena above single's "
+          "%d" % (peaks["single-apart"], peaks["single"])); ok = False
 if not peaks["tp2"] < 0.6 * peaks["single"]:
     print("tp 2 holds %d, not about half of single's %d" % (peaks["tp2"], peaks["single"]))
     ok = False

@@ -478,6 +478,12 @@ void coh_gpt_set_grad_arena(coh_gpt *g, float *buf)
     arena_views(&g->cfg, buf, &g->gw, g->gblk);
 }
 
+void gpt_point_grads(coh_gpt *g, float *buf)
+{
+    g->grads = buf;
+    arena_views(&g->cfg, buf, &g->gw, g->gblk);
+}
+
 void coh_gpt_set_param_hook(coh_gpt *g, coh_param_hook_fn fn, void *ctx)
 {
     g->phook = fn;

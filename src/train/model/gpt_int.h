@@ -84,6 +84,9 @@ typedef struct gpt_slot {
 /* Whether slot sl keeps what layers lo..hi-1 and the ends (COH_GPT_*) save: a stage's slots
  * (coh_gpt_set_stage_slots) keep only its own; the whole model's keep everything. */
 int gpt_slot_keeps(const coh_gpt *g, const gpt_slot *sl, int lo, int hi, int ends);
+/* Points the model's gradient views at buf (an arena of its layout, the caller's) without
+ * copying: the executor's micro-batches summed apart (coh_trainer_config.grad_accum_apart). */
+void gpt_point_grads(coh_gpt *g, float *buf);
 
 struct coh_gpt {
     coh_gpt_config cfg;

@@ -218,6 +218,8 @@ coh_status coh_par_memory_estimate(const coh_par_config *cfg, int dp, int rank,
     }
     if (c->train.tied_grad_apart) /* the head's part of the wte gradient, apart */
         out->engine += 4 * (uint64_t)par_wte_size(&c->train.model);
+    if (c->train.grad_accum_apart) /* a micro-batch's own gradient arena */
+        out->engine += 4 * (uint64_t)coh_gpt_param_count(&c->train.model);
     const coh_model_state_bytes *s = &out->state;
     out->save = c->train.saves ? ckpt_save_bytes(&c->train.model, dp, 1) : 0;
     out->total = s->params + s->grads + s->optim + out->engine + out->gathered +

@@ -47,6 +47,14 @@ static coh_status check(const coh_par_config *c, const coh_mesh *m)
                         "order with %s (dp %lld): a replica's wte gradient is reduced when the "
                         "embedding's backward ends, before the head's part could join it; keep "
                         "one replica", coh_strategy_name(p->strategy), (long long)p->dp);
+    if (c->train.grad_accum_apart && (p->strategy == COH_STRATEGY_DP || m->dp != 1 ||
+                                      m->pp != 1 || m->tp != 1 || c->train.tied_grad_apart))
+        return coh_errf(COH_ERR_UNSUPPORTED, "micro-batches summed apart with %s on dp %d x pp "
+                        "%d x tp %d%s: it is one rank's way to sum as 2 data-parallel ranks "
+                        "do; keep one rank, the tied embedding's order interleaved",
+                        coh_strategy_name(p->strategy), m->dp, m->pp, m->tp,
+                        c->train.tied_grad_apart ? " and the tied embedding's gradients in a "
+                                                   "pipeline's order" : "");
     if (p->strategy == COH_STRATEGY_SINGLE && m->dp != 1)
         return coh_errf(COH_ERR_INVALID, "strategy 'single' with %d ranks: use ddp or zero1..3 "
                         "under 'cohort run', or run one process", m->dp);
@@ -166,6 +174,10 @@ static coh_status build(coh_par_trainer *t)
     }
     t->params = coh_gpt_params(model, &t->n);
     t->grads = coh_gpt_grads(model, NULL);
+    if (c->train.grad_accum_apart &&
+        !(t->grads_apart = coh_dev_alloc(t->be, t->n * sizeof *t->grads_apart)))
+        return coh_errf(COH_ERR_NOMEM, "out of memory for the micro-batches' own gradients "
+                        "(%zu floats)", t->n);
     /* dp: this rank's model is device 0; the replicas join it over the thread transport */
     if (c->par.strategy == COH_STRATEGY_DP && (st = par_dp_build(t)))
         return st;
@@ -292,6 +304,7 @@ void coh_par_trainer_destroy(coh_par_trainer *t)
     free(t->bk);
     free(t->bucket_of);
     coh_dev_free(t->be, t->gacc);
+    coh_dev_free(t->be, t->grads_apart);
     free(t->seq);
     free(t->t_need);
     free(t->need_ev);

@@ -77,6 +77,8 @@ struct coh_par_trainer {
     int last_micro;        /* this micro-step communicates gradients */
     coh_status err;        /* first failure inside a hook (hooks cannot return one) */
     float *gacc;           /* ZeRO-2/3 with accum > 1: own chunks accumulated, back to back */
+    float *grads_apart;    /* micro-batches summed apart: where each but the first sums its
+                              gradient before it is added to grads (pipe_exec.c) */
     size_t own_total;
     double *t_need;        /* (L + 2) trace: when layer l's NEED arrived */
     int *need_ev;          /* (L + 2) the NEED event kind, for the trace name */

@@ -543,6 +543,12 @@ static coh_status run_list(coh_par_trainer *t, const coh_pipe_action *a, int n, 
             break;
         case COH_PIPE_FORWARD: {
             float l = 0.0f;
+            /* micro-batches summed apart: from the forward on (the head adds its part of wte's
+             * gradient there), each but the first sums into a buffer of its own from zero */
+            if (t->grads_apart && scale > 0.0f && mb > 0) {
+                t->be->set(t->grads_apart, 0, t->n * sizeof *t->grads_apart);
+                gpt_point_grads(t->model, t->grads_apart);
+            }
             int slot = scale > 0.0f ? slot_take(pp, a[i].mb) : 0;
             size_t row = (size_t)mb * stride + pp->row0;
             if (dev && (st = par_dp_replicate(dev, a[i].mb)))
@@ -566,6 +572,10 @@ static coh_status run_list(coh_par_trainer *t, const coh_pipe_action *a, int n, 
                                   coh_gpt_shards_backward(t->model, pp->slot_of[a[i].mb], lo, hi,
                                                           chunk_ends(pp, k), hlo, hhi, pp->xbuf,
                                                           B, T, pp->ybuf));
+            if (t->grads_apart && mb > 0) { /* then added, as 2 ranks' all-reduce adds */
+                gpt_point_grads(t->model, t->grads);
+                t->be->add(t->grads, t->grads_apart, t->n);
+            }
             pp->chunks_live[a[i].mb]--;
             pp->busy_us += par_now_us() - t0;
             trace_compute(t, "B", a[i].mb, k, t0);
